@@ -1,0 +1,13 @@
+// `npm run db:migrate`: applies pending migrations to the configured database and exits.
+import { loadConfig } from "../config.ts";
+import { openDatabase } from "./client.ts";
+import { applyMigrations } from "./migrations.ts";
+
+const config = loadConfig();
+const db = await openDatabase(config);
+try {
+  const applied = await applyMigrations(db.adapterFactory);
+  console.log(applied.length ? `applied: ${applied.join(", ")}` : "database is up to date");
+} finally {
+  await db.close();
+}

@@ -1,0 +1,85 @@
+// Reads prisma/migrations in Prisma's own folder layout, applies it, and checks it against
+// prisma/schema.prisma. The layout stays Prisma's so `prisma migrate deploy` keeps working
+// on machines that have the native engine.
+import { readdir, readFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
+import type { MigrationList } from "@prisma/schema-engine-wasm";
+import { openSchemaEngine } from "./schema-engine.ts";
+
+export const prismaDir = fileURLToPath(new URL("../../prisma/", import.meta.url));
+const migrationsDir = path.join(prismaDir, "migrations");
+const noFilter = { externalTables: [], externalEnums: [] };
+
+export async function readSchema(): Promise<string> {
+  return readFile(path.join(prismaDir, "schema.prisma"), "utf8");
+}
+
+export async function readMigrations(): Promise<MigrationList> {
+  const entries = await readdir(migrationsDir, { withFileTypes: true });
+  const dirs = entries.filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  return {
+    baseDir: migrationsDir,
+    lockfile: {
+      path: "migration_lock.toml",
+      content: await readFile(path.join(migrationsDir, "migration_lock.toml"), "utf8"),
+    },
+    shadowDbInitScript: "",
+    migrationDirectories: await Promise.all(
+      dirs.map(async (dir) => ({
+        path: dir,
+        migrationFile: {
+          path: "migration.sql",
+          content: { tag: "ok" as const, value: await readFile(path.join(migrationsDir, dir, "migration.sql"), "utf8") },
+        },
+      })),
+    ),
+  };
+}
+
+export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAdapterFactory): Promise<string[]> {
+  const engine = await openSchemaEngine(await readSchema(), adapterFactory);
+  try {
+    const out = await engine.applyMigrations({ migrationsList: await readMigrations(), filters: noFilter });
+    return out.appliedMigrationNames;
+  } finally {
+    engine.free();
+  }
+}
+
+/** SQL that takes the migrations folder to the datamodel; empty when they agree. */
+export async function pendingSchemaChanges(adapterFactory: SqlMigrationAwareDriverAdapterFactory): Promise<string> {
+  const schema = await readSchema();
+  const engine = await openSchemaEngine(schema, adapterFactory);
+  try {
+    const res = await engine.diff({
+      from: { tag: "migrations", ...(await readMigrations()) },
+      to: { tag: "schemaDatamodel", files: [{ path: "schema.prisma", content: schema }] },
+      script: true,
+      exitCode: null,
+      filters: noFilter,
+    });
+    return (res.stdout ?? "").replace(/^-- This is an empty migration\.\s*$/m, "").trim();
+  } finally {
+    engine.free();
+  }
+}
+
+/** The SQL of the whole datamodel from nothing, for writing a first migration. */
+export async function datamodelSql(adapterFactory: SqlMigrationAwareDriverAdapterFactory): Promise<string> {
+  const schema = await readSchema();
+  const engine = await openSchemaEngine(schema, adapterFactory);
+  try {
+    const res = await engine.diff({
+      from: { tag: "empty" },
+      to: { tag: "schemaDatamodel", files: [{ path: "schema.prisma", content: schema }] },
+      script: true,
+      exitCode: null,
+      filters: noFilter,
+    });
+    return res.stdout ?? "";
+  } finally {
+    engine.free();
+  }
+}

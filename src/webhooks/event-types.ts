@@ -1,0 +1,24 @@
+// The event types of CONTRACT section 5. Subscriptions store canonical names, so the alias
+// is resolved once, when a webhook is created or updated.
+export const EVENT_TYPES = [
+  "user.created",
+  "user.updated",
+  "user.deleted",
+  "user.authentication.success",
+  "user.passkey.registered",
+  "user.passkey.login",
+  "security.suspicious_activity",
+  "user.identifier.linked",
+  "user.identifier.unlinked",
+  "user.merged",
+  "user.unmerged",
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
+
+const ALIASES: Record<string, EventType> = { "auth.login.success": "user.authentication.success" };
+
+export function canonicalEventType(name: string): EventType | undefined {
+  if ((EVENT_TYPES as readonly string[]).includes(name)) return name as EventType;
+  return ALIASES[name];
+}

@@ -1,0 +1,157 @@
+import { BlockList, isIP } from "node:net";
+import { lookup as dnsLookup } from "node:dns/promises";
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+
+export type LookupFn = (host: string) => Promise<ResolvedAddress[]>;
+
+export type UnsafeTargetReason =
+  | "invalid_url"
+  | "scheme"
+  | "credentials"
+  | "blocked_hostname"
+  | "blocked_address"
+  | "unresolvable";
+
+export class UnsafeWebhookTarget extends Error {
+  readonly code = "InvalidWebhookUrl" as const;
+  /** Lets the delivery worker tell a DNS hiccup (`unresolvable`) from a policy refusal. */
+  readonly reason: UnsafeTargetReason;
+  constructor(reason: UnsafeTargetReason, message: string) {
+    super(message);
+    this.name = "UnsafeWebhookTarget";
+    this.reason = reason;
+  }
+}
+
+type Rule = [label: string, cidrs: string[]];
+
+// First matching label wins, so narrower classes come first.
+const V4_RULES: Rule[] = [
+  ["unspecified", ["0.0.0.0/8"]],
+  ["loopback", ["127.0.0.0/8"]],
+  ["private", ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"]],
+  ["link-local", ["169.254.0.0/16"]],
+  ["carrier-grade NAT", ["100.64.0.0/10"]],
+  ["multicast", ["224.0.0.0/4"]],
+  ["broadcast", ["255.255.255.255/32"]],
+  ["reserved", ["240.0.0.0/4", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24"]],
+];
+const V6_RULES: Rule[] = [
+  ["unspecified", ["::/128"]],
+  ["loopback", ["::1/128"]],
+  ["unique local", ["fc00::/7"]],
+  ["link-local", ["fe80::/10"]],
+  ["multicast", ["ff00::/8"]],
+  // Deprecated IPv4-compatible, site-local, documentation, discard and local-use NAT64 ranges.
+  ["reserved", ["::/96", "fec0::/10", "2001:db8::/32", "100::/64", "64:ff9b:1::/48"]],
+];
+
+function compile(rules: Rule[], type: "ipv4" | "ipv6"): [string, BlockList][] {
+  return rules.map(([label, cidrs]) => {
+    const list = new BlockList();
+    for (const cidr of cidrs) {
+      const [net, bits] = cidr.split("/");
+      list.addSubnet(net, Number(bits), type);
+    }
+    return [label, list];
+  });
+}
+const V4 = compile(V4_RULES, "ipv4");
+const V6 = compile(V6_RULES, "ipv6");
+const EMBEDS_V4 = compile([["mapped", ["::ffff:0:0/96"]], ["nat64", ["64:ff9b::/96"]]], "ipv6");
+const SIX_TO_FOUR = compile([["6to4", ["2002::/16"]]], "ipv6")[0][1];
+
+/** The eight 16-bit words of an IPv6 address, via the URL parser's canonical form. */
+function words(v6: string): number[] {
+  const canonical = new URL(`http://[${v6}]/`).hostname.slice(1, -1);
+  const [head, tail] = canonical.split("::");
+  const h = head ? head.split(":") : [];
+  const t = tail ? tail.split(":") : [];
+  const all = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t];
+  return all.map((w) => parseInt(w, 16));
+}
+
+const v4From = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
+
+/** Why `address` is not a public unicast address, or null when it is. */
+export function classifyAddress(address: string): string | null {
+  const family = isIP(address);
+  if (family === 4) return V4.find(([, list]) => list.check(address, "ipv4"))?.[0] ?? null;
+  if (family !== 6) return "invalid";
+  // Addresses that carry an IPv4 address are only as safe as that address.
+  let embedded: string | null = null;
+  if (EMBEDS_V4.some(([, list]) => list.check(address, "ipv6"))) {
+    const w = words(address);
+    embedded = v4From(w[6], w[7]);
+  } else if (SIX_TO_FOUR.check(address, "ipv6")) {
+    const w = words(address);
+    embedded = v4From(w[1], w[2]);
+  }
+  if (embedded !== null) return classifyAddress(embedded);
+  return V6.find(([, list]) => list.check(address, "ipv6"))?.[0] ?? null;
+}
+
+// Names that reach internal services without DNS telling us so (or before DNS is consulted).
+const BLOCKED_NAMES = new Set(["metadata.google.internal", "localhost"]);
+
+const defaultLookup: LookupFn = (host) => dnsLookup(host, { all: true });
+
+/**
+ * Refuses webhook URLs that could make the gateway talk to itself or its network (SSRF).
+ * Used on create and before every delivery attempt, since DNS can change in between.
+ * Returns the vetted addresses so the caller can connect to exactly those (no re-resolution).
+ */
+export async function assertSafeTarget(
+  url: string,
+  opts: { allowPrivate: boolean; lookup?: LookupFn },
+): Promise<ResolvedAddress[]> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new UnsafeWebhookTarget("invalid_url", "webhook URL is not a valid absolute URL");
+  }
+  const schemes = opts.allowPrivate ? ["https:", "http:"] : ["https:"];
+  if (!schemes.includes(parsed.protocol)) {
+    throw new UnsafeWebhookTarget("scheme", `webhook URL must use ${opts.allowPrivate ? "http:// or https://" : "https://"}`);
+  }
+  if (parsed.username || parsed.password) {
+    throw new UnsafeWebhookTarget("credentials", "webhook URL must not contain credentials (user:password@)");
+  }
+  // The URL parser already canonicalised decimal/hex/octal IPv4 forms to dotted quads.
+  const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.+$/, "");
+  if (!host) throw new UnsafeWebhookTarget("invalid_url", "webhook URL has no host");
+  if (!opts.allowPrivate && (BLOCKED_NAMES.has(host) || host.endsWith(".localhost"))) {
+    throw new UnsafeWebhookTarget("blocked_hostname", `webhook host ${host} is not allowed`);
+  }
+
+  let addresses: ResolvedAddress[];
+  const literal = isIP(host);
+  if (literal) {
+    addresses = [{ address: host, family: literal }];
+  } else {
+    try {
+      addresses = await (opts.lookup ?? defaultLookup)(host);
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      throw new UnsafeWebhookTarget("unresolvable", `webhook host ${host} could not be resolved${code ? ` (${code})` : ""}`);
+    }
+    if (addresses.length === 0) throw new UnsafeWebhookTarget("unresolvable", `webhook host ${host} has no addresses`);
+  }
+  if (opts.allowPrivate) return addresses;
+
+  // Any bad address refuses the host: the connection may pick any of them.
+  for (const { address } of addresses) {
+    const kind = classifyAddress(address);
+    if (kind !== null) {
+      const what = literal ? "is" : "resolves to";
+      const article = /^[aeiou]/.test(kind) ? "an" : "a";
+      throw new UnsafeWebhookTarget("blocked_address", `webhook host ${what} ${article} ${kind} address (${address})`);
+    }
+  }
+  return addresses;
+}

@@ -1,0 +1,54 @@
+// Every test file gets its own database: a fresh in-memory PGlite, and, when DATABASE_URL or
+// TEST_DATABASE_URL names a Postgres server, a freshly created database on it that is
+// dropped afterwards. Migrations are applied the way `npm start` applies them.
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { openDatabase, type Database } from "../../src/db/client.ts";
+import { applyMigrations } from "../../src/db/migrations.ts";
+
+export type Backend = "pglite" | "postgres";
+
+const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+
+/** The backends this run covers; use with describe.each. */
+export const backends: Backend[] = serverUrl ? ["pglite", "postgres"] : ["pglite"];
+
+export type TestDatabase = Database & { url?: string };
+
+export async function openTestDatabase(backend: Backend, opts: { poolSize?: number } = {}): Promise<TestDatabase> {
+  if (backend === "pglite") {
+    const db = await openDatabase({ dataDir: "memory://" });
+    await applyMigrations(db.adapterFactory);
+    return db;
+  }
+  if (!serverUrl) throw new Error("postgres backend needs TEST_DATABASE_URL or DATABASE_URL");
+  const name = `lg_test_${randomBytes(6).toString("hex")}`;
+  await adminQuery(`CREATE DATABASE ${name}`);
+  const url = withDatabase(serverUrl, name);
+  const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: opts.poolSize });
+  await applyMigrations(db.adapterFactory);
+  return {
+    ...db,
+    url,
+    async close() {
+      await db.close();
+      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
+}
+
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+async function adminQuery(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
