@@ -1,0 +1,100 @@
+// The app factory: buildApp(config) opens the database, applies migrations, loads keys and
+// returns a Hono app whose fetch() tests call directly; main.ts only listens.
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { randomUUID } from "node:crypto";
+import type { Config } from "./config.ts";
+import { deriveKey } from "./crypto.ts";
+import { openDatabase, type Database } from "./db/client.ts";
+import { applyMigrations, readMigrations } from "./db/migrations.ts";
+import { defaultLimits, type Deps, type Limits } from "./deps.ts";
+import { resolveMasterKey } from "./auth/master-key.ts";
+import { bootstrapProject } from "./auth/projects.ts";
+import { openKeyStore } from "./auth/tokens.ts";
+import { createGraphQL } from "./graphql/yoga.ts";
+import { BODY_LIMIT } from "./http/body.ts";
+import type { AppEnv } from "./http/env.ts";
+import { errorBody, errorResponse } from "./http/errors.ts";
+import { authRoutes } from "./http/routes/auth.ts";
+import { healthRoutes } from "./http/routes/health.ts";
+import { linkRoutes } from "./http/routes/link.ts";
+import { webhookRoutes } from "./http/routes/webhooks.ts";
+import { createLogger, type Logger } from "./log.ts";
+import { createMessenger, type Messenger } from "./messaging/transport.ts";
+
+export type BuildOptions = {
+  /** an already open database (tests); otherwise one is opened from the config */
+  db?: Database;
+  logger?: Logger;
+  messenger?: Messenger;
+  limits?: Partial<Limits>;
+};
+
+export type App = {
+  fetch: (req: Request) => Promise<Response>;
+  deps: Deps;
+  /** the API key of a project created on this first start, shown once */
+  createdApiKey?: string;
+  close(): Promise<void>;
+};
+
+export async function buildApp(config: Config, opts: BuildOptions = {}): Promise<App> {
+  const logger = opts.logger ?? createLogger(config.logLevel);
+  const db = opts.db ?? (await openDatabase(config));
+  await applyMigrations(db.adapterFactory);
+  const expectedMigrations = (await readMigrations()).migrationDirectories.length;
+  const master = resolveMasterKey(config);
+  const issuer = config.issuer ?? `http://${config.host}:${config.port}`;
+  const deps: Deps = {
+    config,
+    db,
+    prisma: db.prisma,
+    master,
+    otpKey: deriveKey(master, "otp"),
+    keys: await openKeyStore(db.prisma, master, issuer),
+    messenger: opts.messenger ?? createMessenger({ ...config, logger }),
+    logger,
+    limits: { ...defaultLimits, ...opts.limits },
+  };
+  const created = await bootstrapProject(db.prisma, config.bootstrapApiKey);
+  const app = routes(deps, expectedMigrations);
+  return {
+    fetch: (req) => Promise.resolve(app.fetch(req)),
+    deps,
+    createdApiKey: created?.apiKey,
+    async close() {
+      deps.messenger.close();
+      if (!opts.db) await db.close();
+    },
+  };
+}
+
+function routes(deps: Deps, expectedMigrations: number) {
+  const app = new Hono<AppEnv>();
+  const yoga = createGraphQL(deps);
+
+  app.use(async (c, next) => {
+    const requestId = c.req.header("x-request-id")?.slice(0, 64) || randomUUID();
+    const log = deps.logger.child({ requestId });
+    c.set("deps", deps);
+    c.set("log", log);
+    c.set("requestId", requestId);
+    const started = performance.now();
+    await next();
+    c.header("X-Request-Id", requestId);
+    log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, "request");
+  });
+  app.onError((err, c) => errorResponse(c, err));
+  app.notFound((c) => c.json(errorBody("NotFound", `no route for ${c.req.method} ${c.req.path}`), 404));
+
+  app.route("/", healthRoutes(expectedMigrations));
+  app.route("/", authRoutes());
+  app.route("/", linkRoutes());
+  app.route("/", webhookRoutes());
+  app.use(
+    "/graphql",
+    bodyLimit({ maxSize: BODY_LIMIT, onError: (c) => c.json(errorBody("PayloadTooLarge", `the body is larger than ${BODY_LIMIT} bytes`), 413) }),
+  );
+  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => yoga.fetch(c.req.raw, {}));
+  return app;
+}

@@ -1,0 +1,50 @@
+// Read models of an account: the user object events carry and the OIDC claims tokens and
+// userinfo carry. Both describe the account given, which callers resolve to the primary.
+import type { Db, Tx } from "../db/client.ts";
+import type { Account, Identifier } from "../generated/prisma/client.ts";
+
+type AccountWithIds = Account & { identifiers: Identifier[] };
+
+/** The account a sign-in with this account's identifiers lands on. */
+export function primaryIdOf(account: Pick<Account, "id" | "mergeRole" | "mergedWithId">): string {
+  return account.mergeRole === "secondary" && account.mergedWithId ? account.mergedWithId : account.id;
+}
+
+function preferred(ids: Identifier[], kind: "email" | "phone"): Identifier | undefined {
+  const ofKind = ids.filter((i) => i.kind === kind).sort((a, b) => +a.createdAt - +b.createdAt);
+  return ofKind.find((i) => i.origin === "own") ?? ofKind[0];
+}
+
+export async function loadAccount(db: Db | Tx, projectId: string, accountId: string): Promise<AccountWithIds | null> {
+  return db.account.findFirst({ where: { id: accountId, projectId }, include: { identifiers: true } });
+}
+
+export function userObject(account: AccountWithIds, status = account.status as string) {
+  return {
+    user_id: account.id,
+    project_id: account.projectId,
+    email: preferred(account.identifiers, "email")?.value ?? null,
+    name: account.name,
+    status,
+    created_at: account.createdAt.toISOString(),
+    updated_at: account.updatedAt.toISOString(),
+    last_login: account.lastLoginAt?.toISOString() ?? null,
+  };
+}
+
+export function oidcClaims(account: AccountWithIds) {
+  const email = preferred(account.identifiers, "email");
+  const phone = preferred(account.identifiers, "phone");
+  return {
+    sub: account.id,
+    ...(email ? { email: email.value, email_verified: true } : {}),
+    ...(phone ? { phone_number: phone.value, phone_number_verified: true } : {}),
+    name: account.name,
+    updated_at: Math.floor(account.updatedAt.getTime() / 1000),
+  };
+}
+
+export async function userEventData(db: Db | Tx, projectId: string, accountId: string, extra: object = {}) {
+  const account = await loadAccount(db, projectId, accountId);
+  return { user: account ? userObject(account) : { user_id: accountId, project_id: projectId }, ...extra };
+}

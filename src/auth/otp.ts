@@ -1,0 +1,96 @@
+// OTP challenges for sign-in and linking. A state is bound to (project, account, purpose,
+// identifier); the code is stored only as an HMAC under a server key; tries are counted by
+// the same statement that reads the hash, outside any business transaction, so a failed
+// verify can never roll its own count back.
+import { randomInt } from "node:crypto";
+import type { Db, Tx } from "../db/client.ts";
+import { hmacHex, safeEqual } from "../crypto.ts";
+import { OTPInvalid } from "../errors.ts";
+import { newId } from "../ids.ts";
+import type { Identifier } from "./identifiers.ts";
+
+export const OTP_TTL_MS = 10 * 60 * 1000;
+export const OTP_MAX_TRIES = 5;
+
+export type OtpPurpose = "sign_in" | "link";
+export type OtpBinding = { projectId: string; accountId: string | null; purpose: OtpPurpose };
+
+export function generateCode(): string {
+  return randomInt(0, 1_000_000).toString().padStart(6, "0");
+}
+
+function codeHash(key: Buffer, stateId: string, code: string): string {
+  return hmacHex(key, `${stateId}:${code}`);
+}
+
+export async function createOtpState(db: Db | Tx, key: Buffer, binding: OtpBinding, identifier: Identifier) {
+  const id = newId("otp");
+  const code = generateCode();
+  await db.otpState.create({
+    data: {
+      id,
+      projectId: binding.projectId,
+      accountId: binding.accountId,
+      purpose: binding.purpose,
+      kind: identifier.kind,
+      value: identifier.value,
+      codeHash: codeHash(key, id, code),
+      expiresAt: new Date(Date.now() + OTP_TTL_MS),
+    },
+  });
+  return { stateId: id, code };
+}
+
+export type CheckedOtp = { identifier: Identifier; /** set when this state already succeeded */ result: unknown | null };
+
+/**
+ * Checks a code against a live state bound to `binding`. Wrong codes throw OTPInvalid with
+ * `exhausted` telling whether this try killed the state. A correct code on a state that
+ * already succeeded returns its stored result, so a retried verify gets the same answer.
+ */
+export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string): Promise<CheckedOtp> {
+  if (!/^\d{6}$/.test(code)) throw new OTPInvalid("the code is six digits");
+  const rows = await db.$queryRaw<{ code_hash: string; attempts: number; kind: Identifier["kind"]; value: string }[]>`
+    UPDATE otp_states SET attempts = attempts + 1
+    WHERE id = ${stateId} AND project_id = ${binding.projectId} AND purpose = ${binding.purpose}::otp_purpose
+      AND account_id IS NOT DISTINCT FROM ${binding.accountId}
+      AND consumed_at IS NULL AND expires_at > now() AND attempts < ${OTP_MAX_TRIES}
+    RETURNING code_hash, attempts, kind::text AS kind, value`;
+  const live = rows[0];
+  if (live) {
+    if (safeEqual(live.code_hash, codeHash(key, stateId, code))) {
+      return { identifier: { kind: live.kind, value: live.value }, result: null };
+    }
+    throw Object.assign(new OTPInvalid(), {
+      exhausted: live.attempts >= OTP_MAX_TRIES,
+      identifier: { kind: live.kind, value: live.value },
+    });
+  }
+  return replayOfSuccess(db, key, binding, stateId, code);
+}
+
+async function replayOfSuccess(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string): Promise<CheckedOtp> {
+  const done = await db.otpState.findFirst({
+    where: {
+      id: stateId,
+      projectId: binding.projectId,
+      purpose: binding.purpose,
+      accountId: binding.accountId,
+      consumedAt: { not: null },
+      expiresAt: { gt: new Date() },
+    },
+  });
+  if (done?.result != null && safeEqual(done.codeHash, codeHash(key, stateId, code))) {
+    return { identifier: { kind: done.kind, value: done.value }, result: done.result };
+  }
+  throw new OTPInvalid();
+}
+
+/** Marks a state used inside the business transaction; false when another verify got there first. */
+export async function consumeOtp(tx: Tx, stateId: string, result: object): Promise<boolean> {
+  const { count } = await tx.otpState.updateMany({
+    where: { id: stateId, consumedAt: null },
+    data: { consumedAt: new Date(), result },
+  });
+  return count === 1;
+}

@@ -1,0 +1,69 @@
+// Token signing: an ES256 key kept in the database with its private half sealed under the
+// master key, published at /.well-known/jwks.json. Access and ID tokens always describe the
+// primary account and carry the session id (`sid`) that every authenticated call checks.
+import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify, SignJWT, type JWK } from "jose";
+import type { Db } from "../db/client.ts";
+import { seal, unseal, type MasterKey } from "../crypto.ts";
+import { Unauthenticated } from "../errors.ts";
+import { newId } from "../ids.ts";
+
+const ALG = "ES256";
+export const ACCESS_TOKEN_TTL_SECONDS = 3600;
+
+export type Claims = Record<string, unknown>;
+
+export type KeyStore = {
+  issuer: string;
+  jwks(): { keys: JWK[] };
+  sign(claims: Claims, opts: { subject: string; audience: string; ttlSeconds: number }): Promise<string>;
+  verifyAccessToken(token: string): Promise<{ sub: string; aud: string; sid: string }>;
+};
+
+export async function openKeyStore(db: Db, master: MasterKey, issuer: string): Promise<KeyStore> {
+  let rows = await db.signingKey.findMany({ where: { retiredAt: null }, orderBy: { createdAt: "desc" } });
+  if (rows.length === 0) {
+    await createSigningKey(db, master);
+    rows = await db.signingKey.findMany({ where: { retiredAt: null }, orderBy: { createdAt: "desc" } });
+  }
+  const current = rows[0];
+  const privateKey = await importJWK(JSON.parse(unseal(master, current.privateSealed)) as JWK, ALG);
+  const publicJwks = { keys: rows.map((r) => ({ ...(r.publicJwk as JWK), kid: r.id, alg: r.alg, use: "sig" })) };
+  const keySet = createLocalJWKSet(publicJwks);
+
+  return {
+    issuer,
+    jwks: () => publicJwks,
+    sign(claims, { subject, audience, ttlSeconds }) {
+      return new SignJWT(claims)
+        .setProtectedHeader({ alg: ALG, kid: current.id, typ: "JWT" })
+        .setIssuer(issuer)
+        .setSubject(subject)
+        .setAudience(audience)
+        .setIssuedAt()
+        .setExpirationTime(`${ttlSeconds}s`)
+        .sign(privateKey);
+    },
+    async verifyAccessToken(token) {
+      try {
+        const { payload } = await jwtVerify(token, keySet, { issuer, algorithms: [ALG], typ: "JWT" });
+        const aud = Array.isArray(payload.aud) ? payload.aud[0] : payload.aud;
+        if (payload.token_use !== "access" || !payload.sub || !aud || typeof payload.sid !== "string") throw new Error("not an access token");
+        return { sub: payload.sub, aud, sid: payload.sid };
+      } catch {
+        throw new Unauthenticated("the access token is missing, malformed, expired or forged");
+      }
+    },
+  };
+}
+
+async function createSigningKey(db: Db, master: MasterKey): Promise<void> {
+  const { publicKey, privateKey } = await generateKeyPair(ALG, { extractable: true });
+  await db.signingKey.create({
+    data: {
+      id: newId("kid"),
+      alg: ALG,
+      publicJwk: (await exportJWK(publicKey)) as object,
+      privateSealed: seal(master, JSON.stringify(await exportJWK(privateKey))),
+    },
+  });
+}

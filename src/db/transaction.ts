@@ -1,0 +1,26 @@
+// Business transactions. A unique-constraint or serialization conflict means another process
+// changed the same rows first; re-running the whole function re-reads the state and re-checks
+// every rule, so the loser ends with the clean domain error the new state implies.
+import pRetry, { AbortError } from "p-retry";
+import type { Db, Tx } from "./client.ts";
+
+const RETRYABLE = new Set(["P2002", "P2034", "40001", "40P01", "23505"]);
+
+function isConflict(err: unknown): boolean {
+  const e = err as { code?: string; cause?: { code?: string; originalCode?: string }; meta?: { code?: string } };
+  return [e?.code, e?.cause?.code, e?.cause?.originalCode, e?.meta?.code].some((c) => c && RETRYABLE.has(c));
+}
+
+export async function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  return pRetry(
+    async () => {
+      try {
+        return await db.$transaction(fn, { timeout: 15_000, maxWait: 15_000 });
+      } catch (err) {
+        if (isConflict(err)) throw err;
+        throw new AbortError(err as Error);
+      }
+    },
+    { retries: 4, minTimeout: 5, maxTimeout: 50, randomize: true },
+  );
+}

@@ -1,0 +1,218 @@
+// One delivery attempt over HTTP: vet the target, sign, POST, keep the first KiB of the answer.
+//
+// Connections are pooled (keep-alive) in one undici Agent per sender. Every attempt first
+// re-validates the URL with assertSafeTarget, which also resolves the host; the Agent's
+// connect-time `lookup` answers only with the addresses vetted for that host, so a DNS answer
+// that changes between the check and the connection (DNS rebinding) cannot steer a new
+// connection to an internal address. Redirects are never followed (undici's request() does
+// not follow them without the redirect interceptor, which is not installed): a 3xx is a
+// failed attempt like any other non-2xx.
+import type { LookupAddress } from "node:dns";
+import { isIP } from "node:net";
+import { Agent, errors as undiciErrors, request } from "undici";
+import { signatureHeaders, type LiveSecrets } from "../webhooks/signing.ts";
+import { assertSafeTarget, UnsafeWebhookTarget, type LookupFn, type ResolvedAddress } from "../webhooks/target-guard.ts";
+
+/** How much of a response body is kept in the attempt log. */
+export const EXCERPT_BYTES = 1024;
+/** A response body up to this size is read to its end so the connection can be reused; a bigger one is cut. */
+const DRAIN_BYTES = 64 * 1024;
+const USER_AGENT = "linkgate-webhooks/1";
+
+export type SendInput = {
+  url: string;
+  /** The stored envelope; sent byte for byte. */
+  body: string;
+  eventId: string;
+  eventType: string;
+  attempt: number;
+  /** The secrets live at send time (liveSecrets(webhook, now)). */
+  secrets: LiveSecrets;
+};
+
+export type SendResult = {
+  startedAt: Date;
+  durationMs: number;
+  /** Null when no HTTP response arrived. */
+  statusCode: number | null;
+  /** The Retry-After response header, for the schedule. */
+  retryAfter: string | null;
+  /** Why no usable response arrived (or why the status is not a success), for the log. */
+  error: string | null;
+  /** Up to EXCERPT_BYTES of the response body, decoded as UTF-8. */
+  responseExcerpt: string | null;
+  /** The request headers actually sent (signatures included, never the secret); {} when nothing was sent. */
+  requestHeaders: Record<string, string>;
+};
+
+export type SenderOptions = {
+  timeoutMs: number;
+  allowPrivate: boolean;
+  /** DNS resolution for the target check; defaults to the system resolver. */
+  lookup?: LookupFn;
+  /** Clock for signature timestamps (ms). */
+  now?: () => number;
+};
+
+export type Sender = {
+  send(input: SendInput, signal?: AbortSignal): Promise<SendResult>;
+  close(): Promise<void>;
+};
+
+type NetLookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+export function createSender(opts: SenderOptions): Sender {
+  const now = opts.now ?? Date.now;
+  // hostname -> the addresses the latest successful check vetted for it.
+  const vetted = new Map<string, ResolvedAddress[]>();
+
+  function pinnedLookup(hostname: string, options: { all?: boolean; family?: number | string }, cb: NetLookupCallback): void {
+    const host = hostname.toLowerCase();
+    let addresses = vetted.get(host) ?? [];
+    const family = options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family) || 0;
+    if (family) addresses = addresses.filter((a) => a.family === family);
+    if (addresses.length === 0) {
+      const err: NodeJS.ErrnoException = new Error(`no vetted address for ${hostname}`);
+      err.code = "ENOTFOUND";
+      process.nextTick(cb, err, options.all ? [] : "", 0);
+      return;
+    }
+    if (options.all) process.nextTick(cb, null, addresses.map((a) => ({ address: a.address, family: a.family })));
+    else process.nextTick(cb, null, addresses[0].address, addresses[0].family);
+  }
+
+  const agent = new Agent({
+    keepAliveTimeout: 30_000,
+    headersTimeout: opts.timeoutMs,
+    bodyTimeout: opts.timeoutMs,
+    connect: { timeout: opts.timeoutMs, lookup: pinnedLookup as never },
+  });
+
+  async function send(input: SendInput, signal?: AbortSignal): Promise<SendResult> {
+    const startedAt = new Date();
+    const t0 = performance.now();
+    const elapsed = () => Math.round(performance.now() - t0);
+    const base = { startedAt, retryAfter: null, responseExcerpt: null };
+    const host = hostOf(input.url);
+
+    try {
+      const addresses = await assertSafeTarget(input.url, { allowPrivate: opts.allowPrivate, lookup: opts.lookup });
+      if (host && !isIP(host)) remember(vetted, host, addresses);
+    } catch (err) {
+      if (host) vetted.delete(host);
+      const message = err instanceof UnsafeWebhookTarget ? `target refused: ${err.message}` : `target check failed: ${describe(err)}`;
+      return { ...base, durationMs: elapsed(), statusCode: null, error: message, requestHeaders: {} };
+    }
+
+    const headers: Record<string, string> = {
+      ...signatureHeaders({
+        body: input.body,
+        eventId: input.eventId,
+        eventType: input.eventType,
+        attempt: input.attempt,
+        timestamp: Math.floor(now() / 1000),
+        secrets: input.secrets,
+      }),
+      "User-Agent": USER_AGENT,
+    };
+
+    // One deadline for the whole attempt: connect, headers and the excerpt.
+    const deadline = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      deadline.abort(new Error("timeout"));
+    }, opts.timeoutMs);
+    const onOuterAbort = () => deadline.abort(signal?.reason ?? new Error("aborted"));
+    if (signal?.aborted) onOuterAbort();
+    else signal?.addEventListener("abort", onOuterAbort, { once: true });
+
+    try {
+      const res = await request(input.url, {
+        method: "POST",
+        headers,
+        body: input.body,
+        dispatcher: agent,
+        signal: deadline.signal,
+      });
+      const excerpt = await readExcerpt(res.body);
+      const retryAfter = headerValue(res.headers["retry-after"]);
+      const ok = res.statusCode === 200 || res.statusCode === 201 || res.statusCode === 202;
+      const error = ok ? null : statusError(res.statusCode, headerValue(res.headers["location"]));
+      return { startedAt, durationMs: elapsed(), statusCode: res.statusCode, retryAfter, error, responseExcerpt: excerpt, requestHeaders: headers };
+    } catch (err) {
+      const error = timedOut || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.ConnectTimeoutError
+        ? `timeout: no response within ${opts.timeoutMs} ms`
+        : signal?.aborted
+          ? "aborted: the worker stopped before a response arrived"
+          : describe(err);
+      return { ...base, durationMs: elapsed(), statusCode: null, error, requestHeaders: headers };
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onOuterAbort);
+    }
+  }
+
+  return {
+    send,
+    async close() {
+      await agent.close().catch(() => agent.destroy());
+    },
+  };
+}
+
+function hostOf(url: string): string | null {
+  try {
+    return new URL(url).hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+  } catch {
+    return null;
+  }
+}
+
+function remember(map: Map<string, ResolvedAddress[]>, host: string, addresses: ResolvedAddress[]): void {
+  map.delete(host);
+  map.set(host, addresses);
+  // Bounded: the oldest host is forgotten first (it is re-vetted on its next attempt anyway).
+  if (map.size > 10_000) map.delete(map.keys().next().value!);
+}
+
+/** Keeps the first EXCERPT_BYTES; drains a small body to its end so the connection is reused. */
+async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }): Promise<string | null> {
+  const kept: Buffer[] = [];
+  let keptBytes = 0;
+  let total = 0;
+  try {
+    for await (const chunk of body) {
+      if (keptBytes < EXCERPT_BYTES) {
+        const part = chunk.subarray(0, EXCERPT_BYTES - keptBytes);
+        kept.push(part);
+        keptBytes += part.length;
+      }
+      total += chunk.length;
+      if (total > DRAIN_BYTES) break; // leaving the loop destroys the body and its connection
+    }
+  } catch {
+    // A body cut short (reset, deadline) still leaves its status; keep what arrived.
+  }
+  return keptBytes === 0 && total === 0 ? "" : Buffer.concat(kept).toString("utf8");
+}
+
+function headerValue(v: string | string[] | undefined): string | null {
+  if (v === undefined) return null;
+  return Array.isArray(v) ? v.join(", ") : v;
+}
+
+function statusError(status: number, location: string | null): string {
+  if (status >= 300 && status < 400) return `HTTP ${status}: redirect not followed${location ? ` (to ${location.slice(0, 200)})` : ""}`;
+  if (status === 410) return "HTTP 410: the receiver says the endpoint is gone";
+  return `HTTP ${status}`;
+}
+
+function describe(err: unknown): string {
+  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+  const code = e?.code ?? e?.cause?.code;
+  const message = e?.message || e?.cause?.message || String(err);
+  if (code === "ECONNREFUSED") return `connection refused (ECONNREFUSED)`;
+  if (code === "ECONNRESET" || code === "UND_ERR_SOCKET") return `connection reset before a response (${code}): ${message}`;
+  return code ? `${code}: ${message}` : message;
+}

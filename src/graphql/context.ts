@@ -1,0 +1,37 @@
+// Per-request GraphQL context: credentials are resolved lazily and once, by the same
+// functions REST uses; failures become top-level UNAUTHENTICATED / FORBIDDEN errors.
+// Built with yoga's own helper so the error is an instance of the GraphQLError class yoga
+// checks when deciding what to mask, whichever copy of graphql the caller loaded.
+import { createGraphQLError } from "graphql-yoga";
+import { authenticateProject, authenticateUser, bearerToken, isAdmin } from "../auth/authenticate.ts";
+import type { Actor, Deps, UserActor } from "../deps.ts";
+import { Forbidden, Unauthenticated } from "../errors.ts";
+
+export type GraphQLContext = {
+  deps: Deps;
+  project(): Promise<Actor>;
+  user(): Promise<UserActor>;
+  admin: boolean;
+};
+
+export function credentialError(err: unknown): unknown {
+  if (err instanceof Forbidden) return createGraphQLError(err.message, { extensions: { code: "FORBIDDEN" } });
+  if (err instanceof Unauthenticated) return createGraphQLError(err.message, { extensions: { code: "UNAUTHENTICATED" } });
+  return err;
+}
+
+function once<T>(fn: () => Promise<T>): () => Promise<T> {
+  let p: Promise<T> | undefined;
+  return () => (p ??= fn().catch((err) => Promise.reject(credentialError(err))));
+}
+
+export function createContext(deps: Deps, request: Request): GraphQLContext {
+  const apiKey = request.headers.get("x-api-key");
+  const bearer = bearerToken(request.headers.get("authorization"));
+  return {
+    deps,
+    project: once(() => authenticateProject(deps, apiKey)),
+    user: once(() => authenticateUser(deps, { apiKey, bearer })),
+    admin: isAdmin(deps, request.headers.get("x-admin-token")),
+  };
+}

@@ -1,0 +1,11 @@
+// Imports every part of the schema, in dependency order, and builds it.
+import { builder } from "../builder.ts";
+import "./root.ts";
+import "./errors.ts";
+import "./sign-in.ts";
+import "./viewer.ts";
+import "./linking.ts";
+import "./webhook.ts";
+import "./admin.ts";
+
+export const schema = builder.toSchema({ sortSchema: true });

@@ -1,0 +1,52 @@
+// JSON bodies for the REST routes: application/json only, at most 64 KiB, an object whose
+// fields are exactly the ones the route knows. Everything else is a clear 4xx.
+import type { Context } from "hono";
+import { DomainError, InvalidRequest, PayloadTooLarge } from "../errors.ts";
+
+export const BODY_LIMIT = 64 * 1024;
+
+export class UnsupportedMediaType extends DomainError {
+  override readonly code = "UnsupportedMediaType";
+}
+
+export async function jsonBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
+  const type = c.req.header("content-type") ?? "";
+  if (!/^application\/json\s*(;|$)/i.test(type)) throw new UnsupportedMediaType("send the body as Content-Type: application/json");
+  const text = await readLimited(c.req.raw);
+  let body: unknown;
+  try {
+    body = text.trim() === "" ? {} : JSON.parse(text);
+  } catch {
+    throw new InvalidRequest("the body is not valid JSON");
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw new InvalidRequest("the body must be a JSON object");
+  const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
+  if (unknown.length) throw new InvalidRequest(`unexpected field${unknown.length > 1 ? "s" : ""}: ${unknown.join(", ")}`);
+  return body as Record<string, unknown>;
+}
+
+async function readLimited(req: Request): Promise<string> {
+  const declared = Number(req.headers.get("content-length") ?? 0);
+  if (declared > BODY_LIMIT) throw new PayloadTooLarge(`the body is larger than ${BODY_LIMIT} bytes`);
+  if (!req.body) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of req.body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > BODY_LIMIT) throw new PayloadTooLarge(`the body is larger than ${BODY_LIMIT} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+  } catch {
+    throw new InvalidRequest("the body is not valid UTF-8");
+  }
+}
+
+/** A field that must be a string when present. */
+export function str(body: Record<string, unknown>, key: string): string | undefined {
+  const v = body[key];
+  if (v === undefined) return undefined;
+  if (typeof v !== "string") throw new InvalidRequest(`${key} must be a string`);
+  return v;
+}

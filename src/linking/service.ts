@@ -1,0 +1,165 @@
+// Identifier linking (CONTRACT section 3): request, verify (attach or merge, decided here
+// alone), remove and unmerge. GraphQL and REST both call these functions; no rule lives
+// anywhere else.
+import type { Deps, UserActor } from "../deps.ts";
+import type { Tx } from "../db/client.ts";
+import { transaction } from "../db/transaction.ts";
+import { enqueue } from "../delivery/outbox.ts";
+import {
+  AlreadyLinked,
+  CannotLinkSelf,
+  IdentifierNotLinked,
+  LastIdentifier,
+  NotMerged,
+  TargetAlreadyLinked,
+  TargetSecondaryIdentity,
+  Unauthenticated,
+} from "../errors.ts";
+import { newId } from "../ids.ts";
+import { parseIdentifier, type Identifier } from "../auth/identifiers.ts";
+import { sendOtp, verifyOtp } from "../auth/otp-flow.ts";
+import { endSessions } from "../auth/sessions.ts";
+import { userEventData } from "../auth/accounts.ts";
+import { notify, type Notice } from "./notices.ts";
+import { lockAccounts, markMerged, clearMerge } from "./sql.ts";
+
+export type LinkOutcome = "attached" | "merged";
+export type VerifyResult = { message: "Account linked successfully"; outcome: LinkOutcome };
+
+type IdentifierInput = { email?: unknown; phone?: unknown };
+
+/** The signed-in account and, when merged, its partner, read under a row lock. */
+async function currentAccount(tx: Tx, actor: UserActor) {
+  const [me] = await lockAccounts(tx, [actor.user.accountId]);
+  if (!me || me.project_id !== actor.projectId) throw new Unauthenticated("this account no longer exists");
+  return me;
+}
+
+export async function requestLink(deps: Deps, actor: UserActor, input: IdentifierInput): Promise<{ stateId: string }> {
+  const identifier = parseIdentifier(input);
+  const own = await deps.prisma.identifier.findFirst({
+    where: {
+      projectId: actor.projectId,
+      kind: identifier.kind,
+      value: identifier.value,
+      account: { OR: [{ id: actor.user.accountId }, { mergedWithId: actor.user.accountId, mergeRole: "secondary" }] },
+    },
+    select: { id: true },
+  });
+  // Only what the caller already knows is checked here; who else holds the identifier is
+  // decided at verify, after the code proved ownership, so this answer reveals nothing.
+  if (own) throw new CannotLinkSelf();
+  const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
+  return sendOtp(deps, binding, identifier, "Confirm the address you are adding");
+}
+
+export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId: unknown; otp: unknown }): Promise<VerifyResult> {
+  const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
+  const checked = await verifyOtp(deps, binding, input.stateId, input.otp);
+  if (checked.result) return checked.result as VerifyResult;
+  const stateId = input.stateId as string;
+  const { result, notices } = await transaction(deps.prisma, async (tx) => {
+    // Consuming first takes the state's row lock: a concurrent verify of the same state
+    // waits here and then returns the stored result instead of deciding twice.
+    const consumed = await tx.otpState.updateMany({ where: { id: stateId, consumedAt: null }, data: { consumedAt: new Date() } });
+    if (!consumed.count) {
+      const done = await tx.otpState.findUnique({ where: { id: stateId }, select: { result: true } });
+      return { result: done?.result as VerifyResult, notices: [] as Notice[] };
+    }
+    const decided = await decide(deps, tx, actor, checked.identifier);
+    await tx.otpState.update({ where: { id: stateId }, data: { result: decided.result } });
+    return decided;
+  });
+  await notify(deps, notices);
+  return result;
+}
+
+async function decide(deps: Deps, tx: Tx, actor: UserActor, identifier: Identifier) {
+  const me = await currentAccount(tx, actor);
+  const holder = await tx.identifier.findUnique({
+    where: { projectId_kind_value: { projectId: actor.projectId, kind: identifier.kind, value: identifier.value } },
+  });
+  if (holder && (holder.accountId === me.id || holder.accountId === me.merged_with_id)) throw new CannotLinkSelf();
+  if (!holder) return attach(tx, actor, identifier);
+  if (holder.origin === "attached") throw new TargetSecondaryIdentity();
+  const [, other] = await lockAccounts(tx, [me.id, holder.accountId]).then((rows) => [
+    rows.find((r) => r.id === me.id)!,
+    rows.find((r) => r.id === holder.accountId)!,
+  ]);
+  if (other.merge_role) throw new TargetAlreadyLinked();
+  if (me.merge_role) throw new AlreadyLinked();
+  return merge(deps, tx, actor, other.id);
+}
+
+async function attach(tx: Tx, actor: UserActor, identifier: Identifier) {
+  const { projectId, user } = actor;
+  // The unique index on (project, kind, value) is the arbiter: of two accounts attaching the
+  // same identifier at once, the second insert fails and its retry sees the first's row.
+  await tx.identifier.create({
+    data: { id: newId("idt"), projectId, accountId: user.accountId, kind: identifier.kind, value: identifier.value, origin: "attached" },
+  });
+  await tx.account.update({ where: { id: user.accountId }, data: { updatedAt: new Date() } });
+  const linked = { identifier: { type: identifier.kind, value: identifier.value } };
+  await enqueue(tx, { projectId, eventType: "user.identifier.linked", data: await userEventData(tx, projectId, user.accountId, linked) });
+  await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
+  return { result: { message: "Account linked successfully" as const, outcome: "attached" as const }, notices: [] as Notice[] };
+}
+
+async function merge(deps: Deps, tx: Tx, actor: UserActor, secondaryId: string) {
+  const { projectId, user } = actor;
+  await markMerged(tx, user.accountId, secondaryId);
+  await endSessions(tx, { accountId: secondaryId });
+  const extra = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
+  await enqueue(tx, { projectId, eventType: "user.merged", data: await userEventData(tx, projectId, user.accountId, extra) });
+  await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
+  const notices = await noticesFor(tx, secondaryId, "Your account was merged into another account");
+  return { result: { message: "Account linked successfully" as const, outcome: "merged" as const }, notices };
+}
+
+export async function removeLink(deps: Deps, actor: UserActor, input: IdentifierInput) {
+  const identifier = parseIdentifier(input);
+  const notices = await transaction(deps.prisma, async (tx) => {
+    const me = await currentAccount(tx, actor);
+    const row = await tx.identifier.findUnique({
+      where: { projectId_kind_value: { projectId: actor.projectId, kind: identifier.kind, value: identifier.value } },
+    });
+    const onSecondary = !!row && me.merge_role === "primary" && row.accountId === me.merged_with_id;
+    if (!row || (row.accountId !== me.id && !onSecondary)) throw new IdentifierNotLinked();
+    if (onSecondary) return separate(tx, actor, me.merged_with_id!);
+    if ((await tx.identifier.count({ where: { accountId: me.id } })) <= 1) throw new LastIdentifier();
+    await tx.identifier.delete({ where: { id: row.id } });
+    await tx.account.update({ where: { id: me.id }, data: { updatedAt: new Date() } });
+    const unlinked = { identifier: { type: identifier.kind, value: identifier.value } };
+    const { projectId } = actor;
+    await enqueue(tx, { projectId, eventType: "user.identifier.unlinked", data: await userEventData(tx, projectId, me.id, unlinked) });
+    await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, me.id) });
+    return [{ to: identifier, subject: "An address was removed from your account" }];
+  });
+  await notify(deps, notices);
+  return { message: "Account unlinked successfully" as const };
+}
+
+export async function unmerge(deps: Deps, actor: UserActor) {
+  const notices = await transaction(deps.prisma, async (tx) => {
+    const me = await currentAccount(tx, actor);
+    if (me.merge_role !== "primary" || !me.merged_with_id) throw new NotMerged();
+    return separate(tx, actor, me.merged_with_id);
+  });
+  await notify(deps, notices);
+  return { message: "Accounts unmerged successfully" as const };
+}
+
+async function separate(tx: Tx, actor: UserActor, secondaryId: string): Promise<Notice[]> {
+  const { projectId, user } = actor;
+  await lockAccounts(tx, [user.accountId, secondaryId]);
+  await clearMerge(tx, user.accountId, secondaryId);
+  const extra = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
+  await enqueue(tx, { projectId, eventType: "user.unmerged", data: await userEventData(tx, projectId, user.accountId, extra) });
+  await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
+  return noticesFor(tx, secondaryId, "Your account was separated from the account it was merged with");
+}
+
+async function noticesFor(tx: Tx, accountId: string, subject: string): Promise<Notice[]> {
+  const ids = await tx.identifier.findMany({ where: { accountId }, select: { kind: true, value: true } });
+  return ids.map((i) => ({ to: { kind: i.kind, value: i.value }, subject }));
+}

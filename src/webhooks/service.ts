@@ -1,0 +1,118 @@
+// Webhook configuration (CONTRACT section 5). Every query carries the caller's projectId in
+// its `where`, so another project's webhook is simply not found.
+import type { Deps } from "../deps.ts";
+import { seal, unseal } from "../crypto.ts";
+import { transaction } from "../db/transaction.ts";
+import { enqueue } from "../delivery/outbox.ts";
+import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, WebhookNotFound } from "../errors.ts";
+import { newId } from "../ids.ts";
+import { canonicalEventType, type EventType } from "./event-types.ts";
+import { sampleEventData } from "./samples.ts";
+import { generateWebhookSecret } from "./secrets.ts";
+import { assertSafeTarget, UnsafeWebhookTarget } from "./target-guard.ts";
+
+export const TRANSITION_MS = 7 * 24 * 3600 * 1000;
+
+export type WebhookInput = { url?: unknown; events?: unknown; description?: unknown; enabled?: unknown };
+
+async function checkUrl(deps: Deps, url: unknown): Promise<string> {
+  if (typeof url !== "string" || url.length > 2048) throw new InvalidWebhookUrl("url must be a string of at most 2048 characters");
+  try {
+    await assertSafeTarget(url, { allowPrivate: deps.config.webhookAllowPrivate });
+  } catch (err) {
+    if (err instanceof UnsafeWebhookTarget) throw new InvalidWebhookUrl(err.message);
+    throw err;
+  }
+  return new URL(url).toString();
+}
+
+export function parseEvents(events: unknown): EventType[] {
+  if (!Array.isArray(events) || events.length === 0) throw new InvalidEventType("events must be a non-empty list of event types");
+  const out = new Set<EventType>();
+  for (const e of events) {
+    const canonical = typeof e === "string" ? canonicalEventType(e) : undefined;
+    if (!canonical) throw new InvalidEventType(`unknown event type: ${String(e)}`);
+    out.add(canonical);
+  }
+  return [...out];
+}
+
+function parseDescription(d: unknown): string {
+  if (d === undefined || d === null) return "";
+  if (typeof d !== "string" || d.length > 500) throw new InvalidRequest("description must be a string of at most 500 characters");
+  return d;
+}
+
+export async function createWebhook(deps: Deps, projectId: string, input: WebhookInput) {
+  const url = await checkUrl(deps, input.url);
+  const events = parseEvents(input.events);
+  const secret = generateWebhookSecret();
+  const webhook = await deps.prisma.webhook.create({
+    data: { id: newId("wh"), projectId, url, events, description: parseDescription(input.description), secretSealed: seal(deps.master, secret) },
+  });
+  return { webhook, secret };
+}
+
+export async function findWebhook(deps: Deps, projectId: string, id: unknown) {
+  const webhook = typeof id === "string" ? await deps.prisma.webhook.findFirst({ where: { id, projectId } }) : null;
+  if (!webhook) throw new WebhookNotFound();
+  return webhook;
+}
+
+export async function updateWebhook(deps: Deps, projectId: string, id: unknown, input: WebhookInput) {
+  const current = await findWebhook(deps, projectId, id);
+  const data: Record<string, unknown> = {};
+  if (input.url !== undefined && input.url !== null) data.url = await checkUrl(deps, input.url);
+  if (input.events !== undefined && input.events !== null) data.events = parseEvents(input.events);
+  if (input.description !== undefined && input.description !== null) data.description = parseDescription(input.description);
+  if (input.enabled !== undefined && input.enabled !== null) {
+    if (typeof input.enabled !== "boolean") throw new InvalidRequest("enabled must be a boolean");
+    data.enabled = input.enabled;
+    if (input.enabled) data.disabledReason = null;
+    else if (current.enabled) data.disabledReason = "disabled by the project";
+  }
+  return deps.prisma.webhook.update({ where: { id: current.id, projectId }, data });
+}
+
+export async function deleteWebhook(deps: Deps, projectId: string, id: unknown) {
+  const { count } = await deps.prisma.webhook.deleteMany({ where: { id: typeof id === "string" ? id : "", projectId } });
+  if (!count) throw new WebhookNotFound();
+  return { id: id as string };
+}
+
+/**
+ * The new secret signs from now on; the one it replaces keeps verifying for 7 days. A
+ * rotation during a transition drops the oldest secret and starts a new 7 days.
+ */
+export async function rotateWebhookSecret(deps: Deps, projectId: string, id: unknown, now = new Date()) {
+  const webhook = await findWebhook(deps, projectId, id);
+  const secret = generateWebhookSecret();
+  const transitionEndsAt = new Date(now.getTime() + TRANSITION_MS);
+  // Conditional on the secret we read, so two concurrent rotations cannot both keep "their"
+  // previous secret: the loser is told the webhook changed and can rotate again.
+  const { count } = await deps.prisma.webhook.updateMany({
+    where: { id: webhook.id, projectId, secretSealed: webhook.secretSealed },
+    data: { secretSealed: seal(deps.master, secret), previousSecretSealed: webhook.secretSealed, previousSecretExpiresAt: transitionEndsAt },
+  });
+  if (!count) throw new InvalidRequest("the webhook was rotated concurrently; try again");
+  return { webhookId: webhook.id, newSecret: secret, transitionEndsAt };
+}
+
+export function webhookSecrets(deps: Deps, webhook: { secretSealed: string; previousSecretSealed: string | null; previousSecretExpiresAt: Date | null }) {
+  return {
+    secret: unseal(deps.master, webhook.secretSealed),
+    previousSecret: webhook.previousSecretSealed ? unseal(deps.master, webhook.previousSecretSealed) : null,
+    previousSecretExpiresAt: webhook.previousSecretExpiresAt,
+  };
+}
+
+/** Queues a sample event of any type for this one webhook, marked `test: true`. */
+export async function sendTestWebhook(deps: Deps, projectId: string, webhookId: unknown, eventType: unknown) {
+  const webhook = await findWebhook(deps, projectId, webhookId);
+  const type = typeof eventType === "string" ? canonicalEventType(eventType) : undefined;
+  if (!type) throw new InvalidEventType(`unknown event type: ${String(eventType)}`);
+  const eventId = await transaction(deps.prisma, (tx) =>
+    enqueue(tx, { projectId, eventType: type, data: sampleEventData(projectId, type), test: { webhookId: webhook.id } }),
+  );
+  return { eventId, webhookId: webhook.id, eventType: type };
+}

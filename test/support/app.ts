@@ -1,0 +1,93 @@
+// A whole linkgate on a test database with real OTP transports, driven through app.fetch.
+import { randomBytes } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { buildApp, type App } from "../../src/app.ts";
+import { loadConfig, type Config } from "../../src/config.ts";
+import type { Limits } from "../../src/deps.ts";
+import { createLogger } from "../../src/log.ts";
+import { openTestDatabase, type Backend, type TestDatabase } from "./db.ts";
+import { startMailbox, type Mailbox } from "./mailbox.ts";
+
+export type Harness = {
+  app: App;
+  db: TestDatabase;
+  mailbox: Mailbox;
+  config: Config;
+  apiKey: string;
+  projectId: string;
+  adminToken: string;
+  call(method: string, path: string, init?: { body?: unknown; headers?: Record<string, string>; raw?: string }): Promise<{ status: number; body: any; headers: Headers }>;
+  gql(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
+  signIn(identifier: { email: string } | { phone: string }): Promise<{ token: string; accountId: string; idToken: string }>;
+  close(): Promise<void>;
+};
+
+export async function startHarness(backend: Backend, opts: { env?: Record<string, string>; limits?: Partial<Limits> } = {}): Promise<Harness> {
+  const db = await openTestDatabase(backend);
+  const mailbox = await startMailbox();
+  const adminToken = randomBytes(24).toString("hex");
+  const apiKey = `lg_test_${randomBytes(24).toString("base64url")}`;
+  const config = loadConfig({
+    LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-test-")),
+    LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"),
+    LINKGATE_BOOTSTRAP_API_KEY: apiKey,
+    LINKGATE_ADMIN_TOKEN: adminToken,
+    SMTP_URL: mailbox.smtpUrl,
+    SMS_WEBHOOK_URL: mailbox.smsUrl,
+    LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1",
+    ...opts.env,
+  });
+  const app = await buildApp(config, { db, logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent"), limits: opts.limits });
+  const project = await db.prisma.project.findFirstOrThrow({ where: { name: "default" } });
+
+  const call: Harness["call"] = async (method, p, init = {}) => {
+    const headers: Record<string, string> = { "x-api-key": apiKey, ...init.headers };
+    let body: string | undefined = init.raw;
+    if (init.body !== undefined) {
+      body = JSON.stringify(init.body);
+      headers["content-type"] ??= "application/json";
+    }
+    const res = await app.fetch(new Request(`http://linkgate.test${p}`, { method, headers, body }));
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {}
+    return { status: res.status, body: parsed, headers: res.headers };
+  };
+
+  const gql: Harness["gql"] = async (query, variables, headers) => {
+    const res = await call("POST", "/graphql", { body: { query, variables }, headers });
+    return { status: res.status, body: res.body };
+  };
+
+  const signIn: Harness["signIn"] = async (identifier) => {
+    const start = await call("POST", "/auth/otp/start", { body: identifier });
+    if (start.status !== 200) throw new Error(`start failed: ${JSON.stringify(start.body)}`);
+    const to = "email" in identifier ? identifier.email : identifier.phone;
+    const otp = await mailbox.otp(to);
+    const verify = await call("POST", "/auth/otp/verify", { body: { state_id: start.body.state_id, otp } });
+    if (verify.status !== 200) throw new Error(`verify failed: ${JSON.stringify(verify.body)}`);
+    return { token: verify.body.access_token, accountId: verify.body.account_id, idToken: verify.body.id_token };
+  };
+
+  return {
+    app,
+    db,
+    mailbox,
+    config,
+    apiKey,
+    projectId: project.id,
+    adminToken,
+    call,
+    gql,
+    signIn,
+    async close() {
+      await app.close();
+      await mailbox.close();
+      await db.close();
+    },
+  };
+}

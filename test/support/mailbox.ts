@@ -1,0 +1,76 @@
+// Real OTP transports on loopback: an SMTP server (smtp-server) for e-mail and an HTTP
+// endpoint standing in for the SMS webhook. Tests read the codes the app really sent.
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { SMTPServer } from "smtp-server";
+
+export type Received = { to: string; subject?: string; text: string };
+
+export type Mailbox = {
+  smtpUrl: string;
+  smsUrl: string;
+  messages: Received[];
+  /** the newest six-digit code sent to this address or number */
+  otp(to: string, timeoutMs?: number): Promise<string>;
+  close(): Promise<void>;
+};
+
+export async function startMailbox(): Promise<Mailbox> {
+  const messages: Received[] = [];
+  const smtp = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ["STARTTLS"],
+    logger: false,
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on("data", (c: Buffer) => chunks.push(c));
+      stream.on("end", () => {
+        const raw = Buffer.concat(chunks).toString("utf8");
+        const subject = /^Subject: (.*)$/m.exec(raw)?.[1];
+        for (const rcpt of session.envelope.rcptTo) messages.push({ to: rcpt.address.toLowerCase(), subject, text: raw });
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((resolve) => smtp.listen(0, "127.0.0.1", resolve));
+  const smtpPort = (smtp.server.address() as AddressInfo).port;
+
+  const sms = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      const { to, body: text } = JSON.parse(body) as { to: string; body: string };
+      messages.push({ to, text });
+      res.writeHead(202).end();
+    });
+  });
+  await new Promise<void>((resolve) => sms.listen(0, "127.0.0.1", resolve));
+  const smsPort = (sms.address() as AddressInfo).port;
+
+  return {
+    smtpUrl: `smtp://127.0.0.1:${smtpPort}`,
+    smsUrl: `http://127.0.0.1:${smsPort}/sms`,
+    messages,
+    async otp(to, timeoutMs = 5000) {
+      const deadline = Date.now() + timeoutMs;
+      // Phones arrive normalized (E.164); tests may name them in any spelling.
+      to = to.startsWith("+") ? to.replace(/[^\d+]/g, "") : to;
+      const seen = messages.length;
+      for (;;) {
+        for (let i = messages.length - 1; i >= 0; i--) {
+          const code = messages[i].to === to.toLowerCase() ? /\b(\d{6})\b/.exec(messages[i].text)?.[1] : undefined;
+          if (code) {
+            messages.splice(i, 1); // each code is read once
+            return code;
+          }
+        }
+        if (Date.now() > deadline) throw new Error(`no code for ${to} (${seen} messages seen)`);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    },
+    async close() {
+      await new Promise<void>((resolve) => smtp.close(() => resolve()));
+      await new Promise<void>((resolve) => sms.close(() => resolve()));
+    },
+  };
+}
