@@ -1,6 +1,9 @@
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
+  // graphql 16 ships CJS (main) and ESM (module) builds; Node loads the CJS one for Pothos and
+  // yoga, so tests must too, or two copies of GraphQLObjectType meet in one schema.
+  resolve: { alias: [{ find: /^graphql$/, replacement: "graphql/index.js" }] },
   test: {
     include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
     testTimeout: 60_000,

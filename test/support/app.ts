@@ -3,6 +3,8 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
+import { print } from "graphql";
 import { buildApp, type App } from "../../src/app.ts";
 import { loadConfig, type Config } from "../../src/config.ts";
 import type { Limits } from "../../src/deps.ts";
@@ -20,6 +22,8 @@ export type Harness = {
   adminToken: string;
   call(method: string, path: string, init?: { body?: unknown; headers?: Record<string, string>; raw?: string }): Promise<{ status: number; body: any; headers: Headers }>;
   gql(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
+  /** a typed operation from test/generated/operations.ts; throws on top-level errors */
+  op<R, V>(doc: TypedDocumentNode<R, V>, variables: V, headers?: Record<string, string>): Promise<R>;
   signIn(identifier: { email: string } | { phone: string }): Promise<{ token: string; accountId: string; idToken: string }>;
   close(): Promise<void>;
 };
@@ -63,6 +67,12 @@ export async function startHarness(backend: Backend, opts: { env?: Record<string
     return { status: res.status, body: res.body };
   };
 
+  const op: Harness["op"] = async (doc, variables, headers) => {
+    const res = await gql(print(doc), variables as Record<string, unknown>, headers);
+    if (res.body.errors) throw new Error(`GraphQL errors: ${JSON.stringify(res.body.errors)}`);
+    return res.body.data;
+  };
+
   const signIn: Harness["signIn"] = async (identifier) => {
     const start = await call("POST", "/auth/otp/start", { body: identifier });
     if (start.status !== 200) throw new Error(`start failed: ${JSON.stringify(start.body)}`);
@@ -83,6 +93,7 @@ export async function startHarness(backend: Backend, opts: { env?: Record<string
     adminToken,
     call,
     gql,
+    op,
     signIn,
     async close() {
       await app.close();

@@ -1,0 +1,296 @@
+// The delivery log as a service for the API: redelivery, replay, pulling events, stats, and
+// the periodic disabling of dead webhooks.
+//
+// Every function that serves a caller takes the caller's projectId and puts it in the WHERE
+// clause of every statement, so another project's rows are simply not found (and reported as
+// DeliveryNotFound / WebhookNotFound, never as "forbidden", which would confirm they exist).
+import type { Database } from "../db/client.ts";
+import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
+import { DELIVERY_CHANNEL } from "./outbox.ts";
+
+type DbLike = Pick<Database, "prisma">;
+
+export type DeliveryStatus = "pending" | "succeeded" | "failed" | "gone";
+
+export type DeliverySummary = {
+  id: string;
+  eventId: string;
+  webhookId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: Date;
+  /** True while a worker holds the delivery (an attempt is being sent or recorded). */
+  inFlight: boolean;
+};
+
+type DeliveryRow = {
+  id: string;
+  event_id: string;
+  webhook_id: string;
+  event_type: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: Date;
+  in_flight: boolean;
+};
+
+const summary = (r: DeliveryRow): DeliverySummary => ({
+  id: r.id,
+  eventId: r.event_id,
+  webhookId: r.webhook_id,
+  eventType: r.event_type,
+  status: r.status,
+  attempts: Number(r.attempts),
+  nextAttemptAt: r.next_attempt_at,
+  inFlight: Boolean(r.in_flight),
+});
+
+async function notifyWorkers(db: DbLike): Promise<void> {
+  await db.prisma.$executeRaw`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`;
+}
+
+/**
+ * Sends one delivery again, with the same event and the same body bytes.
+ *
+ * Semantics: a redelivery starts a fresh cycle. The delivery becomes `pending`, due now, with
+ * its attempt counter reset to 0, so the next attempt carries `X-Service-Delivery-Attempt: 1`
+ * and gets the whole retry schedule again (headers stay within the contract's 1…6). The attempt
+ * log keeps every earlier attempt (rows are told apart by started_at). A delivery that a worker
+ * holds right now is left alone and returned as it is: it is being attempted anyway, and
+ * resetting it under the worker would send it twice. A delivery of a disabled webhook stays
+ * pending until the webhook is enabled again.
+ */
+export async function redeliver(db: DbLike, projectId: string, deliveryId: string): Promise<DeliverySummary> {
+  const rows = await db.prisma.$queryRaw<DeliveryRow[]>`
+    UPDATE deliveries
+    SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL,
+        lease_until = NULL, leased_by = NULL
+    WHERE id = ${deliveryId} AND project_id = ${projectId}
+      AND NOT (status = 'pending' AND leased_by IS NOT NULL AND lease_until > now())
+    RETURNING id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, false AS in_flight`;
+  if (rows.length > 0) {
+    await notifyWorkers(db);
+    return summary(rows[0]);
+  }
+  const current = await db.prisma.$queryRaw<DeliveryRow[]>`
+    SELECT id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, true AS in_flight
+    FROM deliveries WHERE id = ${deliveryId} AND project_id = ${projectId}`;
+  if (current.length === 0) throw new DeliveryNotFound();
+  return summary(current[0]);
+}
+
+/**
+ * Redelivers every `failed` delivery of a webhook created at or after `since` (the event's
+ * time, not the failure's), with redeliver's semantics; returns how many. `gone` deliveries
+ * (the receiver answered 410) are not replayed, nor are pending or succeeded ones.
+ */
+export async function replayFailed(db: DbLike, projectId: string, webhookId: string, since: Date): Promise<number> {
+  await assertWebhook(db, projectId, webhookId);
+  const count = await db.prisma.$executeRaw`
+    UPDATE deliveries
+    SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL,
+        lease_until = NULL, leased_by = NULL
+    WHERE webhook_id = ${webhookId} AND project_id = ${projectId} AND status = 'failed'
+      AND created_at >= ${since.toISOString()}::timestamptz`;
+  if (count > 0) await notifyWorkers(db);
+  return count;
+}
+
+async function assertWebhook(db: DbLike, projectId: string, webhookId: string) {
+  const webhook = await db.prisma.webhook.findFirst({ where: { id: webhookId, projectId }, select: { id: true } });
+  if (!webhook) throw new WebhookNotFound();
+  return webhook;
+}
+
+// ---- pulling events --------------------------------------------------------------------------
+
+export type PulledEvent = {
+  id: string;
+  eventType: string;
+  createdAt: Date;
+  /** The exact envelope bytes a webhook receives. */
+  body: string;
+  /** Resume after this event. */
+  cursor: string;
+};
+
+export type EventPage = {
+  events: PulledEvent[];
+  /** Pass as `after` for the next page; the input cursor again when the page is empty. */
+  endCursor: string | null;
+  hasMore: boolean;
+};
+
+export const MAX_PULL_LIMIT = 500;
+
+/** Opaque to clients; `v1:<seq>` in base64url so the format can change without breaking them. */
+export function encodeCursor(seq: bigint): string {
+  return Buffer.from(`v1:${seq}`, "utf8").toString("base64url");
+}
+
+export function decodeCursor(cursor: string): bigint {
+  const m = /^v1:(\d{1,19})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"));
+  if (!m) throw new InvalidRequest("invalid cursor");
+  return BigInt(m[1]);
+}
+
+/**
+ * A project's events in commit-safe `seq` order, after `after` (exclusive), for a receiver
+ * catching up. Test events are not included. `limit` is clamped to 1…500 (default 100).
+ *
+ * The seq of an event is taken when it is inserted, not when its transaction commits, so an
+ * event with a lower seq can become visible after a higher one: a reader that had already
+ * moved past it would skip it forever. To prevent that, a page ends before the first event
+ * that is not older (by a 1 s margin) than the oldest transaction that is still writing to this
+ * database; such events are returned by a later call. With no transaction in progress, there is
+ * no delay at all.
+ */
+export async function pullEvents(
+  db: DbLike,
+  projectId: string,
+  opts: { after?: string | null; limit?: number } = {},
+): Promise<EventPage> {
+  const afterSeq = opts.after ? decodeCursor(opts.after) : 0n;
+  const limit = Math.min(MAX_PULL_LIMIT, Math.max(1, Math.floor(opts.limit ?? 100)));
+  const horizon = await writeHorizon(db);
+  const rows = await db.prisma.outboxEvent.findMany({
+    where: { projectId, test: false, seq: { gt: afterSeq } },
+    orderBy: { seq: "asc" },
+    take: limit + 1,
+    select: { id: true, seq: true, eventType: true, createdAt: true, body: true },
+  });
+  let hasMore = rows.length > limit;
+  const page = rows.slice(0, limit);
+  const safe = horizon === null ? page.length : page.findIndex((r) => r.createdAt.getTime() >= horizon);
+  const events = (safe === -1 ? page : page.slice(0, safe)).map((r) => ({
+    id: r.id,
+    eventType: r.eventType,
+    createdAt: r.createdAt,
+    body: r.body,
+    cursor: encodeCursor(r.seq),
+  }));
+  if (events.length < page.length) hasMore = true;
+  return { events, endCursor: events.at(-1)?.cursor ?? opts.after ?? null, hasMore };
+}
+
+/**
+ * Events created at or after this time (ms) may still be joined by lower-seq events from
+ * transactions in progress; null when nothing else is writing. Reads pg_stat_activity, which
+ * shows the sessions of the same role (or all, with pg_read_all_stats); PGlite has one session.
+ */
+async function writeHorizon(db: DbLike): Promise<number | null> {
+  try {
+    const rows = await db.prisma.$queryRaw<{ started: Date | null }[]>`
+      SELECT min(xact_start) AS started FROM pg_stat_activity
+      WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() AND datname = current_database()`;
+    const started = rows[0]?.started;
+    return started ? started.getTime() - 1_000 : null;
+  } catch {
+    return null;
+  }
+}
+
+// ---- stats -------------------------------------------------------------------------------------
+
+export type WebhookStats = {
+  /** Deliveries created in the last 24 hours, by state. */
+  windowHours: 24;
+  succeeded: number;
+  failed: number;
+  gone: number;
+  pending: number;
+  /** succeeded / (succeeded + failed + gone) over the window; null when none finished. */
+  successRate: number | null;
+  /** When the most recent successful delivery completed (any time, not only in the window). */
+  lastSuccessAt: Date | null;
+};
+
+/**
+ * Delivery health of one webhook. Window: deliveries created in the last 24 hours (what a
+ * dashboard means by "today's success rate", read through the (webhook_id, created_at) index);
+ * a delivery counts once, by its state, however many attempts it took.
+ */
+export async function webhookStats(db: DbLike, projectId: string, webhookId: string): Promise<WebhookStats> {
+  await assertWebhook(db, projectId, webhookId);
+  const [counts] = await db.prisma.$queryRaw<
+    { succeeded: number; failed: number; gone: number; pending: number; last_ok: Date | null }[]
+  >`
+    SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
+           count(*) FILTER (WHERE status = 'failed')::int AS failed,
+           count(*) FILTER (WHERE status = 'gone')::int AS gone,
+           count(*) FILTER (WHERE status = 'pending')::int AS pending,
+           max(completed_at) FILTER (WHERE status = 'succeeded') AS last_ok
+    FROM deliveries
+    WHERE webhook_id = ${webhookId} AND project_id = ${projectId} AND created_at >= now() - interval '24 hours'`;
+  // The latest success outside the window: walk the index backwards to the newest one.
+  const [older] = await db.prisma.$queryRaw<{ completed_at: Date | null }[]>`
+    SELECT completed_at FROM deliveries
+    WHERE webhook_id = ${webhookId} AND project_id = ${projectId} AND status = 'succeeded'
+    ORDER BY created_at DESC LIMIT 1`;
+  const finished = counts.succeeded + counts.failed + counts.gone;
+  const candidates = [counts.last_ok, older?.completed_at ?? null].filter((d): d is Date => d !== null);
+  return {
+    windowHours: 24,
+    succeeded: counts.succeeded,
+    failed: counts.failed,
+    gone: counts.gone,
+    pending: counts.pending,
+    successRate: finished === 0 ? null : counts.succeeded / finished,
+    lastSuccessAt: candidates.length ? new Date(Math.max(...candidates.map((d) => d.getTime()))) : null,
+  };
+}
+
+// ---- disabling dead webhooks -------------------------------------------------------------------
+
+export type DisabledWebhook = { webhookId: string; projectId: string; failingSince: Date; reason: string };
+
+/**
+ * Disables every enabled webhook whose deliveries have all failed for 24 hours: it has failed
+ * attempts in the last 24 hours, no successful attempt (200/201/202) in that time, and its
+ * unbroken run of failures began at least 24 hours before `now`. Attempts of the last 3 days
+ * are considered (so a webhook with no traffic for days is not judged on ancient failures).
+ * Sets disabledReason, marks its pending deliveries that no worker holds as `failed` (they can
+ * be replayed with replayFailed once it works again), and returns what it disabled; the caller
+ * logs the `webhook.disabled` notice. Idempotent and safe to run from every worker at once.
+ */
+export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): Promise<DisabledWebhook[]> {
+  const at = now.toISOString();
+  const rows = await db.prisma.$queryRaw<{ id: string; project_id: string; failing_since: Date; reason: string }[]>`
+    WITH att AS (
+      SELECT d.webhook_id, a.started_at, coalesce(a.status_code IN (200, 201, 202), false) AS ok
+      FROM webhooks w
+      JOIN deliveries d ON d.webhook_id = w.id AND d.created_at >= ${at}::timestamptz - interval '3 days'
+      JOIN delivery_attempts a ON a.delivery_id = d.id
+      WHERE w.enabled
+        AND a.started_at >= ${at}::timestamptz - interval '3 days' AND a.started_at <= ${at}::timestamptz
+    ),
+    last_ok AS (
+      SELECT webhook_id, max(started_at) AS at FROM att WHERE ok GROUP BY webhook_id
+    ),
+    dead AS (
+      SELECT att.webhook_id, min(att.started_at) AS failing_since
+      FROM att LEFT JOIN last_ok USING (webhook_id)
+      WHERE NOT att.ok AND att.started_at > coalesce(last_ok.at, '-infinity'::timestamp)
+      GROUP BY att.webhook_id
+      HAVING min(att.started_at) <= ${at}::timestamptz - interval '24 hours'
+         AND max(att.started_at) >= ${at}::timestamptz - interval '24 hours'
+    ),
+    disabled AS (
+      UPDATE webhooks w
+      SET enabled = false, updated_at = now(),
+          disabled_reason = 'every delivery attempt failed for 24 hours (failing since '
+                            || to_char(dead.failing_since, 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ')'
+      FROM dead
+      WHERE w.id = dead.webhook_id AND w.enabled
+      RETURNING w.id, w.project_id, dead.failing_since, w.disabled_reason AS reason
+    ),
+    abandoned AS (
+      UPDATE deliveries
+      SET status = 'failed', completed_at = now(), last_error = 'webhook disabled: every delivery attempt failed for 24 hours'
+      WHERE webhook_id IN (SELECT id FROM disabled) AND status = 'pending'
+        AND (lease_until IS NULL OR lease_until <= now())
+    )
+    SELECT id, project_id, failing_since, reason FROM disabled`;
+  return rows.map((r) => ({ webhookId: r.id, projectId: r.project_id, failingSince: r.failing_since, reason: r.reason }));
+}

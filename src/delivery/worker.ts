@@ -1,0 +1,456 @@
+// The delivery worker: claim due deliveries in batches, send them concurrently, record the
+// outcomes in batches. Any number of workers (processes or instances) can share a database;
+// leases (sql.ts) make each delivery theirs alone until it is recorded or the lease runs out.
+//
+// Timing: a worker wakes on NOTIFY linkgate_deliveries (sent by enqueue and by redelivery),
+// on its own retries falling due, on a short poll (the backstop for everything else, e.g.
+// other workers' retries or a lost LISTEN connection), and, while there is a backlog, on
+// free capacity.
+//
+// Failure model: a failed query is logged and retried after a growing pause (100 ms … 5 s);
+// reconnecting is the pg Pool's job. Results that cannot be recorded stay in memory (they
+// count against concurrency, so memory stays bounded) and their leases keep being renewed.
+// If the process dies, its leases run out and other workers send those deliveries again:
+// delivery is at-least-once.
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import type { Config } from "../config.ts";
+import { unseal, type MasterKey } from "../crypto.ts";
+import type { Database } from "../db/client.ts";
+import { liveSecrets } from "../webhooks/signing.ts";
+import type { LookupFn } from "../webhooks/target-guard.ts";
+import { DELIVERY_CHANNEL } from "./outbox.ts";
+import { decide } from "./schedule.ts";
+import { createSender, type Sender } from "./sender.ts";
+import { claimDue, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";
+import { disableDeadWebhooks } from "./log.ts";
+
+/** pino-compatible subset. */
+export type Logger = {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+};
+
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+export type WorkerOptions = {
+  db: Database;
+  config: Pick<Config, "retryScheduleMs" | "webhookTimeoutMs" | "webhookAllowPrivate">;
+  masterKey: MasterKey;
+  logger?: Logger;
+  /** Names this worker's leases; unique per instance. */
+  workerId?: string;
+  /** Most sends in flight (plus results not yet recorded). Default 50. */
+  concurrency?: number;
+  /** Most deliveries per claim. Default 50. */
+  batchSize?: number;
+  /** Most leased deliveries per webhook across all workers. Default 20. */
+  perWebhookCap?: number;
+  /** Lease length. Default 30 s + the webhook timeout. */
+  leaseMs?: number;
+  /** Poll interval when idle (backstop for NOTIFY). Default 1000 ms. */
+  pollMs?: number;
+  /** How often disableDeadWebhooks runs; 0 turns it off. Default 60 s. */
+  maintenanceIntervalMs?: number;
+  /** For tests: DNS for the target check, and the jitter source. */
+  lookup?: LookupFn;
+  random?: () => number;
+};
+
+export type WorkerStats = {
+  /** Deliveries claimed. */
+  claimed: number;
+  /** Attempt results recorded. */
+  recorded: number;
+  succeeded: number;
+  retried: number;
+  failed: number;
+  gone: number;
+  /** Results not applied because the lease had been lost (someone else owns the delivery). */
+  lostLeases: number;
+  dbErrors: number;
+  webhooksDisabled: number;
+  /** Sends running now. */
+  readonly inFlight: number;
+  /** Results waiting to be recorded. */
+  readonly unrecorded: number;
+};
+
+export type DeliveryWorker = {
+  readonly id: string;
+  /** Stops claiming, waits for in-flight sends (bounded by the timeout), records them, releases the rest. */
+  stop(): Promise<void>;
+  /** Look for due deliveries now. */
+  wake(): void;
+  readonly stats: WorkerStats;
+};
+
+const MAX_RECORD_BATCH = 500;
+const MAX_DB_BACKOFF_MS = 5_000;
+
+/** A level-triggered wake-up: notify() before wait() is not lost. */
+class Signal {
+  private pending = false;
+  private waiter: ((notified: boolean) => void) | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  notify(): void {
+    this.pending = true;
+    this.fire(true);
+  }
+  /** Resolves true when notified, false when `ms` pass first. */
+  wait(ms: number): Promise<boolean> {
+    if (this.pending) {
+      this.pending = false;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      this.waiter = resolve;
+      this.timer = setTimeout(() => this.fire(false), ms);
+    });
+  }
+  private fire(notified: boolean): void {
+    const w = this.waiter;
+    if (!w) return;
+    this.waiter = null;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (notified) this.pending = false;
+    w(notified);
+  }
+}
+
+export function startWorker(opts: WorkerOptions): DeliveryWorker {
+  const { db, config, masterKey } = opts;
+  const log = opts.logger ?? silent;
+  const id = opts.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
+  const concurrency = Math.max(1, opts.concurrency ?? 50);
+  const batchSize = Math.max(1, Math.min(opts.batchSize ?? 50, concurrency));
+  const perWebhookCap = Math.max(1, opts.perWebhookCap ?? 20);
+  const leaseMs = opts.leaseMs ?? 30_000 + config.webhookTimeoutMs;
+  const pollMs = opts.pollMs ?? 1_000;
+  const maintenanceMs = opts.maintenanceIntervalMs ?? 60_000;
+  const schedule = config.retryScheduleMs;
+  const random = opts.random ?? Math.random;
+
+  const sender: Sender = createSender({ timeoutMs: config.webhookTimeoutMs, allowPrivate: config.webhookAllowPrivate, lookup: opts.lookup });
+  const sending = new Map<string, Promise<void>>();
+  let unrecorded: DeliveryResult[] = [];
+  let recording: DeliveryResult[] = [];
+  let flushing: Promise<void> | null = null;
+
+  const kick = new Signal();
+  const abortSends = new AbortController();
+  let stopping = false;
+  let stopped: Promise<void> | null = null;
+  let backlog = false;
+  let dbBackoff = 0;
+  let relisten = false;
+  let unlisten: (() => Promise<void>) | null = null;
+  let retryTimer: NodeJS.Timeout | null = null;
+  let retryAt = Infinity;
+  let drained: (() => void) | null = null;
+  const sleepers = new Set<() => void>();
+
+  const stats: WorkerStats = {
+    claimed: 0,
+    recorded: 0,
+    succeeded: 0,
+    retried: 0,
+    failed: 0,
+    gone: 0,
+    lostLeases: 0,
+    dbErrors: 0,
+    webhooksDisabled: 0,
+    get inFlight() {
+      return sending.size;
+    },
+    get unrecorded() {
+      return unrecorded.length + recording.length;
+    },
+  };
+
+  const busy = () => sending.size + unrecorded.length + recording.length;
+
+  /** A pause that stop() cuts short. */
+  function sleep(ms: number): Promise<void> {
+    if (stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(t);
+        sleepers.delete(done);
+        resolve();
+      };
+      const t = setTimeout(done, ms);
+      sleepers.add(done);
+    });
+  }
+
+  function dbFailed(what: string, err: unknown): number {
+    stats.dbErrors++;
+    relisten = true;
+    dbBackoff = Math.min(MAX_DB_BACKOFF_MS, dbBackoff ? dbBackoff * 2 : 100);
+    log.error({ err: errorSummary(err), workerId: id, retryInMs: dbBackoff }, `delivery worker: ${what} failed`);
+    return dbBackoff;
+  }
+  const dbOk = () => {
+    dbBackoff = 0;
+  };
+
+  /** Wakes the loop when the earliest retry recorded by this worker falls due. */
+  function wakeAt(delayMs: number): void {
+    const at = Date.now() + delayMs;
+    if (at >= retryAt || stopping) return;
+    if (retryTimer) clearTimeout(retryTimer);
+    retryAt = at;
+    retryTimer = setTimeout(() => {
+      retryTimer = null;
+      retryAt = Infinity;
+      kick.notify();
+    }, delayMs + 5);
+  }
+
+  async function subscribe(): Promise<void> {
+    const old = unlisten;
+    unlisten = null;
+    if (old) await old().catch(() => {});
+    try {
+      unlisten = await db.listen(DELIVERY_CHANNEL, () => kick.notify());
+      relisten = false;
+    } catch (err) {
+      relisten = true;
+      log.warn({ err: errorSummary(err), workerId: id }, "delivery worker: LISTEN failed; polling until it works");
+    }
+  }
+
+  // ---- sending -------------------------------------------------------------------------------
+
+  async function attempt(c: ClaimedDelivery): Promise<DeliveryResult> {
+    const base = { deliveryId: c.deliveryId, attempt: c.attempt };
+    let sent;
+    try {
+      const secrets = liveSecrets(
+        {
+          secret: unseal(masterKey, c.secretSealed),
+          previousSecret: c.previousSecretSealed ? unseal(masterKey, c.previousSecretSealed) : null,
+          previousSecretExpiresAt: c.previousSecretExpiresAt,
+        },
+        new Date(),
+      );
+      sent = await sender.send(
+        { url: c.url, body: c.body, eventId: c.eventId, eventType: c.eventType, attempt: c.attempt, secrets },
+        abortSends.signal,
+      );
+    } catch (err) {
+      // Only unseal can throw here (sender.send reports failures as results). Never log the secret.
+      log.error({ err: errorSummary(err), deliveryId: c.deliveryId, webhookId: c.webhookId }, "delivery worker: cannot unseal the webhook secret");
+      sent = {
+        startedAt: new Date(),
+        durationMs: 0,
+        statusCode: null,
+        retryAfter: null,
+        error: "internal: the webhook secret could not be decrypted",
+        responseExcerpt: null,
+        requestHeaders: {},
+      };
+    }
+    const decision = decide({ attempt: c.attempt, statusCode: sent.statusCode, retryAfter: sent.retryAfter }, schedule, { random });
+    log.debug(
+      { deliveryId: c.deliveryId, eventId: c.eventId, webhookId: c.webhookId, attempt: c.attempt, status: sent.statusCode, error: sent.error, outcome: decision.status, durationMs: sent.durationMs },
+      "delivery attempt",
+    );
+    return {
+      ...base,
+      status: decision.status,
+      delayMs: decision.status === "pending" ? decision.delayMs : null,
+      statusCode: sent.statusCode,
+      error: sent.error,
+      startedAt: sent.startedAt,
+      durationMs: sent.durationMs,
+      responseExcerpt: sent.responseExcerpt,
+      requestHeaders: sent.requestHeaders,
+    };
+  }
+
+  function startSend(c: ClaimedDelivery): void {
+    const p = attempt(c).then((result) => {
+      sending.delete(c.deliveryId);
+      unrecorded.push(result);
+      flush();
+      if (backlog) kick.notify();
+      if (sending.size === 0) drained?.();
+    });
+    sending.set(c.deliveryId, p);
+  }
+
+  // ---- recording -----------------------------------------------------------------------------
+
+  /** Records everything waiting; results arriving meanwhile form the next batch. */
+  function flush(): Promise<void> {
+    flushing ??= (async () => {
+      try {
+        while (unrecorded.length > 0) {
+          recording = unrecorded.slice(0, MAX_RECORD_BATCH);
+          unrecorded = unrecorded.slice(recording.length);
+          let applied: Set<string>;
+          try {
+            applied = new Set(await recordResults(db, id, recording));
+            dbOk();
+          } catch (err) {
+            unrecorded = recording.concat(unrecorded);
+            recording = [];
+            const pause = dbFailed("recording results", err);
+            if (stopping) return; // stop() retries with its own deadline
+            await sleep(pause);
+            continue;
+          }
+          for (const r of recording) {
+            stats.recorded++;
+            if (!applied.has(r.deliveryId)) {
+              stats.lostLeases++;
+              log.warn({ deliveryId: r.deliveryId, attempt: r.attempt, workerId: id }, "delivery worker: lease lost before the result was recorded");
+              continue;
+            }
+            if (r.status === "pending") {
+              stats.retried++;
+              wakeAt(r.delayMs ?? 0);
+            } else stats[r.status]++;
+          }
+          recording = [];
+          if (backlog) kick.notify();
+        }
+      } finally {
+        flushing = null;
+      }
+    })();
+    return flushing;
+  }
+
+  // ---- the claim loop ------------------------------------------------------------------------
+
+  async function loop(): Promise<void> {
+    let waitedOut = true;
+    while (!stopping) {
+      const free = concurrency - busy();
+      // With a backlog, wait until a useful batch fits rather than claiming one row per freed
+      // slot, unless a whole poll interval has passed (slow receivers holding the slots).
+      const worthIt = !backlog || waitedOut || free >= Math.ceil(batchSize / 2);
+      if (free <= 0 || !worthIt) {
+        waitedOut = !(await kick.wait(pollMs));
+        continue;
+      }
+      const limit = Math.min(batchSize, free);
+      let claimed: ClaimedDelivery[];
+      try {
+        claimed = await claimDue(db, { workerId: id, limit, leaseMs, perWebhookCap });
+        dbOk();
+      } catch (err) {
+        await sleep(dbFailed("claiming deliveries", err));
+        continue;
+      }
+      if (stopping) break; // stop() releases what was just claimed
+      stats.claimed += claimed.length;
+      for (const c of claimed) startSend(c);
+      backlog = claimed.length === limit;
+      waitedOut = false;
+      if (!backlog) waitedOut = !(await kick.wait(pollMs));
+    }
+  }
+
+  // ---- timers --------------------------------------------------------------------------------
+
+  const renewTimer = setInterval(() => {
+    const ids = [...sending.keys(), ...unrecorded.map((r) => r.deliveryId)];
+    if (ids.length === 0 || stopping) return;
+    renewLeases(db, id, ids, leaseMs).then(
+      (held) => {
+        if (held.length < ids.length) log.debug({ workerId: id, lost: ids.length - held.length }, "delivery worker: some leases were not renewed");
+      },
+      (err) => dbFailed("renewing leases", err),
+    );
+  }, Math.max(1_000, Math.floor(leaseMs / 3)));
+
+  const listenTimer = setInterval(() => {
+    if (relisten && !stopping) void subscribe();
+  }, 5_000);
+
+  let maintaining = false;
+  const maintenanceTimer =
+    maintenanceMs > 0
+      ? setInterval(() => {
+          if (maintaining || stopping) return;
+          maintaining = true;
+          disableDeadWebhooks(db, new Date())
+            .then((disabled) => {
+              stats.webhooksDisabled += disabled.length;
+              for (const w of disabled) log.warn({ event: "webhook.disabled", webhookId: w.webhookId, projectId: w.projectId, reason: w.reason }, "webhook.disabled");
+            })
+            .catch((err) => dbFailed("disabling dead webhooks", err))
+            .finally(() => (maintaining = false));
+        }, maintenanceMs)
+      : null;
+  for (const t of [renewTimer, listenTimer, maintenanceTimer]) t?.unref();
+
+  void subscribe().then(() => kick.notify());
+  const looping = loop().catch((err) => log.error({ err: errorSummary(err), workerId: id }, "delivery worker: loop crashed"));
+  log.info({ workerId: id, concurrency, batchSize, perWebhookCap, leaseMs }, "delivery worker started");
+
+  async function shutdown(): Promise<void> {
+    stopping = true;
+    kick.notify();
+    for (const wakeSleeper of [...sleepers]) wakeSleeper();
+    clearInterval(renewTimer);
+    clearInterval(listenTimer);
+    if (maintenanceTimer) clearInterval(maintenanceTimer);
+    if (retryTimer) clearTimeout(retryTimer);
+    await looping;
+
+    // In-flight sends end within the timeout; past it (plus a margin) they are aborted.
+    if (sending.size > 0) {
+      const allDone = new Promise<void>((resolve) => (drained = resolve));
+      const timer = setTimeout(() => abortSends.abort(new Error("worker stopping")), config.webhookTimeoutMs + 1_000);
+      await allDone;
+      clearTimeout(timer);
+    }
+
+    // Record what was sent: a few tries, bounded, since the database may be the reason we stop.
+    const deadline = Date.now() + 10_000;
+    if (flushing) await flushing;
+    while (unrecorded.length > 0 && Date.now() < deadline) {
+      await flush();
+      if (unrecorded.length > 0) await new Promise((r) => setTimeout(r, Math.min(dbBackoff || 100, 1_000)));
+    }
+    if (unrecorded.length > 0) log.warn({ workerId: id, results: unrecorded.length }, "delivery worker: results not recorded; those deliveries will be sent again");
+
+    try {
+      const released = await releaseLeases(db, id);
+      if (released > 0) log.info({ workerId: id, released }, "delivery worker: released unsent claims");
+    } catch (err) {
+      dbFailed("releasing leases", err);
+    }
+    if (unlisten) await unlisten().catch(() => {});
+    await sender.close();
+    log.info({ workerId: id, ...snapshot(stats) }, "delivery worker stopped");
+  }
+
+  return {
+    id,
+    stats,
+    wake: () => kick.notify(),
+    stop() {
+      stopped ??= shutdown();
+      return stopped;
+    },
+  };
+}
+
+function snapshot(stats: WorkerStats): Record<string, number> {
+  return Object.fromEntries(Object.keys(stats).map((k) => [k, stats[k as keyof WorkerStats]]));
+}
+
+/** Enough to diagnose a failure, without dumping query parameters (which may hold bodies). */
+function errorSummary(err: unknown): { name?: string; code?: string; message: string } {
+  const e = err as { name?: string; code?: string; message?: string };
+  return { name: e?.name, code: e?.code, message: (e?.message ?? String(err)).slice(0, 500) };
+}

@@ -1,0 +1,139 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  CreateWebhookDocument,
+  DeleteWebhookDocument,
+  RotateWebhookSecretDocument,
+  SendTestWebhookDocument,
+  UpdateWebhookDocument,
+  WebhookDocument,
+  WebhooksDocument,
+} from "./generated/operations.ts";
+import { backends } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { unseal } from "../src/crypto.ts";
+import { rotateWebhookSecret, TRANSITION_MS } from "../src/webhooks/service.ts";
+
+describe.each(backends)("webhook configuration on %s", (backend) => {
+  let h: Harness;
+  let otherKey: string;
+  beforeAll(async () => {
+    h = await startHarness(backend);
+    const other = await h.gql(`mutation { createProject(name: "other") { ... on CreateProjectPayload { apiKey } } }`, {}, { "x-admin-token": h.adminToken });
+    otherKey = other.body.data.createProject.apiKey;
+  });
+  afterAll(() => h?.close());
+
+  const create = (url = "https://127.0.0.1:9/hook", events = ["user.created"]) =>
+    h.op(CreateWebhookDocument, { input: { url, events, description: "test" } });
+
+  it("createWebhook returns the webhook and its secret once; the secret is stored encrypted", async () => {
+    const r = await create();
+    if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(r.createWebhook.__typename);
+    expect(r.createWebhook.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    const row = await h.db.prisma.webhook.findUniqueOrThrow({ where: { id: r.createWebhook.webhook.id } });
+    expect(row.secretSealed).not.toContain(r.createWebhook.secret);
+    expect(unseal(h.app.deps.master, row.secretSealed)).toBe(r.createWebhook.secret);
+    const listed = await h.op(WebhooksDocument, {});
+    expect(listed.webhooks.map((w) => w.id)).toContain(r.createWebhook.webhook.id);
+    expect(listed.eventTypes).toContain("user.merged");
+  });
+
+  it("auth.login.success is stored as its canonical user.authentication.success", async () => {
+    const r = await create(undefined, ["auth.login.success"]);
+    expect(r.createWebhook.__typename === "CreateWebhookPayload" && r.createWebhook.webhook.events).toEqual(["user.authentication.success"]);
+  });
+
+  it("unknown event types and unsafe URLs are typed errors", async () => {
+    expect((await create(undefined, ["user.exploded"])).createWebhook.__typename).toBe("InvalidEventType");
+    expect((await create("ftp://example.com/x")).createWebhook.__typename).toBe("InvalidWebhookUrl");
+  });
+
+  it("a webhook is rotated over REST with the API key as bearer; the old secret stays for 7 days", async () => {
+    const r = await create();
+    if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
+    const before = Date.now();
+    const rest = await h.call("POST", "/api/v1/webhooks/rotate-secret", {
+      body: { webhook_id: r.createWebhook.webhook.id },
+      headers: { authorization: `Bearer ${h.apiKey}`, "x-api-key": "" },
+    });
+    expect(rest.status).toBe(200);
+    expect(rest.body).toMatchObject({ success: true, webhook_id: r.createWebhook.webhook.id });
+    expect(rest.body.new_secret).toMatch(/^whsec_/);
+    const ends = Date.parse(rest.body.transition_ends_at);
+    expect(ends - before).toBeGreaterThanOrEqual(TRANSITION_MS - 1000);
+    expect(ends - before).toBeLessThanOrEqual(TRANSITION_MS + 60_000);
+    const row = await h.db.prisma.webhook.findUniqueOrThrow({ where: { id: r.createWebhook.webhook.id } });
+    expect(unseal(h.app.deps.master, row.previousSecretSealed!)).toBe(r.createWebhook.secret);
+
+    const gql = await h.op(RotateWebhookSecretDocument, { webhookId: r.createWebhook.webhook.id });
+    if (gql.rotateWebhookSecret.__typename !== "RotateWebhookSecretPayload") throw new Error();
+    expect(gql.rotateWebhookSecret.success).toBe(true);
+    const after = await h.db.prisma.webhook.findUniqueOrThrow({ where: { id: r.createWebhook.webhook.id } });
+    // rotating during a transition drops the oldest secret
+    expect(unseal(h.app.deps.master, after.previousSecretSealed!)).toBe(rest.body.new_secret);
+    expect(unseal(h.app.deps.master, after.secretSealed)).toBe(gql.rotateWebhookSecret.newSecret);
+  });
+
+  it("the transition ends 7 days after the rotation (controllable clock)", async () => {
+    const r = await create();
+    if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
+    const past = new Date(Date.now() - TRANSITION_MS - 1000);
+    await rotateWebhookSecret(h.app.deps, h.projectId, r.createWebhook.webhook.id, past);
+    const w = await h.op(WebhookDocument, { id: r.createWebhook.webhook.id });
+    expect(w.webhook?.transitionEndsAt).toBeNull();
+  });
+
+  it("another project's webhook is simply not found", async () => {
+    const r = await create();
+    if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
+    const id = r.createWebhook.webhook.id;
+    const asOther = { "x-api-key": otherKey };
+    const rest = await h.call("POST", "/api/v1/webhooks/rotate-secret", { body: { webhook_id: id }, headers: { authorization: `Bearer ${otherKey}` } });
+    expect(rest.status).toBe(404);
+    expect(rest.body.error).toBe("WebhookNotFound");
+    expect((await h.op(WebhookDocument, { id }, asOther)).webhook).toBeNull();
+    expect((await h.op(RotateWebhookSecretDocument, { webhookId: id }, asOther)).rotateWebhookSecret.__typename).toBe("WebhookNotFound");
+    expect((await h.op(UpdateWebhookDocument, { id, input: { description: "x" } }, asOther)).updateWebhook.__typename).toBe("WebhookNotFound");
+    expect((await h.op(DeleteWebhookDocument, { id }, asOther)).deleteWebhook.__typename).toBe("WebhookNotFound");
+    expect((await h.op(SendTestWebhookDocument, { webhookId: id, eventType: "user.created" }, asOther)).sendTestWebhook.__typename).toBe("WebhookNotFound");
+    expect((await h.op(WebhooksDocument, {}, asOther)).webhooks.map((w) => w.id)).not.toContain(id);
+  });
+
+  it("update disables with a reason and re-enables; delete removes", async () => {
+    const r = await create();
+    if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
+    const id = r.createWebhook.webhook.id;
+    const off = await h.op(UpdateWebhookDocument, { id, input: { enabled: false } });
+    expect(off.updateWebhook.__typename === "UpdateWebhookPayload" && off.updateWebhook.webhook).toMatchObject({ enabled: false, disabledReason: "disabled by the project" });
+    const on = await h.op(UpdateWebhookDocument, { id, input: { enabled: true, events: ["user.updated", "user.deleted"] } });
+    expect(on.updateWebhook.__typename === "UpdateWebhookPayload" && on.updateWebhook.webhook).toMatchObject({ enabled: true, disabledReason: null, events: ["user.updated", "user.deleted"] });
+    expect((await h.op(DeleteWebhookDocument, { id })).deleteWebhook.__typename).toBe("DeleteWebhookPayload");
+    expect((await h.op(WebhookDocument, { id })).webhook).toBeNull();
+  });
+
+  it("sendTestWebhook queues a test event for that webhook alone", async () => {
+    const a = await create(undefined, ["user.merged"]);
+    const b = await create(undefined, ["user.merged"]);
+    if (a.createWebhook.__typename !== "CreateWebhookPayload" || b.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
+    const sent = await h.op(SendTestWebhookDocument, { webhookId: a.createWebhook.webhook.id, eventType: "user.merged" });
+    if (sent.sendTestWebhook.__typename !== "SendTestWebhookPayload") throw new Error();
+    const deliveries = await h.db.prisma.delivery.findMany({ where: { eventId: sent.sendTestWebhook.eventId } });
+    expect(deliveries.map((d) => d.webhookId)).toEqual([a.createWebhook.webhook.id]);
+    const event = await h.db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: sent.sendTestWebhook.eventId } });
+    const envelope = JSON.parse(event.body);
+    expect(envelope).toMatchObject({ id: event.id, event_type: "user.merged", project_id: h.projectId, test: true });
+    expect(envelope.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$/);
+  });
+
+  it("real events carry no test flag and fan out only to subscribed, enabled webhooks", async () => {
+    const sub = await create(undefined, ["user.created"]);
+    const unsub = await create(undefined, ["user.deleted"]);
+    if (sub.createWebhook.__typename !== "CreateWebhookPayload" || unsub.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
+    await h.signIn({ email: `fan-${backend}@example.com` });
+    const event = await h.db.prisma.outboxEvent.findFirstOrThrow({ where: { eventType: "user.created" }, orderBy: { seq: "desc" } });
+    expect(JSON.parse(event.body).test).toBeUndefined();
+    const targets = (await h.db.prisma.delivery.findMany({ where: { eventId: event.id } })).map((d) => d.webhookId);
+    expect(targets).toContain(sub.createWebhook.webhook.id);
+    expect(targets).not.toContain(unsub.createWebhook.webhook.id);
+  });
+});
