@@ -14,8 +14,7 @@ const failKey = (projectId: string, i: Identifier) => `fail:id:${identifierKey(p
 export async function sendOtp(deps: Deps, binding: OtpBinding, identifier: Identifier, subject: string): Promise<{ stateId: string }> {
   const checks = [{ key: `send:id:${identifierKey(binding.projectId, identifier)}`, limit: deps.limits.sendsPerIdentifier }];
   if (binding.accountId) checks.push({ key: `send:acc:${binding.accountId}`, limit: deps.limits.sendsPerAccount });
-  await assertUnder(deps.prisma, failKey(binding.projectId, identifier), deps.limits.failuresPerSubject);
-  await consume(deps.prisma, checks);
+  await consume(deps.prisma, checks, [{ key: failKey(binding.projectId, identifier), limit: deps.limits.failuresPerSubject }]);
   const { stateId, code } = await createOtpState(deps.prisma, deps.otpKey, binding, identifier);
   await deps.messenger.send({
     to: identifier,
@@ -30,7 +29,7 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !otp) {
     throw new OTPInvalid("send the state_id and the six-digit code");
   }
-  if (binding.accountId) await assertUnder(deps.prisma, `fail:acc:${binding.accountId}`, deps.limits.failuresPerSubject);
+  if (binding.accountId) await assertUnder(deps.prisma, [{ key: `fail:acc:${binding.accountId}`, limit: deps.limits.failuresPerSubject }]);
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, stateId, otp);
   } catch (err) {

@@ -21,33 +21,47 @@ export function nanoTimestamp(now = new Date()): string {
   return now.toISOString().replace(/\.(\d{3})Z$/, `.$1${ns}Z`);
 }
 
-export async function enqueue(tx: Tx, input: OutboxEventInput): Promise<string> {
-  const id = newId("evt");
-  const envelope: Record<string, unknown> = {
+function envelope(id: string, input: OutboxEventInput): string {
+  const body: Record<string, unknown> = {
     id,
     event_type: input.eventType,
     created_at: nanoTimestamp(),
     project_id: input.projectId,
     data: input.data,
   };
-  if (input.test) envelope.test = true;
-  await tx.outboxEvent.create({
-    data: { id, projectId: input.projectId, eventType: input.eventType, body: JSON.stringify(envelope), test: !!input.test },
-  });
-  await fanOut(tx, id, input);
-  return id;
+  if (input.test) body.test = true;
+  return JSON.stringify(body);
 }
 
-// One INSERT … SELECT: the fan-out costs one statement however many webhooks subscribe, and
-// sees exactly the webhooks that exist in this transaction's snapshot.
-async function fanOut(tx: Tx, eventId: string, input: OutboxEventInput): Promise<void> {
-  const inserted = await tx.$executeRaw`
-    INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
-    SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ${eventId}, w.id, w.project_id, ${input.eventType}
-    FROM webhooks w
-    WHERE w.project_id = ${input.projectId}
-      AND w.enabled
-      AND ${input.eventType} = ANY (w.events)
-      AND (${input.test?.webhookId ?? null}::text IS NULL OR w.id = ${input.test?.webhookId ?? null})`;
-  if (inserted > 0) await tx.$executeRaw`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`;
+export async function enqueue(tx: Tx, input: OutboxEventInput): Promise<string> {
+  return (await enqueueAll(tx, [input]))[0];
+}
+
+/**
+ * Writes events and fans them out in ONE statement: the events, one delivery per subscribed
+ * enabled webhook (seen in this transaction's snapshot), and a NOTIFY that fires at commit
+ * only when there is something to deliver. A link verify writes two events; as separate
+ * INSERTs plus fan-out plus notify that was six round trips inside the business
+ * transaction, now it is one.
+ */
+export async function enqueueAll(tx: Tx, inputs: OutboxEventInput[]): Promise<string[]> {
+  const ids = inputs.map(() => newId("evt"));
+  await tx.$queryRaw`
+    WITH ev AS (
+      INSERT INTO outbox_events (id, project_id, event_type, body, test)
+      SELECT * FROM unnest(${ids}::text[], ${inputs.map((i) => i.projectId)}::text[], ${inputs.map((i) => i.eventType)}::text[],
+                           ${inputs.map((i, n) => envelope(ids[n], i))}::text[], ${inputs.map((i) => !!i.test)}::boolean[])
+      RETURNING id, project_id, event_type
+    ), target AS (
+      SELECT * FROM unnest(${ids}::text[], ${inputs.map((i) => i.test?.webhookId ?? null)}::text[]) AS t(event_id, only_webhook)
+    ), dl AS (
+      INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
+      SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ev.id, w.id, w.project_id, ev.event_type
+      FROM ev JOIN target t ON t.event_id = ev.id
+      JOIN webhooks w ON w.project_id = ev.project_id AND w.enabled AND ev.event_type = ANY (w.events)
+      WHERE t.only_webhook IS NULL OR w.id = t.only_webhook
+      RETURNING 1
+    )
+    SELECT pg_notify(${DELIVERY_CHANNEL}, '')::text AS notified FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery`;
+  return ids;
 }

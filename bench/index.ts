@@ -1,0 +1,34 @@
+// `npm run bench -- <name…>`: link, delivery (default: all). Prints a table per benchmark.
+import os from "node:os";
+import pg from "pg";
+import type { Backend } from "../test/support/db.ts";
+
+const wanted = process.argv.slice(2);
+const all = wanted.length === 0;
+
+async function postgresReachable(): Promise<boolean> {
+  process.env.TEST_DATABASE_URL ||= process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
+  const client = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const backends: Backend[] = (await postgresReachable()) ? ["pglite", "postgres"] : ["pglite"];
+console.log(`machine: ${os.cpus().length} × ${os.cpus()[0]?.model}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
+
+if (all || wanted.includes("link")) {
+  // test/support/db.ts reads the server URL at import; import it after it is set.
+  const { benchLink: run } = await import("./link.ts");
+  console.log("\n## link flows (REST request + verify) vs trivial GraphQL requests\n");
+  console.table(await run(backends));
+}
+if (all || wanted.includes("delivery")) {
+  const mod = await import("./delivery.ts").catch(() => null);
+  if (mod && "main" in mod) await (mod as { main: () => Promise<void> }).main();
+  else console.log("\n(delivery benchmark not available)");
+}

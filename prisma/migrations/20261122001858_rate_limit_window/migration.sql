@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "rate_limits" ADD COLUMN     "window_seconds" INTEGER NOT NULL DEFAULT 60;
