@@ -10,7 +10,7 @@ export function primaryIdOf(account: Pick<Account, "id" | "mergeRole" | "mergedW
   return account.mergeRole === "secondary" && account.mergedWithId ? account.mergedWithId : account.id;
 }
 
-function preferred(ids: Identifier[], kind: "email" | "phone"): Identifier | undefined {
+export function preferred(ids: Pick<Identifier, "kind" | "origin" | "createdAt" | "value">[], kind: "email" | "phone") {
   const ofKind = ids.filter((i) => i.kind === kind).sort((a, b) => +a.createdAt - +b.createdAt);
   return ofKind.find((i) => i.origin === "own") ?? ofKind[0];
 }

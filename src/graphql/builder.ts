@@ -43,6 +43,8 @@ export const builder = new SchemaBuilder<{
     filterConnectionTotalCount: true,
     onUnusedQuery: process.env.NODE_ENV === "production" ? null : "warn",
   },
-  relay: { clientMutationId: "omit", cursorType: "String" },
+  // No generic node(id) lookup: it would load rows by id alone, outside the project-scoped
+  // `where` every other query uses.
+  relay: { clientMutationId: "omit", cursorType: "String", nodeQueryOptions: false, nodesQueryOptions: false },
 });
 

@@ -6,6 +6,7 @@ import "./sign-in.ts";
 import "./viewer.ts";
 import "./linking.ts";
 import "./webhook.ts";
+import "./delivery.ts";
 import "./admin.ts";
 
 export const schema = builder.toSchema({ sortSchema: true });

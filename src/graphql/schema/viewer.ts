@@ -1,3 +1,4 @@
+import { preferred } from "../../auth/accounts.ts";
 import { deleteAccount, updateProfile } from "../../auth/profile.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
@@ -21,6 +22,19 @@ const Account = builder.prismaObject("Account", {
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name", { nullable: true }),
+    email: t.field({
+      type: "EmailAddress",
+      nullable: true,
+      description: "the e-mail tokens and events carry: the account's own, else its first attached",
+      select: { identifiers: true },
+      resolve: (a) => preferred(a.identifiers, "email")?.value ?? null,
+    }),
+    phoneNumber: t.field({
+      type: "PhoneNumber",
+      nullable: true,
+      select: { identifiers: true },
+      resolve: (a) => preferred(a.identifiers, "phone")?.value ?? null,
+    }),
     status: t.exposeString("status"),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
