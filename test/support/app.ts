@@ -8,7 +8,7 @@ import { print } from "graphql";
 import { buildApp, type App } from "../../src/app.ts";
 import { loadConfig, type Config } from "../../src/config.ts";
 import type { Limits } from "../../src/deps.ts";
-import { createLogger } from "../../src/log.ts";
+import { createLogger, type Logger } from "../../src/log.ts";
 import { openTestDatabase, type Backend, type TestDatabase } from "./db.ts";
 import { startMailbox, type Mailbox } from "./mailbox.ts";
 
@@ -28,7 +28,10 @@ export type Harness = {
   close(): Promise<void>;
 };
 
-export async function startHarness(backend: Backend, opts: { env?: Record<string, string>; limits?: Partial<Limits> } = {}): Promise<Harness> {
+export async function startHarness(
+  backend: Backend,
+  opts: { env?: Record<string, string>; limits?: Partial<Limits>; logger?: Logger } = {},
+): Promise<Harness> {
   const db = await openTestDatabase(backend);
   const mailbox = await startMailbox();
   const adminToken = randomBytes(24).toString("hex");
@@ -43,7 +46,8 @@ export async function startHarness(backend: Backend, opts: { env?: Record<string
     LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1",
     ...opts.env,
   });
-  const app = await buildApp(config, { db, logger: createLogger(process.env.TEST_LOG_LEVEL ?? "silent"), limits: opts.limits });
+  const logger = opts.logger ?? createLogger(process.env.TEST_LOG_LEVEL ?? "silent");
+  const app = await buildApp(config, { db, logger, limits: opts.limits });
   const project = await db.prisma.project.findFirstOrThrow({ where: { name: "default" } });
 
   const call: Harness["call"] = async (method, p, init = {}) => {
