@@ -7,6 +7,7 @@ import { EVENT_TYPES } from "../src/webhooks/event-types.ts";
 import {
   CreateWebhookDocument,
   EventsDocument,
+  type EventsQuery,
   RedeliverDocument,
   ReplayFailedDocument,
   RotateWebhookSecretDocument,
@@ -139,8 +140,8 @@ describe.each(backends)("delivery end to end on %s", (backend) => {
     const all: string[] = [];
     let after: string | null | undefined = null;
     for (let page = 0; page < 50; page++) {
-      const r = await h.op(EventsDocument, { after, first: 3 });
-      all.push(...r.events.events.map((e) => e.id));
+      const r: EventsQuery = await h.op(EventsDocument, { after, first: 3 });
+      all.push(...r.events.events.map((e: { id: string }) => e.id));
       after = r.events.endCursor;
       if (!r.events.hasMore) break;
     }
