@@ -1,0 +1,46 @@
+// The process as `npm start` runs it: listens, reports ready, drains and exits on SIGTERM;
+// production refuses to start without its transports and master key.
+import { spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+
+function start(env: Record<string, string>) {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    env: { PATH: process.env.PATH, PORT: "0", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-proc-")), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (c) => (out += c));
+  child.stderr.on("data", (c) => (out += c));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const port = async () => {
+    for (let i = 0; i < 600 && !/"port":(\d+)/.test(out); i++) await new Promise((r) => setTimeout(r, 100));
+    return Number(/"port":(\d+)/.exec(out)?.[1]);
+  };
+  return { child, exited, port, output: () => out };
+}
+
+describe("the linkgate process", () => {
+  it("a first development start prints a project key once, serves, and drains on SIGTERM", async () => {
+    const p = start({ LINKGATE_WORKER: "1" });
+    const port = await p.port();
+    expect(port, p.output()).toBeGreaterThan(0);
+    expect(p.output()).toMatch(/API key \(shown only now\):\s+lg_/);
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
+    expect(ready.status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    const graphiql = await fetch(`http://127.0.0.1:${port}/graphql`, { headers: { accept: "text/html" } });
+    expect(await graphiql.text()).toContain("GraphiQL");
+    p.child.kill("SIGTERM");
+    expect(await p.exited).toBe(0);
+    expect(p.output()).toContain('"msg":"stopped"');
+  });
+
+  it("NODE_ENV=production refuses to start without transports and LINKGATE_SECRET_KEY", async () => {
+    const p = start({ NODE_ENV: "production" });
+    expect(await p.exited).toBe(1);
+    expect(p.output()).toMatch(/LINKGATE_SECRET_KEY.*SMTP_URL.*SMS_WEBHOOK_URL/);
+  });
+});
