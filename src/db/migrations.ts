@@ -49,8 +49,11 @@ export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAda
 }
 
 /** SQL that takes the migrations folder to the datamodel; empty when they agree. */
-export async function pendingSchemaChanges(adapterFactory: SqlMigrationAwareDriverAdapterFactory): Promise<string> {
-  const schema = await readSchema();
+export async function pendingSchemaChanges(
+  adapterFactory: SqlMigrationAwareDriverAdapterFactory,
+  schema?: string,
+): Promise<string> {
+  schema ??= await readSchema();
   const engine = await openSchemaEngine(schema, adapterFactory);
   try {
     const res = await engine.diff({
@@ -61,24 +64,6 @@ export async function pendingSchemaChanges(adapterFactory: SqlMigrationAwareDriv
       filters: noFilter,
     });
     return (res.stdout ?? "").replace(/^-- This is an empty migration\.\s*$/m, "").trim();
-  } finally {
-    engine.free();
-  }
-}
-
-/** The SQL of the whole datamodel from nothing, for writing a first migration. */
-export async function datamodelSql(adapterFactory: SqlMigrationAwareDriverAdapterFactory): Promise<string> {
-  const schema = await readSchema();
-  const engine = await openSchemaEngine(schema, adapterFactory);
-  try {
-    const res = await engine.diff({
-      from: { tag: "empty" },
-      to: { tag: "schemaDatamodel", files: [{ path: "schema.prisma", content: schema }] },
-      script: true,
-      exitCode: null,
-      filters: noFilter,
-    });
-    return res.stdout ?? "";
   } finally {
     engine.free();
   }
