@@ -16,6 +16,7 @@ import { BODY_LIMIT } from "./http/body.ts";
 import type { AppEnv } from "./http/env.ts";
 import { errorBody, errorResponse } from "./http/errors.ts";
 import { authRoutes } from "./http/routes/auth.ts";
+import { dashboardRoutes } from "./http/routes/dashboard.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { linkRoutes } from "./http/routes/link.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
@@ -91,6 +92,7 @@ function routes(deps: Deps, expectedMigrations: number) {
   app.route("/", authRoutes());
   app.route("/", linkRoutes());
   app.route("/", webhookRoutes());
+  app.route("/", dashboardRoutes());
   app.use(
     "/graphql",
     bodyLimit({ maxSize: BODY_LIMIT, onError: (c) => c.json(errorBody("PayloadTooLarge", `the body is larger than ${BODY_LIMIT} bytes`), 413) }),

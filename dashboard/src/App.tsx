@@ -1,0 +1,246 @@
+// The page: the API key gate, then the webhook list beside the selected webhook (or the create
+// form). Navigation is in the URL's hash (#/new, #/webhooks/<id>) so reloads and Back work.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { AuthError, createWebhook, forgetKey, isError, loadOverview, saveKey, setAuthLostHandler, storedKey, type Webhook } from "./api.ts";
+import { WebhookDetail } from "./WebhookDetail.tsx";
+import { WebhookForm } from "./WebhookForm.tsx";
+import { FieldError, StateBadge, fmtRate, message, usePoll, type SecretNotice } from "./ui.tsx";
+
+type Route = { kind: "home" } | { kind: "new" } | { kind: "webhook"; id: string };
+
+function parseRoute(): Route {
+  const h = location.hash.replace(/^#/, "");
+  if (h === "/new") return { kind: "new" };
+  const m = /^\/webhooks\/([^/]+)$/.exec(h);
+  return m ? { kind: "webhook", id: decodeURIComponent(m[1]) } : { kind: "home" };
+}
+
+function useRoute(): Route {
+  const [route, setRoute] = useState(parseRoute);
+  useEffect(() => {
+    const on = () => setRoute(parseRoute());
+    addEventListener("hashchange", on);
+    return () => removeEventListener("hashchange", on);
+  }, []);
+  return route;
+}
+
+export function App() {
+  const [key, setKey] = useState(storedKey);
+  const [notice, setNotice] = useState<string | null>(null);
+
+  // While signed in, a refused key (revoked meanwhile) leads back to the key form.
+  useEffect(() => {
+    if (!key) return;
+    setAuthLostHandler((msg) => {
+      forgetKey();
+      setNotice(`The API key was refused (${msg}). Enter it again.`);
+      setKey(null);
+    });
+    return () => setAuthLostHandler(null);
+  }, [key]);
+
+  return (
+    <>
+      <header class="top">
+        <h1>
+          linkgate <span>webhooks</span>
+        </h1>
+        {key && (
+          <button
+            type="button"
+            onClick={() => {
+              forgetKey();
+              setNotice(null);
+              setKey(null);
+            }}
+          >
+            Forget API key
+          </button>
+        )}
+      </header>
+      {key ? (
+        <Dashboard />
+      ) : (
+        <KeyForm
+          notice={notice}
+          onDone={(k) => {
+            setNotice(null);
+            setKey(k);
+          }}
+        />
+      )}
+    </>
+  );
+}
+
+function KeyForm(props: { notice: string | null; onDone: (key: string) => void }) {
+  const [value, setValue] = useState("");
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const input = useRef<HTMLInputElement>(null);
+  useEffect(() => input.current?.focus(), [error]);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const key = value.trim();
+    if (!key) return setError("Enter the project's API key.");
+    setBusy(true);
+    setError(null);
+    saveKey(key);
+    try {
+      await loadOverview(); // checks the key
+      props.onDone(key);
+    } catch (err) {
+      forgetKey();
+      setError(err instanceof AuthError ? `This API key was not accepted: ${err.message}` : message(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <main class="gate">
+      <form class="card" onSubmit={submit}>
+        <h2>Sign in with your project's API key</h2>
+        {props.notice && <p class="notice-text">{props.notice}</p>}
+        <div class="field">
+          <label for="api-key">Project API key</label>
+          <input
+            id="api-key"
+            ref={input}
+            type="password"
+            autoComplete="off"
+            spellcheck={false}
+            value={value}
+            onInput={(e) => setValue(e.currentTarget.value)}
+            aria-invalid={error ? "true" : undefined}
+            aria-describedby={`api-key-hint${error ? " api-key-error" : ""}`}
+          />
+          <p class="hint" id="api-key-hint">
+            Kept in this browser tab's session only; closing the browser forgets it.
+          </p>
+          <FieldError id="api-key-error" text={error} />
+        </div>
+        <button type="submit" class="primary" disabled={busy}>
+          {busy ? "Checking…" : "Continue"}
+        </button>
+      </form>
+    </main>
+  );
+}
+
+function Dashboard() {
+  const route = useRoute();
+  const [eventTypes, setEventTypes] = useState<string[]>([]);
+  const [webhooks, setWebhooks] = useState<Webhook[] | null>(null);
+  const [loadError, setLoadError] = useState<string | null>(null);
+  const [secret, setSecret] = useState<SecretNotice | null>(null);
+
+  const refresh = async () => {
+    try {
+      const d = await loadOverview();
+      setEventTypes(d.eventTypes);
+      setWebhooks(d.webhooks);
+      setLoadError(null);
+    } catch (err) {
+      setLoadError(message(err));
+    }
+  };
+  usePoll(refresh, 5000, []);
+
+  const selected = route.kind === "webhook" ? route.id : null;
+  return (
+    <main class="layout" data-view={route.kind}>
+      <aside class="list" aria-labelledby="list-title">
+        <div class="section-head">
+          <h2 id="list-title">Webhooks</h2>
+          <a class="button primary" href="#/new">
+            New webhook
+          </a>
+        </div>
+        {loadError && (
+          <p class="field-error" role="alert">
+            {loadError}
+          </p>
+        )}
+        {webhooks === null ? (
+          <p class="muted">Loading…</p>
+        ) : webhooks.length === 0 ? (
+          <p class="empty">No webhooks yet.</p>
+        ) : (
+          <ul class="webhooks">
+            {webhooks.map((w) => (
+              <li key={w.id}>
+                <a href={`#/webhooks/${encodeURIComponent(w.id)}`} aria-current={w.id === selected ? "page" : undefined} data-webhook-id={w.id}>
+                  <span class="url">{w.url}</span>
+                  {w.description && <span class="desc">{w.description}</span>}
+                  <span class="meta">
+                    <StateBadge webhook={w} />
+                    <span>
+                      success rate <strong>{fmtRate(w.stats)}</strong>
+                    </span>
+                  </span>
+                  {!w.enabled && w.disabledReason && <span class="reason">{w.disabledReason}</span>}
+                </a>
+              </li>
+            ))}
+          </ul>
+        )}
+      </aside>
+
+      {route.kind === "new" ? (
+        <section class="detail" aria-labelledby="new-title">
+          <a class="back" href="#/">
+            ← All webhooks
+          </a>
+          <div class="card">
+            <h2 id="new-title">New webhook</h2>
+            {eventTypes.length > 0 && (
+              <WebhookForm
+                idPrefix="new"
+                eventTypes={eventTypes}
+                initial={{ url: "", events: [], description: "" }}
+                submitLabel="Create webhook"
+                onCancel={() => (location.hash = "#/")}
+                onSubmit={async (input) => {
+                  const r = await createWebhook(input);
+                  if (isError(r)) return r;
+                  setSecret({ webhookId: r.webhook.id, secret: r.secret });
+                  setWebhooks((cur) => [...(cur ?? []), r.webhook]);
+                  location.hash = `#/webhooks/${encodeURIComponent(r.webhook.id)}`;
+                  return null;
+                }}
+              />
+            )}
+          </div>
+        </section>
+      ) : selected ? (
+        <WebhookDetail
+          key={selected}
+          id={selected}
+          eventTypes={eventTypes}
+          secret={secret}
+          onSecret={setSecret}
+          onChanged={refresh}
+          onLoaded={(w) => setWebhooks((cur) => cur?.map((x) => (x.id === w.id ? w : x)) ?? null)}
+          onDeleted={() => {
+            setSecret(null);
+            setWebhooks((cur) => cur?.filter((w) => w.id !== selected) ?? null);
+            location.hash = "#/";
+            void refresh();
+          }}
+        />
+      ) : (
+        <section class="detail intro">
+          <div class="card">
+            <h2>Webhooks send your project's events to your servers</h2>
+            <p>
+              Choose a webhook to see its deliveries, send a test event or rotate its secret, or <a href="#/new">create a webhook</a>.
+            </p>
+          </div>
+        </section>
+      )}
+    </main>
+  );
+}
