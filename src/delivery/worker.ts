@@ -3,25 +3,27 @@
 // leases (sql.ts) make each delivery theirs alone until it is recorded or the lease runs out.
 //
 // Timing: a worker wakes on NOTIFY linkgate_deliveries (sent by enqueue and by redelivery),
-// on its own retries falling due, on a short poll (the backstop for everything else, e.g.
-// other workers' retries or a lost LISTEN connection), and, while there is a backlog, on
-// free capacity.
+// on its own retries falling due, after recording results (which frees per-webhook room), on
+// free capacity while there is a backlog, and on a short poll (the backstop for everything
+// else, e.g. other workers' retries or a lost LISTEN connection).
 //
 // Failure model: a failed query is logged and retried after a growing pause (100 ms … 5 s);
 // reconnecting is the pg Pool's job. Results that cannot be recorded stay in memory (they
 // count against concurrency, so memory stays bounded) and their leases keep being renewed.
 // If the process dies, its leases run out and other workers send those deliveries again:
 // delivery is at-least-once.
+import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import type { Config } from "../config.ts";
 import { unseal, type MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
-import { liveSecrets } from "../webhooks/signing.ts";
+import { newId } from "../ids.ts";
+import { liveSecrets, type LiveSecrets } from "../webhooks/signing.ts";
 import type { LookupFn } from "../webhooks/target-guard.ts";
 import { DELIVERY_CHANNEL } from "./outbox.ts";
 import { decide } from "./schedule.ts";
-import { createSender, type Sender } from "./sender.ts";
+import { createSender, type Sender, type SendResult } from "./sender.ts";
 import { claimDue, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";
 import { disableDeadWebhooks } from "./log.ts";
 
@@ -88,6 +90,7 @@ export type DeliveryWorker = {
 };
 
 const MAX_RECORD_BATCH = 500;
+const RECORD_DELAY_MS = 10;
 const MAX_DB_BACKOFF_MS = 5_000;
 
 /** A level-triggered wake-up: notify() before wait() is not lost. */
@@ -142,6 +145,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
 
   const kick = new Signal();
   const abortSends = new AbortController();
+  setMaxListeners(0, abortSends.signal); // one listener per send in flight
   let stopping = false;
   let stopped: Promise<void> | null = null;
   let backlog = false;
@@ -211,26 +215,44 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     }, delayMs + 5);
   }
 
-  async function subscribe(): Promise<void> {
-    const old = unlisten;
-    unlisten = null;
-    if (old) await old().catch(() => {});
-    try {
-      unlisten = await db.listen(DELIVERY_CHANNEL, () => kick.notify());
-      relisten = false;
-    } catch (err) {
-      relisten = true;
-      log.warn({ err: errorSummary(err), workerId: id }, "delivery worker: LISTEN failed; polling until it works");
-    }
+  let subscribing: Promise<void> | null = null;
+  function subscribe(): Promise<void> {
+    subscribing ??= (async () => {
+      const old = unlisten;
+      unlisten = null;
+      if (old) await old().catch(() => {});
+      try {
+        const off = await db.listen(DELIVERY_CHANNEL, () => kick.notify());
+        if (stopping) await off().catch(() => {});
+        else unlisten = off;
+        relisten = false;
+      } catch (err) {
+        relisten = true;
+        log.warn({ err: errorSummary(err), workerId: id }, "delivery worker: LISTEN failed; polling until it works");
+      }
+    })().finally(() => (subscribing = null));
+    return subscribing;
   }
 
   // ---- sending -------------------------------------------------------------------------------
 
+  /** A failed attempt that never reached the network (reported, retried like any other). */
+  const internalFailure = (error: string): SendResult => ({
+    startedAt: new Date(),
+    durationMs: 0,
+    statusCode: null,
+    retryAfter: null,
+    error,
+    responseExcerpt: null,
+    requestHeaders: {},
+  });
+
   async function attempt(c: ClaimedDelivery): Promise<DeliveryResult> {
     const base = { deliveryId: c.deliveryId, attempt: c.attempt };
-    let sent;
+    let sent: SendResult;
+    let secrets: LiveSecrets | null = null;
     try {
-      const secrets = liveSecrets(
+      secrets = liveSecrets(
         {
           secret: unseal(masterKey, c.secretSealed),
           previousSecret: c.previousSecretSealed ? unseal(masterKey, c.previousSecretSealed) : null,
@@ -238,22 +260,23 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
         },
         new Date(),
       );
-      sent = await sender.send(
-        { url: c.url, body: c.body, eventId: c.eventId, eventType: c.eventType, attempt: c.attempt, secrets },
-        abortSends.signal,
-      );
     } catch (err) {
-      // Only unseal can throw here (sender.send reports failures as results). Never log the secret.
+      // Never log the sealed or plain secret; a wrong LINKGATE_SECRET_KEY is the usual cause.
       log.error({ err: errorSummary(err), deliveryId: c.deliveryId, webhookId: c.webhookId }, "delivery worker: cannot unseal the webhook secret");
-      sent = {
-        startedAt: new Date(),
-        durationMs: 0,
-        statusCode: null,
-        retryAfter: null,
-        error: "internal: the webhook secret could not be decrypted",
-        responseExcerpt: null,
-        requestHeaders: {},
-      };
+    }
+    if (!secrets) {
+      sent = internalFailure("internal: the webhook secret could not be decrypted");
+    } else {
+      try {
+        sent = await sender.send(
+          { url: c.url, body: c.body, eventId: c.eventId, eventType: c.eventType, attempt: c.attempt, secrets },
+          abortSends.signal,
+        );
+      } catch (err) {
+        // sender.send reports every network outcome as a result; this is a bug, not a receiver's fault.
+        log.error({ err: errorSummary(err), deliveryId: c.deliveryId }, "delivery worker: send failed unexpectedly");
+        sent = internalFailure(`internal: ${errorSummary(err).message}`);
+      }
     }
     const decision = decide({ attempt: c.attempt, statusCode: sent.statusCode, retryAfter: sent.retryAfter }, schedule, { random });
     log.debug(
@@ -262,6 +285,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     );
     return {
       ...base,
+      attemptId: newId("att"),
       status: decision.status,
       delayMs: decision.status === "pending" ? decision.delayMs : null,
       statusCode: sent.statusCode,
@@ -277,7 +301,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     const p = attempt(c).then((result) => {
       sending.delete(c.deliveryId);
       unrecorded.push(result);
-      flush();
+      scheduleFlush();
       if (backlog) kick.notify();
       if (sending.size === 0) drained?.();
     });
@@ -285,6 +309,26 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
   }
 
   // ---- recording -----------------------------------------------------------------------------
+
+  /**
+   * Results are recorded in batches: at once when a batch is full or nothing else is being
+   * sent, otherwise after RECORD_DELAY_MS so the results of sends finishing together share one
+   * statement (on PGlite, which runs in this thread, they would otherwise go one by one).
+   */
+  let flushTimer: NodeJS.Timeout | null = null;
+  function scheduleFlush(): void {
+    if (flushing) return; // the running flush picks them up
+    if (unrecorded.length >= batchSize || sending.size === 0 || stopping) {
+      if (flushTimer) clearTimeout(flushTimer);
+      flushTimer = null;
+      void flush();
+    } else {
+      flushTimer ??= setTimeout(() => {
+        flushTimer = null;
+        void flush();
+      }, RECORD_DELAY_MS);
+    }
+  }
 
   /** Records everything waiting; results arriving meanwhile form the next batch. */
   function flush(): Promise<void> {
@@ -318,8 +362,15 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
             } else stats[r.status]++;
           }
           recording = [];
-          if (backlog) kick.notify();
+          // Recorded results free per-webhook room in the database (a claim held back by the
+          // cap returns fewer rows than asked, so "not a full batch" does not mean "nothing due").
+          if (applied.size > 0) kick.notify();
         }
+      } catch (err) {
+        // Not a database error (those are handled above): keep the results for the next flush.
+        unrecorded = recording.concat(unrecorded);
+        recording = [];
+        log.error({ err: errorSummary(err), workerId: id }, "delivery worker: recording crashed");
       } finally {
         flushing = null;
       }
@@ -369,7 +420,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       },
       (err) => dbFailed("renewing leases", err),
     );
-  }, Math.max(1_000, Math.floor(leaseMs / 3)));
+  }, Math.max(50, Math.floor(leaseMs / 3)));
 
   const listenTimer = setInterval(() => {
     if (relisten && !stopping) void subscribe();
@@ -415,6 +466,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     }
 
     // Record what was sent: a few tries, bounded, since the database may be the reason we stop.
+    if (flushTimer) clearTimeout(flushTimer);
     const deadline = Date.now() + 10_000;
     if (flushing) await flushing;
     while (unrecorded.length > 0 && Date.now() < deadline) {
@@ -429,6 +481,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     } catch (err) {
       dbFailed("releasing leases", err);
     }
+    if (subscribing) await subscribing;
     if (unlisten) await unlisten().catch(() => {});
     await sender.close();
     log.info({ workerId: id, ...snapshot(stats) }, "delivery worker stopped");
@@ -452,5 +505,9 @@ function snapshot(stats: WorkerStats): Record<string, number> {
 /** Enough to diagnose a failure, without dumping query parameters (which may hold bodies). */
 function errorSummary(err: unknown): { name?: string; code?: string; message: string } {
   const e = err as { name?: string; code?: string; message?: string };
-  return { name: e?.name, code: e?.code, message: (e?.message ?? String(err)).slice(0, 500) };
+  const message = (e?.message ?? String(err))
+    .replace(/^\s*Invalid `[^`]*` invocation:/, "") // Prisma's preamble
+    .replace(/\s+/g, " ")
+    .trim();
+  return { name: e?.name, code: e?.code, message: message.slice(0, 500) };
 }

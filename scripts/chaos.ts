@@ -1,0 +1,257 @@
+// Chaos run for the delivery engine: `npx tsx scripts/chaos.ts [--events 20000] [--workers 3]`.
+//
+// Starts a throw-away Postgres cluster (initdb + pg_ctl on a free port, as the `postgres` OS
+// user when run as root, since initdb refuses root), applies the migrations, and runs delivery
+// workers as child processes against it while 20,000 events arrive. Meanwhile it SIGKILLs a
+// random worker every 1–3 s (and starts a replacement), and restarts Postgres once, abruptly
+// (`pg_ctl restart -m immediate`: crash recovery), mid-run. The receiver answers 2 % of
+// requests with 500 to keep retries in play.
+//
+// At the end every event committed to the outbox must have been answered 2xx at least once:
+// anything else is "lost" and the exit code is 1. Duplicates (events answered 2xx more than
+// once, expected after a SIGKILL: at-least-once) are counted and printed.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { parseMasterKey } from "../src/crypto.ts";
+import { openDatabase, type Database } from "../src/db/client.ts";
+import { applyMigrations } from "../src/db/migrations.ts";
+import { startWorker } from "../src/delivery/worker.ts";
+import { bulkEnqueue, newMasterKey, seedWebhook, TestReceiver } from "../test/support/receiver.ts";
+
+const CONFIG = { retryScheduleMs: [100, 200, 400, 800, 1_600], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
+const LEASE_MS = 3_000;
+
+if (process.argv.includes("--worker")) await workerMain();
+else process.exit(await main());
+
+// ---- a worker process --------------------------------------------------------------------------
+
+async function workerMain(): Promise<void> {
+  const db = await openDatabase({ databaseUrl: process.env.CHAOS_DATABASE_URL!, dataDir: "", poolSize: 4 });
+  const tag = `[worker ${process.pid}]`;
+  let errors = 0;
+  const w = startWorker({
+    db,
+    config: CONFIG,
+    masterKey: parseMasterKey(process.env.CHAOS_MASTER_KEY!),
+    leaseMs: LEASE_MS,
+    concurrency: 32,
+    batchSize: 32,
+    pollMs: 250,
+    maintenanceIntervalMs: 0,
+    logger: {
+      debug() {},
+      info() {},
+      warn() {},
+      error: (obj, msg) => {
+        if (errors++ < 5) console.error(tag, msg, (obj as { err?: { message?: string } }).err?.message ?? "");
+      },
+    },
+  });
+  process.on("SIGTERM", async () => {
+    await w.stop();
+    await db.close();
+    process.exit(0);
+  });
+  setInterval(() => {}, 1 << 30); // stay alive until killed
+}
+
+// ---- the conductor -----------------------------------------------------------------------------
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      events: { type: "string", default: "20000" },
+      workers: { type: "string", default: "3" },
+      keep: { type: "boolean", default: false },
+    },
+  });
+  const total = Number(values.events);
+  const workerCount = Number(values.workers);
+  const cluster = await startCluster();
+  const children = new Set<ChildProcess>();
+  const receiver = await TestReceiver.start({ status: 200 });
+  let db: Database | null = null;
+  const t0 = Date.now();
+  const say = (msg: string) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)} s] ${msg}`);
+  try {
+    say(`Postgres ${cluster.version} at ${cluster.url} (${cluster.dir})`);
+    db = await openDatabase({ databaseUrl: cluster.url, dataDir: "", poolSize: 4 });
+    await applyMigrations(db.adapterFactory);
+    const masterKey = newMasterKey();
+    const hooks = [];
+    for (let i = 0; i < 4; i++) hooks.push(await seedWebhook(db, masterKey, { url: receiver.url }));
+
+    // 2 % of answers are 500s; the rest 200. Per event: how many 2xx answers.
+    const ok = new Map<string, number>();
+    receiver.respond((r) => {
+      const id = String(r.headers["x-service-event-id"]);
+      if (Math.random() < 0.02) return { status: 500 };
+      ok.set(id, (ok.get(id) ?? 0) + 1);
+      return { status: 200 };
+    });
+
+    const spawnWorker = () => {
+      const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--worker"], {
+        env: { ...process.env, CHAOS_DATABASE_URL: cluster.url, CHAOS_MASTER_KEY: masterKey.raw.toString("base64") },
+        stdio: ["ignore", "inherit", "inherit"],
+      });
+      children.add(child);
+      child.on("exit", () => children.delete(child));
+      return child;
+    };
+    for (let i = 0; i < workerCount; i++) spawnWorker();
+
+    // Events arrive in rounds of 500 (bulk statements, retried through the restart).
+    let enqueued = 0;
+    const producing = (async () => {
+      while (enqueued < total) {
+        const n = Math.min(500, total - enqueued);
+        const hook = hooks[(enqueued / 500) % hooks.length | 0];
+        for (;;) {
+          try {
+            await bulkEnqueue(db!, hook.projectId, n);
+            break;
+          } catch {
+            await sleep(200); // the server is restarting; an ambiguous failure may have committed: the check below uses the database
+          }
+        }
+        enqueued += n;
+        await sleep(150);
+      }
+      say(`all ${total} events enqueued`);
+    })();
+
+    // Kill a random worker every 1–3 s; restart Postgres once, abruptly, at ~40 % of the events.
+    let kills = 0;
+    let restarted = false;
+    let done = false;
+    const chaos = (async () => {
+      while (!done) {
+        await sleep(1_000 + Math.random() * 2_000);
+        if (done) break;
+        const victims = [...children];
+        const victim = victims[Math.floor(Math.random() * victims.length)];
+        if (victim?.pid) {
+          victim.kill("SIGKILL");
+          kills++;
+          spawnWorker();
+        }
+        if (!restarted && enqueued >= total * 0.4) {
+          restarted = true;
+          say("restarting Postgres (-m immediate)");
+          const r = cluster.ctl(["restart", "-m", "immediate", "-w", "-t", "30"]);
+          say(r.status === 0 ? "Postgres is back" : `pg_ctl restart failed: ${r.stderr}`);
+        }
+      }
+    })();
+
+    await producing;
+    // Wait until nothing is pending (the chaos goes on meanwhile), at most 3 minutes.
+    const deadline = Date.now() + 180_000;
+    let pending = -1;
+    while (Date.now() < deadline) {
+      try {
+        pending = await db.prisma.delivery.count({ where: { status: "pending" } });
+        if (pending === 0) break;
+      } catch {
+        /* restarting */
+      }
+      await sleep(500);
+    }
+    done = true;
+    await chaos;
+    for (const c of children) c.kill("SIGTERM");
+    await sleep(1_000);
+
+    const events = await db.prisma.outboxEvent.findMany({ select: { id: true } });
+    const byStatus = await db.prisma.delivery.groupBy({ by: ["status"], _count: true });
+    const lost = events.filter((e) => !ok.has(e.id)).map((e) => e.id);
+    const duplicates = [...ok.values()].filter((c) => c > 1).length;
+    const extraSends = [...ok.values()].reduce((a, c) => a + c - 1, 0);
+    say("done");
+    console.log({
+      eventsCommitted: events.length,
+      requests: receiver.receipts.length,
+      answered2xx: [...ok.values()].reduce((a, c) => a + c, 0),
+      workersKilled: kills,
+      postgresRestarted: restarted,
+      deliveries: Object.fromEntries(byStatus.map((s) => [s.status, s._count])),
+      duplicates: `${duplicates} events delivered more than once (${extraSends} extra 2xx deliveries)`,
+      lost: lost.length,
+    });
+    if (lost.length > 0) console.log("lost event ids (first 20):", lost.slice(0, 20));
+    return lost.length === 0 && pending === 0 ? 0 : 1;
+  } finally {
+    for (const c of children) c.kill("SIGKILL");
+    await receiver.close();
+    await db?.close().catch(() => {});
+    cluster.ctl(["stop", "-m", "fast", "-w"]);
+    if (!values.keep) rmSync(cluster.dir, { recursive: true, force: true });
+  }
+}
+
+// ---- a throw-away cluster ----------------------------------------------------------------------
+
+type Cluster = { dir: string; url: string; version: string; ctl(args: string[]): { status: number | null; stderr: string } };
+
+async function startCluster(): Promise<Cluster> {
+  const bin = findPgBin();
+  const asRoot = process.getuid?.() === 0;
+  // initdb refuses to run as root; run the server tools as the `postgres` OS user then.
+  const run = (tool: string, args: string[]) => {
+    const cmd = asRoot ? ["runuser", ["-u", "postgres", "--", path.join(bin, tool), ...args]] as const : [path.join(bin, tool), args] as const;
+    const r = spawnSync(cmd[0], [...cmd[1]], { encoding: "utf8" });
+    return { status: r.status, stderr: `${r.stderr ?? ""}${r.error?.message ?? ""}` };
+  };
+  const dir = mkdtempSync(path.join(tmpdir(), "linkgate-chaos-"));
+  chmodSync(dir, 0o700);
+  if (asRoot) {
+    const uid = Number(spawnSync("id", ["-u", "postgres"], { encoding: "utf8" }).stdout.trim());
+    const gid = Number(spawnSync("id", ["-g", "postgres"], { encoding: "utf8" }).stdout.trim());
+    if (!Number.isInteger(uid)) throw new Error("running as root needs a `postgres` OS user for initdb");
+    chownSync(dir, uid, gid);
+  }
+  const data = path.join(dir, "data");
+  const init = run("initdb", ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"]);
+  if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
+  const port = await freePort();
+  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=200`;
+  const ctl = (args: string[]) => run("pg_ctl", ["-D", data, "-l", path.join(dir, "server.log"), "-o", opts, ...args]);
+  const started = ctl(["start", "-w", "-t", "30"]);
+  if (started.status !== 0) throw new Error(`pg_ctl start failed: ${started.stderr}`);
+  const version = path.basename(path.dirname(bin));
+  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  return { dir, url, version, ctl };
+}
+
+function findPgBin(): string {
+  const base = "/usr/lib/postgresql";
+  if (existsSync(base)) {
+    const versions = readdirSync(base).sort((a, b) => Number(b) - Number(a));
+    for (const v of versions) if (existsSync(path.join(base, v, "bin", "initdb"))) return path.join(base, v, "bin");
+  }
+  const which = spawnSync("sh", ["-c", "command -v initdb"], { encoding: "utf8" }).stdout.trim();
+  if (which) return path.dirname(which);
+  throw new Error("initdb not found (install the postgresql server package)");
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on("error", reject);
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

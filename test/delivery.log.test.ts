@@ -1,0 +1,265 @@
+// The delivery log services: redelivery, replay, pulling events, stats, dead-webhook disabling,
+// and that every one of them keeps projects apart.
+import pg from "pg";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { disableDeadWebhooks, pullEvents, redeliver, replayFailed, webhookStats } from "../src/delivery/log.ts";
+import { claimDue } from "../src/delivery/sql.ts";
+import { startWorker, type DeliveryWorker, type WorkerOptions } from "../src/delivery/worker.ts";
+import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../src/errors.ts";
+import { newId } from "../src/ids.ts";
+import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver, type Behaviour } from "./support/receiver.ts";
+
+const CONFIG = { retryScheduleMs: [20, 40], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
+const HOUR = 3_600_000;
+
+describe.each(backends)("delivery log on %s", (backend) => {
+  let db: TestDatabase;
+  const masterKey = newMasterKey();
+  const workers: DeliveryWorker[] = [];
+  const receivers: TestReceiver[] = [];
+
+  beforeAll(async () => {
+    db = await openTestDatabase(backend);
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+    await Promise.all(receivers.splice(0).map((r) => r.close()));
+  });
+
+  function worker(opts: Partial<WorkerOptions> = {}): DeliveryWorker {
+    const w = startWorker({ db, config: CONFIG, masterKey, pollMs: 100, maintenanceIntervalMs: 0, ...opts });
+    workers.push(w);
+    return w;
+  }
+  async function receiver(fallback?: Behaviour): Promise<TestReceiver> {
+    const r = await TestReceiver.start(fallback);
+    receivers.push(r);
+    return r;
+  }
+  const deliveryOf = (eventId: string, webhookId: string) =>
+    db.prisma.delivery.findUniqueOrThrow({ where: { eventId_webhookId: { eventId, webhookId } }, include: { attemptLog: true } });
+  const statusIs = (webhookId: string, status: "succeeded" | "failed", n: number) =>
+    eventually(async () => (await db.prisma.delivery.count({ where: { webhookId, status } })) === n, 10_000, `${n} ${status}`);
+
+  describe("redeliver", () => {
+    it("sends the same body bytes again as a fresh cycle (attempt 1), keeping the attempt log", async () => {
+      const r = await receiver();
+      const hook = await seedWebhook(db, masterKey, { url: r.url });
+      worker();
+      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      await statusIs(hook.webhookId, "succeeded", 1);
+      const first = await deliveryOf(eventId, hook.webhookId);
+
+      const s = await redeliver(db, hook.projectId, first.id);
+      expect(s).toMatchObject({ id: first.id, eventId, status: "pending", attempts: 0, inFlight: false });
+      const [a, b] = await r.waitFor(2);
+      expect(b.body.equals(a.body)).toBe(true);
+      expect(b.headers["x-service-event-id"]).toBe(eventId);
+      expect(b.headers["x-service-delivery-attempt"]).toBe("1");
+      const after = await eventually(async () => {
+        const d = await deliveryOf(eventId, hook.webhookId);
+        return d.status === "succeeded" && d.attemptLog.length === 2 ? d : null;
+      });
+      expect(after).toMatchObject({ attempts: 1, leasedBy: null });
+    });
+
+    it("leaves a delivery a worker holds alone", async () => {
+      const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/" });
+      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      const [c] = await claimDue(db, { workerId: "other", limit: 10, leaseMs: 30_000, perWebhookCap: 10 });
+      expect(c.eventId).toBe(eventId);
+      const s = await redeliver(db, hook.projectId, c.deliveryId);
+      expect(s).toMatchObject({ status: "pending", inFlight: true });
+      expect((await deliveryOf(eventId, hook.webhookId)).leasedBy).toBe("other");
+      await db.prisma.delivery.delete({ where: { id: c.deliveryId } });
+    });
+
+    it("does not find another project's delivery, nor an unknown one", async () => {
+      const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: true });
+      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      const d = await deliveryOf(eventId, hook.webhookId);
+      await db.prisma.delivery.update({ where: { id: d.id }, data: { status: "failed", attempts: 6 } });
+      const other = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/" });
+      await expect(redeliver(db, other.projectId, d.id)).rejects.toBeInstanceOf(DeliveryNotFound);
+      await expect(redeliver(db, hook.projectId, "dlv_nope")).rejects.toBeInstanceOf(DeliveryNotFound);
+      expect(await deliveryOf(eventId, hook.webhookId)).toMatchObject({ status: "failed", attempts: 6 });
+      await db.prisma.delivery.delete({ where: { id: d.id } });
+    });
+  });
+
+  describe("replayFailed", () => {
+    it("redelivers a webhook's failed deliveries created since a time, and only those", async () => {
+      const r = await receiver({ status: 500 });
+      const hook = await seedWebhook(db, masterKey, { url: r.url });
+      const w = worker();
+      const ids = await enqueueEvents(db, hook.projectId, 3, { perTx: 3 });
+      await statusIs(hook.webhookId, "failed", 3);
+      expect(r.receipts).toHaveLength(9); // 3 attempts each with a 2-step schedule
+      await w.stop();
+      // One of them is older than the replay window.
+      const old = await deliveryOf(ids[0], hook.webhookId);
+      await db.prisma.delivery.update({ where: { id: old.id }, data: { createdAt: new Date(Date.now() - 2 * HOUR) } });
+
+      const other = await seedWebhook(db, masterKey, { url: r.url });
+      await expect(replayFailed(db, other.projectId, hook.webhookId, new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
+      await expect(replayFailed(db, hook.projectId, "wh_nope", new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
+      expect(await replayFailed(db, hook.projectId, hook.webhookId, new Date(Date.now() + HOUR))).toBe(0);
+
+      r.setFallback({ status: 200 });
+      expect(await replayFailed(db, hook.projectId, hook.webhookId, new Date(Date.now() - HOUR))).toBe(2);
+      worker();
+      await statusIs(hook.webhookId, "succeeded", 2);
+      expect(r.receipts.slice(9).map((x) => x.headers["x-service-event-id"]).sort()).toEqual(ids.slice(1).sort());
+      expect((await deliveryOf(ids[0], hook.webhookId)).status).toBe("failed");
+      // Nothing left to replay in that window.
+      expect(await replayFailed(db, hook.projectId, hook.webhookId, new Date(Date.now() - HOUR))).toBe(0);
+    });
+  });
+
+  describe("pullEvents", () => {
+    it("pages a project's events in order with opaque cursors; test events and other projects are left out", async () => {
+      const a = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const b = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        ids.push(...(await enqueueEvents(db, a.projectId, 5, { perTx: 5 })));
+        await enqueueEvents(db, b.projectId, 2, { perTx: 2 });
+      }
+      await enqueueEvents(db, a.projectId, 1, { test: { webhookId: a.webhookId } });
+
+      const pages = [];
+      let after: string | null = null;
+      for (;;) {
+        const page = await pullEvents(db, a.projectId, { after, limit: 10 });
+        pages.push(page);
+        after = page.endCursor;
+        if (!page.hasMore) break;
+      }
+      expect(pages.map((p) => p.events.length)).toEqual([10, 10, 5]);
+      expect(pages.flatMap((p) => p.events.map((e) => e.id))).toEqual(ids);
+      const first = pages[0].events[0];
+      const stored = await db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: first.id } });
+      expect(first).toMatchObject({ eventType: "user.created", body: stored.body });
+      expect(JSON.parse(first.body)).toMatchObject({ id: first.id, project_id: a.projectId });
+      expect(first.cursor).toMatch(/^[A-Za-z0-9_-]+$/);
+
+      // Caught up: an empty page keeps the cursor; a new event appears after it.
+      const empty = await pullEvents(db, a.projectId, { after, limit: 10 });
+      expect(empty).toEqual({ events: [], endCursor: after, hasMore: false });
+      const [next] = await enqueueEvents(db, a.projectId, 1);
+      expect((await pullEvents(db, a.projectId, { after })).events.map((e) => e.id)).toEqual([next]);
+
+      // Another project sees only its own.
+      expect((await pullEvents(db, b.projectId, { limit: 500 })).events).toHaveLength(10);
+      expect((await pullEvents(db, newId("prj"))).events).toEqual([]);
+      await expect(pullEvents(db, a.projectId, { after: "garbage" })).rejects.toBeInstanceOf(InvalidRequest);
+      expect((await pullEvents(db, a.projectId, { limit: 0 })).events).toHaveLength(1);
+    });
+
+    it.runIf(backend === "postgres")("never pages past an event whose transaction is still open", async () => {
+      const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const start = await pullEvents(db, hook.projectId);
+      const open = new pg.Client({ connectionString: db.url });
+      await open.connect();
+      try {
+        await open.query("BEGIN");
+        await open.query(
+          `INSERT INTO outbox_events (id, project_id, event_type, body) VALUES ($1, $2, 'user.created', '{}')`,
+          ["evt_slow", hook.projectId],
+        );
+        await new Promise((r) => setTimeout(r, 1_100));
+        const [later] = await enqueueEvents(db, hook.projectId, 1);
+        // The later event is committed, but the open transaction holds a lower seq.
+        const during = await pullEvents(db, hook.projectId, { after: start.endCursor });
+        expect(during.events).toEqual([]);
+        await open.query("COMMIT");
+        const after = await pullEvents(db, hook.projectId, { after: start.endCursor });
+        expect(after.events.map((e) => e.id)).toEqual(["evt_slow", later]);
+      } finally {
+        await open.end();
+      }
+    });
+  });
+
+  describe("webhookStats", () => {
+    it("reports the 24 h success rate and the last success", async () => {
+      const r = await receiver();
+      r.respond((x) => (JSON.parse(x.body.toString()).data.user.user_id === "acc_3" ? { status: 410 } : undefined));
+      const hook = await seedWebhook(db, masterKey, { url: r.url });
+      const before = await webhookStats(db, hook.projectId, hook.webhookId);
+      expect(before).toMatchObject({ succeeded: 0, failed: 0, pending: 0, successRate: null, lastSuccessAt: null });
+      worker();
+      await enqueueEvents(db, hook.projectId, 4, { perTx: 4 });
+      await statusIs(hook.webhookId, "succeeded", 3);
+      await eventually(async () => (await db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "gone" } })) === 1);
+      const s = await webhookStats(db, hook.projectId, hook.webhookId);
+      expect(s).toMatchObject({ windowHours: 24, succeeded: 3, failed: 0, gone: 1, pending: 0, successRate: 0.75 });
+      expect(Date.now() - s.lastSuccessAt!.getTime()).toBeLessThan(60_000);
+      const other = await seedWebhook(db, masterKey, { url: r.url });
+      await expect(webhookStats(db, other.projectId, hook.webhookId)).rejects.toBeInstanceOf(WebhookNotFound);
+    });
+  });
+
+  describe("disableDeadWebhooks", () => {
+    // Attempt history is written directly: 24 hours cannot pass in a test.
+    async function history(webhookId: string, projectId: string, attempts: [hoursAgo: number, status: number | null][], now: Date) {
+      const eventId = newId("evt");
+      await db.prisma.outboxEvent.create({ data: { id: eventId, projectId, eventType: "user.deleted", body: "{}" } });
+      const deliveryId = newId("dlv");
+      await db.prisma.delivery.create({
+        data: { id: deliveryId, eventId, webhookId, projectId, eventType: "user.deleted", status: "failed", createdAt: new Date(now.getTime() - 30 * HOUR), attempts: attempts.length },
+      });
+      let n = 0;
+      for (const [hoursAgo, statusCode] of attempts) {
+        await db.prisma.deliveryAttempt.create({
+          data: { id: newId("att"), deliveryId, attempt: ++n, startedAt: new Date(now.getTime() - hoursAgo * HOUR), durationMs: 5, statusCode, requestHeaders: {} },
+        });
+      }
+    }
+
+    it("disables a webhook whose attempts have all failed for 24 hours, with a reason, and only that one", async () => {
+      const now = new Date();
+      const dead = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      await history(dead.webhookId, dead.projectId, [[26, 500], [12, null], [1, 503]], now);
+      // Failing for only 20 hours (a success 21 hours ago).
+      const flaky = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      await history(flaky.webhookId, flaky.projectId, [[26, 500], [21, 200], [20, 500], [1, 500]], now);
+      // Failed long ago, quiet since: not judged on old failures alone.
+      const quiet = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      await history(quiet.webhookId, quiet.projectId, [[30, 500], [28, 500]], now);
+      // Healthy.
+      const fine = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      await history(fine.webhookId, fine.projectId, [[26, 500], [2, 200]], now);
+      // A pending delivery of the dead webhook is abandoned (replayable later).
+      const [pendingEvent] = await enqueueEvents(db, dead.projectId, 1, { eventType: "user.deleted" });
+
+      const disabled = await disableDeadWebhooks(db, now);
+      expect(disabled.map((d) => d.webhookId)).toEqual([dead.webhookId]);
+      expect(disabled[0]).toMatchObject({ projectId: dead.projectId });
+      expect(disabled[0].failingSince.getTime()).toBe(now.getTime() - 26 * HOUR);
+      const row = await db.prisma.webhook.findUniqueOrThrow({ where: { id: dead.webhookId } });
+      expect(row.enabled).toBe(false);
+      expect(row.disabledReason).toMatch(/^every delivery attempt failed for 24 hours \(failing since \d{4}-\d\d-\d\dT/);
+      for (const h of [flaky, quiet, fine]) expect((await db.prisma.webhook.findUniqueOrThrow({ where: { id: h.webhookId } })).enabled).toBe(true);
+      expect(await deliveryOf(pendingEvent, dead.webhookId)).toMatchObject({ status: "failed", lastError: expect.stringMatching(/^webhook disabled/) });
+
+      // Idempotent.
+      expect(await disableDeadWebhooks(db, now)).toEqual([]);
+    });
+
+    it("runs from the worker and logs a webhook.disabled notice", async () => {
+      const now = new Date();
+      const dead = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      await history(dead.webhookId, dead.projectId, [[25, 500], [1, 500]], now);
+      const notices: object[] = [];
+      const logger = { debug() {}, info() {}, error() {}, warn: (obj: object, msg?: string) => msg === "webhook.disabled" && notices.push(obj) };
+      const w = worker({ maintenanceIntervalMs: 50, logger });
+      await eventually(async () => w.stats.webhooksDisabled === 1);
+      expect(notices).toEqual([expect.objectContaining({ event: "webhook.disabled", webhookId: dead.webhookId, projectId: dead.projectId })]);
+    });
+  });
+});

@@ -1,0 +1,100 @@
+// One attempt over HTTP, without a database.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSender, type SendInput } from "../src/delivery/sender.ts";
+import { verifyWebhook } from "../src/webhooks/receiver.ts";
+import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
+import { TestReceiver } from "./support/receiver.ts";
+
+const secret = generateWebhookSecret();
+const body = JSON.stringify({ id: "evt_1", event_type: "user.created", created_at: "2026-11-21T10:00:00.123456789Z", project_id: "prj_1", data: { n: "é" } });
+const input = (url: string, over: Partial<SendInput> = {}): SendInput => ({
+  url,
+  body,
+  eventId: "evt_1",
+  eventType: "user.created",
+  attempt: 3,
+  secrets: { current: secret },
+  ...over,
+});
+
+describe("sender", () => {
+  let r: TestReceiver;
+  beforeAll(async () => {
+    r = await TestReceiver.start();
+  });
+  afterAll(async () => {
+    await r.close();
+  });
+
+  it("POSTs the exact bytes with the contract's headers, and reports what it sent", async () => {
+    const sender = createSender({ timeoutMs: 2_000, allowPrivate: true });
+    const res = await sender.send(input(r.url));
+    await sender.close();
+    expect(res).toMatchObject({ statusCode: 200, error: null, responseExcerpt: "ok", retryAfter: null });
+    const got = r.receipts.at(-1)!;
+    expect(got.body.toString("utf8")).toBe(body);
+    expect(got.headers["x-service-delivery-attempt"]).toBe("3");
+    expect(verifyWebhook(got.body, got.headers, secret).ok).toBe(true);
+    for (const [k, v] of Object.entries(res.requestHeaders)) expect(got.headers[k.toLowerCase()], k).toBe(v);
+  });
+
+  it("connects to the addresses the target check vetted, not to what DNS says later", async () => {
+    const port = new URL(r.url).port;
+    const lookups: string[] = [];
+    // The resolver the guard consults; the Agent must reuse its answer (no second resolution,
+    // so a rebinding DNS server gets no chance to hand out another address).
+    const sender = createSender({
+      timeoutMs: 2_000,
+      allowPrivate: true,
+      lookup: async (host) => {
+        lookups.push(host);
+        return [{ address: "127.0.0.1", family: 4 }];
+      },
+    });
+    // `hooks.invalid` resolves nowhere: reaching the receiver proves the pinned address was used.
+    const res = await sender.send(input(`http://hooks.invalid:${port}/hook`));
+    await sender.close();
+    expect(res).toMatchObject({ statusCode: 200, error: null });
+    expect(lookups).toEqual(["hooks.invalid"]);
+    expect(r.receipts.at(-1)!.headers.host).toBe(`hooks.invalid:${port}`);
+  });
+
+  it("refuses a private target when private targets are not allowed, without sending", async () => {
+    const before = r.receipts.length;
+    const sender = createSender({ timeoutMs: 2_000, allowPrivate: false });
+    const res = await sender.send(input(r.url.replace("http:", "https:")));
+    await sender.close();
+    expect(res.statusCode).toBeNull();
+    expect(res.error).toMatch(/^target refused: webhook host is a loopback address/);
+    expect(res.requestHeaders).toEqual({});
+    expect(r.receipts.length).toBe(before);
+  });
+
+  it("keeps only the first KiB of a large answer and gives up at the timeout", async () => {
+    const sender = createSender({ timeoutMs: 300, allowPrivate: true });
+    r.enqueue({ status: 500, body: Buffer.alloc(100_000, "x") });
+    const big = await sender.send(input(r.url));
+    expect(big).toMatchObject({ statusCode: 500, error: "HTTP 500" });
+    expect(big.responseExcerpt).toBe("x".repeat(1024));
+
+    r.enqueue({ status: 200, delayMs: 2_000 });
+    const slow = await sender.send(input(r.url));
+    expect(slow).toMatchObject({ statusCode: null, error: "timeout: no response within 300 ms" });
+    expect(slow.durationMs).toBeGreaterThanOrEqual(290);
+    expect(slow.durationMs).toBeLessThan(1_500);
+
+    // The pool still works afterwards.
+    expect((await sender.send(input(r.url))).statusCode).toBe(200);
+    await sender.close();
+  });
+
+  it("reports Retry-After and a redirect without following it", async () => {
+    const sender = createSender({ timeoutMs: 2_000, allowPrivate: true });
+    r.enqueue({ status: 429, headers: { "retry-after": "7" } }, { status: 307, headers: { location: "https://example.com/x" } });
+    const limited = await sender.send(input(r.url));
+    const moved = await sender.send(input(r.url));
+    await sender.close();
+    expect(limited).toMatchObject({ statusCode: 429, retryAfter: "7", error: "HTTP 429" });
+    expect(moved).toMatchObject({ statusCode: 307, error: "HTTP 307: redirect not followed (to https://example.com/x)" });
+  });
+});

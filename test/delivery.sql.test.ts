@@ -1,0 +1,157 @@
+// The claim/lease/record statements on their own, without HTTP.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { claimDue, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "../src/delivery/sql.ts";
+import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { enqueueEvents, newMasterKey, seedWebhook } from "./support/receiver.ts";
+
+const masterKey = newMasterKey();
+const URL_ = "http://127.0.0.1:9/hook";
+
+function result(c: ClaimedDelivery, over: Partial<DeliveryResult> = {}): DeliveryResult {
+  return {
+    deliveryId: c.deliveryId,
+    attempt: c.attempt,
+    status: "succeeded",
+    delayMs: null,
+    statusCode: 200,
+    error: null,
+    startedAt: new Date(),
+    durationMs: 12,
+    responseExcerpt: "ok",
+    requestHeaders: { "X-Service-Delivery-Attempt": String(c.attempt) },
+    ...over,
+  };
+}
+
+describe.each(backends)("delivery SQL on %s", (backend) => {
+  let db: TestDatabase;
+  const claim = (workerId: string, limit = 100, perWebhookCap = 100, leaseMs = 30_000) => claimDue(db, { workerId, limit, leaseMs, perWebhookCap });
+
+  beforeAll(async () => {
+    db = await openTestDatabase(backend);
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+  beforeEach(async () => {
+    // Each test starts from an empty queue.
+    await db.prisma.delivery.deleteMany();
+  });
+
+  it("claims due deliveries with everything the sender needs, and only once", async () => {
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [c] = await claim("w1");
+    const event = await db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: eventId } });
+    expect(c).toMatchObject({
+      attempt: 1,
+      projectId: hook.projectId,
+      webhookId: hook.webhookId,
+      eventId,
+      eventType: "user.created",
+      body: event.body,
+      url: URL_,
+      previousSecretSealed: null,
+      previousSecretExpiresAt: null,
+    });
+    expect(c.secretSealed).toMatch(/^v1\./);
+    const row = await db.prisma.delivery.findUniqueOrThrow({ where: { id: c.deliveryId } });
+    expect(row.leasedBy).toBe("w1");
+    expect(row.leaseUntil!.getTime()).toBeGreaterThan(Date.now() + 25_000);
+    expect(row.nextAttemptAt.getTime()).toBe(row.leaseUntil!.getTime());
+    expect(await claim("w2")).toEqual([]);
+  });
+
+  it("caps each webhook's leases and takes the oldest of every webhook first", async () => {
+    const busy = await seedWebhook(db, masterKey, { url: URL_ });
+    const quiet = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, busy.projectId, 30, { perTx: 30 });
+    await enqueueEvents(db, quiet.projectId, 2, { perTx: 2 });
+
+    // Fairness: a batch smaller than the backlog still reaches the quiet webhook.
+    const first = await claim("w1", 4, 5);
+    expect(first.filter((c) => c.webhookId === quiet.webhookId)).toHaveLength(2);
+    expect(first.filter((c) => c.webhookId === busy.webhookId)).toHaveLength(2);
+
+    // The cap counts leases already held, by anyone.
+    const second = await claim("w2", 100, 5);
+    expect(second.map((c) => c.webhookId)).toEqual([busy.webhookId, busy.webhookId, busy.webhookId]);
+    expect(await claim("w3", 100, 5)).toEqual([]);
+
+    // Recording frees room.
+    await recordResults(db, "w1", first.filter((c) => c.webhookId === busy.webhookId).map((c) => result(c)));
+    expect(await claim("w3", 100, 5)).toHaveLength(2);
+  });
+
+  it("does not claim deliveries of a disabled webhook", async () => {
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, hook.projectId, 2, { perTx: 2 });
+    await db.prisma.webhook.update({ where: { id: hook.webhookId }, data: { enabled: false } });
+    expect(await claim("w1")).toEqual([]);
+    await db.prisma.webhook.update({ where: { id: hook.webhookId }, data: { enabled: true } });
+    expect(await claim("w1")).toHaveLength(2);
+  });
+
+  it("records a retry: not due until its delay passes, then attempt 2", async () => {
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, hook.projectId, 1);
+    const [c] = await claim("w1");
+    const applied = await recordResults(db, "w1", [result(c, { status: "pending", delayMs: 300, statusCode: 500, error: "HTTP 500" })]);
+    expect(applied).toEqual([c.deliveryId]);
+    const row = await db.prisma.delivery.findUniqueOrThrow({ where: { id: c.deliveryId }, include: { attemptLog: true } });
+    expect(row).toMatchObject({ status: "pending", attempts: 1, leasedBy: null, leaseUntil: null, lastStatus: 500, lastError: "HTTP 500", completedAt: null });
+    expect(row.attemptLog).toHaveLength(1);
+    expect(row.attemptLog[0]).toMatchObject({ attempt: 1, statusCode: 500, durationMs: 12, responseExcerpt: "ok", requestHeaders: { "X-Service-Delivery-Attempt": "1" } });
+    expect(await claim("w1")).toEqual([]);
+    await new Promise((r) => setTimeout(r, 350));
+    const [again] = await claim("w2");
+    expect(again).toMatchObject({ deliveryId: c.deliveryId, attempt: 2 });
+  });
+
+  it("a lost lease: the late worker's result is logged but not applied", async () => {
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, hook.projectId, 1);
+    const [late] = await claim("w1", 10, 10, 1);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await renewLeases(db, "w1", [late.deliveryId], 30_000)).toEqual([late.deliveryId]); // nobody took it yet
+    await db.prisma.$executeRaw`UPDATE deliveries SET lease_until = now() - interval '1 second', next_attempt_at = now() - interval '1 second'`;
+    const [taken] = await claim("w2");
+    expect(taken).toMatchObject({ deliveryId: late.deliveryId, attempt: 1 });
+    expect(await renewLeases(db, "w1", [late.deliveryId], 30_000)).toEqual([]);
+
+    expect(await recordResults(db, "w2", [result(taken)])).toEqual([taken.deliveryId]);
+    expect(await recordResults(db, "w1", [result(late, { status: "pending", delayMs: 10, statusCode: 500 })])).toEqual([]);
+    const row = await db.prisma.delivery.findUniqueOrThrow({ where: { id: late.deliveryId }, include: { attemptLog: true } });
+    expect(row).toMatchObject({ status: "succeeded", attempts: 1, lastStatus: 200 });
+    expect(row.attemptLog.map((a) => a.statusCode).sort()).toEqual([200, 500]);
+    // Applying the same result twice is impossible too.
+    expect(await recordResults(db, "w2", [result(taken)])).toEqual([]);
+  });
+
+  it("release makes a worker's unsent claims due for everyone at once", async () => {
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, hook.projectId, 3, { perTx: 3 });
+    const mine = await claim("w1");
+    expect(mine).toHaveLength(3);
+    expect(await releaseLeases(db, "w1", [mine[0].deliveryId])).toBe(1);
+    expect(await claim("w2")).toHaveLength(1);
+    expect(await releaseLeases(db, "w1")).toBe(2);
+    expect(await claim("w2")).toHaveLength(2);
+  });
+
+  it("stores text Postgres would refuse (NUL) and many results in one statement", async () => {
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, hook.projectId, 120, { perTx: 120 });
+    const claimed = await claim("w1", 200, 200);
+    expect(claimed).toHaveLength(120);
+    const applied = await recordResults(
+      db,
+      "w1",
+      claimed.map((c, i) => result(c, i % 2 ? { status: "failed", statusCode: 500, responseExcerpt: "bad\u0000bytes", error: "HTTP 500" } : {})),
+    );
+    expect(applied).toHaveLength(120);
+    expect(await db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "failed" } })).toBe(60);
+    const withNul = await db.prisma.deliveryAttempt.findFirstOrThrow({ where: { delivery: { webhookId: hook.webhookId }, statusCode: 500 } });
+    expect(withNul.responseExcerpt).toBe("bad\uFFFDbytes");
+  });
+});
