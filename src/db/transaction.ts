@@ -6,9 +6,16 @@ import type { Db, Tx } from "./client.ts";
 
 const RETRYABLE = new Set(["P2002", "P2034", "40001", "40P01", "23505"]);
 
+// Model queries report a conflict as P2002/P2034; raw queries fail with P2010 and carry the
+// server's SQLSTATE inside the driver adapter's error. Both are looked at here, once.
 function isConflict(err: unknown): boolean {
-  const e = err as { code?: string; cause?: { code?: string; originalCode?: string }; meta?: { code?: string } };
-  return [e?.code, e?.cause?.code, e?.cause?.originalCode, e?.meta?.code].some((c) => c && RETRYABLE.has(c));
+  const e = err as {
+    code?: string;
+    cause?: { code?: string; originalCode?: string };
+    meta?: { code?: string; driverAdapterError?: { cause?: { originalCode?: string } } };
+  };
+  const codes = [e?.code, e?.cause?.code, e?.cause?.originalCode, e?.meta?.code, e?.meta?.driverAdapterError?.cause?.originalCode];
+  return codes.some((c) => c && RETRYABLE.has(c));
 }
 
 export async function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
