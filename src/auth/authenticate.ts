@@ -30,8 +30,9 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
   const { sub, aud, sid } = await deps.keys.verifyAccessToken(creds.bearer);
   const [row] = await deps.prisma.$queryRaw<{ project_id: string; live: boolean }[]>`
     SELECT k.project_id, EXISTS (
-      SELECT 1 FROM sessions s
+      SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id
       WHERE s.id = ${sid} AND s.account_id = ${sub} AND s.project_id = k.project_id AND s.ended_at IS NULL AND s.expires_at > now()
+        AND a.merge_role IS DISTINCT FROM 'secondary'
     ) AS live
     FROM api_keys k WHERE k.key_hash = ${sha256Hex(creds.apiKey)} AND k.revoked_at IS NULL`;
   if (!row) throw new Unauthenticated("unknown or revoked API key");

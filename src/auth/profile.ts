@@ -3,6 +3,7 @@ import type { Deps, UserActor } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../delivery/outbox.ts";
 import { AccountMerged, InvalidRequest, Unauthenticated } from "../errors.ts";
+import { lockAccounts } from "../linking/sql.ts";
 import { loadAccount, userEventData, userObject } from "./accounts.ts";
 
 export async function updateProfile(deps: Deps, actor: UserActor, input: { name: unknown }) {
@@ -23,6 +24,7 @@ export async function updateProfile(deps: Deps, actor: UserActor, input: { name:
 export async function deleteAccount(deps: Deps, actor: UserActor) {
   await transaction(deps.prisma, async (tx) => {
     const { projectId, user } = actor;
+    await lockAccounts(tx, [user.accountId]); // a merge of this account waits, or wins first
     const account = await loadAccount(tx, projectId, user.accountId);
     if (!account) throw new Unauthenticated("this account no longer exists");
     if (account.mergedWithId) throw new AccountMerged();

@@ -17,7 +17,8 @@ export async function endSessions(tx: Db | Tx, where: { accountId: string } | { 
 
 export async function assertLiveSession(db: Db, projectId: string, sessionId: string, accountId: string): Promise<void> {
   const live = await db.session.count({
-    where: { id: sessionId, projectId, accountId, endedAt: null, expiresAt: { gt: new Date() } },
+    // A merged secondary never acts, even through a session that slipped past the merge.
+    where: { id: sessionId, projectId, accountId, endedAt: null, expiresAt: { gt: new Date() }, account: { OR: [{ mergeRole: null }, { mergeRole: "primary" }] } },
   });
   if (!live) throw new Unauthenticated("this session has ended; sign in again");
 }

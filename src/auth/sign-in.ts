@@ -6,7 +6,8 @@ import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../delivery/outbox.ts";
 import { OTPInvalid, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
-import { loadAccount, oidcClaims, primaryIdOf, userEventData } from "./accounts.ts";
+import { lockAccounts } from "../linking/sql.ts";
+import { loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
 import { sendOtp, verifyOtp } from "./otp-flow.ts";
 import { createSession, endSessions } from "./sessions.ts";
@@ -49,9 +50,14 @@ export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId:
 async function accountFor(tx: Tx, projectId: string, identifier: Identifier): Promise<string> {
   const found = await tx.identifier.findUnique({
     where: { projectId_kind_value: { projectId, kind: identifier.kind, value: identifier.value } },
-    include: { account: true },
+    select: { accountId: true },
   });
-  if (found) return primaryIdOf(found.account);
+  if (found) {
+    // Locked like a merge locks it: a sign-in racing a merge of this account waits, then
+    // lands on the primary instead of opening a session on a fresh secondary.
+    const [row] = await lockAccounts(tx, [found.accountId]);
+    return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
+  }
   const id = newId("acc");
   await tx.account.create({
     data: {

@@ -6,7 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { MigrationList } from "@prisma/schema-engine-wasm";
-import { openSchemaEngine } from "./schema-engine.ts";
+import { withSchemaEngine } from "./schema-engine.ts";
 
 export const prismaDir = fileURLToPath(new URL("../../prisma/", import.meta.url));
 const migrationsDir = path.join(prismaDir, "migrations");
@@ -39,13 +39,11 @@ export async function readMigrations(): Promise<MigrationList> {
 }
 
 export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAdapterFactory): Promise<string[]> {
-  const engine = await openSchemaEngine(await readSchema(), adapterFactory);
-  try {
-    const out = await engine.applyMigrations({ migrationsList: await readMigrations(), filters: noFilter });
+  const migrationsList = await readMigrations();
+  return withSchemaEngine(await readSchema(), adapterFactory, async (engine) => {
+    const out = await engine.applyMigrations({ migrationsList, filters: noFilter });
     return out.appliedMigrationNames;
-  } finally {
-    engine.free();
-  }
+  });
 }
 
 /** SQL that takes the migrations folder to the datamodel; empty when they agree. */
@@ -54,17 +52,15 @@ export async function pendingSchemaChanges(
   schema?: string,
 ): Promise<string> {
   schema ??= await readSchema();
-  const engine = await openSchemaEngine(schema, adapterFactory);
-  try {
+  const migrations = await readMigrations();
+  return withSchemaEngine(schema, adapterFactory, async (engine) => {
     const res = await engine.diff({
-      from: { tag: "migrations", ...(await readMigrations()) },
+      from: { tag: "migrations", ...migrations },
       to: { tag: "schemaDatamodel", files: [{ path: "schema.prisma", content: schema }] },
       script: true,
       exitCode: null,
       filters: noFilter,
     });
     return (res.stdout ?? "").replace(/^-- This is an empty migration\.\s*$/m, "").trim();
-  } finally {
-    engine.free();
-  }
+  });
 }

@@ -4,7 +4,7 @@ import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { bindMigrationAwareSqlAdapterFactory } from "@prisma/driver-adapter-utils";
-import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
+import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { SchemaEngine } from "@prisma/schema-engine-wasm";
 
 const require = createRequire(import.meta.url);
@@ -28,14 +28,35 @@ function loadBindings() {
   return bindings;
 }
 
-export async function openSchemaEngine(
+/**
+ * Runs `fn` with a schema engine and then frees it and disposes every connection it opened.
+ * The engine never disposes its adapters itself: a leftover Postgres connection would keep
+ * holding Prisma's migration advisory lock, and the next migration (another process, or the
+ * same one a moment later) would wait about 10 s for it.
+ */
+export async function withSchemaEngine<T>(
   schemaText: string,
   adapterFactory: SqlMigrationAwareDriverAdapterFactory,
-): Promise<SchemaEngine> {
+  fn: (engine: SchemaEngine) => Promise<T>,
+): Promise<T> {
   const { SchemaEngine } = await loadBindings();
-  return SchemaEngine.new(
+  const opened: SqlDriverAdapter[] = [];
+  const track = <A extends SqlDriverAdapter>(a: A) => (opened.push(a), a);
+  const tracked: SqlMigrationAwareDriverAdapterFactory = {
+    provider: adapterFactory.provider,
+    adapterName: adapterFactory.adapterName,
+    connect: () => adapterFactory.connect().then(track),
+    connectToShadowDb: () => adapterFactory.connectToShadowDb().then(track),
+  };
+  const engine = await SchemaEngine.new(
     { datamodels: [["schema.prisma", schemaText]] },
     () => {},
-    bindMigrationAwareSqlAdapterFactory(adapterFactory),
+    bindMigrationAwareSqlAdapterFactory(tracked),
   );
+  try {
+    return await fn(engine);
+  } finally {
+    engine.free();
+    await Promise.all(opened.map((a) => a.dispose().catch(() => {})));
+  }
 }

@@ -6,10 +6,12 @@
 //   on PGlite (one connection for the whole process) as much as on a busy pg Pool.
 // * Every time is the database's `now()`, never a worker's clock: leases and due times stay
 //   consistent however far apart the workers' clocks are. Durations travel as milliseconds.
-// * A claimed delivery's `next_attempt_at` is moved to its lease expiry. The due set (the
-//   partial index `deliveries_due_idx`: pending rows by next_attempt_at) then holds only what
-//   can be claimed right now, a crashed worker's deliveries become due again by themselves
-//   when their lease runs out, and in-flight rows are never scanned by the next claim.
+// * A claimed delivery's `next_attempt_at` is moved to its lease expiry. A webhook's due
+//   deliveries (the partial index `deliveries_webhook_due_idx`: pending rows by webhook, then
+//   next_attempt_at) then start with exactly what can be claimed right now, a crashed worker's
+//   deliveries become due again by themselves when their lease runs out, and in-flight rows
+//   are never read by the next claim. Live leases are counted in their own small partial index
+//   (`deliveries_leased_idx`), so the per-webhook cap never walks a webhook's scheduled retries.
 import { Prisma } from "../generated/prisma/client.ts";
 import type { Database } from "../db/client.ts";
 import { newId } from "../ids.ts";
@@ -61,58 +63,83 @@ type ClaimRow = {
 /**
  * Leases up to `limit` due deliveries to `workerId` and returns everything needed to send them.
  *
- * Why this form:
- * * `ranked` numbers each webhook's due deliveries oldest-first (row_number over a partition
- *   per webhook) and keeps those within the webhook's remaining room: the cap minus what is
- *   already leased (`inflight`, a range scan of the future part of the due index, where
- *   claimed rows sit). Ordering the pick by (rn, due time) takes the oldest delivery of every
- *   webhook before the second of any, so a receiver that hangs for the whole timeout, or a
- *   burst of 50,000 events for one project, delays only its own deliveries.
- *   The window runs over the whole due set on purpose: cutting the scan to the N oldest rows
- *   would let one webhook's backlog fill that window and starve everyone else again. The
- *   price is one sort of the due set per claim (measured on Postgres: ~5 ms at 1,000 due,
- *   ~15 ms at 10,000, ~40 ms at 50,000); an index on (webhook_id, next_attempt_at) WHERE
- *   status = 'pending' would let a per-webhook skip-scan replace it if backlogs grow larger.
- * * The lock is taken on `deliveries` itself one query level up (window functions cannot share
- *   a query level with FOR UPDATE), with the LIMIT at that level too, so it counts rows
- *   actually locked: SKIP LOCKED passes over rows a concurrent claim holds right now and takes
- *   the next ones instead (a LIMIT inside the subquery would make concurrent workers pick the
- *   same top rows and come back nearly empty). The due/lease conditions are repeated there:
+ * Why this form: its cost depends on the number of webhooks with work, never on the backlog.
+ * * `hooks` is a loose index scan (a recursive CTE that jumps from one webhook_id to the next in
+ *   `deliveries_webhook_due_idx`): one index probe per webhook that has pending deliveries, not
+ *   one row per delivery. `room` is the cap minus that webhook's live leases (a range scan of
+ *   the tiny `deliveries_leased_idx`), for enabled webhooks only: deliveries of a disabled
+ *   webhook wait, pending, until it is enabled again.
+ * * `ranked` takes, per webhook with room, its oldest due deliveries and no more than it could
+ *   use (LATERAL … ORDER BY next_attempt_at LIMIT least(room, limit): an ordered index range
+ *   scan that stops after those rows), numbers them per webhook, and the pick is ordered by
+ *   (rn, due time): the oldest delivery of every webhook before the second of any, so a
+ *   receiver that hangs for the whole timeout, or a burst of 50,000 events for one project,
+ *   delays only its own deliveries. At most webhooks x min(cap, limit) rows are read and sorted.
+ * * The form it replaces numbered the whole due set with one window over all pending rows and
+ *   sorted it on every claim. Measured on Postgres 15 (2 vCPUs, 10 webhooks, limit 50, cap 20):
+ *   the statement alone (median of repeated runs, rolled back) took 23 ms at 10,000 pending
+ *   and 3,020 ms at 1,000,000; this form takes 4.4 ms at both (about 1.5 ms of it execution,
+ *   the rest planning). Through Prisma in a claim/record loop: 27 ms and 2,940 ms before,
+ *   7.6 ms and 10 ms now (the plan reads the same few hundred index entries at both sizes).
+ * * Rows drained since the last vacuum leave dead entries at the head of each webhook's index
+ *   range, which the scans step over (marking them dead as they go) until autovacuum removes
+ *   them: that cost follows the recent drain rate, not the size of the backlog.
+ * * The lock is taken on `deliveries` one query level up (window functions cannot share a query
+ *   level with FOR UPDATE), with the LIMIT at that level too, so it counts rows actually locked:
+ *   SKIP LOCKED passes over rows a concurrent claim holds right now and takes the next ones
+ *   instead. Each webhook offers up to its whole room, not just its share of this batch, so
+ *   concurrent claims still find rows past the ones another claim is locking. The candidates
+ *   are handed over as an ordered array (unnest … WITH ORDINALITY) so the planner joins them to
+ *   `deliveries` by primary key whatever it guesses their number to be (a plain join let it
+ *   pick a sequential scan of the whole table). The due/lease conditions are repeated there:
  *   under READ COMMITTED a row another worker claimed after our snapshot is re-checked against
  *   its new version and dropped. Concurrent workers never wait for each other and never claim
  *   the same row.
  * * The cap is soft across simultaneous claims (two claims can both see the same free room);
  *   the worst case is workers x cap leases for one webhook for one round.
- * * Deliveries of disabled webhooks are not claimed: they wait, pending, until it is enabled.
  */
 export async function claimDue(db: DbLike, opts: ClaimOptions): Promise<ClaimedDelivery[]> {
   const { workerId, limit, leaseMs, perWebhookCap } = opts;
   if (limit <= 0) return [];
   const rows = await db.prisma.$queryRaw<ClaimRow[]>`
-    WITH inflight AS (
-      SELECT webhook_id, count(*)::int AS n
-      FROM deliveries
-      WHERE status = 'pending' AND next_attempt_at > now() AND lease_until > now()
-      GROUP BY webhook_id
+    WITH RECURSIVE hooks(webhook_id) AS (
+      (SELECT webhook_id FROM deliveries WHERE status = 'pending' ORDER BY webhook_id LIMIT 1)
+      UNION ALL
+      SELECT (SELECT d.webhook_id FROM deliveries d
+              WHERE d.status = 'pending' AND d.webhook_id > h.webhook_id
+              ORDER BY d.webhook_id LIMIT 1)
+      FROM hooks h
+      WHERE h.webhook_id IS NOT NULL
+    ),
+    room AS MATERIALIZED (
+      SELECT w.id AS webhook_id,
+             ${perWebhookCap}::int - (SELECT count(*)::int FROM deliveries l
+                                      WHERE l.webhook_id = w.id AND l.status = 'pending'
+                                        AND l.lease_until IS NOT NULL AND l.lease_until > now()) AS room
+      FROM hooks h
+      JOIN webhooks w ON w.id = h.webhook_id AND w.enabled
     ),
     ranked AS (
-      SELECT d.id, d.next_attempt_at,
-             row_number() OVER (PARTITION BY d.webhook_id COLLATE "C" ORDER BY d.next_attempt_at) AS rn,
-             ${perWebhookCap}::int - coalesce(i.n, 0) AS room
-      FROM deliveries d
-      JOIN webhooks w ON w.id = d.webhook_id AND w.enabled
-      LEFT JOIN inflight i ON i.webhook_id = d.webhook_id
-      WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-        AND (d.lease_until IS NULL OR d.lease_until <= now())
+      SELECT c.id, c.next_attempt_at,
+             row_number() OVER (PARTITION BY r.webhook_id ORDER BY c.next_attempt_at) AS rn
+      FROM room r
+      CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at
+        FROM deliveries d
+        WHERE d.webhook_id = r.webhook_id AND d.status = 'pending' AND d.next_attempt_at <= now()
+          AND (d.lease_until IS NULL OR d.lease_until <= now())
+        ORDER BY d.next_attempt_at
+        LIMIT least(r.room, ${limit}::int)
+      ) c
+      WHERE r.room > 0
     ),
     picked AS (
       SELECT d.id
-      FROM ranked r
-      JOIN deliveries d ON d.id = r.id
-      WHERE r.rn <= r.room
-        AND d.status = 'pending' AND d.next_attempt_at <= now()
+      FROM unnest(ARRAY(SELECT id FROM ranked ORDER BY rn, next_attempt_at)) WITH ORDINALITY AS c(id, ord)
+      JOIN deliveries d ON d.id = c.id
+      WHERE d.status = 'pending' AND d.next_attempt_at <= now()
         AND (d.lease_until IS NULL OR d.lease_until <= now())
-      ORDER BY r.rn, r.next_attempt_at
+      ORDER BY c.ord
       LIMIT ${limit}::int
       FOR UPDATE OF d SKIP LOCKED
     )

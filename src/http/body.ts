@@ -11,8 +11,10 @@ export class UnsupportedMediaType extends DomainError {
 
 export async function jsonBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";
-  if (!/^application\/json\s*(;|$)/i.test(type)) throw new UnsupportedMediaType("send the body as Content-Type: application/json");
   const text = await readLimited(c.req.raw);
+  // A POST with no body at all (e.g. unmerge) needs no content type; any body must be JSON.
+  if (text === "" && !type) return checkFields({}, allowed);
+  if (!/^application\/json\s*(;|$)/i.test(type)) throw new UnsupportedMediaType("send the body as Content-Type: application/json");
   let body: unknown;
   try {
     body = text.trim() === "" ? {} : JSON.parse(text);
@@ -20,9 +22,13 @@ export async function jsonBody(c: Context, allowed: readonly string[]): Promise<
     throw new InvalidRequest("the body is not valid JSON");
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw new InvalidRequest("the body must be a JSON object");
+  return checkFields(body as Record<string, unknown>, allowed);
+}
+
+function checkFields(body: Record<string, unknown>, allowed: readonly string[]) {
   const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
   if (unknown.length) throw new InvalidRequest(`unexpected field${unknown.length > 1 ? "s" : ""}: ${unknown.join(", ")}`);
-  return body as Record<string, unknown>;
+  return body;
 }
 
 async function readLimited(req: Request): Promise<string> {

@@ -4,13 +4,15 @@
 import type { Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { transaction } from "../db/transaction.ts";
-import { enqueue } from "../delivery/outbox.ts";
+import { enqueueAll } from "../delivery/outbox.ts";
+import type { EventType } from "../webhooks/event-types.ts";
 import {
   AlreadyLinked,
   CannotLinkSelf,
   IdentifierNotLinked,
   LastIdentifier,
   NotMerged,
+  OTPInvalid,
   TargetAlreadyLinked,
   TargetSecondaryIdentity,
   Unauthenticated,
@@ -21,17 +23,27 @@ import { sendOtp, verifyOtp } from "../auth/otp-flow.ts";
 import { endSessions } from "../auth/sessions.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { notify, type Notice } from "./notices.ts";
-import { lockAccounts, markMerged, clearMerge } from "./sql.ts";
+import { lockAccounts, markMerged, clearMerge, MergeConflict, type LockedAccount } from "./sql.ts";
 
 export type LinkOutcome = "attached" | "merged";
 export type VerifyResult = { message: "Account linked successfully"; outcome: LinkOutcome };
 
 type IdentifierInput = { email?: unknown; phone?: unknown };
 
-/** The signed-in account and, when merged, its partner, read under a row lock. */
+/** The signed-in account read under a row lock. */
 async function currentAccount(tx: Tx, actor: UserActor) {
   const [me] = await lockAccounts(tx, [actor.user.accountId]);
+  return checkedCurrent(me, actor);
+}
+
+/**
+ * The caller authenticated before taking the lock: its account may have been deleted or
+ * merged away as a secondary since (a merge ends the secondary's sessions in the same
+ * transaction). A secondary never acts, so it is answered like any ended session.
+ */
+function checkedCurrent(me: LockedAccount | undefined, actor: UserActor): LockedAccount {
   if (!me || me.project_id !== actor.projectId) throw new Unauthenticated("this account no longer exists");
+  if (me.merge_role === "secondary") throw new Unauthenticated("this session has ended; sign in again");
   return me;
 }
 
@@ -64,7 +76,8 @@ export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId:
     const consumed = await tx.otpState.updateMany({ where: { id: stateId, consumedAt: null }, data: { consumedAt: new Date() } });
     if (!consumed.count) {
       const done = await tx.otpState.findUnique({ where: { id: stateId }, select: { result: true } });
-      return { result: done?.result as VerifyResult, notices: [] as Notice[] };
+      if (done?.result == null) throw new OTPInvalid();
+      return { result: done.result as unknown as VerifyResult, notices: [] as Notice[] };
     }
     const decided = await decide(deps, tx, actor, checked.identifier);
     await tx.otpState.update({ where: { id: stateId }, data: { result: decided.result } });
@@ -75,17 +88,21 @@ export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId:
 }
 
 async function decide(deps: Deps, tx: Tx, actor: UserActor, identifier: Identifier) {
-  const me = await currentAccount(tx, actor);
-  const holder = await tx.identifier.findUnique({
-    where: { projectId_kind_value: { projectId: actor.projectId, kind: identifier.kind, value: identifier.value } },
-  });
+  const where = { projectId_kind_value: { projectId: actor.projectId, kind: identifier.kind, value: identifier.value } };
+  const seen = await tx.identifier.findUnique({ where, select: { accountId: true } });
+  // The current account and the holder's are locked together, in id order (two accounts
+  // merging each other cannot deadlock), and the holder is read again under the locks: an
+  // account's identifiers only change while its row is locked, so this read is the truth.
+  const ids = [actor.user.accountId, ...(seen && seen.accountId !== actor.user.accountId ? [seen.accountId] : [])];
+  const locked = await lockAccounts(tx, ids);
+  const me = checkedCurrent(locked.find((r) => r.id === actor.user.accountId), actor);
+  const holder = await tx.identifier.findUnique({ where });
+  if ((holder?.accountId ?? null) !== (seen?.accountId ?? null)) throw new MergeConflict("the identifier moved; deciding again");
   if (holder && (holder.accountId === me.id || holder.accountId === me.merged_with_id)) throw new CannotLinkSelf();
   if (!holder) return attach(tx, actor, identifier);
   if (holder.origin === "attached") throw new TargetSecondaryIdentity();
-  const [, other] = await lockAccounts(tx, [me.id, holder.accountId]).then((rows) => [
-    rows.find((r) => r.id === me.id)!,
-    rows.find((r) => r.id === holder.accountId)!,
-  ]);
+  const other = locked.find((r) => r.id === holder.accountId);
+  if (!other) throw new MergeConflict("the identifier's account is gone; deciding again");
   if (other.merge_role) throw new TargetAlreadyLinked();
   if (me.merge_role) throw new AlreadyLinked();
   return merge(deps, tx, actor, other.id);
@@ -99,9 +116,10 @@ async function attach(tx: Tx, actor: UserActor, identifier: Identifier) {
     data: { id: newId("idt"), projectId, accountId: user.accountId, kind: identifier.kind, value: identifier.value, origin: "attached" },
   });
   await tx.account.update({ where: { id: user.accountId }, data: { updatedAt: new Date() } });
-  const linked = { identifier: { type: identifier.kind, value: identifier.value } };
-  await enqueue(tx, { projectId, eventType: "user.identifier.linked", data: await userEventData(tx, projectId, user.accountId, linked) });
-  await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
+  await emit(tx, projectId, user.accountId, [
+    ["user.identifier.linked", { identifier: { type: identifier.kind, value: identifier.value } }],
+    ["user.updated", {}],
+  ]);
   return { result: { message: "Account linked successfully" as const, outcome: "attached" as const }, notices: [] as Notice[] };
 }
 
@@ -109,9 +127,8 @@ async function merge(deps: Deps, tx: Tx, actor: UserActor, secondaryId: string) 
   const { projectId, user } = actor;
   await markMerged(tx, user.accountId, secondaryId);
   await endSessions(tx, { accountId: secondaryId });
-  const extra = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
-  await enqueue(tx, { projectId, eventType: "user.merged", data: await userEventData(tx, projectId, user.accountId, extra) });
-  await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
+  const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
+  await emit(tx, projectId, user.accountId, [["user.merged", pair], ["user.updated", {}]]);
   const notices = await noticesFor(tx, secondaryId, "Your account was merged into another account");
   return { result: { message: "Account linked successfully" as const, outcome: "merged" as const }, notices };
 }
@@ -129,10 +146,10 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
     if ((await tx.identifier.count({ where: { accountId: me.id } })) <= 1) throw new LastIdentifier();
     await tx.identifier.delete({ where: { id: row.id } });
     await tx.account.update({ where: { id: me.id }, data: { updatedAt: new Date() } });
-    const unlinked = { identifier: { type: identifier.kind, value: identifier.value } };
-    const { projectId } = actor;
-    await enqueue(tx, { projectId, eventType: "user.identifier.unlinked", data: await userEventData(tx, projectId, me.id, unlinked) });
-    await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, me.id) });
+    await emit(tx, actor.projectId, me.id, [
+      ["user.identifier.unlinked", { identifier: { type: identifier.kind, value: identifier.value } }],
+      ["user.updated", {}],
+    ]);
     return [{ to: identifier, subject: "An address was removed from your account" }];
   });
   await notify(deps, notices);
@@ -153,10 +170,15 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string): Promise<
   const { projectId, user } = actor;
   await lockAccounts(tx, [user.accountId, secondaryId]);
   await clearMerge(tx, user.accountId, secondaryId);
-  const extra = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
-  await enqueue(tx, { projectId, eventType: "user.unmerged", data: await userEventData(tx, projectId, user.accountId, extra) });
-  await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
+  const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
+  await emit(tx, projectId, user.accountId, [["user.unmerged", pair], ["user.updated", {}]]);
   return noticesFor(tx, secondaryId, "Your account was separated from the account it was merged with");
+}
+
+/** The primary's events of one change: its user object is read once, all events written in one statement. */
+async function emit(tx: Tx, projectId: string, accountId: string, events: Array<[EventType, object]>) {
+  const { user } = await userEventData(tx, projectId, accountId);
+  await enqueueAll(tx, events.map(([eventType, extra]) => ({ projectId, eventType, data: { user, ...extra } })));
 }
 
 async function noticesFor(tx: Tx, accountId: string, subject: string): Promise<Notice[]> {

@@ -58,7 +58,7 @@ export async function startMailbox(): Promise<Mailbox> {
       const seen = messages.length;
       for (;;) {
         for (let i = messages.length - 1; i >= 0; i--) {
-          const code = messages[i].to === to.toLowerCase() ? /\b(\d{6})\b/.exec(messages[i].text)?.[1] : undefined;
+          const code = messages[i].to === to.toLowerCase() ? /Your code is (\d{6})/.exec(messages[i].text)?.[1] : undefined;
           if (code) {
             messages.splice(i, 1); // each code is read once
             return code;
