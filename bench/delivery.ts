@@ -1,208 +1,725 @@
-// Delivery engine benchmark: `npm run bench -- delivery`, or `npx tsx bench/delivery.ts`.
+// Delivery engine benchmark: `npm run bench -- delivery`, or `npx tsx bench/delivery.ts [--only=ceiling,small,big,open,gw]`.
+// Needs a Postgres server (TEST_DATABASE_URL, DATABASE_URL, or postgres://postgres@127.0.0.1:5432/test);
+// it creates its own databases there and drops them at the end, whatever happens. ~3-4 minutes.
 //
-// * drain: 1 or 4 workers running (on Postgres: separate worker processes, as deployed; on
-//   PGlite: one worker in this process, the only way to share an embedded database), then
-//   10,000 deliveries appear at once (10 webhooks, one fast loopback receiver): events/s until
-//   all are recorded, and p50/p99 of commit → receipt (mostly queueing, for a backlog).
-// * steady: events enqueued with enqueue() at a fixed rate while 1 worker runs: p50/p99 of
-//   commit → receipt (what a receiver experiences when the queue is not backed up).
-// * ceilings: the same 10,000 POSTs from a bare loop over the sender (no database), and the
-//   same claim/record statements with no HTTP, to show where the time goes.
-import { parseArgs } from "node:util";
-import os from "node:os";
-import { spawn } from "node:child_process";
+// Every system does the same work per event: sign the exact stored body with the webhook's secret
+// (unsealed once per webhook) through src/delivery/sender.ts (target check, the signature headers
+// of src/webhooks/signing.ts, a keep-alive undici pool) and POST it to one node:http receiver on
+// loopback, in this process, that answers 200. Senders run in child processes, as deployed:
+// `workers` is the number of processes, each with at most CONCURRENCY sends in flight. Every
+// child first sends WARMUP requests (JIT, connections) before it counts as started. Throughput
+// rows are REPEAT timed runs with the same processes; the table shows the median run and lists
+// all of them (the machine may be shared).
+//
+// * ours, drain: HOOKS webhooks hold N pending deliveries, written with one INSERT … SELECT
+//   generate_series while the webhooks are disabled, then VACUUM ANALYZE (as autovacuum would)
+//   and CHECKPOINT (as time would). The worker processes are started and idle; at t0 one
+//   statement enables the webhooks (and NOTIFYs), which makes the whole backlog due at once.
+//   events/s = the first DRAIN deliveries to reach the receiver / time since t0; p50/p99 =
+//   t0 → receipt over those DRAIN (queueing behind the backlog: about half and all of the drain
+//   time). N = 10,000: a new backlog for every run, all drained. N = 1,000,000: seeded once;
+//   every run (1 worker, then 4) times the oldest DRAIN still pending, so it stays above 950,000.
+// * graphile-worker, drain: the same DRAIN events enqueued as jobs by one addJobs() call (one
+//   add_jobs statement: one commit at t0) while its worker processes run idle. Its own fresh
+//   database on the same server, tuned as its performance docs advise (GW_TUNING).
+// * ceiling: a bare loop with no database: DRAIN POSTs, CONCURRENCY in flight per process.
+//   p50/p99 are single request times (there is no queue).
+// * open loop: OPEN_RATE events a second for OPEN_SECONDS (after OPEN_WARMUP_SECONDS not
+//   counted), each committed on its own (ours: enqueue(), fanned out to one webhook;
+//   graphile-worker: addJob()), 1 worker process: p50/p99 of commit → receipt.
+// * CPU columns, per delivered event: the sending processes' CPU (process.cpuUsage, from start
+//   to stop, all runs) and that of the database's backends (from /proc, Linux only; timed
+//   part of the runs only).
+//
+// For trying changes: --only=…; BENCH_DELIVERY_BIG (the big backlog), BENCH_DELIVERY_BATCH and
+// BENCH_DELIVERY_POOL (our worker's claim size and connections); BENCH_CHILD_NODE_ARGS (node
+// flags for the children, e.g. "--cpu-prof --cpu-prof-dir=tmp/prof").
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { parseMasterKey } from "../src/crypto.ts";
-import { openDatabase, type Database } from "../src/db/client.ts";
+import pg from "pg";
+import { parseMasterKey, seal, unseal, type MasterKey } from "../src/crypto.ts";
+import { openDatabase, type Database, type Tx } from "../src/db/client.ts";
+import { applyMigrations } from "../src/db/migrations.ts";
+import { DELIVERY_CHANNEL, enqueue } from "../src/delivery/outbox.ts";
 import { createSender } from "../src/delivery/sender.ts";
-import { claimDue, recordResults } from "../src/delivery/sql.ts";
-import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
-import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
-import type { Backend, TestDatabase } from "../test/support/db.ts";
-import { bulkEnqueue, enqueueEvents, newMasterKey, seedWebhook, TestReceiver } from "../test/support/receiver.ts";
+import { startWorker } from "../src/delivery/worker.ts";
+import { liveSecrets } from "../src/webhooks/signing.ts";
+import { openLoop } from "./load.ts";
+import { newMasterKey, seedWebhook, TestReceiver, type Receipt } from "../test/support/receiver.ts";
 
 const CONFIG = { retryScheduleMs: [1_000, 2_000, 3_000, 4_000, 5_000], webhookTimeoutMs: 5_000, webhookAllowPrivate: true };
-const masterKey = newMasterKey();
-// Imported in main(): test/support/db.ts reads TEST_DATABASE_URL when it loads.
-let support: typeof import("../test/support/db.ts");
+/** Sends in flight per process, for every system measured. */
+const CONCURRENCY = 50;
+/** Our worker: deliveries per claim (and prefetched; at most CONCURRENCY), per-webhook cap, connections per process. */
+const BATCH = Number(process.env.BENCH_DELIVERY_BATCH ?? 50);
+const PER_WEBHOOK_CAP = 20; // 10 webhooks x 20 = room for 4 workers x 50 in flight
+const POOL = Number(process.env.BENCH_DELIVERY_POOL ?? 4);
+const HOOKS = 10;
+const DRAIN = 10_000;
+/** The big backlog; BENCH_DELIVERY_BIG overrides it for a quick trial. */
+const BIG = Number(process.env.BENCH_DELIVERY_BIG ?? 1_000_000);
+const OPEN_RATE = 500;
+const OPEN_SECONDS = 10;
+const OPEN_WARMUP_SECONDS = 2;
+const WARMUP = 2_000;
+/** Timed runs per throughput row (the median is shown): other load on the machine varies. */
+const REPEAT = 3;
+/** graphile-worker as worker.graphile.org/docs/performance tunes it for throughput. */
+const GW_TUNING = {
+  concurrency: CONCURRENCY, // concurrentJobs
+  maxPoolSize: CONCURRENCY + 1, // "concurrency + 1"
+  pollInterval: 1_000, // only for future/retried jobs; new ones arrive by LISTEN/NOTIFY (ours: same 1 s backstop)
+  noPreparedStatements: false, // prepared statements on
+  localQueue: { size: 500 }, // jobs fetched and locked in batches (the docs' perf setup)
+  completeJobBatchDelay: 0, // completions batched
+  failJobBatchDelay: 0,
+};
 
-type Row = Record<string, string | number>;
+type Row = {
+  system: string;
+  workers: number;
+  scenario: string;
+  "events/s": number;
+  runs: string;
+  "p50 ms": number;
+  "p99 ms": number;
+  "sender CPU µs/ev": number | string;
+  "db CPU µs/ev": number | string;
+  dup: number;
+};
+type Hook = { url: string; secretSealed: string };
+type ChildReport = { cpuUs: number; events: number; lat?: number[] };
 
 const pct = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
-const ms = (n: number) => Math.round(n * 10) / 10;
+const round1 = (n: number) => Math.round(n * 10) / 10;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const eventIdOf = (r: Receipt) => String(r.headers["x-service-event-id"]);
+const duplicates = (rs: Receipt[]) => rs.length - new Set(rs.map(eventIdOf)).size;
+const n = (x: number) => x.toLocaleString("en");
 
-async function fresh(backend: Backend, receiver: TestReceiver, webhooks: number) {
-  const db = await support.openTestDatabase(backend);
-  const hooks = [];
-  for (let i = 0; i < webhooks; i++) hooks.push(await seedWebhook(db, masterKey, { url: receiver.url }));
-  return { db, hooks };
+/** The envelope enqueue() writes (outbox.ts): same fields, same size. */
+const envelope = (id: string, projectId: string, i: number) =>
+  JSON.stringify({ id, event_type: "user.created", created_at: new Date().toISOString(), project_id: projectId, data: { user: { user_id: `acc_${i}` } } });
+
+// ---- databases ---------------------------------------------------------------------------------
+
+const serverUrl = () => process.env.TEST_DATABASE_URL || process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
+
+function withDatabase(name: string): string {
+  const u = new URL(serverUrl());
+  u.pathname = `/${name}`;
+  return u.toString();
 }
 
-async function waitAllRecorded(db: Database, total: number, timeoutMs = 120_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while ((await db.prisma.delivery.count({ where: { status: "succeeded" } })) < total) {
-    if (Date.now() > end) throw new Error("benchmark timed out");
-    await new Promise((r) => setTimeout(r, 25));
+async function admin<T extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: serverUrl() });
+  await client.connect();
+  try {
+    return (await client.query<T>(sql, values)).rows;
+  } finally {
+    await client.end();
   }
 }
 
-async function drain(backend: Backend, workers: number, pending: number): Promise<Row> {
-  const receiver = await TestReceiver.start({ status: 200 });
-  const { db, hooks } = await fresh(backend, receiver, 10);
-  const stop: (() => Promise<void>)[] = [];
-  if (backend === "postgres") {
-    for (let i = 0; i < workers; i++) stop.push(await spawnWorker((db as TestDatabase).url!));
-  } else {
-    const w = startWorker({ db, config: CONFIG, masterKey, maintenanceIntervalMs: 0 });
-    stop.push(() => w.stop());
-  }
-  await new Promise((r) => setTimeout(r, 300));
-  const committedAt = new Map<string, number>();
-  const t0 = performance.now();
-  for (const h of hooks) {
-    const ids = await bulkEnqueue(db, h.projectId, pending / hooks.length);
-    const t = Date.now();
-    for (const id of ids) committedAt.set(id, t);
-  }
-  await waitAllRecorded(db, pending);
-  const seconds = (performance.now() - t0) / 1000;
-  await Promise.all(stop.map((s) => s()));
-  const lat = receiver.receipts.map((r) => r.at - committedAt.get(String(r.headers["x-service-event-id"]))!).sort((a, b) => a - b);
-  const dup = receiver.receipts.length - new Set(receiver.receipts.map((r) => r.headers["x-service-event-id"])).size;
-  await receiver.close();
-  await db.close();
-  const how = backend === "postgres" ? `${workers} process${workers > 1 ? "es" : ""}` : "in-process";
-  return { scenario: `drain ${pending} appearing at once`, backend, workers: how, "events/s": Math.round(pending / seconds), "p50 ms": ms(pct(lat, 0.5)), "p99 ms": ms(pct(lat, 0.99)), duplicates: dup };
+/** Databases this run created; all dropped at the end. */
+const created: string[] = [];
+async function createDatabase(prefix: string, template?: string): Promise<string> {
+  const name = `${prefix}_${randomBytes(4).toString("hex")}`;
+  // A template must have no sessions: end any that linger (e.g. a migration connection closing late).
+  if (template) await admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, [template]);
+  await admin(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ""}`);
+  created.push(name);
+  return name;
 }
 
-/** A worker in its own process (this file with --worker); resolves once it runs; returns its graceful stop. */
-async function spawnWorker(databaseUrl: string): Promise<() => Promise<void>> {
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), "--worker"], {
-    env: { ...process.env, BENCH_DATABASE_URL: databaseUrl, BENCH_MASTER_KEY: masterKey.raw.toString("base64") },
-    stdio: ["ignore", "pipe", "inherit"],
+/** CPU seconds used so far by each backend connected to `database` (empty where /proc is not readable). */
+async function backendCpu(database: string): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  for (const { pid } of await admin<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = $1`, [database])) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      out.set(pid, (Number(f[11]) + Number(f[12])) / 100); // utime + stime, in USER_HZ (100 on Linux)
+    } catch {
+      // not Linux, or the backend just ended
+    }
+  }
+  return out;
+}
+
+// ---- child processes ---------------------------------------------------------------------------
+
+type Child = { proc: ChildProcess; nextReport: () => Promise<ChildReport>; stop: () => Promise<ChildReport> };
+
+/**
+ * Starts this file in a child process in `mode`; resolves once it prints "ready". A child prints
+ * its reports as JSON lines: nextReport() waits for the next one; stop() ends its stdin, sends
+ * SIGTERM, waits for it to exit (SIGKILL after 15 s) and returns its last report.
+ */
+async function spawnChild(mode: "ours" | "gw" | "bare", env: Record<string, string>): Promise<Child> {
+  // BENCH_CHILD_NODE_ARGS: extra node flags for the children, e.g. "--cpu-prof --cpu-prof-dir=tmp/prof".
+  const extra = process.env.BENCH_CHILD_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
+  const proc = spawn(process.execPath, [...extra, "--import", "tsx", fileURLToPath(import.meta.url), `--child=${mode}`], {
+    env: { ...process.env, ...env },
+    stdio: ["pipe", "pipe", "inherit"],
   });
-  await new Promise<void>((resolve, reject) => {
-    child.stdout!.on("data", (d: Buffer) => d.toString().includes("ready") && resolve());
-    child.on("exit", (code) => reject(new Error(`bench worker exited with ${code}`)));
+  const reports: ChildReport[] = [];
+  const waiting: ((r: ChildReport) => void)[] = [];
+  let buffered = "";
+  let ready!: () => void;
+  const started = new Promise<void>((resolve) => (ready = resolve));
+  proc.stdout!.on("data", (d: Buffer) => {
+    buffered += d.toString();
+    let nl: number;
+    while ((nl = buffered.indexOf("\n")) >= 0) {
+      const line = buffered.slice(0, nl).trim();
+      buffered = buffered.slice(nl + 1);
+      if (line === "ready") ready();
+      else if (line.startsWith("{")) {
+        const report = JSON.parse(line) as ChildReport;
+        reports.push(report);
+        waiting.shift()?.(report);
+      }
+    }
   });
-  return () =>
-    new Promise<void>((resolve) => {
-      child.removeAllListeners("exit");
-      child.on("exit", () => resolve());
-      child.kill("SIGTERM");
+  const exited = new Promise<number | null>((resolve) => proc.once("exit", (code) => resolve(code)));
+  await Promise.race([started, exited.then((code) => Promise.reject(new Error(`bench ${mode} child exited with ${code}`)))]);
+  return {
+    proc,
+    nextReport: () => new Promise((resolve) => waiting.push(resolve)),
+    async stop() {
+      if (proc.exitCode === null) {
+        proc.stdin!.end();
+        proc.kill("SIGTERM");
+      }
+      const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
+      await exited;
+      clearTimeout(timer);
+      return reports[reports.length - 1] ?? { cpuUs: NaN, events: 0 };
+    },
+  };
+}
+
+async function stopAll(children: Child[]): Promise<ChildReport[]> {
+  return Promise.all(children.splice(0).map((c) => c.stop()));
+}
+
+const senderCpuPerEvent = (reports: ChildReport[]) => {
+  const cpu = reports.reduce((s, r) => s + r.cpuUs, 0);
+  const events = reports.reduce((s, r) => s + r.events, 0);
+  return events > 0 && Number.isFinite(cpu) ? Math.round(cpu / events) : "-";
+};
+
+/** In a child: one delivery as every system does it. */
+function makeDeliver(masterKey: MasterKey) {
+  const sender = createSender({ timeoutMs: CONFIG.webhookTimeoutMs, allowPrivate: true });
+  const unsealed = new Map<string, string>(); // as the worker caches them
+  const open = (sealed: string) => unsealed.get(sealed) ?? unsealed.set(sealed, unseal(masterKey, sealed)).get(sealed)!;
+  const deliver = async (hook: Hook, eventId: string, body: string, attempt: number): Promise<number> => {
+    const secrets = liveSecrets({ secret: open(hook.secretSealed), previousSecret: null, previousSecretExpiresAt: null }, new Date());
+    const r = await sender.send({ url: hook.url, body, eventId, eventType: "user.created", attempt, secrets });
+    if (r.statusCode !== 200) throw new Error(r.error ?? `HTTP ${r.statusCode}`);
+    return r.durationMs;
+  };
+  return { deliver, close: () => sender.close() };
+}
+
+/** WARMUP signed POSTs, CONCURRENCY at a time, before a child reports ready. */
+async function warmUp(masterKey: MasterKey, url: string): Promise<void> {
+  const { deliver, close } = makeDeliver(masterKey);
+  const hook = { url, secretSealed: seal(masterKey, "whsec_" + randomBytes(24).toString("base64")) };
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < WARMUP) {
+        const id = `evt_warmup_${process.pid}_${next++}`;
+        await deliver(hook, id, envelope(id, "prj_warmup", next), 1);
+      }
+    }),
+  );
+  await close();
+}
+
+async function childMain(mode: string): Promise<void> {
+  const env = process.env;
+  const masterKey = parseMasterKey(env.BENCH_MASTER_KEY!);
+  await warmUp(masterKey, env.BENCH_RECEIVER_URL!);
+  let cpu0 = process.cpuUsage();
+  const cpuUs = () => {
+    const c = process.cpuUsage(cpu0);
+    return c.user + c.system;
+  };
+  const onTerm = (fn: () => Promise<ChildReport>) =>
+    process.once("SIGTERM", () => {
+      fn().then(
+        (report) => {
+          console.log(JSON.stringify(report));
+          process.exit(0);
+        },
+        (err) => {
+          console.error(err);
+          process.exit(1);
+        },
+      );
     });
-}
 
-async function workerMain(): Promise<void> {
-  const db = await openDatabase({ databaseUrl: process.env.BENCH_DATABASE_URL!, dataDir: "", poolSize: 4 });
-  const w = startWorker({ db, config: CONFIG, masterKey: parseMasterKey(process.env.BENCH_MASTER_KEY!), maintenanceIntervalMs: 0 });
-  process.on("SIGTERM", async () => {
-    await w.stop();
-    await db.close();
-    process.exit(0);
-  });
+  if (mode === "ours") {
+    const db = await openDatabase({ databaseUrl: env.BENCH_DATABASE_URL!, dataDir: "", poolSize: POOL });
+    const w = startWorker({ db, config: CONFIG, masterKey, concurrency: CONCURRENCY, batchSize: BATCH, perWebhookCap: PER_WEBHOOK_CAP, maintenanceIntervalMs: 0 });
+    onTerm(async () => {
+      await w.stop();
+      const report = { cpuUs: cpuUs(), events: w.stats.succeeded };
+      await db.close();
+      return report;
+    });
+    cpu0 = process.cpuUsage();
+    console.log("ready");
+    return;
+  }
+
+  const hooks = JSON.parse(env.BENCH_HOOKS!) as Hook[];
+  const { deliver, close } = makeDeliver(masterKey);
+
+  if (mode === "gw") {
+    const { run, Logger } = await import("graphile-worker");
+    const logger = new Logger(() => (level, message) => {
+      if (level === "error") console.error(`graphile-worker: ${message}`);
+    });
+    let done = 0;
+    const runner = await run({
+      connectionString: env.BENCH_DATABASE_URL!,
+      concurrency: GW_TUNING.concurrency,
+      maxPoolSize: GW_TUNING.maxPoolSize,
+      pollInterval: GW_TUNING.pollInterval,
+      noPreparedStatements: GW_TUNING.noPreparedStatements,
+      noHandleSignals: true,
+      logger,
+      preset: {
+        worker: { localQueue: GW_TUNING.localQueue, completeJobBatchDelay: GW_TUNING.completeJobBatchDelay, failJobBatchDelay: GW_TUNING.failJobBatchDelay },
+      },
+      taskList: {
+        deliver: async (payload, helpers) => {
+          const p = payload as { hook: number; id: string; body: string };
+          await deliver(hooks[p.hook], p.id, p.body, helpers.job.attempts);
+          done++;
+        },
+      },
+    });
+    onTerm(async () => {
+      await runner.stop();
+      await close();
+      return { cpuUs: cpuUs(), events: done };
+    });
+    cpu0 = process.cpuUsage();
+    console.log("ready");
+    return;
+  }
+
+  // bare: for every "go" line on stdin, BENCH_COUNT bodies with CONCURRENCY in flight, then a
+  // report line; it ends with its stdin (or SIGTERM).
+  const count = Number(env.BENCH_COUNT);
+  let round = 0;
+  process.once("SIGTERM", () => process.exit(0));
   console.log("ready");
-}
-
-async function steady(backend: Backend, rate: number, seconds: number): Promise<Row> {
-  const receiver = await TestReceiver.start({ status: 200 });
-  const { db, hooks } = await fresh(backend, receiver, 1);
-  const w = startWorker({ db, config: CONFIG, masterKey, maintenanceIntervalMs: 0 });
-  await new Promise((r) => setTimeout(r, 300));
-  const committedAt = new Map<string, number>();
-  const total = rate * seconds;
-  const start = Date.now();
-  let next = 0;
-  // Open loop: event i is due at start + i/rate; 8 producers keep up with the schedule.
-  await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      while (next < total) {
-        const i = next++;
-        const wait = start + (i * 1000) / rate - Date.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        const [id] = await enqueueEvents(db, hooks[0].projectId, 1);
-        committedAt.set(id, Date.now());
-      }
-    }),
-  );
-  const achieved = total / ((Date.now() - start) / 1000);
-  await waitAllRecorded(db, total);
-  await w.stop();
-  const lat = receiver.receipts.map((r) => r.at - committedAt.get(String(r.headers["x-service-event-id"]))!).sort((a, b) => a - b);
-  await receiver.close();
-  await db.close();
-  return { scenario: `steady: ${rate}/s offered via enqueue(), ${Math.round(achieved)}/s achieved`, backend, workers: "in-process", "events/s": Math.round(achieved), "p50 ms": ms(pct(lat, 0.5)), "p99 ms": ms(pct(lat, 0.99)), duplicates: 0 };
-}
-
-/** The HTTP side alone: the same sender, 50 sends in flight, no database. */
-async function bareHttp(count: number): Promise<Row> {
-  const receiver = await TestReceiver.start({ status: 200 });
-  const sender = createSender({ timeoutMs: 5_000, allowPrivate: true });
-  const secrets = { current: generateWebhookSecret() };
-  const body = JSON.stringify({ id: "evt_bench", event_type: "user.created", created_at: new Date().toISOString(), project_id: "prj_bench", data: {} });
-  const lat: number[] = [];
-  let next = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: 50 }, async () => {
-      while (next < count) {
-        next++;
-        const r = await sender.send({ url: receiver.url, body, eventId: "evt_bench", eventType: "user.created", attempt: 1, secrets });
-        if (r.statusCode !== 200) throw new Error(r.error ?? "send failed");
-        lat.push(r.durationMs);
-      }
-    }),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  await sender.close();
-  await receiver.close();
-  lat.sort((a, b) => a - b);
-  return { scenario: `ceiling: bare send loop, ${count} POSTs`, backend: "-", workers: "-", "events/s": Math.round(count / seconds), "p50 ms": ms(pct(lat, 0.5)), "p99 ms": ms(pct(lat, 0.99)), duplicates: 0 };
-}
-
-/** The database side alone: claim 50, record 50 as succeeded, repeat. */
-async function bareSql(backend: Backend, pending: number): Promise<Row> {
-  const receiver = await TestReceiver.start({ status: 200 });
-  const { db, hooks } = await fresh(backend, receiver, 10);
-  for (const h of hooks) await bulkEnqueue(db, h.projectId, pending / hooks.length);
-  const t0 = performance.now();
-  let done = 0;
-  for (;;) {
-    const batch = await claimDue(db, { workerId: "bench", limit: 50, leaseMs: 30_000, perWebhookCap: 1_000 });
-    if (batch.length === 0) break;
-    await recordResults(
-      db,
-      "bench",
-      batch.map((c) => ({ deliveryId: c.deliveryId, attempt: c.attempt, status: "succeeded" as const, delayMs: null, statusCode: 200, error: null, startedAt: new Date(), durationMs: 1, responseExcerpt: "ok", requestHeaders: {} })),
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (line.trim() !== "go") continue;
+    const bodies = Array.from({ length: count }, (_, i) => {
+      const id = `evt_bare_${env.BENCH_TAG ?? "0"}_${round}_${i}`;
+      return { id, body: envelope(id, "prj_bare", i) };
+    });
+    round++;
+    cpu0 = process.cpuUsage();
+    const lat: number[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < count) {
+          const i = next++;
+          lat.push(await deliver(hooks[i % hooks.length], bodies[i].id, bodies[i].body, 1));
+        }
+      }),
     );
-    done += batch.length;
+    console.log(JSON.stringify({ cpuUs: cpuUs(), events: count, lat } satisfies ChildReport));
   }
-  const seconds = (performance.now() - t0) / 1000;
-  await receiver.close();
-  await db.close();
-  return { scenario: `ceiling: claim+record only, ${pending} pending`, backend, workers: "-", "events/s": Math.round(done / seconds), "p50 ms": "-", "p99 ms": "-", duplicates: 0 };
+  await close();
+  process.exit(0);
 }
 
-export async function main(argv: string[] = []): Promise<void> {
-  const { values } = parseArgs({ args: argv, options: { pending: { type: "string", default: "10000" }, quick: { type: "boolean", default: false } }, allowPositionals: true, strict: false });
-  const pending = Number(values.pending);
-  support = await import("../test/support/db.ts");
-  const backends = support.backends;
-  console.log(`\n## webhook delivery (${os.cpus().length} CPUs; receiver, workers and the database share them)\n`);
+// ---- scenarios ---------------------------------------------------------------------------------
+
+type Ctx = { receiver: TestReceiver; masterKey: MasterKey; template: string };
+/** One timed run: events/s, latency percentiles, duplicates, database CPU seconds (null: unknown). */
+type Run = { rate: number; p50: number; p99: number; dup: number; dbCpuSec: number | null };
+
+const childEnv = (ctx: Ctx, more: Record<string, string> = {}) => ({
+  BENCH_MASTER_KEY: ctx.masterKey.raw.toString("base64"),
+  BENCH_RECEIVER_URL: ctx.receiver.url.replace(/\/hook$/, "/warmup"),
+  ...more,
+});
+
+async function spawnMany(count: number, mode: "ours" | "gw" | "bare", env: (i: number) => Record<string, string>): Promise<Child[]> {
+  const children: Child[] = [];
+  try {
+    // One at a time: their warm-ups would otherwise compete with each other.
+    for (let i = 0; i < count; i++) children.push(await spawnChild(mode, env(i)));
+  } catch (err) {
+    await stopAll(children);
+    throw err;
+  }
+  return children;
+}
+
+/** Waits until the receiver has `count` requests (bounded), then returns the first `count`. */
+async function received(receiver: TestReceiver, count: number, timeoutMs: number): Promise<Receipt[]> {
+  await receiver.waitFor(count, timeoutMs);
+  return receiver.receipts.slice(0, count);
+}
+
+/** Waits until no request has arrived for `quietMs` (a run's stragglers), then forgets them all. */
+async function settle(receiver: TestReceiver, quietMs = 300): Promise<void> {
+  for (let seen = -1; seen !== receiver.receipts.length; ) {
+    seen = receiver.receipts.length;
+    await sleep(quietMs);
+  }
+  receiver.receipts.length = 0;
+}
+
+/** fn's result, and the CPU seconds the backends connected to `database` used meanwhile (null: /proc not readable). */
+async function withDbCpu<T>(database: string, fn: () => Promise<T>): Promise<[T, number | null]> {
+  const before = await backendCpu(database);
+  const result = await fn();
+  const after = await backendCpu(database);
+  if (after.size === 0) return [result, null];
+  let s = 0;
+  for (const [pid, t] of after) s += t - (before.get(pid) ?? 0);
+  return [result, s];
+}
+
+/** A drain run: receipts counted from t0, the commit that made them all due. */
+function drainRun(t0: number, receipts: Receipt[], dbCpuSec: number | null): Run {
+  const lat = receipts.map((r) => r.at - t0).sort((a, b) => a - b);
+  const seconds = (receipts[receipts.length - 1].at - t0) / 1000;
+  return { rate: receipts.length / seconds, p50: pct(lat, 0.5), p99: pct(lat, 0.99), dup: duplicates(receipts), dbCpuSec };
+}
+
+/** A row from its runs: the median run's figures, all runs' events/s, CPU per event over all runs. */
+function row(system: string, workers: number, scenario: string, runs: Run[], reports: ChildReport[], events: number): Row {
+  const median = [...runs].sort((a, b) => a.rate - b.rate)[Math.floor(runs.length / 2)];
+  const db = runs.every((r) => r.dbCpuSec !== null) ? Math.round((runs.reduce((s, r) => s + r.dbCpuSec!, 0) * 1e6) / events) : "-";
+  return {
+    system,
+    workers,
+    scenario,
+    "events/s": Math.round(median.rate),
+    runs: runs.length > 1 ? runs.map((r) => Math.round(r.rate)).join(" ") : "-",
+    "p50 ms": round1(median.p50),
+    "p99 ms": round1(median.p99),
+    "sender CPU µs/ev": senderCpuPerEvent(reports),
+    "db CPU µs/ev": db,
+    dup: runs.reduce((s, r) => s + r.dup, 0),
+  };
+}
+
+async function ceiling(ctx: Ctx, processes: number): Promise<Row> {
+  const hooks: Hook[] = [{ url: ctx.receiver.url, secretSealed: seal(ctx.masterKey, "whsec_" + randomBytes(24).toString("base64")) }];
+  const children = await spawnMany(processes, "bare", (i) => childEnv(ctx, { BENCH_HOOKS: JSON.stringify(hooks), BENCH_COUNT: String(DRAIN / processes), BENCH_TAG: String(i) }));
+  try {
+    const runs: Run[] = [];
+    const reports: ChildReport[] = [];
+    for (let r = 0; r < REPEAT; r++) {
+      await settle(ctx.receiver);
+      const done = Promise.all(children.map((c) => c.nextReport()));
+      const t0 = Date.now();
+      for (const c of children) c.proc.stdin!.write("go\n");
+      const run = drainRun(t0, await received(ctx.receiver, DRAIN, 120_000), null);
+      const batch = await done;
+      reports.push(...batch);
+      const lat = batch.flatMap((b) => b.lat ?? []).sort((a, b) => a - b);
+      runs.push({ ...run, p50: pct(lat, 0.5), p99: pct(lat, 0.99) });
+    }
+    return row("ceiling: bare loop, no db", processes, `${n(DRAIN)} POSTs, ${CONCURRENCY * processes} in flight; p50/p99 = one request`, runs, reports, REPEAT * DRAIN);
+  } finally {
+    await stopAll(children);
+  }
+}
+
+type OursDb = { name: string; url: string; db: Database; projectId: string; hookIds: string[] };
+
+/** A copy of the migrated template with HOOKS webhooks (disabled) pointing at the receiver. */
+async function oursDatabase(ctx: Ctx): Promise<OursDb> {
+  const name = await createDatabase("lg_bench_ours", ctx.template);
+  const url = withDatabase(name);
+  const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: 4 });
+  const first = await seedWebhook(db, ctx.masterKey, { url: ctx.receiver.url, enabled: false });
+  const hookIds = [first.webhookId];
+  for (let i = 1; i < HOOKS; i++) hookIds.push((await seedWebhook(db, ctx.masterKey, { url: ctx.receiver.url, projectId: first.projectId, enabled: false })).webhookId);
+  return { name, url, db, projectId: first.projectId, hookIds };
+}
+
+/** `count` events and their deliveries, round-robin over the webhooks, in one statement; then VACUUM ANALYZE and CHECKPOINT. */
+async function seedBacklog(o: OursDb, count: number, tag: string): Promise<number> {
+  const t = performance.now();
+  await o.db.prisma.$executeRaw`
+    WITH ev AS (
+      INSERT INTO outbox_events (id, project_id, event_type, body)
+      SELECT 'evt_' || ${tag}::text || '_' || i, ${o.projectId}, 'user.created',
+             json_build_object('id', 'evt_' || ${tag}::text || '_' || i, 'event_type', 'user.created',
+                               'created_at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                               'project_id', ${o.projectId}::text, 'data', json_build_object('user', json_build_object('user_id', 'acc_' || i)))::text
+      FROM generate_series(1, ${count}::int) i
+      RETURNING id, seq
+    )
+    INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
+    SELECT 'dlv_' || substr(ev.id, 5), ev.id, (${o.hookIds}::text[])[(1 + ev.seq % ${HOOKS}::int)::int], ${o.projectId}, 'user.created'
+    FROM ev`;
+  await o.db.prisma.$executeRawUnsafe("VACUUM ANALYZE outbox_events");
+  await o.db.prisma.$executeRawUnsafe("VACUUM ANALYZE deliveries");
+  // Write the seed out now (superuser only; skipped otherwise): a backlog that built up over time
+  // has long been checkpointed, while a fresh 1,000,000-row seed would otherwise be flushed by
+  // the checkpointer during the measurement.
+  await o.db.prisma.$executeRawUnsafe("CHECKPOINT").catch(() => {});
+  return (performance.now() - t) / 1000;
+}
+
+/** One statement: the webhooks' state and, when enabling, the NOTIFY that wakes the workers at commit. */
+async function setEnabled(o: OursDb, enabled: boolean): Promise<void> {
+  await o.db.prisma.$queryRaw`
+    WITH u AS (UPDATE webhooks SET enabled = ${enabled} WHERE id = ANY (${o.hookIds}::text[]) RETURNING 1)
+    SELECT pg_notify(${DELIVERY_CHANNEL}, '')::text FROM (SELECT 1 FROM u LIMIT 1) AS x WHERE ${enabled}`;
+}
+
+async function oursWorkers(ctx: Ctx, url: string, count: number): Promise<Child[]> {
+  const children = await spawnMany(count, "ours", () => childEnv(ctx, { BENCH_DATABASE_URL: url }));
+  await sleep(300); // LISTEN connected, first (empty) claim done
+  return children;
+}
+
+/**
+ * REPEAT runs with `workers` worker processes. Before each, `before(run)` (a new backlog, or
+ * nothing); t0 = the commit that enables the webhooks; the first DRAIN deliveries to arrive are
+ * timed; then the webhooks are disabled again and the stragglers (claims already made) let through.
+ */
+async function oursDrain(ctx: Ctx, o: OursDb, workers: number, scenario: string, before: (run: number) => Promise<unknown>): Promise<Row> {
+  const children = await oursWorkers(ctx, o.url, workers);
+  try {
+    const runs: Run[] = [];
+    for (let r = 0; r < REPEAT; r++) {
+      await before(r);
+      await settle(ctx.receiver);
+      const [[t0, receipts], dbCpu] = await withDbCpu(o.name, async () => {
+        await setEnabled(o, true); // t0 = the commit, as for graphile-worker's addJobs
+        const t0 = Date.now();
+        return [t0, await received(ctx.receiver, DRAIN, 300_000)] as const;
+      });
+      await setEnabled(o, false);
+      runs.push(drainRun(t0, receipts, dbCpu));
+    }
+    return row("ours (linkgate)", workers, scenario, runs, await stopAll(children), REPEAT * DRAIN);
+  } finally {
+    await stopAll(children);
+  }
+}
+
+/**
+ * The open loop: OPEN_WARMUP_SECONDS at OPEN_RATE first, not counted (a fresh worker plans its
+ * statements and warms its code; that second of start-up would otherwise be the p99), then
+ * OPEN_SECONDS measured. `produce(i)` commits event i and returns its id.
+ */
+async function openLoopRun(ctx: Ctx, database: string, produce: (i: number) => Promise<string>): Promise<{ run: Run; events: number }> {
+  const committedAt = new Map<string, number>();
+  let i = 0;
+  const once = async () => {
+    const id = await produce(i++);
+    committedAt.set(id, Date.now());
+  };
+  await settle(ctx.receiver);
+  const warm = await openLoop(OPEN_RATE, OPEN_WARMUP_SECONDS, once);
+  await received(ctx.receiver, warm.count, 60_000);
+  await settle(ctx.receiver);
+  const [[load, receipts], dbCpuSec] = await withDbCpu(database, async () => {
+    const load = await openLoop(OPEN_RATE, OPEN_SECONDS, once);
+    return [load, await received(ctx.receiver, load.count, 60_000)] as const;
+  });
+  if (warm.errors + load.errors > 0) throw new Error(`${warm.errors + load.errors} events could not be committed`);
+  const lat = receipts.map((r) => r.at - committedAt.get(eventIdOf(r))!).sort((a, b) => a - b);
+  return { run: { rate: load.rps, p50: pct(lat, 0.5), p99: pct(lat, 0.99), dup: duplicates(receipts), dbCpuSec }, events: load.count };
+}
+
+async function oursOpenLoop(ctx: Ctx): Promise<Row> {
+  const name = await createDatabase("lg_bench_ours", ctx.template);
+  const url = withDatabase(name);
+  const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: 10 });
+  const hook = await seedWebhook(db, ctx.masterKey, { url: ctx.receiver.url });
+  const children = await oursWorkers(ctx, url, 1);
+  try {
+    // enqueue() given the client itself as its transaction: the event, its fan-out and the
+    // NOTIFY commit as one statement (like addJob()), without the extra round trips of an
+    // interactive Prisma transaction, so that the load generator is not what saturates.
+    const autocommit = db.prisma as unknown as Tx;
+    const { run, events } = await openLoopRun(ctx, name, (i) =>
+      enqueue(autocommit, { projectId: hook.projectId, eventType: "user.created", data: { user: { user_id: `acc_${i}` } } }),
+    );
+    return row("ours (linkgate)", 1, `open loop: ${OPEN_RATE}/s for ${OPEN_SECONDS} s, enqueue() each; events/s achieved`, [run], await stopAll(children), events);
+  } finally {
+    await stopAll(children);
+    await db.close();
+  }
+}
+
+async function graphileWorker(ctx: Ctx): Promise<Row[]> {
+  const { Logger, makeWorkerUtils, runMigrations } = await import("graphile-worker");
+  const name = await createDatabase("lg_bench_gw");
+  const url = withDatabase(name);
+  // Our own pool, so that an idle connection ended by DROP DATABASE … FORCE is not an unhandled error.
+  const pgPool = new pg.Pool({ connectionString: url, max: 10 });
+  pgPool.on("error", () => {});
+  pgPool.on("connect", (client) => client.on("error", () => {}));
+  const quiet = { logger: new Logger(() => () => {}), pgPool };
+  await runMigrations(quiet);
+  const utils = await makeWorkerUtils(quiet);
+  const hooks: Hook[] = Array.from({ length: HOOKS }, () => ({ url: ctx.receiver.url, secretSealed: seal(ctx.masterKey, "whsec_" + randomBytes(24).toString("base64")) }));
+  const env = () => childEnv(ctx, { BENCH_DATABASE_URL: url, BENCH_HOOKS: JSON.stringify(hooks) });
   const rows: Row[] = [];
-  rows.push(await bareHttp(pending));
-  for (const backend of backends) {
-    rows.push(await bareSql(backend, pending));
-    for (const workers of backend === "postgres" ? [1, 4] : [1]) rows.push(await drain(backend, workers, pending));
-    // PGlite runs in this thread with one connection: 200 enqueue() transactions a second alone saturate it.
-    if (!values.quick) rows.push(await steady(backend, backend === "postgres" ? 200 : 50, 5));
+  const children: Child[] = [];
+  try {
+    for (const workers of [1, 4]) {
+      children.push(...(await spawnMany(workers, "gw", env)));
+      await sleep(300);
+      const runs: Run[] = [];
+      for (let r = 0; r < REPEAT; r++) {
+        const specs = Array.from({ length: DRAIN }, (_, i) => {
+          const id = `evt_gw${workers}_${r}_${i}`;
+          return { identifier: "deliver", payload: { hook: i % HOOKS, id, body: envelope(id, "prj_gw", i) } };
+        });
+        await settle(ctx.receiver);
+        const [[t0, receipts], dbCpu] = await withDbCpu(name, async () => {
+          await utils.addJobs(specs);
+          const t0 = Date.now();
+          return [t0, await received(ctx.receiver, DRAIN, 300_000)] as const;
+        });
+        runs.push(drainRun(t0, receipts, dbCpu));
+      }
+      rows.push(row("graphile-worker 0.17", workers, `${n(DRAIN)} jobs added at once (one addJobs commit); all drained`, runs, await stopAll(children), REPEAT * DRAIN));
+    }
+
+    children.push(...(await spawnMany(1, "gw", env)));
+    await sleep(300);
+    const { run, events } = await openLoopRun(ctx, name, async (i) => {
+      const id = `evt_gwopen_${i}`;
+      await utils.addJob("deliver", { hook: 0, id, body: envelope(id, "prj_gw", i) });
+      return id;
+    });
+    rows.push(row("graphile-worker 0.17", 1, `open loop: ${OPEN_RATE}/s for ${OPEN_SECONDS} s, addJob() each; events/s achieved`, [run], await stopAll(children), events));
+    return rows;
+  } finally {
+    await stopAll(children);
+    await utils.release();
+    await pgPool.end();
   }
-  console.table(rows);
 }
 
-if (process.argv.includes("--worker")) {
-  await workerMain();
+/** `--only=ceiling,small,big,open,gw` runs a subset (for trying a change); the default is all. */
+export async function main(argv: string[] = []): Promise<void> {
+  const only = argv.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",");
+  const want = (part: string) => !only || only.includes(part);
+  const log = (msg: string) => console.error(`[bench delivery] ${msg}`);
+  const started = performance.now();
+  const masterKey = newMasterKey();
+  const receiver = await TestReceiver.start({ status: 200 });
+  const rows: Row[] = [];
+  const failed: string[] = [];
+  /** Runs one part; a failure is reported and the other parts still run. */
+  const part = async (name: string, fn: () => Promise<void>) => {
+    if (!want(name)) return;
+    try {
+      await fn();
+    } catch (err) {
+      failed.push(name);
+      log(`${name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    }
+  };
+  try {
+    // One migrated template; every database of ours is a copy of it (CREATE DATABASE … TEMPLATE).
+    const template = await createDatabase("lg_bench_tpl");
+    const tdb = await openDatabase({ databaseUrl: withDatabase(template), dataDir: "", poolSize: 1 });
+    await applyMigrations(tdb.adapterFactory);
+    await tdb.close();
+    const ctx: Ctx = { receiver, masterKey, template };
+
+    await part("ceiling", async () => {
+      log("ceiling");
+      for (const workers of [1, 4]) rows.push(await ceiling(ctx, workers));
+    });
+    await part("small", async () => {
+      log(`ours, ${n(DRAIN)} pending`);
+      const small = await oursDatabase(ctx);
+      try {
+        const scenario = `${n(DRAIN)} pending, all due at once; all drained`;
+        for (const workers of [1, 4]) rows.push(await oursDrain(ctx, small, workers, scenario, (r) => seedBacklog(small, DRAIN, `s${workers}_${r}`)));
+      } finally {
+        await small.db.close();
+      }
+    });
+    await part("big", async () => {
+      log(`ours, ${n(BIG)} pending: seeding`);
+      const big = await oursDatabase(ctx);
+      try {
+        log(`seeded ${n(BIG)} events and deliveries (one INSERT … SELECT, VACUUM ANALYZE, CHECKPOINT) in ${(await seedBacklog(big, BIG, "b")).toFixed(1)} s`);
+        const last = BIG - (2 * REPEAT - 1) * DRAIN;
+        const scenario = `${n(BIG)} pending (${n(last)} at the last run), all due at once; oldest ${n(DRAIN)} timed`;
+        for (const workers of [1, 4]) rows.push(await oursDrain(ctx, big, workers, scenario, async () => {}));
+      } finally {
+        await big.db.close();
+      }
+    });
+    await part("open", async () => {
+      log("ours, open loop");
+      rows.push(await oursOpenLoop(ctx));
+    });
+    await part("gw", async () => {
+      log("graphile-worker");
+      rows.push(...(await graphileWorker(ctx)));
+    });
+  } finally {
+    await receiver.close();
+    for (const name of created.splice(0).reverse()) await admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch((err) => log(`could not drop ${name}: ${err}`));
+  }
+
+  console.log(
+    `\n## webhook delivery (Postgres; receiver, senders and database share the machine; events/s = median of ${REPEAT} runs, all runs listed; ${Math.round((performance.now() - started) / 1000)} s)\n`,
+  );
+  console.table(rows);
+  printGoals(rows);
+  if (failed.length > 0) {
+    console.log(`FAILED: ${failed.join(", ")} (see the log above)`);
+    process.exitCode = 1;
+  }
+}
+
+function printGoals(rows: Row[]): void {
+  const find = (system: string, workers: number, scenario: string) => rows.find((r) => r.system.startsWith(system) && r.workers === workers && r.scenario.includes(scenario));
+  const ratio = (a?: Row, b?: Row) => (a && b ? a["events/s"] / b["events/s"] : NaN);
+  const verdict = (x: number, goal: number, atLeast = true) =>
+    `${Number.isNaN(x) ? "n/a" : x.toFixed(2)} (goal ${atLeast ? "≥" : "≤"} ${goal}: ${Number.isNaN(x) ? "not run" : (atLeast ? x >= goal : x <= goal) ? "met" : "MISSED"})`;
+  console.log(`goals (ratios of events/s; "ours" = the ${n(DRAIN)}-pending drain):`);
+  for (const w of [1, 4]) {
+    const small = find("ours", w, "all drained");
+    console.log(
+      `  ${w} worker${w > 1 ? "s" : " "}: ours/graphile-worker ${verdict(ratio(small, find("graphile", w, "all drained")), 1.5)}, ` +
+        `ours/ceiling ${verdict(ratio(small, find("ceiling", w, "POSTs")), 0.7)}, ` +
+        `1M-pending/10k-pending ${verdict(ratio(find("ours", w, "timed"), small), 0.8)}`,
+    );
+  }
+  const open = find("ours", 1, "open loop");
+  console.log(`  p99 commit → receipt at ${OPEN_RATE}/s: ${verdict(open ? open["p99 ms"] : NaN, 50, false).replace(/^([\d.]+)/, "$1 ms")}`);
+}
+
+const childMode = process.argv.find((a) => a.startsWith("--child="))?.slice("--child=".length);
+if (childMode) {
+  await childMain(childMode);
 } else if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  process.env.TEST_DATABASE_URL ||= process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
   await main(process.argv.slice(2));
 }

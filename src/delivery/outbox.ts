@@ -46,7 +46,7 @@ export async function enqueue(tx: Tx, input: OutboxEventInput): Promise<string> 
  */
 export async function enqueueAll(tx: Tx, inputs: OutboxEventInput[]): Promise<string[]> {
   const ids = inputs.map(() => newId("evt"));
-  await tx.$queryRaw`
+  await tx.$queryRaw`/* prepared: enqueue_events */
     WITH ev AS (
       INSERT INTO outbox_events (id, project_id, event_type, body, test)
       SELECT * FROM unnest(${ids}::text[], ${inputs.map((i) => i.projectId)}::text[], ${inputs.map((i) => i.eventType)}::text[],

@@ -10,13 +10,14 @@
 // Pipelining: sending, claiming and recording overlap. Up to one batch of claimed deliveries
 // waits in a local queue while `concurrency` sends are in flight, so a finished send is
 // replaced at once, without a database round trip; results are recorded in the background and
-// do not hold a send slot. With claim → send all → record → claim in lockstep instead, one
-// worker idled through two round trips per batch (1,240 events/s against a bare send loop's
-// ~2,300 on the benchmark machine; see bench/RESULTS.md).
+// do not hold a send slot. In lockstep instead (claim → send all → record → claim), one worker
+// idled through two round trips per batch: 1,240 events/s in the first benchmark run, on a
+// loaded machine; see bench/RESULTS.md for where it stands now.
 //
 // Failure model: a failed query is logged and retried after a growing pause (100 ms … 5 s);
-// reconnecting is the pg Pool's job. Results that cannot be recorded stay in memory (they
-// count against concurrency, so memory stays bounded) and their leases keep being renewed.
+// reconnecting is the pg Pool's job. Results that cannot be recorded stay in memory (no more
+// is claimed once MAX_UNRECORDED wait, so memory stays bounded) and their leases keep being
+// renewed.
 // If the process dies, its leases run out and other workers send those deliveries again:
 // delivery is at-least-once.
 import { setMaxListeners } from "node:events";
