@@ -5,11 +5,6 @@ import type { Account, Identifier } from "../generated/prisma/client.ts";
 
 type AccountWithIds = Account & { identifiers: Identifier[] };
 
-/** The account a sign-in with this account's identifiers lands on. */
-export function primaryIdOf(account: Pick<Account, "id" | "mergeRole" | "mergedWithId">): string {
-  return account.mergeRole === "secondary" && account.mergedWithId ? account.mergedWithId : account.id;
-}
-
 export function preferred(ids: Pick<Identifier, "kind" | "origin" | "createdAt" | "value">[], kind: "email" | "phone") {
   const ofKind = ids.filter((i) => i.kind === kind).sort((a, b) => +a.createdAt - +b.createdAt);
   return ofKind.find((i) => i.origin === "own") ?? ofKind[0];
