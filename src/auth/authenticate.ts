@@ -4,7 +4,8 @@ import { safeEqual, sha256Hex } from "../crypto.ts";
 import type { Actor, Deps, UserActor } from "../deps.ts";
 import { Forbidden, Unauthenticated } from "../errors.ts";
 import { projectIdForKey } from "./projects.ts";
-import { assertLiveSession } from "./sessions.ts";
+import { Prisma } from "../generated/prisma/client.ts";
+import { assertLiveSession, ENDED, liveSessionSql } from "./sessions.ts";
 
 export type Credentials = { apiKey?: string | null; bearer?: string | null };
 
@@ -29,15 +30,11 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
   if (!creds.bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
   const { sub, aud, sid } = await deps.keys.verifyAccessToken(creds.bearer);
   const [row] = await deps.prisma.$queryRaw<{ project_id: string; live: boolean }[]>`
-    SELECT k.project_id, EXISTS (
-      SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id
-      WHERE s.id = ${sid} AND s.account_id = ${sub} AND s.project_id = k.project_id AND s.ended_at IS NULL AND s.expires_at > now()
-        AND a.merge_role IS DISTINCT FROM 'secondary'
-    ) AS live
+    SELECT k.project_id, ${liveSessionSql(sid, sub, Prisma.sql`k.project_id`)} AS live
     FROM api_keys k WHERE k.key_hash = ${sha256Hex(creds.apiKey)} AND k.revoked_at IS NULL`;
   if (!row) throw new Unauthenticated("unknown or revoked API key");
   if (aud !== row.project_id) throw new Forbidden("this access token belongs to another project");
-  if (!row.live) throw new Unauthenticated("this session has ended; sign in again");
+  if (!row.live) throw new Unauthenticated(ENDED);
   return { projectId: row.project_id, user: { accountId: sub, sessionId: sid } };
 }
 

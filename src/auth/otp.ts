@@ -86,11 +86,11 @@ async function replayOfSuccess(db: Db, key: Buffer, binding: OtpBinding, stateId
   throw new OTPInvalid();
 }
 
-/** Marks a state used inside the business transaction; false when another verify got there first. */
-export async function consumeOtp(tx: Tx, stateId: string, result: object): Promise<boolean> {
-  const { count } = await tx.otpState.updateMany({
-    where: { id: stateId, consumedAt: null },
-    data: { consumedAt: new Date(), result },
-  });
+/**
+ * Marks a state used inside the business transaction. The update takes the state's row lock,
+ * so of two verifies of one state the second waits here and then gets false.
+ */
+export async function consumeOtp(tx: Tx, stateId: string): Promise<boolean> {
+  const { count } = await tx.otpState.updateMany({ where: { id: stateId, consumedAt: null }, data: { consumedAt: new Date() } });
   return count === 1;
 }

@@ -9,6 +9,7 @@ import { newId } from "../ids.ts";
 import { lockAccounts } from "../linking/sql.ts";
 import { loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
+import { consumeOtp } from "./otp.ts";
 import { sendOtp, verifyOtp } from "./otp-flow.ts";
 import { createSession, endSessions } from "./sessions.ts";
 import { ACCESS_TOKEN_TTL_SECONDS } from "./tokens.ts";
@@ -30,9 +31,7 @@ export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId:
   const binding = { projectId: actor.projectId, accountId: null, purpose: "sign_in" as const };
   const { identifier } = await verifyOtp(deps, binding, input.stateId, input.otp);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
-    if (!(await tx.otpState.updateMany({ where: { id: input.stateId, consumedAt: null }, data: { consumedAt: new Date() } })).count) {
-      throw new OTPInvalid(); // sign-in codes are strictly single use
-    }
+    if (!(await consumeOtp(tx, input.stateId))) throw new OTPInvalid(); // sign-in codes are strictly single use
     const accountId = await accountFor(tx, actor.projectId, identifier);
     await tx.account.update({ where: { id: accountId }, data: { lastLoginAt: new Date() } });
     const sessionId = await createSession(tx, actor.projectId, accountId);

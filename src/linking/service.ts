@@ -19,6 +19,7 @@ import {
 } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { parseIdentifier, type Identifier } from "../auth/identifiers.ts";
+import { consumeOtp } from "../auth/otp.ts";
 import { sendOtp, verifyOtp } from "../auth/otp-flow.ts";
 import { endSessions } from "../auth/sessions.ts";
 import { userEventData } from "../auth/accounts.ts";
@@ -71,10 +72,9 @@ export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId:
   if (checked.result) return checked.result as VerifyResult;
   const stateId = input.stateId as string;
   const { result, notices } = await transaction(deps.prisma, async (tx) => {
-    // Consuming first takes the state's row lock: a concurrent verify of the same state
-    // waits here and then returns the stored result instead of deciding twice.
-    const consumed = await tx.otpState.updateMany({ where: { id: stateId, consumedAt: null }, data: { consumedAt: new Date() } });
-    if (!consumed.count) {
+    // Consuming first: a concurrent verify of the same state waits on its row lock and then
+    // returns the stored result instead of deciding twice.
+    if (!(await consumeOtp(tx, stateId))) {
       const done = await tx.otpState.findUnique({ where: { id: stateId }, select: { result: true } });
       if (done?.result == null) throw new OTPInvalid();
       return { result: done.result as unknown as VerifyResult, notices: [] as Notice[] };

@@ -1,7 +1,7 @@
 // Webhook configuration (CONTRACT section 5). Every query carries the caller's projectId in
 // its `where`, so another project's webhook is simply not found.
 import type { Deps } from "../deps.ts";
-import { seal, unseal } from "../crypto.ts";
+import { seal } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../delivery/outbox.ts";
 import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, WebhookNotFound } from "../errors.ts";
@@ -96,14 +96,6 @@ export async function rotateWebhookSecret(deps: Deps, projectId: string, id: unk
   });
   if (!count) throw new InvalidRequest("the webhook was rotated concurrently; try again");
   return { webhookId: webhook.id, newSecret: secret, transitionEndsAt };
-}
-
-export function webhookSecrets(deps: Deps, webhook: { secretSealed: string; previousSecretSealed: string | null; previousSecretExpiresAt: Date | null }) {
-  return {
-    secret: unseal(deps.master, webhook.secretSealed),
-    previousSecret: webhook.previousSecretSealed ? unseal(deps.master, webhook.previousSecretSealed) : null,
-    previousSecretExpiresAt: webhook.previousSecretExpiresAt,
-  };
 }
 
 /** Queues a sample event of any type for this one webhook, marked `test: true`. */
