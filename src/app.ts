@@ -2,6 +2,7 @@
 // returns a Hono app whose fetch() tests call directly; main.ts only listens.
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { cors } from "hono/cors";
 import { randomUUID } from "node:crypto";
 import type { Config } from "./config.ts";
 import { deriveKey } from "./crypto.ts";
@@ -14,6 +15,7 @@ import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
 import { BODY_LIMIT } from "./http/body.ts";
 import type { AppEnv } from "./http/env.ts";
+import { clientAddressResolver } from "./http/client-address.ts";
 import { errorBody, errorResponse } from "./http/errors.ts";
 import { authRoutes } from "./http/routes/auth.ts";
 import { dashboardRoutes } from "./http/routes/dashboard.ts";
@@ -32,10 +34,11 @@ export type BuildOptions = {
 };
 
 export type App = {
-  fetch: (req: Request) => Promise<Response>;
+  /** `env` carries the Node socket (`{ incoming }`) when served by @hono/node-server */
+  fetch: (req: Request, env?: unknown) => Promise<Response>;
   deps: Deps;
-  /** the API key of a project created on this first start, shown once */
-  createdApiKey?: string;
+  /** the keys of a project created on this first start, shown once */
+  createdKeys?: { secretKey: string; publishableKey: string };
   close(): Promise<void>;
 };
 
@@ -57,12 +60,12 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     logger,
     limits: { ...defaultLimits, ...opts.limits },
   };
-  const created = await bootstrapProject(db.prisma, config.bootstrapApiKey);
+  const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
   const app = routes(deps, expectedMigrations);
   return {
-    fetch: (req) => Promise.resolve(app.fetch(req)),
+    fetch: (req, env) => Promise.resolve(app.fetch(req, env)),
     deps,
-    createdApiKey: created?.apiKey,
+    createdKeys: created ? { secretKey: created.secretKey, publishableKey: created.publishableKey } : undefined,
     async close() {
       deps.messenger.close();
       if (!opts.db) await db.close();
@@ -73,6 +76,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
 function routes(deps: Deps, expectedMigrations: number) {
   const app = new Hono<AppEnv>();
   const yoga = createGraphQL(deps);
+  const clientAddress = clientAddressResolver(deps.config.trustedProxies);
 
   app.use(async (c, next) => {
     const requestId = c.req.header("x-request-id")?.slice(0, 64) || randomUUID();
@@ -80,6 +84,7 @@ function routes(deps: Deps, expectedMigrations: number) {
     c.set("deps", deps);
     c.set("log", log);
     c.set("requestId", requestId);
+    c.set("clientAddress", clientAddress(c));
     const started = performance.now();
     await next();
     c.header("X-Request-Id", requestId);
@@ -87,6 +92,9 @@ function routes(deps: Deps, expectedMigrations: number) {
   });
   app.onError((err, c) => errorResponse(c, err));
   app.notFound((c) => c.json(errorBody("NotFound", `no route for ${c.req.method} ${c.req.path}`), 404));
+
+  app.use("/.well-known/*", cors({ origin: "*" })); // public keys and discovery, no credentials
+  app.use(apiCors(deps.config.corsOrigins));
 
   app.route("/", healthRoutes(expectedMigrations));
   app.route("/", authRoutes());
@@ -97,6 +105,23 @@ function routes(deps: Deps, expectedMigrations: number) {
     "/graphql",
     bodyLimit({ maxSize: BODY_LIMIT, onError: (c) => c.json(errorBody("PayloadTooLarge", `the body is larger than ${BODY_LIMIT} bytes`), 413) }),
   );
-  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => yoga.fetch(c.req.raw, {}));
+  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") }));
   return app;
+}
+
+/**
+ * Browsers may call the API only from LINKGATE_CORS_ORIGINS; unset, only from this origin (no
+ * CORS headers at all). Never with credentials: every call carries its key and token in
+ * headers, so no cookie or ambient credential should ride along.
+ */
+function apiCors(origins: string[]) {
+  const allowed = new Set(origins);
+  return cors({
+    origin: (origin) => (allowed.has(origin) ? origin : null),
+    allowHeaders: ["Content-Type", "Authorization", "X-API-Key", "X-Request-Id"],
+    allowMethods: ["GET", "POST", "OPTIONS"],
+    exposeHeaders: ["X-Request-Id", "Retry-After"],
+    credentials: false,
+    maxAge: 600,
+  });
 }

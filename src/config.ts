@@ -15,6 +15,23 @@ const envSchema = z.object({
   NODE_ENV: z.string().default("development"),
   LINKGATE_SECRET_KEY: z.string().optional(),
   LINKGATE_BOOTSTRAP_API_KEY: z.string().min(16).optional(),
+  LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: z.string().min(16).optional(),
+  LINKGATE_TRUSTED_PROXIES: z.string().optional(),
+  LINKGATE_CORS_ORIGINS: z.string().optional(),
+  // Abuse limits (CONTRACT section 3); windows are fixed, counts per window.
+  LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS: z.coerce.number().int().positive().default(5),
+  LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY: z.coerce.number().int().positive().default(30),
+  LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: z.coerce.number().int().positive().default(500),
+  LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: z.coerce.number().int().positive().default(5000),
+  LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS: z.coerce.number().int().positive().default(15),
+  // GraphQL operation limits, checked before execution.
+  LINKGATE_GRAPHQL_MAX_DEPTH: z.coerce.number().int().positive().default(12),
+  LINKGATE_GRAPHQL_MAX_ALIASES: z.coerce.number().int().positive().default(30),
+  LINKGATE_GRAPHQL_MAX_TOKENS: z.coerce.number().int().positive().default(2000),
+  LINKGATE_GRAPHQL_MAX_DIRECTIVES: z.coerce.number().int().positive().default(20),
+  LINKGATE_GRAPHQL_MAX_COST: z.coerce.number().int().positive().default(5000),
+  LINKGATE_GRAPHIQL: z.enum(["0", "1"]).optional(),
+  LINKGATE_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30000),
   LINKGATE_ADMIN_TOKEN: z.string().min(16).optional(),
   LINKGATE_ISSUER: z.string().url().optional(),
   SMTP_URL: z.string().url().optional(),
@@ -36,6 +53,16 @@ export type Config = {
   /** base64 master key; undefined means "generate or load a development key" */
   secretKey?: string;
   bootstrapApiKey?: string;
+  bootstrapPublishableKey?: string;
+  /** CIDRs (or addresses) whose X-Forwarded-For names the client */
+  trustedProxies: string[];
+  /** origins allowed to call the API from a browser; empty: same origin only */
+  corsOrigins: string[];
+  abuse: AbuseLimits;
+  graphqlLimits: { maxDepth: number; maxAliases: number; maxTokens: number; maxDirectives: number; maxCost: number };
+  /** GraphiQL and introspection; off by default in production */
+  graphiql: boolean;
+  shutdownTimeoutMs: number;
   adminToken?: string;
   issuer?: string;
   smtpUrl?: string;
@@ -47,6 +74,20 @@ export type Config = {
   worker: boolean;
   logLevel: string;
 };
+
+export type AbuseLimits = {
+  sendsPerIdentifierAddress: number;
+  sendsPerAddressHourly: number;
+  smsPerProjectHourly: number;
+  emailsPerProjectHourly: number;
+  wrongCodesPerIdentifierAddress: number;
+};
+
+const list = (s: string | undefined) =>
+  (s ?? "")
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
 
 export class ConfigError extends Error {}
 
@@ -65,6 +106,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     production: e.NODE_ENV === "production",
     secretKey: e.LINKGATE_SECRET_KEY,
     bootstrapApiKey: e.LINKGATE_BOOTSTRAP_API_KEY,
+    bootstrapPublishableKey: e.LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY,
+    trustedProxies: list(e.LINKGATE_TRUSTED_PROXIES),
+    corsOrigins: list(e.LINKGATE_CORS_ORIGINS),
+    abuse: {
+      sendsPerIdentifierAddress: e.LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS,
+      sendsPerAddressHourly: e.LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY,
+      smsPerProjectHourly: e.LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY,
+      emailsPerProjectHourly: e.LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY,
+      wrongCodesPerIdentifierAddress: e.LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS,
+    },
+    graphqlLimits: {
+      maxDepth: e.LINKGATE_GRAPHQL_MAX_DEPTH,
+      maxAliases: e.LINKGATE_GRAPHQL_MAX_ALIASES,
+      maxTokens: e.LINKGATE_GRAPHQL_MAX_TOKENS,
+      maxDirectives: e.LINKGATE_GRAPHQL_MAX_DIRECTIVES,
+      maxCost: e.LINKGATE_GRAPHQL_MAX_COST,
+    },
+    graphiql: e.LINKGATE_GRAPHIQL ? e.LINKGATE_GRAPHIQL === "1" : e.NODE_ENV !== "production",
+    shutdownTimeoutMs: e.LINKGATE_SHUTDOWN_TIMEOUT_MS,
     adminToken: e.LINKGATE_ADMIN_TOKEN,
     issuer: e.LINKGATE_ISSUER,
     smtpUrl: e.SMTP_URL,

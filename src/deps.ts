@@ -33,6 +33,11 @@ export type Deps = {
   limits: Limits;
 };
 
-/** Who is calling: always a project; a signed-in user on user routes. */
-export type Actor = { projectId: string; user?: { accountId: string; sessionId: string } };
-export type UserActor = { projectId: string; user: { accountId: string; sessionId: string } };
+export type KeyKind = "secret" | "publishable";
+
+/**
+ * Who is calling: always a project, through one of its keys, from a client address (the
+ * socket's peer, or X-Forwarded-For behind a trusted proxy); a signed-in user on user routes.
+ */
+export type Actor = { projectId: string; keyKind: KeyKind; clientAddress: string; user?: { accountId: string; sessionId: string } };
+export type UserActor = Actor & { user: { accountId: string; sessionId: string } };

@@ -47,4 +47,15 @@ export class RateLimited extends domain("RateLimited", "too many attempts; try a
 /** Credential failures: top-level UNAUTHENTICATED / FORBIDDEN in GraphQL, 401 / 403 in REST. */
 export class Unauthenticated extends domain("Unauthenticated", "missing or invalid credentials") {}
 export class Forbidden extends domain("Forbidden", "these credentials may not do that") {}
+/** A publishable key (lg_pk_…) on an operation only the project's secret key may do. */
+export class SecretKeyRequired extends domain(
+  "SecretKeyRequired",
+  "this operation needs the project's secret key (lg_sk_…); a publishable key may only sign users in and act for a signed-in user",
+) {}
+/** The database cannot be reached; the client should retry later. */
+export class ServiceUnavailable extends domain("ServiceUnavailable", "the service is temporarily unavailable; try again shortly") {
+  constructor(readonly retryAfterSeconds = 5, message?: string) {
+    super(message);
+  }
+}
 export class PayloadTooLarge extends domain("PayloadTooLarge", "the request body is too large") {}

@@ -17,14 +17,18 @@ try {
 
 const app = await buildApp(config);
 const { logger } = app.deps;
-if (app.createdApiKey) {
-  // Printed once, on the first start of an empty database; only its hash is stored.
-  console.log(`\n  Created project "default". Its API key (shown only now):\n\n    ${app.createdApiKey}\n`);
+if (app.createdKeys) {
+  // Printed once, on the first start of an empty database; only their hashes are stored.
+  console.log(
+    `\n  Created project "default". Its keys (shown only now):\n\n` +
+      `    publishable (front-end apps, safe to ship): ${app.createdKeys.publishableKey}\n` +
+      `    secret (servers and the dashboard, keep it secret): ${app.createdKeys.secretKey}\n`,
+  );
 }
 
 const worker = config.worker ? await import("./delivery/worker.ts").then((m) => m.startWorker({ db: app.deps.db, config, masterKey: app.deps.master, logger })) : null;
 
-const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info) => {
+const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.port, hostname: config.host }, (info) => {
   logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on http://${config.host}:${info.port} (GraphiQL at /graphql)`);
 });
 

@@ -41,7 +41,7 @@ describe.each(backends)("admin operations on %s", (backend) => {
   it("the bootstrap key is idempotent: a second start keeps one default project", async () => {
     expect(await h.db.prisma.project.count({ where: { name: "default" } })).toBe(1);
     const { bootstrapProject } = await import("../src/auth/projects.ts");
-    await bootstrapProject(h.db.prisma, h.apiKey);
+    await bootstrapProject(h.db.prisma, { secret: h.apiKey, publishable: h.publishableKey });
     expect(await h.db.prisma.project.count({ where: { name: "default" } })).toBe(1);
     expect(await h.db.prisma.apiKey.count({ where: { projectId: h.projectId } })).toBeGreaterThanOrEqual(1);
   });

@@ -1,24 +1,30 @@
 // Turns request credentials into an Actor. REST and GraphQL both call this; neither checks
 // credentials any other way.
 import { safeEqual, sha256Hex } from "../crypto.ts";
-import type { Actor, Deps, UserActor } from "../deps.ts";
-import { Forbidden, Unauthenticated } from "../errors.ts";
-import { projectIdForKey } from "./projects.ts";
+import type { Actor, Deps, KeyKind, UserActor } from "../deps.ts";
+import { Forbidden, SecretKeyRequired, Unauthenticated } from "../errors.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { assertLiveSession, ENDED, liveSessionSql } from "./sessions.ts";
 
-export type Credentials = { apiKey?: string | null; bearer?: string | null };
+export type Credentials = { apiKey?: string | null; bearer?: string | null; clientAddress: string };
 
 export function bearerToken(authorization: string | null | undefined): string | null {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? "");
   return m ? m[1] : null;
 }
 
-export async function authenticateProject(deps: Deps, apiKey: string | null | undefined): Promise<Actor> {
-  if (!apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
-  const projectId = await projectIdForKey(deps.prisma, apiKey);
-  if (!projectId) throw new Unauthenticated("unknown or revoked API key");
-  return { projectId };
+export async function authenticateProject(deps: Deps, creds: Omit<Credentials, "bearer">): Promise<Actor> {
+  if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
+  const [row] = await deps.prisma.$queryRaw<{ project_id: string; kind: KeyKind }[]>`
+    SELECT project_id, kind::text AS kind FROM api_keys WHERE key_hash = ${sha256Hex(creds.apiKey)} AND revoked_at IS NULL`;
+  if (!row) throw new Unauthenticated("unknown or revoked API key");
+  return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress };
+}
+
+/** Operations about the project itself (webhooks, deliveries, events) need its secret key. */
+export function requireSecretKey<A extends Actor>(actor: A): A {
+  if (actor.keyKind !== "secret") throw new SecretKeyRequired();
+  return actor;
 }
 
 /**
@@ -29,21 +35,21 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
   if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
   if (!creds.bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
   const { sub, aud, sid } = await deps.keys.verifyAccessToken(creds.bearer);
-  const [row] = await deps.prisma.$queryRaw<{ project_id: string; live: boolean }[]>`
-    SELECT k.project_id, ${liveSessionSql(sid, sub, Prisma.sql`k.project_id`)} AS live
+  const [row] = await deps.prisma.$queryRaw<{ project_id: string; kind: KeyKind; live: boolean }[]>`
+    SELECT k.project_id, k.kind::text AS kind, ${liveSessionSql(sid, sub, Prisma.sql`k.project_id`)} AS live
     FROM api_keys k WHERE k.key_hash = ${sha256Hex(creds.apiKey)} AND k.revoked_at IS NULL`;
   if (!row) throw new Unauthenticated("unknown or revoked API key");
   if (aud !== row.project_id) throw new Forbidden("this access token belongs to another project");
   if (!row.live) throw new Unauthenticated(ENDED);
-  return { projectId: row.project_id, user: { accountId: sub, sessionId: sid } };
+  return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress, user: { accountId: sub, sessionId: sid } };
 }
 
 /** Userinfo takes the token alone, like any OIDC userinfo endpoint. */
-export async function authenticateToken(deps: Deps, bearer: string | null): Promise<UserActor> {
+export async function authenticateToken(deps: Deps, bearer: string | null, clientAddress: string): Promise<UserActor> {
   if (!bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
   const { sub, aud, sid } = await deps.keys.verifyAccessToken(bearer);
   await assertLiveSession(deps.prisma, aud, sid, sub);
-  return { projectId: aud, user: { accountId: sub, sessionId: sid } };
+  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid } };
 }
 
 export function isAdmin(deps: Deps, token: string | null | undefined): boolean {

@@ -1,30 +1,38 @@
 // Projects and their API keys. A key is shown once; only its SHA-256 is stored (keys are 32
 // random bytes, so a fast hash is as safe as a slow one and keeps lookups to one index probe).
+// Two kinds, like every hosted auth service: a publishable key (lg_pk_…) that front-end apps
+// ship and anyone may read, and a secret key (lg_sk_…) that administers the project.
 import type { Db } from "../db/client.ts";
 import { randomToken, sha256Hex } from "../crypto.ts";
+import type { KeyKind } from "../deps.ts";
 import { NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 
-export function newApiKey(): string {
-  return `lg_${randomToken(32)}`;
+const PREFIX: Record<KeyKind, string> = { secret: "lg_sk_", publishable: "lg_pk_" };
+
+export function newApiKey(kind: KeyKind): string {
+  return `${PREFIX[kind]}${randomToken(32)}`;
 }
 
-async function storeKey(db: Db, projectId: string, key: string) {
-  return db.apiKey.create({ data: { id: newId("key"), projectId, keyHash: sha256Hex(key), prefix: key.slice(0, 10) } });
+async function storeKey(db: Db, projectId: string, key: string, kind: KeyKind) {
+  return db.apiKey.create({ data: { id: newId("key"), projectId, keyHash: sha256Hex(key), prefix: key.slice(0, 10), kind } });
 }
 
-export async function createProject(db: Db, name: string) {
+export type NewProject = { project: { id: string; name: string; createdAt: Date }; secretKey: string; secretKeyId: string; publishableKey: string; publishableKeyId: string };
+
+export async function createProject(db: Db, name: string): Promise<NewProject> {
   const project = await db.project.create({ data: { id: newId("prj"), name } });
-  const apiKey = newApiKey();
-  const row = await storeKey(db, project.id, apiKey);
-  return { project, apiKey, apiKeyId: row.id };
+  const secretKey = newApiKey("secret");
+  const publishableKey = newApiKey("publishable");
+  const [secret, publishable] = [await storeKey(db, project.id, secretKey, "secret"), await storeKey(db, project.id, publishableKey, "publishable")];
+  return { project, secretKey, secretKeyId: secret.id, publishableKey, publishableKeyId: publishable.id };
 }
 
-export async function createApiKey(db: Db, projectId: string) {
+export async function createApiKey(db: Db, projectId: string, kind: KeyKind) {
   if (!(await db.project.count({ where: { id: projectId } }))) throw new NotFound("no such project");
-  const apiKey = newApiKey();
-  const row = await storeKey(db, projectId, apiKey);
-  return { apiKey, apiKeyId: row.id, projectId };
+  const apiKey = newApiKey(kind);
+  const row = await storeKey(db, projectId, apiKey, kind);
+  return { apiKey, apiKeyId: row.id, projectId, kind };
 }
 
 export async function revokeApiKey(db: Db, id: string) {
@@ -32,24 +40,33 @@ export async function revokeApiKey(db: Db, id: string) {
   if (!count) throw new NotFound("no such API key");
 }
 
-export async function projectIdForKey(db: Db, key: string): Promise<string | null> {
-  const row = await db.apiKey.findUnique({ where: { keyHash: sha256Hex(key) }, select: { projectId: true, revokedAt: true } });
-  return row && !row.revokedAt ? row.projectId : null;
+async function keyExists(db: Db, key: string): Promise<boolean> {
+  return (await db.apiKey.count({ where: { keyHash: sha256Hex(key), revokedAt: null } })) > 0;
 }
 
+export type BootstrapKeys = { secret?: string; publishable?: string };
+
 /**
- * LINKGATE_BOOTSTRAP_API_KEY makes sure a project named `default` holds that key (idempotent);
- * without it, a first start on an empty database creates a project and returns its key once.
+ * LINKGATE_BOOTSTRAP_API_KEY / LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY make sure a project named
+ * `default` holds those keys (idempotent); without either, a first start on an empty database
+ * creates a project and returns both its keys once.
  */
-export async function bootstrapProject(db: Db, bootstrapKey: string | undefined): Promise<{ apiKey: string; projectId: string } | null> {
-  if (bootstrapKey) {
-    if (await projectIdForKey(db, bootstrapKey)) return null;
-    const existing = await db.project.findFirst({ where: { name: "default" }, orderBy: { createdAt: "asc" } });
-    const project = existing ?? (await db.project.create({ data: { id: newId("prj"), name: "default" } }));
-    await storeKey(db, project.id, bootstrapKey);
+export async function bootstrapProject(db: Db, keys: BootstrapKeys): Promise<NewProject | null> {
+  const wanted = (
+    [
+      ["secret", keys.secret],
+      ["publishable", keys.publishable],
+    ] as const
+  ).filter((k): k is readonly [KeyKind, string] => !!k[1]);
+  if (wanted.length) {
+    for (const [kind, key] of wanted) {
+      if (await keyExists(db, key)) continue;
+      const existing = await db.project.findFirst({ where: { name: "default" }, orderBy: { createdAt: "asc" } });
+      const project = existing ?? (await db.project.create({ data: { id: newId("prj"), name: "default" } }));
+      await storeKey(db, project.id, key, kind);
+    }
     return null;
   }
   if (await db.project.count()) return null;
-  const { project, apiKey } = await createProject(db, "default");
-  return { apiKey, projectId: project.id };
+  return createProject(db, "default");
 }

@@ -14,7 +14,7 @@ import type { GraphQLContext } from "./context.ts";
 export const builder = new SchemaBuilder<{
   Context: GraphQLContext;
   PrismaTypes: PrismaTypes;
-  AuthScopes: { project: boolean; user: boolean; admin: boolean };
+  AuthScopes: { project: boolean; secret: boolean; user: boolean; admin: boolean };
   Scalars: {
     DateTime: { Input: Date; Output: Date | string };
     EmailAddress: { Input: string; Output: string };
@@ -31,6 +31,7 @@ export const builder = new SchemaBuilder<{
     // UNAUTHENTICATED or FORBIDDEN rather than a generic refusal.
     authScopes: (ctx) => ({
       project: async () => !!(await ctx.project()),
+      secret: async () => !!(await ctx.secret()),
       user: async () => !!(await ctx.user()),
       admin: ctx.admin,
     }),

@@ -3,18 +3,26 @@
 // Built with yoga's own helper so the error is an instance of the GraphQLError class yoga
 // checks when deciding what to mask, whichever copy of graphql the caller loaded.
 import { createGraphQLError } from "graphql-yoga";
-import { authenticateProject, authenticateUser, bearerToken, isAdmin } from "../auth/authenticate.ts";
+import { authenticateProject, authenticateUser, bearerToken, isAdmin, requireSecretKey } from "../auth/authenticate.ts";
 import type { Actor, Deps, UserActor } from "../deps.ts";
-import { Forbidden, Unauthenticated } from "../errors.ts";
+import { Forbidden, SecretKeyRequired, Unauthenticated } from "../errors.ts";
 
 export type GraphQLContext = {
   deps: Deps;
   project(): Promise<Actor>;
+  /** the project, called with its secret key (webhooks, deliveries, events) */
+  secret(): Promise<Actor>;
   user(): Promise<UserActor>;
   admin: boolean;
 };
 
+/** What the HTTP layer hands yoga besides the request. */
+export type ServerContext = { clientAddress: string };
+
 export function credentialError(err: unknown): unknown {
+  if (err instanceof SecretKeyRequired) {
+    return createGraphQLError(err.message, { extensions: { code: "FORBIDDEN", error: "SecretKeyRequired" } });
+  }
   if (err instanceof Forbidden) return createGraphQLError(err.message, { extensions: { code: "FORBIDDEN" } });
   if (err instanceof Unauthenticated) return createGraphQLError(err.message, { extensions: { code: "UNAUTHENTICATED" } });
   return err;
@@ -25,13 +33,16 @@ function once<T>(fn: () => Promise<T>): () => Promise<T> {
   return () => (p ??= fn().catch((err) => Promise.reject(credentialError(err))));
 }
 
-export function createContext(deps: Deps, request: Request): GraphQLContext {
+export function createContext(deps: Deps, request: Request, server: ServerContext): GraphQLContext {
   const apiKey = request.headers.get("x-api-key");
   const bearer = bearerToken(request.headers.get("authorization"));
+  const { clientAddress } = server;
+  const project = once(() => authenticateProject(deps, { apiKey, clientAddress }));
   return {
     deps,
-    project: once(() => authenticateProject(deps, apiKey)),
-    user: once(() => authenticateUser(deps, { apiKey, bearer })),
+    project,
+    secret: once(async () => requireSecretKey(await project())),
+    user: once(() => authenticateUser(deps, { apiKey, bearer, clientAddress })),
     admin: isAdmin(deps, request.headers.get("x-admin-token")),
   };
 }

@@ -1,23 +1,30 @@
 // graphql-yoga over the Pothos schema. Domain errors are typed results; credential errors are
-// GraphQLErrors with a code; anything else is masked (logged, never shown).
+// GraphQLErrors with a code; anything else is masked (logged, never shown). Every operation
+// passes the input guard and the cost limits before it runs.
 import { createYoga } from "graphql-yoga";
 import type { Deps } from "../deps.ts";
-import { createContext } from "./context.ts";
+import { createContext, type ServerContext } from "./context.ts";
+import { graphiqlOptions } from "./graphiql.ts";
+import { inputGuardPlugin } from "./input-guard.ts";
+import { limitPlugins } from "./limits.ts";
+import { maskError } from "./mask.ts";
 import { schema } from "./schema/index.ts";
 
 export function createGraphQL(deps: Deps) {
-  return createYoga({
+  const graphiql = graphiqlOptions(deps.config);
+  return createYoga<ServerContext>({
     schema,
     graphqlEndpoint: "/graphql",
-    context: ({ request }) => createContext(deps, request),
-    graphiql: { title: "linkgate", headers: JSON.stringify({ "X-API-Key": "<your project API key>" }) },
+    context: ({ request, clientAddress }) => createContext(deps, request, { clientAddress }),
+    graphiql: graphiql.graphiql,
     landingPage: false,
+    plugins: [...limitPlugins(deps.config.graphqlLimits), inputGuardPlugin(), ...graphiql.plugins],
     logging: {
       debug: (...args) => deps.logger.debug({ args }, "graphql"),
       info: (...args) => deps.logger.info({ args }, "graphql"),
       warn: (...args) => deps.logger.warn({ args }, "graphql"),
       error: (...args) => deps.logger.error({ args }, "graphql"),
     },
-    maskedErrors: true,
+    maskedErrors: { maskError },
   });
 }

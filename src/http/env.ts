@@ -1,4 +1,4 @@
 import type { Deps } from "../deps.ts";
 import type { Logger } from "../log.ts";
 
-export type AppEnv = { Variables: { deps: Deps; log: Logger; requestId: string } };
+export type AppEnv = { Variables: { deps: Deps; log: Logger; requestId: string; clientAddress: string } };

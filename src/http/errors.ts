@@ -1,7 +1,7 @@
 // The one table from error codes to HTTP statuses (CONTRACT section 3). Anything that is not
 // a DomainError is unexpected: logged with the request id and answered with a masked 500.
 import type { Context } from "hono";
-import { DomainError, RateLimited } from "../errors.ts";
+import { DomainError, RateLimited, ServiceUnavailable } from "../errors.ts";
 
 export const STATUS: Record<string, number> = {
   IdentifierRequired: 400,
@@ -12,6 +12,7 @@ export const STATUS: Record<string, number> = {
   InvalidEventType: 400,
   Unauthenticated: 401,
   Forbidden: 403,
+  SecretKeyRequired: 403,
   NotFound: 404,
   WebhookNotFound: 404,
   DeliveryNotFound: 404,
@@ -26,6 +27,7 @@ export const STATUS: Record<string, number> = {
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415,
   RateLimited: 429,
+  ServiceUnavailable: 503,
 };
 
 export function errorBody(error: string, message: string) {
@@ -35,7 +37,7 @@ export function errorBody(error: string, message: string) {
 export function errorResponse(c: Context, err: unknown): Response {
   if (err instanceof DomainError) {
     const headers: Record<string, string> = {};
-    if (err instanceof RateLimited) headers["Retry-After"] = String(err.retryAfterSeconds);
+    if (err instanceof RateLimited || err instanceof ServiceUnavailable) headers["Retry-After"] = String(err.retryAfterSeconds);
     if (err.code === "Unauthenticated") headers["WWW-Authenticate"] = 'Bearer realm="linkgate"';
     return c.json(errorBody(err.code, err.message), (STATUS[err.code] ?? 400) as 400, headers);
   }

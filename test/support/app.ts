@@ -17,7 +17,10 @@ export type Harness = {
   db: TestDatabase;
   mailbox: Mailbox;
   config: Config;
+  /** the project's secret key, sent by call() and gql() unless a test says otherwise */
   apiKey: string;
+  /** the project's publishable key, what a front-end app ships */
+  publishableKey: string;
   projectId: string;
   adminToken: string;
   call(method: string, path: string, init?: { body?: unknown; headers?: Record<string, string>; raw?: string }): Promise<{ status: number; body: any; headers: Headers }>;
@@ -35,11 +38,13 @@ export async function startHarness(
   const db = await openTestDatabase(backend);
   const mailbox = await startMailbox();
   const adminToken = randomBytes(24).toString("hex");
-  const apiKey = `lg_test_${randomBytes(24).toString("base64url")}`;
+  const apiKey = `lg_sk_test_${randomBytes(24).toString("base64url")}`;
+  const publishableKey = `lg_pk_test_${randomBytes(24).toString("base64url")}`;
   const config = loadConfig({
     LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-test-")),
     LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"),
     LINKGATE_BOOTSTRAP_API_KEY: apiKey,
+    LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: publishableKey,
     LINKGATE_ADMIN_TOKEN: adminToken,
     SMTP_URL: mailbox.smtpUrl,
     SMS_WEBHOOK_URL: mailbox.smsUrl,
@@ -93,6 +98,7 @@ export async function startHarness(
     mailbox,
     config,
     apiKey,
+    publishableKey,
     projectId: project.id,
     adminToken,
     call,

@@ -1,8 +1,10 @@
-import { createApiKey, createProject, revokeApiKey } from "../../auth/projects.ts";
+import { createApiKey, createProject, revokeApiKey, type NewProject } from "../../auth/projects.ts";
+import type { KeyKind } from "../../deps.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
 
 const Project = builder.prismaObject("Project", {
+  description: "A tenant: its users, webhooks and keys are invisible to every other project.",
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name"),
@@ -10,24 +12,39 @@ const Project = builder.prismaObject("Project", {
   }),
 });
 
-const NewApiKey = builder.objectRef<{ apiKey: string; apiKeyId: string; projectId: string }>("NewApiKey").implement({
+const ApiKeyKind = builder.enumType("ApiKeyKind", {
+  description: "What a project API key may do.",
+  values: {
+    SECRET: { value: "secret", description: "lg_sk_…: everything, including webhooks, deliveries and events; keep it on servers" },
+    PUBLISHABLE: {
+      value: "publishable",
+      description: "lg_pk_…: only what a signing-in or signed-in user does; safe to ship in web and mobile apps",
+    },
+  },
+});
+
+const NewApiKey = builder.objectRef<{ apiKey: string; apiKeyId: string; projectId: string; kind: KeyKind }>("NewApiKey").implement({
   description: "An API key, shown this once; only its hash is stored.",
   fields: (t) => ({
     apiKey: t.exposeString("apiKey"),
     apiKeyId: t.exposeID("apiKeyId"),
     projectId: t.exposeID("projectId"),
+    kind: t.expose("kind", { type: ApiKeyKind }),
   }),
 });
 
-const CreateProjectPayload = builder
-  .objectRef<{ project: { id: string; name: string; createdAt: Date }; apiKey: string; apiKeyId: string }>("CreateProjectPayload")
-  .implement({
-    fields: (t) => ({
-      project: t.field({ type: Project, resolve: (p) => p.project as never }),
-      apiKey: t.exposeString("apiKey"),
-      apiKeyId: t.exposeID("apiKeyId"),
-    }),
-  });
+const CreateProjectPayload = builder.objectRef<NewProject>("CreateProjectPayload").implement({
+  description: "A new project with one key of each kind, shown this once.",
+  fields: (t) => ({
+    project: t.field({ type: Project, resolve: (p) => p.project as never }),
+    secretKey: t.exposeString("secretKey", { description: "lg_sk_…, for servers and the dashboard" }),
+    secretKeyId: t.exposeID("secretKeyId"),
+    publishableKey: t.exposeString("publishableKey", { description: "lg_pk_…, for front-end apps" }),
+    publishableKeyId: t.exposeID("publishableKeyId"),
+    apiKey: t.exposeString("secretKey", { deprecationReason: "use secretKey" }),
+    apiKeyId: t.exposeID("secretKeyId", { deprecationReason: "use secretKeyId" }),
+  }),
+});
 
 builder.mutationFields((t) => ({
   createProject: t.field({
@@ -43,9 +60,12 @@ builder.mutationFields((t) => ({
   createApiKey: t.field({
     type: NewApiKey,
     authScopes: { admin: true },
-    args: { projectId: t.arg.id({ required: true }) },
+    args: {
+      projectId: t.arg.id({ required: true }),
+      kind: t.arg({ type: ApiKeyKind, required: true, defaultValue: "secret" }),
+    },
     errors: { types: [E.NotFound] },
-    resolve: (_, { projectId }, ctx) => createApiKey(ctx.deps.prisma, String(projectId)),
+    resolve: (_, { projectId, kind }, ctx) => createApiKey(ctx.deps.prisma, String(projectId), kind),
   }),
   revokeApiKey: t.boolean({
     authScopes: { admin: true },

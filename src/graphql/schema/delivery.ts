@@ -99,33 +99,33 @@ const ReplayPayload = builder.objectRef<{ count: number }>("ReplayFailedDeliveri
 builder.queryFields((t) => ({
   events: t.field({
     type: EventPage,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     description: "the project's events in commit order after a cursor, so a receiver that was down can catch up",
     args: { after: t.arg.string(), first: t.arg.int() },
-    resolve: async (_, args, ctx) => pullEvents(ctx.deps.db, (await ctx.project()).projectId, { after: args.after, limit: args.first ?? 100 }),
+    resolve: async (_, args, ctx) => pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after: args.after, limit: args.first ?? 100 }),
   }),
 }));
 
 builder.mutationFields((t) => ({
   redeliverWebhookDelivery: t.prismaField({
     type: Delivery,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     args: { deliveryId: t.arg.id({ required: true }) },
     errors: { types: [E.DeliveryNotFound] },
     resolve: async (query, _, args, ctx) => {
-      const { projectId } = await ctx.project();
+      const { projectId } = await ctx.secret();
       const d = await redeliver(ctx.deps.db, projectId, String(args.deliveryId));
       return ctx.deps.prisma.delivery.findFirstOrThrow({ ...query, where: { id: d.id, projectId } });
     },
   }),
   replayFailedWebhookDeliveries: t.field({
     type: ReplayPayload,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     description: "redelivers every failed delivery of this webhook whose event happened at or after `since`",
     args: { webhookId: t.arg.id({ required: true }), since: t.arg({ type: "DateTime", required: true }) },
     errors: { types: [E.WebhookNotFound] },
     resolve: async (_, args, ctx) => ({
-      count: await replayFailed(ctx.deps.db, (await ctx.project()).projectId, String(args.webhookId), args.since),
+      count: await replayFailed(ctx.deps.db, (await ctx.secret()).projectId, String(args.webhookId), args.since),
     }),
   }),
 }));

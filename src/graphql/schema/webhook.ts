@@ -75,19 +75,19 @@ const TestEventPayload = builder.objectRef<{ eventId: string; webhookId: string;
 builder.queryFields((t) => ({
   webhooks: t.prismaField({
     type: [Webhook],
-    authScopes: { project: true },
+    authScopes: { secret: true },
     resolve: async (query, _, __, ctx) => {
-      const { projectId } = await ctx.project();
+      const { projectId } = await ctx.secret();
       return ctx.deps.prisma.webhook.findMany({ ...query, where: { projectId }, orderBy: { createdAt: "asc" } });
     },
   }),
   webhook: t.prismaField({
     type: Webhook,
     nullable: true,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     args: { id: t.arg.id({ required: true }) },
     resolve: async (query, _, { id }, ctx) => {
-      const { projectId } = await ctx.project();
+      const { projectId } = await ctx.secret();
       return ctx.deps.prisma.webhook.findFirst({ ...query, where: { id: String(id), projectId } });
     },
   }),
@@ -99,39 +99,39 @@ const configErrors = [E.InvalidWebhookUrl, E.InvalidEventType, E.InvalidRequest]
 builder.mutationFields((t) => ({
   createWebhook: t.field({
     type: CreateWebhookPayload,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     args: { input: t.arg({ type: WebhookInput, required: true }) },
     errors: { types: configErrors },
-    resolve: async (_, { input }, ctx) => createWebhook(ctx.deps, (await ctx.project()).projectId, input),
+    resolve: async (_, { input }, ctx) => createWebhook(ctx.deps, (await ctx.secret()).projectId, input),
   }),
   updateWebhook: t.field({
     type: UpdateWebhookPayload,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: WebhookInput, required: true }) },
     errors: { types: [E.WebhookNotFound, ...configErrors] },
     resolve: async (_, { id, input }, ctx) => ({
-      webhook: await updateWebhook(ctx.deps, (await ctx.project()).projectId, String(id), input),
+      webhook: await updateWebhook(ctx.deps, (await ctx.secret()).projectId, String(id), input),
     }),
   }),
   deleteWebhook: t.field({
     type: DeleteWebhookPayload,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     args: { id: t.arg.id({ required: true }) },
     errors: { types: [E.WebhookNotFound] },
-    resolve: async (_, { id }, ctx) => deleteWebhook(ctx.deps, (await ctx.project()).projectId, String(id)),
+    resolve: async (_, { id }, ctx) => deleteWebhook(ctx.deps, (await ctx.secret()).projectId, String(id)),
   }),
   rotateWebhookSecret: t.field({
     type: RotateSecretPayload,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     args: { webhookId: t.arg.id({ required: true }) },
     errors: { types: [E.WebhookNotFound, E.InvalidRequest] },
-    resolve: async (_, { webhookId }, ctx) => rotateWebhookSecret(ctx.deps, (await ctx.project()).projectId, String(webhookId)),
+    resolve: async (_, { webhookId }, ctx) => rotateWebhookSecret(ctx.deps, (await ctx.secret()).projectId, String(webhookId)),
   }),
   sendTestWebhook: t.field({
     type: TestEventPayload,
-    authScopes: { project: true },
+    authScopes: { secret: true },
     args: { webhookId: t.arg.id({ required: true }), eventType: t.arg.string({ required: true }) },
     errors: { types: [E.WebhookNotFound, E.InvalidEventType] },
-    resolve: async (_, args, ctx) => sendTestWebhook(ctx.deps, (await ctx.project()).projectId, String(args.webhookId), args.eventType),
+    resolve: async (_, args, ctx) => sendTestWebhook(ctx.deps, (await ctx.secret()).projectId, String(args.webhookId), args.eventType),
   }),
 }));

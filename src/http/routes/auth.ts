@@ -9,7 +9,7 @@ export function authRoutes() {
 
   r.post("/auth/otp/start", async (c) => {
     const deps = c.get("deps");
-    const actor = await authenticateProject(deps, c.req.header("x-api-key"));
+    const actor = await authenticateProject(deps, { apiKey: c.req.header("x-api-key"), clientAddress: c.get("clientAddress") });
     const body = await jsonBody(c, ["email", "phone"]);
     const { stateId } = await startSignIn(deps, actor, body);
     return c.json({ state_id: stateId });
@@ -17,14 +17,14 @@ export function authRoutes() {
 
   r.post("/auth/otp/verify", async (c) => {
     const deps = c.get("deps");
-    const actor = await authenticateProject(deps, c.req.header("x-api-key"));
+    const actor = await authenticateProject(deps, { apiKey: c.req.header("x-api-key"), clientAddress: c.get("clientAddress") });
     const body = await jsonBody(c, ["state_id", "otp"]);
     return c.json(await completeSignIn(deps, actor, { stateId: str(body, "state_id") ?? "", otp: str(body, "otp") ?? "" }));
   });
 
   const info = async (c: import("hono").Context<AppEnv>) => {
     const deps = c.get("deps");
-    const actor = await authenticateToken(deps, bearerToken(c.req.header("authorization")));
+    const actor = await authenticateToken(deps, bearerToken(c.req.header("authorization")), c.get("clientAddress"));
     return c.json(await userinfo(deps, actor.projectId, actor.user.accountId));
   };
   r.get("/oauth/userinfo", info);

@@ -5,7 +5,9 @@ import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
 
 function user(c: Context<AppEnv>) {
-  return authenticateUser(c.get("deps"), { apiKey: c.req.header("x-api-key"), bearer: bearerToken(c.req.header("authorization")) });
+  return authenticateUser(c.get("deps"), { apiKey: c.req.header("x-api-key"), bearer: bearerToken(c.req.header("authorization")),
+    clientAddress: c.get("clientAddress"),
+  });
 }
 
 export function linkRoutes() {

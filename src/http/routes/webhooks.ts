@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { authenticateProject, bearerToken } from "../../auth/authenticate.ts";
+import { authenticateProject, bearerToken, requireSecretKey } from "../../auth/authenticate.ts";
 import { rotateWebhookSecret } from "../../webhooks/service.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
@@ -9,7 +9,8 @@ export function webhookRoutes() {
   // Legacy clients send the project API key as a bearer token on this route.
   r.post("/api/v1/webhooks/rotate-secret", async (c) => {
     const deps = c.get("deps");
-    const { projectId } = await authenticateProject(deps, bearerToken(c.req.header("authorization")));
+    const actor = await authenticateProject(deps, { apiKey: bearerToken(c.req.header("authorization")), clientAddress: c.get("clientAddress") });
+    const { projectId } = requireSecretKey(actor);
     const body = await jsonBody(c, ["webhook_id"]);
     const rotated = await rotateWebhookSecret(deps, projectId, str(body, "webhook_id"));
     return c.json({
