@@ -19,6 +19,7 @@ import { clientAddressResolver } from "./http/client-address.ts";
 import { errorBody, errorResponse } from "./http/errors.ts";
 import { authRoutes } from "./http/routes/auth.ts";
 import { dashboardRoutes } from "./http/routes/dashboard.ts";
+import { graphiqlRoutes } from "./http/routes/graphiql.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { linkRoutes } from "./http/routes/link.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
@@ -101,6 +102,7 @@ function routes(deps: Deps, expectedMigrations: number) {
   app.route("/", linkRoutes());
   app.route("/", webhookRoutes());
   app.route("/", dashboardRoutes());
+  app.route("/", graphiqlRoutes(deps.config));
   app.use(
     "/graphql",
     bodyLimit({ maxSize: BODY_LIMIT, onError: (c) => c.json(errorBody("PayloadTooLarge", `the body is larger than ${BODY_LIMIT} bytes`), 413) }),
