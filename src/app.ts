@@ -8,7 +8,7 @@ import type { Config } from "./config.ts";
 import { deriveKey } from "./crypto.ts";
 import { openDatabase, type Database } from "./db/client.ts";
 import { applyMigrations, readMigrations } from "./db/migrations.ts";
-import { defaultLimits, type Deps, type Limits } from "./deps.ts";
+import { limitsFrom, type Deps, type Limits } from "./deps.ts";
 import { resolveMasterKey } from "./auth/master-key.ts";
 import { bootstrapProject } from "./auth/projects.ts";
 import { openKeyStore } from "./auth/tokens.ts";
@@ -59,7 +59,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     keys: await openKeyStore(db.prisma, master, issuer),
     messenger: opts.messenger ?? createMessenger({ ...config, logger }),
     logger,
-    limits: { ...defaultLimits, ...opts.limits },
+    limits: { ...limitsFrom(config.abuse), ...opts.limits },
   };
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
   const app = routes(deps, expectedMigrations);

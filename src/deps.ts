@@ -1,25 +1,44 @@
 // What every service call needs, built once by buildApp and passed explicitly.
-import type { Config } from "./config.ts";
+import type { AbuseLimits, Config } from "./config.ts";
 import type { Database } from "./db/client.ts";
 import type { MasterKey } from "./crypto.ts";
 import type { KeyStore } from "./auth/tokens.ts";
 import type { Messenger } from "./messaging/transport.ts";
 import type { Logger } from "./log.ts";
 
+export type Limit = { max: number; windowSeconds: number };
+
+/**
+ * Abuse limits (CONTRACT section 3). Every counter that a stranger can move is keyed by the
+ * client address too, so nobody can use up another person's budget: only sends per address,
+ * per account (link requests, the user's own) and per project (the toll-fraud ceiling) are
+ * shared more widely.
+ */
 export type Limits = {
-  /** OTP sends per identifier */
-  sendsPerIdentifier: { max: number; windowSeconds: number };
-  /** OTP sends (link requests) per account */
-  sendsPerAccount: { max: number; windowSeconds: number };
-  /** wrong codes per identifier or per account, across states */
-  failuresPerSubject: { max: number; windowSeconds: number };
+  /** code sends per identifier and client address */
+  sendsPerIdentifier: Limit;
+  /** code sends per client address, any identifier */
+  sendsPerAddress: Limit;
+  /** code sends (link requests) per signed-in account */
+  sendsPerAccount: Limit;
+  /** texts per project: the ceiling that bounds what SMS pumping can cost */
+  smsPerProject: Limit;
+  /** e-mails per project */
+  emailsPerProject: Limit;
+  /** wrong codes per account (link verifies), and per identifier and client address */
+  failuresPerSubject: Limit;
 };
 
-export const defaultLimits: Limits = {
-  sendsPerIdentifier: { max: 5, windowSeconds: 600 },
-  sendsPerAccount: { max: 20, windowSeconds: 3600 },
-  failuresPerSubject: { max: 15, windowSeconds: 3600 },
-};
+export function limitsFrom(abuse: AbuseLimits): Limits {
+  return {
+    sendsPerIdentifier: { max: abuse.sendsPerIdentifierAddress, windowSeconds: 600 },
+    sendsPerAddress: { max: abuse.sendsPerAddressHourly, windowSeconds: 3600 },
+    sendsPerAccount: { max: 20, windowSeconds: 3600 },
+    smsPerProject: { max: abuse.smsPerProjectHourly, windowSeconds: 3600 },
+    emailsPerProject: { max: abuse.emailsPerProjectHourly, windowSeconds: 3600 },
+    failuresPerSubject: { max: abuse.wrongCodesPerIdentifierAddress, windowSeconds: 3600 },
+  };
+}
 
 export type Deps = {
   config: Config;

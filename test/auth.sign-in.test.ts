@@ -1,4 +1,4 @@
-import { createLocalJWKSet, jwtVerify } from "jose";
+import { createLocalJWKSet, decodeJwt, jwtVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -47,14 +47,26 @@ describe.each(backends)("sign-in on %s", (backend) => {
     expect(post.body).toEqual(info.body);
   });
 
-  it("a code is single use", async () => {
+  it("a code signs in once: a retry returns the same session, and nothing once that session ended", async () => {
     const start = await h.call("POST", "/auth/otp/start", { body: { email: "once@example.com" } });
     const otp = await h.mailbox.otp("once@example.com");
     const body = { state_id: start.body.state_id, otp };
-    expect((await h.call("POST", "/auth/otp/verify", { body })).status).toBe(200);
+    const first = await h.call("POST", "/auth/otp/verify", { body });
+    expect(first.status).toBe(200);
     const again = await h.call("POST", "/auth/otp/verify", { body });
-    expect(again.status).toBe(400);
-    expect(again.body.error).toBe("OTPInvalid");
+    expect(again.status).toBe(200);
+    expect(again.body.account_id).toBe(first.body.account_id);
+    const sid = (t: string) => decodeJwt(t).sid;
+    expect(sid(again.body.access_token)).toBe(sid(first.body.access_token));
+    expect(await h.db.prisma.session.count({ where: { accountId: first.body.account_id } })).toBe(1);
+    const events = await h.db.prisma.outboxEvent.count({ where: { eventType: "user.authentication.success", body: { contains: first.body.account_id } } });
+    expect(events).toBe(1);
+
+    const out = await h.gql(`mutation { signOut }`, {}, { authorization: `Bearer ${first.body.access_token}` });
+    expect(out.body.data.signOut).toBe(true);
+    const afterSignOut = await h.call("POST", "/auth/otp/verify", { body });
+    expect(afterSignOut.status).toBe(401);
+    expect(afterSignOut.body.error).toBe("Unauthenticated");
   });
 
   it("five wrong codes kill the state, even for the right code afterwards", async () => {

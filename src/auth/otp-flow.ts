@@ -1,20 +1,55 @@
 // The OTP steps shared by sign-in and linking: rate-limited sending, and verification with
-// per-subject failure limits and a security event when a state dies of wrong tries.
+// per-subject failure limits and a security event when a state dies or a ceiling trips.
+//
+// Who can move which counter decides how it is keyed (CONTRACT section 3): anyone can ask for
+// a code for anyone's e-mail, so sends and wrong codes per identifier are counted per client
+// address too. An attacker then exhausts only their own (identifier, address) budget and the
+// owner, at another address, still signs in. Per-address and per-project ceilings bound what
+// one client, and all clients together, can make the service send.
 import type { Deps } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../delivery/outbox.ts";
 import { OTPInvalid } from "../errors.ts";
 import type { Identifier } from "./identifiers.ts";
 import { checkOtp, createOtpState, type CheckedOtp, type OtpBinding } from "./otp.ts";
-import { assertUnder, consume, countFailure } from "./rate-limit.ts";
+import { assertNoneOver, assertUnder, countAll, countFailures, type Check, type Counter } from "./rate-limit.ts";
 
-const identifierKey = (projectId: string, i: Identifier) => `${projectId}:${i.kind}:${i.value}`;
-const failKey = (projectId: string, i: Identifier) => `fail:id:${identifierKey(projectId, i)}`;
+const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${address}`;
 
-export async function sendOtp(deps: Deps, binding: OtpBinding, identifier: Identifier, subject: string): Promise<{ stateId: string }> {
-  const checks = [{ key: `send:id:${identifierKey(binding.projectId, identifier)}`, limit: deps.limits.sendsPerIdentifier }];
-  if (binding.accountId) checks.push({ key: `send:acc:${binding.accountId}`, limit: deps.limits.sendsPerAccount });
-  await consume(deps.prisma, checks, [{ key: failKey(binding.projectId, identifier), limit: deps.limits.failuresPerSubject }]);
+const keys = {
+  sendIdentifier: (p: string, i: Identifier, a: string) => `send:ida:${identifierAtAddress(p, i, a)}`,
+  sendAddress: (p: string, a: string) => `send:addr:${p}:${a}`,
+  sendAccount: (accountId: string) => `send:acc:${accountId}`,
+  sendProject: (p: string, kind: Identifier["kind"]) => `send:prj:${p}:${kind}`,
+  failIdentifier: (p: string, i: Identifier, a: string) => `fail:ida:${identifierAtAddress(p, i, a)}`,
+  failAccount: (accountId: string) => `fail:acc:${accountId}`,
+};
+
+/** Ceilings whose first refusal in a window is worth telling the project about. */
+const ALARMS: Array<[prefix: string, reason: string]> = [
+  ["send:addr:", "send_ceiling_per_address"],
+  ["send:prj:", "send_ceiling_per_project"],
+];
+
+export async function sendOtp(
+  deps: Deps,
+  binding: OtpBinding,
+  identifier: Identifier,
+  subject: string,
+  clientAddress: string,
+): Promise<{ stateId: string }> {
+  const { projectId } = binding;
+  const l = deps.limits;
+  const count: Check[] = [
+    { key: keys.sendIdentifier(projectId, identifier, clientAddress), limit: l.sendsPerIdentifier },
+    { key: keys.sendAddress(projectId, clientAddress), limit: l.sendsPerAddress },
+  ];
+  if (binding.accountId) count.push({ key: keys.sendAccount(binding.accountId), limit: l.sendsPerAccount });
+  const ceilings = [{ key: keys.sendProject(projectId, identifier.kind), limit: identifier.kind === "phone" ? l.smsPerProject : l.emailsPerProject }];
+  const peek = [{ key: keys.failIdentifier(projectId, identifier, clientAddress), limit: l.failuresPerSubject }];
+  const counters = await countAll(deps.prisma, { count, ceilings, peek });
+  await raiseAlarms(deps, projectId, counters, clientAddress, identifier.kind);
+  assertNoneOver(counters);
   const { stateId, code } = await createOtpState(deps.prisma, deps.otpKey, binding, identifier);
   await deps.messenger.send({
     to: identifier,
@@ -25,15 +60,37 @@ export async function sendOtp(deps: Deps, binding: OtpBinding, identifier: Ident
   return { stateId };
 }
 
-export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknown, otp: unknown): Promise<CheckedOtp> {
+/**
+ * One security event per tripped ceiling and window: `tripped` is true only for the request
+ * that took a counter just past its limit, and the counter's row lock makes that one request.
+ */
+async function raiseAlarms(deps: Deps, projectId: string, counters: Counter[], clientAddress: string, channel: Identifier["kind"]) {
+  const tripped = counters.flatMap((c) => {
+    const alarm = c.tripped ? ALARMS.find(([prefix]) => c.key.startsWith(prefix)) : undefined;
+    return alarm ? [{ reason: alarm[1], retryAfter: c.resetsIn }] : [];
+  });
+  if (!tripped.length) return;
+  await transaction(deps.prisma, async (tx) => {
+    for (const t of tripped) {
+      await enqueue(tx, {
+        projectId,
+        eventType: "security.suspicious_activity",
+        data: { reason: t.reason, channel, client_address: clientAddress, retry_after_seconds: t.retryAfter },
+      });
+    }
+  });
+  deps.logger.warn({ projectId, reasons: tripped.map((t) => t.reason), clientAddress }, "send ceiling reached");
+}
+
+export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknown, otp: unknown, clientAddress: string): Promise<CheckedOtp> {
   if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !otp) {
     throw new OTPInvalid("send the state_id and the six-digit code");
   }
-  if (binding.accountId) await assertUnder(deps.prisma, [{ key: `fail:acc:${binding.accountId}`, limit: deps.limits.failuresPerSubject }]);
+  if (binding.accountId) await assertUnder(deps.prisma, [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }]);
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, stateId, otp);
   } catch (err) {
-    if (err instanceof OTPInvalid) await onWrongCode(deps, binding, stateId, err as WrongCode);
+    if (err instanceof OTPInvalid) await onWrongCode(deps, binding, stateId, err as WrongCode, clientAddress);
     throw err;
   }
 }
@@ -41,10 +98,15 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
 type WrongCode = OTPInvalid & { exhausted?: boolean; identifier?: Identifier };
 
 // Wrong codes count against the account (checked before every verify) and against the
-// identifier (checked before every send), so opening many states buys no extra guesses.
-async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err: WrongCode) {
-  if (binding.accountId) await countFailure(deps.prisma, `fail:acc:${binding.accountId}`, deps.limits.failuresPerSubject);
-  if (err.identifier) await countFailure(deps.prisma, failKey(binding.projectId, err.identifier), deps.limits.failuresPerSubject);
+// identifier at this address (checked before every send), so opening many states buys no
+// extra guesses, and a stranger's guesses never block the owner.
+async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err: WrongCode, clientAddress: string) {
+  const failures: Check[] = [];
+  if (binding.accountId) failures.push({ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject });
+  if (err.identifier) {
+    failures.push({ key: keys.failIdentifier(binding.projectId, err.identifier, clientAddress), limit: deps.limits.failuresPerSubject });
+  }
+  await countFailures(deps.prisma, failures);
   if (!err.exhausted) return;
   await transaction(deps.prisma, (tx) =>
     enqueue(tx, {
@@ -54,6 +116,7 @@ async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err
         reason: "otp_attempts_exhausted",
         purpose: binding.purpose,
         state_id: stateId,
+        client_address: clientAddress,
         ...(binding.accountId ? { user_id: binding.accountId } : {}),
       },
     }),

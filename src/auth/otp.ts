@@ -47,20 +47,26 @@ export type CheckedOtp = { identifier: Identifier; /** set when this state alrea
  * Checks a code against a live state bound to `binding`. Wrong codes throw OTPInvalid with
  * `exhausted` telling whether this try killed the state. A correct code on a state that
  * already succeeded returns its stored result, so a retried verify gets the same answer.
+ *
+ * The comparison happens inside the statement that counts the try, under the state's row
+ * lock: a wrong code is counted before anyone can learn it was wrong, so parallel guesses
+ * cannot exceed OTP_MAX_TRIES, while a right code is never counted, so N parallel verifies of
+ * the right code (a client retrying) never use up the state or count as failures. Comparing
+ * in SQL is not constant-time, but what is compared are HMACs under a server key: timing can
+ * at most reveal a prefix of an HMAC, which says nothing about the code.
  */
 export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string): Promise<CheckedOtp> {
   if (!/^\d{6}$/.test(code)) throw new OTPInvalid("the code is six digits");
-  const rows = await db.$queryRaw<{ code_hash: string; attempts: number; kind: Identifier["kind"]; value: string }[]>`
-    UPDATE otp_states SET attempts = attempts + 1
+  const hash = codeHash(key, stateId, code);
+  const rows = await db.$queryRaw<{ ok: boolean; attempts: number; kind: Identifier["kind"]; value: string }[]>`
+    UPDATE otp_states SET attempts = attempts + CASE WHEN code_hash = ${hash} THEN 0 ELSE 1 END
     WHERE id = ${stateId} AND project_id = ${binding.projectId} AND purpose = ${binding.purpose}::otp_purpose
       AND account_id IS NOT DISTINCT FROM ${binding.accountId}
       AND consumed_at IS NULL AND expires_at > now() AND attempts < ${OTP_MAX_TRIES}
-    RETURNING code_hash, attempts, kind::text AS kind, value`;
+    RETURNING code_hash = ${hash} AS ok, attempts, kind::text AS kind, value`;
   const live = rows[0];
+  if (live?.ok) return { identifier: { kind: live.kind, value: live.value }, result: null };
   if (live) {
-    if (safeEqual(live.code_hash, codeHash(key, stateId, code))) {
-      return { identifier: { kind: live.kind, value: live.value }, result: null };
-    }
     throw Object.assign(new OTPInvalid(), {
       exhausted: live.attempts >= OTP_MAX_TRIES,
       identifier: { kind: live.kind, value: live.value },
@@ -93,4 +99,14 @@ async function replayOfSuccess(db: Db, key: Buffer, binding: OtpBinding, stateId
 export async function consumeOtp(tx: Tx, stateId: string): Promise<boolean> {
   const { count } = await tx.otpState.updateMany({ where: { id: stateId, consumedAt: null }, data: { consumedAt: new Date() } });
   return count === 1;
+}
+
+/** What the winner of a state stored for its retries (read after consumeOtp said false). */
+export async function storedResult(tx: Tx, stateId: string): Promise<unknown | null> {
+  const done = await tx.otpState.findUnique({ where: { id: stateId }, select: { result: true } });
+  return done?.result ?? null;
+}
+
+export async function storeResult(tx: Tx, stateId: string, result: object): Promise<void> {
+  await tx.otpState.update({ where: { id: stateId }, data: { result } });
 }

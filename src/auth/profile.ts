@@ -3,7 +3,7 @@ import type { Deps, UserActor } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../delivery/outbox.ts";
 import { AccountMerged, InvalidRequest, Unauthenticated } from "../errors.ts";
-import { lockAccounts } from "../linking/sql.ts";
+import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, userEventData, userObject } from "./accounts.ts";
 
 export async function updateProfile(deps: Deps, actor: UserActor, input: { name: unknown }) {

@@ -6,12 +6,12 @@ import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../delivery/outbox.ts";
 import { OTPInvalid, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
-import { lockAccounts } from "../linking/sql.ts";
+import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
-import { consumeOtp } from "./otp.ts";
+import { consumeOtp, storedResult, storeResult } from "./otp.ts";
 import { sendOtp, verifyOtp } from "./otp-flow.ts";
-import { createSession, endSessions } from "./sessions.ts";
+import { assertLiveSession, createSession, endSessions } from "./sessions.ts";
 import { ACCESS_TOKEN_TTL_SECONDS } from "./tokens.ts";
 
 export type TokenResponse = {
@@ -24,14 +24,35 @@ export type TokenResponse = {
 
 export async function startSignIn(deps: Deps, actor: Actor, input: { email?: unknown; phone?: unknown }) {
   const identifier = parseIdentifier(input);
-  return sendOtp(deps, { projectId: actor.projectId, accountId: null, purpose: "sign_in" }, identifier, "Your sign-in code");
+  return sendOtp(deps, { projectId: actor.projectId, accountId: null, purpose: "sign_in" }, identifier, "Your sign-in code", actor.clientAddress);
 }
 
+type SignedIn = { account_id: string; session_id: string };
+
+/**
+ * A client that retries a verify (a timeout, a double tap, N parallel requests) with the right
+ * code gets the same sign-in: the same account and session, freshly signed tokens, while the
+ * state lives and the session has not ended. Only the first verify creates the session and
+ * emits the event.
+ */
 export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId: string; otp: string }): Promise<TokenResponse> {
   const binding = { projectId: actor.projectId, accountId: null, purpose: "sign_in" as const };
-  const { identifier } = await verifyOtp(deps, binding, input.stateId, input.otp);
-  const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
-    if (!(await consumeOtp(tx, input.stateId))) throw new OTPInvalid(); // sign-in codes are strictly single use
+  const checked = await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
+  const replayed = checked.result as SignedIn | null;
+  const { signedIn, created } = replayed ? { signedIn: replayed, created: false } : await signInOnce(deps, actor, input.stateId, checked.identifier);
+  // A retry must not revive a session that was signed out (or merged away) since.
+  if (!created) await assertLiveSession(deps.prisma, actor.projectId, signedIn.session_id, signedIn.account_id);
+  return issueTokens(deps, actor.projectId, signedIn.account_id, signedIn.session_id);
+}
+
+async function signInOnce(deps: Deps, actor: Actor, stateId: string, identifier: Identifier): Promise<{ signedIn: SignedIn; created: boolean }> {
+  return transaction(deps.prisma, async (tx) => {
+    // The state's row lock: of parallel verifies, one signs in and the rest read its result.
+    if (!(await consumeOtp(tx, stateId))) {
+      const done = (await storedResult(tx, stateId)) as SignedIn | null;
+      if (!done) throw new OTPInvalid();
+      return { signedIn: done, created: false };
+    }
     const accountId = await accountFor(tx, actor.projectId, identifier);
     await tx.account.update({ where: { id: accountId }, data: { lastLoginAt: new Date() } });
     const sessionId = await createSession(tx, actor.projectId, accountId);
@@ -40,9 +61,10 @@ export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId:
       eventType: "user.authentication.success",
       data: await userEventData(tx, actor.projectId, accountId, { method: "otp", identifier_type: identifier.kind }),
     });
-    return { accountId, sessionId };
+    const signedIn = { account_id: accountId, session_id: sessionId };
+    await storeResult(tx, stateId, signedIn);
+    return { signedIn, created: true };
   });
-  return issueTokens(deps, actor.projectId, accountId, sessionId);
 }
 
 /** The primary account this identifier signs into, creating an account for a new identifier. */

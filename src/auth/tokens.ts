@@ -9,6 +9,8 @@ import { newId } from "../ids.ts";
 
 const ALG = "ES256";
 export const ACCESS_TOKEN_TTL_SECONDS = 3600;
+/** how far another clock may be ahead of ours */
+const CLOCK_SKEW_SECONDS = 60;
 
 export type Claims = Record<string, unknown>;
 
@@ -45,7 +47,10 @@ export async function openKeyStore(db: Db, master: MasterKey, issuer: string): P
     },
     async verifyAccessToken(token) {
       try {
-        const { payload } = await jwtVerify(token, keySet, { issuer, algorithms: [ALG], typ: "JWT" });
+        // jose checks exp only when present and never looks at a future iat: a token without
+        // an expiry, or minted "in the future" by someone holding a key, must not pass.
+        const { payload } = await jwtVerify(token, keySet, { issuer, algorithms: [ALG], typ: "JWT", requiredClaims: ["exp", "iat"] });
+        if (payload.iat! > Math.floor(Date.now() / 1000) + CLOCK_SKEW_SECONDS) throw new Error("issued in the future");
         const aud = Array.isArray(payload.aud) ? payload.aud[0] : payload.aud;
         if (payload.token_use !== "access" || !payload.sub || !aud || typeof payload.sid !== "string") throw new Error("not an access token");
         return { sub: payload.sub, aud, sid: payload.sid };

@@ -19,12 +19,13 @@ import {
 } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { parseIdentifier, type Identifier } from "../auth/identifiers.ts";
-import { consumeOtp } from "../auth/otp.ts";
+import { consumeOtp, storedResult, storeResult } from "../auth/otp.ts";
 import { sendOtp, verifyOtp } from "../auth/otp-flow.ts";
 import { endSessions } from "../auth/sessions.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { notify, type Notice } from "./notices.ts";
-import { lockAccounts, markMerged, clearMerge, MergeConflict, type LockedAccount } from "./sql.ts";
+import { lockAccounts, type LockedAccount } from "../db/locks.ts";
+import { markMerged, clearMerge, MergeConflict } from "./sql.ts";
 
 export type LinkOutcome = "attached" | "merged";
 export type VerifyResult = { message: "Account linked successfully"; outcome: LinkOutcome };
@@ -63,24 +64,24 @@ export async function requestLink(deps: Deps, actor: UserActor, input: Identifie
   // decided at verify, after the code proved ownership, so this answer reveals nothing.
   if (own) throw new CannotLinkSelf();
   const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
-  return sendOtp(deps, binding, identifier, "Confirm the address you are adding");
+  return sendOtp(deps, binding, identifier, "Confirm the address you are adding", actor.clientAddress);
 }
 
 export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId: unknown; otp: unknown }): Promise<VerifyResult> {
   const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
-  const checked = await verifyOtp(deps, binding, input.stateId, input.otp);
+  const checked = await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
   if (checked.result) return checked.result as VerifyResult;
   const stateId = input.stateId as string;
   const { result, notices } = await transaction(deps.prisma, async (tx) => {
     // Consuming first: a concurrent verify of the same state waits on its row lock and then
     // returns the stored result instead of deciding twice.
     if (!(await consumeOtp(tx, stateId))) {
-      const done = await tx.otpState.findUnique({ where: { id: stateId }, select: { result: true } });
-      if (done?.result == null) throw new OTPInvalid();
-      return { result: done.result as unknown as VerifyResult, notices: [] as Notice[] };
+      const done = await storedResult(tx, stateId);
+      if (done == null) throw new OTPInvalid();
+      return { result: done as VerifyResult, notices: [] as Notice[] };
     }
     const decided = await decide(deps, tx, actor, checked.identifier);
-    await tx.otpState.update({ where: { id: stateId }, data: { result: decided.result } });
+    await storeResult(tx, stateId, decided.result);
     return decided;
   });
   await notify(deps, notices);

@@ -4,15 +4,6 @@
 // half-written merge.
 import type { Tx } from "../db/client.ts";
 
-export type LockedAccount = { id: string; project_id: string; merged_with_id: string | null; merge_role: "primary" | "secondary" | null };
-
-/** Row-locks accounts in id order, so two transactions locking the same pair cannot deadlock. */
-export async function lockAccounts(tx: Tx, ids: string[]): Promise<LockedAccount[]> {
-  return tx.$queryRaw<LockedAccount[]>`
-    SELECT id, project_id, merged_with_id, merge_role::text AS merge_role
-    FROM accounts WHERE id = ANY (${ids}::text[]) ORDER BY id FOR UPDATE`;
-}
-
 export class MergeConflict extends Error {
   readonly code = "40001"; // retried by transaction(): the state moved under us
 }

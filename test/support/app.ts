@@ -23,7 +23,8 @@ export type Harness = {
   publishableKey: string;
   projectId: string;
   adminToken: string;
-  call(method: string, path: string, init?: { body?: unknown; headers?: Record<string, string>; raw?: string }): Promise<{ status: number; body: any; headers: Headers }>;
+  /** `from` is the client's socket address, as @hono/node-server would pass it */
+  call(method: string, path: string, init?: { body?: unknown; headers?: Record<string, string>; raw?: string; from?: string }): Promise<{ status: number; body: any; headers: Headers }>;
   gql(query: string, variables?: Record<string, unknown>, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
   /** a typed operation from test/generated/operations.ts; throws on top-level errors */
   op<R, V>(doc: TypedDocumentNode<R, V>, variables: V, headers?: Record<string, string>): Promise<R>;
@@ -49,6 +50,12 @@ export async function startHarness(
     SMTP_URL: mailbox.smtpUrl,
     SMS_WEBHOOK_URL: mailbox.smsUrl,
     LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1",
+    // Requests through app.fetch have no socket and all count as one client address; the
+    // wide ceilings are lifted so suites that sign in many users test what they are about.
+    // test/security.abuse-limits.test.ts sets them.
+    LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY: "100000",
+    LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: "100000",
+    LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: "100000",
     ...opts.env,
   });
   const logger = opts.logger ?? createLogger(process.env.TEST_LOG_LEVEL ?? "silent");
@@ -62,7 +69,8 @@ export async function startHarness(
       body = JSON.stringify(init.body);
       headers["content-type"] ??= "application/json";
     }
-    const res = await app.fetch(new Request(`http://linkgate.test${p}`, { method, headers, body }));
+    const env = init.from ? { incoming: { socket: { remoteAddress: init.from } } } : undefined;
+    const res = await app.fetch(new Request(`http://linkgate.test${p}`, { method, headers, body }), env);
     const text = await res.text();
     let parsed: unknown = text;
     try {

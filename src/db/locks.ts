@@ -1,0 +1,12 @@
+// Account row locks, shared by sign-in and linking: both decide from an account's merge state,
+// and an account's identifiers and merge partner only change while its row is locked.
+import type { Tx } from "./client.ts";
+
+export type LockedAccount = { id: string; project_id: string; merged_with_id: string | null; merge_role: "primary" | "secondary" | null };
+
+/** Row-locks accounts in id order, so two transactions locking the same pair cannot deadlock. */
+export async function lockAccounts(tx: Tx, ids: string[]): Promise<LockedAccount[]> {
+  return tx.$queryRaw<LockedAccount[]>`
+    SELECT id, project_id, merged_with_id, merge_role::text AS merge_role
+    FROM accounts WHERE id = ANY (${ids}::text[]) ORDER BY id FOR UPDATE`;
+}
