@@ -23,11 +23,13 @@ function start(env: Record<string, string>) {
 }
 
 describe("the linkgate process", () => {
-  it("a first development start prints a project key once, serves, and drains on SIGTERM", async () => {
+  it("a first development start prints the project's two keys once, serves, and drains on SIGTERM", async () => {
     const p = start({ LINKGATE_WORKER: "1" });
     const port = await p.port();
     expect(port, p.output()).toBeGreaterThan(0);
-    expect(p.output()).toMatch(/API key \(shown only now\):\s+lg_/);
+    expect(p.output()).toMatch(/keys \(shown only now\)/);
+    expect(p.output()).toMatch(/publishable \(front-end apps, safe to ship\): lg_pk_[A-Za-z0-9_-]{40,}/);
+    expect(p.output()).toMatch(/secret \(servers and the dashboard, keep it secret\): lg_sk_[A-Za-z0-9_-]{40,}/);
     const ready = await fetch(`http://127.0.0.1:${port}/readyz`);
     expect(ready.status).toBe(200);
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
