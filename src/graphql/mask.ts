@@ -1,5 +1,28 @@
 // How unexpected errors leave GraphQL: masked, except faults the client should know about.
-// Placeholder: filled in by the robustness work.
-import { maskError as yogaMaskError } from "graphql-yoga";
+// A database that cannot be reached is not a bug to hide but a reason to retry: a top-level
+// SERVICE_UNAVAILABLE error, HTTP 503 with Retry-After, like the REST routes answer.
+import type { GraphQLError } from "graphql";
+import { createGraphQLError, maskError as yogaMaskError, type YogaServerOptions } from "graphql-yoga";
+import { isConnectionFailure } from "../db/faults.ts";
+import { ServiceUnavailable } from "../errors.ts";
 
-export const maskError = yogaMaskError;
+type MaskError = NonNullable<Exclude<YogaServerOptions<object, object>["maskedErrors"], boolean | undefined>["maskError"]>;
+
+export const maskError: MaskError = (error, message, isDev) =>
+  isConnectionFailure(error) ? serviceUnavailable(error) : yogaMaskError(error, message, isDev);
+
+// Keeps where the error happened (path, locations), as yoga's own masking does.
+function serviceUnavailable(error: unknown) {
+  const unavailable = new ServiceUnavailable();
+  const { nodes, source, positions, path } = error as Partial<GraphQLError>;
+  return createGraphQLError(unavailable.message, {
+    nodes,
+    source,
+    positions,
+    path,
+    extensions: {
+      code: "SERVICE_UNAVAILABLE",
+      http: { status: 503, headers: { "Retry-After": String(unavailable.retryAfterSeconds) } },
+    },
+  });
+}

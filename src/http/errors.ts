@@ -1,6 +1,9 @@
-// The one table from error codes to HTTP statuses (CONTRACT section 3). Anything that is not
-// a DomainError is unexpected: logged with the request id and answered with a masked 500.
+// The one table from error codes to HTTP statuses (CONTRACT section 3). A database that cannot
+// be reached is 503 ServiceUnavailable with Retry-After, so clients retry instead of reporting
+// a bug. Anything else that is not a DomainError is unexpected: logged with the request id and
+// answered with a masked 500.
 import type { Context } from "hono";
+import { isConnectionFailure } from "../db/faults.ts";
 import { DomainError, RateLimited, ServiceUnavailable } from "../errors.ts";
 
 export const STATUS: Record<string, number> = {
@@ -35,6 +38,10 @@ export function errorBody(error: string, message: string) {
 }
 
 export function errorResponse(c: Context, err: unknown): Response {
+  if (!(err instanceof DomainError) && isConnectionFailure(err)) {
+    c.get("log")?.warn({ err }, "database unreachable");
+    err = new ServiceUnavailable();
+  }
   if (err instanceof DomainError) {
     const headers: Record<string, string> = {};
     if (err instanceof RateLimited || err instanceof ServiceUnavailable) headers["Retry-After"] = String(err.retryAfterSeconds);

@@ -1,4 +1,6 @@
 import { Hono } from "hono";
+import { isConnectionFailure } from "../../db/faults.ts";
+import { ServiceUnavailable } from "../../errors.ts";
 import type { AppEnv } from "../env.ts";
 
 export function healthRoutes(expectedMigrations: number) {
@@ -12,8 +14,12 @@ export function healthRoutes(expectedMigrations: number) {
       const applied = rows[0]?.n ?? 0;
       if (applied < expectedMigrations) return c.json({ status: "migrations pending", applied, expected: expectedMigrations }, 503);
       return c.json({ status: "ready", migrations: applied });
-    } catch {
-      return c.json({ status: "database unreachable" }, 503);
+    } catch (err) {
+      // Load balancers poll this: an outage is expected here, anything else is worth a look.
+      const status = isConnectionFailure(err) ? "database unreachable" : "database check failed";
+      if (status === "database unreachable") c.get("log")?.warn({ err }, status);
+      else c.get("log")?.error({ err }, status);
+      return c.json({ status }, 503, { "Retry-After": String(new ServiceUnavailable().retryAfterSeconds) });
     }
   });
   return r;

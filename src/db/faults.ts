@@ -1,0 +1,70 @@
+// One answer to "is this error the database being unreachable?", for every layer that has to
+// tell an outage (503, retry later) from a bug (500). The same failure arrives in many
+// wrappings: a socket error from pg, a plain "Connection terminated" Error, a Postgres
+// SQLSTATE, a Prisma P1xxx error carrying the driver adapter's error, a GraphQLError around
+// any of these. All of them are unwrapped here, once.
+
+/** Socket errors: the server is not there, or the connection to it broke. */
+const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+
+/**
+ * Postgres SQLSTATEs of a server that cannot serve now: class 08 (connection exception),
+ * 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now (starting up,
+ * recovering), 53300 too many connections.
+ */
+const SQLSTATES = /^(08[0-9A-Z]{3}|57P0[123]|53300)$/;
+
+/**
+ * Prisma: P1001 cannot reach the server, P1002 it timed out, P1008 operation timed out,
+ * P1017 the server closed the connection, P2024 no pool connection in time.
+ */
+const PRISMA_CODES = new Set(["P1001", "P1002", "P1008", "P1017", "P2024"]);
+
+/** What @prisma/adapter-pg turns socket errors into. */
+const ADAPTER_KINDS = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
+
+/** pg's own errors for a broken or unobtainable connection carry no code, only these messages. */
+const PG_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended unexpectedly)/;
+
+type Wrapped = {
+  code?: unknown;
+  errorCode?: unknown;
+  kind?: unknown;
+  originalCode?: unknown;
+  message?: unknown;
+  cause?: unknown;
+  originalError?: unknown;
+  errors?: unknown;
+  meta?: { driverAdapterError?: unknown };
+};
+
+/** Whether an error, however wrapped, means the database cannot be reached right now. */
+export function isConnectionFailure(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  const queue: unknown[] = [err];
+  while (queue.length) {
+    const e = queue.shift();
+    if (e === null || typeof e !== "object" || seen.has(e)) continue;
+    seen.add(e);
+    if (isConnectionFailureItself(e as Wrapped)) return true;
+    queue.push(...wrapped(e as Wrapped));
+  }
+  return false;
+}
+
+function isConnectionFailureItself(e: Wrapped): boolean {
+  const code = typeof e.code === "string" ? e.code : undefined;
+  if (code && (SOCKET_CODES.has(code) || SQLSTATES.test(code) || PRISMA_CODES.has(code))) return true;
+  if (typeof e.errorCode === "string" && PRISMA_CODES.has(e.errorCode)) return true;
+  if (typeof e.kind === "string" && ADAPTER_KINDS.has(e.kind)) return true;
+  if (typeof e.originalCode === "string" && SQLSTATES.test(e.originalCode)) return true;
+  return typeof e.message === "string" && PG_MESSAGES.test(e.message);
+}
+
+// Where the wrappers keep what they wrap: Error.cause, GraphQLError.originalError,
+// AggregateError.errors (pg tries every address of a host), Prisma's meta.driverAdapterError.
+function wrapped(e: Wrapped): unknown[] {
+  const inner = [e.cause, e.originalError, e.meta?.driverAdapterError];
+  if (Array.isArray(e.errors)) inner.push(...e.errors);
+  return inner;
+}
