@@ -18,6 +18,8 @@ export function createGraphQL(deps: Deps) {
     context: ({ request, clientAddress }) => createContext(deps, request, { clientAddress }),
     graphiql: graphiql.graphiql,
     landingPage: false,
+    // yoga's own CORS reflects any Origin with credentials; the app's CORS (src/app.ts) decides
+    cors: false,
     plugins: [...limitPlugins(deps.config.graphqlLimits), inputGuardPlugin(), ...graphiql.plugins],
     logging: {
       debug: (...args) => deps.logger.debug({ args }, "graphql"),
