@@ -8,10 +8,14 @@ import { mkdtempSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { createGraphQLError } from "graphql-yoga";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp, type App } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
+import { isConnectionFailure } from "../src/db/faults.ts";
+import { InvalidRequest } from "../src/errors.ts";
 import { createLogger } from "../src/log.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { startMailbox, type Mailbox } from "./support/mailbox.ts";
@@ -164,7 +168,7 @@ describe.runIf(postgres)("database outage on postgres", () => {
 
     for (const [query, headers] of [
       [`mutation { startSignIn(email: "someone@example.com") { __typename } }`, {}],
-      [`{ webhooks { id } }`, {}],
+      [`{ webhook(id: "wh_x") { id } }`, {}],
       [`{ viewer { id identifiers { value } } }`, user()],
     ] as const) {
       const r = await answersWithin(10_000, query, gql(query, headers));
@@ -209,7 +213,7 @@ describe.runIf(postgres)("database outage on postgres", () => {
         Promise.all([
           call("GET", "/readyz"),
           call("POST", "/auth/otp/start", { email: "silent@example.com" }),
-          gql(`{ webhooks { id } }`),
+          gql(`{ webhook(id: "wh_x") { id } }`),
         ]),
       );
       expect(ready.status).toBe(503);
@@ -222,5 +226,70 @@ describe.runIf(postgres)("database outage on postgres", () => {
       await proxy.open();
     }
     expect((await call("POST", "/auth/otp/start", { email: "spoke-again@example.com" })).status).toBe(200);
+  });
+});
+
+/** The error a promise rejects with; fails the test if it resolves. */
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error("expected a rejection");
+}
+
+describe("isConnectionFailure, on the errors the drivers really raise", () => {
+  it("a refused connection, and the same error wrapped as GraphQL wraps it", async () => {
+    const closed = new TcpProxy({ host: "127.0.0.1", port: 1 });
+    await closed.open();
+    const port = closed.port;
+    await closed.close(); // a port nobody listens on any more
+    const err = await rejection(new pg.Client({ host: "127.0.0.1", port, user: "x", database: "x" }).connect());
+    expect(isConnectionFailure(err)).toBe(true);
+    expect(isConnectionFailure(createGraphQLError("boom", { originalError: err as Error }))).toBe(true);
+  });
+
+  it("a pool that cannot get a connection in time", async () => {
+    const silent = new TcpProxy({ host: "127.0.0.1", port: 1 });
+    await silent.open({ forward: false });
+    const pool = new pg.Pool({ host: "127.0.0.1", port: silent.port, user: "x", database: "x", connectionTimeoutMillis: 200 });
+    try {
+      expect(isConnectionFailure(await rejection(pool.query("SELECT 1")))).toBe(true);
+    } finally {
+      await pool.end();
+      await silent.close();
+    }
+  });
+
+  it.runIf(postgres)("a backend terminated by the server (57P01) through Prisma", async () => {
+    const db = await openTestDatabase("postgres");
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    try {
+      // rejection() awaits at once: a Prisma query only starts when awaited.
+      const sleeping = rejection(db.prisma.$queryRaw`SELECT pg_sleep(30), 'lg-outage-victim' AS tag`);
+      const victim = async () =>
+        (await admin.query(`SELECT pid FROM pg_stat_activity WHERE query LIKE '%lg-outage-victim%' AND pid <> pg_backend_pid()`)).rows[0]?.pid;
+      let pid: number | undefined;
+      while (!(pid = await victim())) await new Promise((r) => setImmediate(r));
+      await admin.query("SELECT pg_terminate_backend($1)", [pid]);
+      expect(isConnectionFailure(await sleeping)).toBe(true);
+    } finally {
+      await admin.end();
+      await db.close();
+    }
+  });
+
+  it.each(backends)("input the database refuses (22021 on %s) and domain errors are not outages", async (backend) => {
+    const db = await openTestDatabase(backend);
+    try {
+      const err = await rejection(db.prisma.$queryRaw`SELECT ${"a\u0000b"}::text`);
+      expect(isConnectionFailure(err)).toBe(false);
+      expect(isConnectionFailure(new InvalidRequest())).toBe(false);
+      expect(isConnectionFailure(new Error("something else"))).toBe(false);
+    } finally {
+      await db.close();
+    }
   });
 });
