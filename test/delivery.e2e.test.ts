@@ -141,6 +141,7 @@ describe.each(backends)("delivery end to end on %s", (backend) => {
     let after: string | null | undefined = null;
     for (let page = 0; page < 50; page++) {
       const r: EventsQuery = await h.op(EventsDocument, { after, first: 3 });
+      if (r.events.__typename !== "EventPage") throw new Error(r.events.message);
       all.push(...r.events.events.map((e: { id: string }) => e.id));
       after = r.events.endCursor;
       if (!r.events.hasMore) break;

@@ -34,7 +34,7 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
     expect(row.secretSealed).not.toContain(r.createWebhook.secret);
     expect(unseal(h.app.deps.master, row.secretSealed)).toBe(r.createWebhook.secret);
     const listed = await h.op(WebhooksDocument, {});
-    expect(listed.webhooks.map((w) => w.id)).toContain(r.createWebhook.webhook.id);
+    expect(listed.webhooks.edges.map((e) => e.node.id)).toContain(r.createWebhook.webhook.id);
     expect(listed.eventTypes).toContain("user.merged");
   });
 
@@ -96,7 +96,7 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
     expect((await h.op(UpdateWebhookDocument, { id, input: { description: "x" } }, asOther)).updateWebhook.__typename).toBe("WebhookNotFound");
     expect((await h.op(DeleteWebhookDocument, { id }, asOther)).deleteWebhook.__typename).toBe("WebhookNotFound");
     expect((await h.op(SendTestWebhookDocument, { webhookId: id, eventType: "user.created" }, asOther)).sendTestWebhook.__typename).toBe("WebhookNotFound");
-    expect((await h.op(WebhooksDocument, {}, asOther)).webhooks.map((w) => w.id)).not.toContain(id);
+    expect((await h.op(WebhooksDocument, {}, asOther)).webhooks.edges.map((e) => e.node.id)).not.toContain(id);
   });
 
   it("update disables with a reason and re-enables; delete removes", async () => {

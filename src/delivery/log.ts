@@ -86,6 +86,7 @@ export async function redeliver(db: DbLike, projectId: string, deliveryId: strin
  * (the receiver answered 410) are not replayed, nor are pending or succeeded ones.
  */
 export async function replayFailed(db: DbLike, projectId: string, webhookId: string, since: Date): Promise<number> {
+  assertStorableTime(since, "since");
   await assertWebhook(db, projectId, webhookId);
   const count = await db.prisma.$executeRaw`
     UPDATE deliveries
@@ -95,6 +96,16 @@ export async function replayFailed(db: DbLike, projectId: string, webhookId: str
       AND created_at >= ${since.toISOString()}::timestamptz`;
   if (count > 0) await notifyWorkers(db);
   return count;
+}
+
+/**
+ * Years 1…9999, what an ISO 8601 timestamp spells with four digits. Outside them the text that
+ * goes to Postgres is one it refuses ("0000-…" has no year 0, "+010000-…" no sign), which
+ * would surface as a fault instead of the caller's mistake.
+ */
+function assertStorableTime(at: Date, name: string): void {
+  const year = at.getUTCFullYear();
+  if (!(year >= 1 && year <= 9999)) throw new InvalidRequest(`${name} must be a time between the years 1 and 9999`);
 }
 
 async function assertWebhook(db: DbLike, projectId: string, webhookId: string) {
@@ -129,10 +140,13 @@ export function encodeCursor(seq: bigint): string {
   return Buffer.from(`v1:${seq}`, "utf8").toString("base64url");
 }
 
+const MAX_SEQ = 2n ** 63n - 1n; // Postgres bigint
+
 export function decodeCursor(cursor: string): bigint {
   const m = /^v1:(\d{1,19})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"));
-  if (!m) throw new InvalidRequest("invalid cursor");
-  return BigInt(m[1]);
+  const seq = m ? BigInt(m[1]) : -1n;
+  if (seq < 0n || seq > MAX_SEQ) throw new InvalidRequest("invalid cursor");
+  return seq;
 }
 
 /**
@@ -213,23 +227,43 @@ export type WebhookStats = {
  */
 export async function webhookStats(db: DbLike, projectId: string, webhookId: string): Promise<WebhookStats> {
   await assertWebhook(db, projectId, webhookId);
-  const [counts] = await db.prisma.$queryRaw<
-    { succeeded: number; failed: number; gone: number; pending: number; last_ok: Date | null }[]
+  return (await webhooksStats(db, projectId, [webhookId])).get(webhookId)!;
+}
+
+/**
+ * webhookStats for many webhooks of one project in one statement (a list of webhooks asks for
+ * all of theirs at once). Ids of other projects, or of no webhook, get empty stats: the caller
+ * got its ids from a query already scoped to the project.
+ */
+export async function webhooksStats(db: DbLike, projectId: string, webhookIds: readonly string[]): Promise<Map<string, WebhookStats>> {
+  const ids = [...new Set(webhookIds)];
+  if (ids.length === 0) return new Map();
+  // Per webhook, two index walks: the window's deliveries, and the newest success of all (it may
+  // be older than the window).
+  const rows = await db.prisma.$queryRaw<
+    { id: string; succeeded: number; failed: number; gone: number; pending: number; last_ok: Date | null }[]
   >`
-    SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
-           count(*) FILTER (WHERE status = 'failed')::int AS failed,
-           count(*) FILTER (WHERE status = 'gone')::int AS gone,
-           count(*) FILTER (WHERE status = 'pending')::int AS pending,
-           max(completed_at) FILTER (WHERE status = 'succeeded') AS last_ok
-    FROM deliveries
-    WHERE webhook_id = ${webhookId} AND project_id = ${projectId} AND created_at >= now() - interval '24 hours'`;
-  // The latest success outside the window: walk the index backwards to the newest one.
-  const [older] = await db.prisma.$queryRaw<{ completed_at: Date | null }[]>`
-    SELECT completed_at FROM deliveries
-    WHERE webhook_id = ${webhookId} AND project_id = ${projectId} AND status = 'succeeded'
-    ORDER BY created_at DESC LIMIT 1`;
+    SELECT w.id, c.succeeded, c.failed, c.gone, c.pending, greatest(c.last_ok, newest.completed_at) AS last_ok
+    FROM unnest(${ids}::text[]) AS w(id)
+    CROSS JOIN LATERAL (
+      SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
+             count(*) FILTER (WHERE status = 'failed')::int AS failed,
+             count(*) FILTER (WHERE status = 'gone')::int AS gone,
+             count(*) FILTER (WHERE status = 'pending')::int AS pending,
+             max(completed_at) FILTER (WHERE status = 'succeeded') AS last_ok
+      FROM deliveries d
+      WHERE d.webhook_id = w.id AND d.project_id = ${projectId} AND d.created_at >= now() - interval '24 hours'
+    ) c
+    LEFT JOIN LATERAL (
+      SELECT completed_at FROM deliveries d
+      WHERE d.webhook_id = w.id AND d.project_id = ${projectId} AND d.status = 'succeeded'
+      ORDER BY d.created_at DESC LIMIT 1
+    ) newest ON true`;
+  return new Map(rows.map((r) => [r.id, statsOf(r)]));
+}
+
+function statsOf(counts: { succeeded: number; failed: number; gone: number; pending: number; last_ok: Date | null }): WebhookStats {
   const finished = counts.succeeded + counts.failed + counts.gone;
-  const candidates = [counts.last_ok, older?.completed_at ?? null].filter((d): d is Date => d !== null);
   return {
     windowHours: 24,
     succeeded: counts.succeeded,
@@ -237,7 +271,7 @@ export async function webhookStats(db: DbLike, projectId: string, webhookId: str
     gone: counts.gone,
     pending: counts.pending,
     successRate: finished === 0 ? null : counts.succeeded / finished,
-    lastSuccessAt: candidates.length ? new Date(Math.max(...candidates.map((d) => d.getTime()))) : null,
+    lastSuccessAt: counts.last_ok,
   };
 }
 

@@ -1,8 +1,12 @@
 // The delivery log: each webhook's deliveries with every attempt, redelivery and replay, a
 // project's events pulled after a cursor, and per-webhook health.
-import { pullEvents, redeliver, replayFailed, webhookStats } from "../../delivery/log.ts";
+import DataLoader from "dataloader";
+import { MAX_PULL_LIMIT, pullEvents, redeliver, replayFailed, webhooksStats, type WebhookStats as Stats } from "../../delivery/log.ts";
 import * as E from "../../errors.ts";
+import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
+import type { GraphQLContext } from "../context.ts";
+import { badUserInput, boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 import { Webhook } from "./webhook.ts";
 
 const DeliveryStatus = builder.enumType("DeliveryStatus", {
@@ -44,7 +48,7 @@ const Delivery = builder.prismaObject("Delivery", {
   }),
 });
 
-const WebhookStats = builder.objectRef<Awaited<ReturnType<typeof webhookStats>>>("WebhookStats").implement({
+const WebhookStats = builder.objectRef<Stats>("WebhookStats").implement({
   description: "deliveries created in the last 24 hours, by state",
   fields: (t) => ({
     succeeded: t.exposeInt("succeeded"),
@@ -56,20 +60,57 @@ const WebhookStats = builder.objectRef<Awaited<ReturnType<typeof webhookStats>>>
   }),
 });
 
+type StatsKey = { projectId: string; webhookId: string };
+
+/**
+ * One loader per request (keyed by its context, which lives as long as the request): every
+ * webhook of a list asks for its stats, and they are read in one statement per project.
+ */
+const statsLoaders = new WeakMap<GraphQLContext, DataLoader<StatsKey, Stats, string>>();
+
+function statsLoader(ctx: GraphQLContext): DataLoader<StatsKey, Stats, string> {
+  let loader = statsLoaders.get(ctx);
+  if (!loader) {
+    loader = new DataLoader((keys) => loadStats(ctx, keys), { cacheKeyFn: (k) => `${k.projectId}/${k.webhookId}` });
+    statsLoaders.set(ctx, loader);
+  }
+  return loader;
+}
+
+async function loadStats(ctx: GraphQLContext, keys: readonly StatsKey[]): Promise<Stats[]> {
+  const found = new Map<string, Stats>();
+  for (const projectId of new Set(keys.map((k) => k.projectId))) {
+    const ids = keys.filter((k) => k.projectId === projectId).map((k) => k.webhookId);
+    for (const [webhookId, s] of await webhooksStats(ctx.deps.db, projectId, ids)) found.set(`${projectId}/${webhookId}`, s);
+  }
+  return keys.map((k) => found.get(`${k.projectId}/${k.webhookId}`)!);
+}
+
+/** A filter on a type nobody can subscribe to would match nothing: say so instead. */
+function eventTypeFilter(eventType: string | null | undefined) {
+  if (eventType == null) return {};
+  const canonical = canonicalEventType(eventType);
+  if (!canonical) throw badUserInput("eventType is not an event type (see eventTypes)");
+  return { eventType: canonical };
+}
+
 builder.prismaObjectFields(Webhook, (t) => ({
   deliveries: t.relatedConnection("deliveries", {
     cursor: "id",
     totalCount: true,
+    description: `newest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE})`,
+    defaultSize: DEFAULT_PAGE,
+    maxSize: boundedPage,
     args: { status: t.arg({ type: DeliveryStatus }), eventType: t.arg.string() },
     query: (args) => ({
-      where: { ...(args.status ? { status: args.status } : {}), ...(args.eventType ? { eventType: args.eventType } : {}) },
+      where: { ...(args.status ? { status: args.status } : {}), ...eventTypeFilter(args.eventType) },
       orderBy: [{ createdAt: "desc" }, { id: "desc" }],
     }),
   }),
   stats: t.field({
     type: WebhookStats,
     select: { projectId: true },
-    resolve: (w, _, ctx) => webhookStats(ctx.deps.db, w.projectId, w.id),
+    resolve: (w, _, ctx) => statsLoader(ctx).load({ projectId: w.projectId, webhookId: w.id }),
   }),
 }));
 
@@ -100,9 +141,14 @@ builder.queryFields((t) => ({
   events: t.field({
     type: EventPage,
     authScopes: { secret: true },
-    description: "the project's events in commit order after a cursor, so a receiver that was down can catch up",
+    description: `the project's events in commit order after a cursor, so a receiver that was down can catch up; \`first\` is 1 to ${MAX_PULL_LIMIT} (default 100)`,
     args: { after: t.arg.string(), first: t.arg.int() },
-    resolve: async (_, args, ctx) => pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after: args.after, limit: args.first ?? 100 }),
+    errors: { types: [E.InvalidRequest] },
+    resolve: async (_, args, ctx) => {
+      const first = args.first ?? 100;
+      if (first < 1 || first > MAX_PULL_LIMIT) throw new E.InvalidRequest(`first must be between 1 and ${MAX_PULL_LIMIT}`);
+      return pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after: args.after, limit: first });
+    },
   }),
 }));
 
@@ -123,7 +169,7 @@ builder.mutationFields((t) => ({
     authScopes: { secret: true },
     description: "redelivers every failed delivery of this webhook whose event happened at or after `since`",
     args: { webhookId: t.arg.id({ required: true }), since: t.arg({ type: "DateTime", required: true }) },
-    errors: { types: [E.WebhookNotFound] },
+    errors: { types: [E.WebhookNotFound, E.InvalidRequest] },
     resolve: async (_, args, ctx) => ({
       count: await replayFailed(ctx.deps.db, (await ctx.secret()).projectId, String(args.webhookId), args.since),
     }),

@@ -18,23 +18,38 @@ builder.prismaObject("Identifier", {
   }),
 });
 
+type WithIdentifiers = { identifiers: Parameters<typeof preferred>[0] };
+const emailOf = (a: WithIdentifiers) => preferred(a.identifiers, "email")?.value ?? null;
+const phoneOf = (a: WithIdentifiers) => preferred(a.identifiers, "phone")?.value ?? null;
+const EMAIL_DESCRIPTION = "the e-mail tokens and events carry: the account's own, else its first attached";
+
+/**
+ * The secondary of a merge, as the primary sees it. A type of its own with no way back to an
+ * account: the merge relation points both ways, so a recursive type would let one query walk
+ * primary → secondary → primary … as deep as it likes.
+ */
+const MergedAccount = builder.prismaObject("Account", {
+  variant: "MergedAccount",
+  description: "the account merged into the viewer's",
+  fields: (t) => ({
+    id: t.exposeID("id"),
+    name: t.exposeString("name", { nullable: true }),
+    email: t.field({ type: "EmailAddress", nullable: true, description: EMAIL_DESCRIPTION, select: { identifiers: true }, resolve: emailOf }),
+    phoneNumber: t.field({ type: "PhoneNumber", nullable: true, select: { identifiers: true }, resolve: phoneOf }),
+    identifiers: t.relation("identifiers", { query: { orderBy: { createdAt: "asc" } } }),
+    mergeRole: t.exposeString("mergeRole", { nullable: true }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true }),
+  }),
+});
+
 const Account = builder.prismaObject("Account", {
   fields: (t) => ({
     id: t.exposeID("id"),
     name: t.exposeString("name", { nullable: true }),
-    email: t.field({
-      type: "EmailAddress",
-      nullable: true,
-      description: "the e-mail tokens and events carry: the account's own, else its first attached",
-      select: { identifiers: true },
-      resolve: (a) => preferred(a.identifiers, "email")?.value ?? null,
-    }),
-    phoneNumber: t.field({
-      type: "PhoneNumber",
-      nullable: true,
-      select: { identifiers: true },
-      resolve: (a) => preferred(a.identifiers, "phone")?.value ?? null,
-    }),
+    email: t.field({ type: "EmailAddress", nullable: true, description: EMAIL_DESCRIPTION, select: { identifiers: true }, resolve: emailOf }),
+    phoneNumber: t.field({ type: "PhoneNumber", nullable: true, select: { identifiers: true }, resolve: phoneOf }),
     status: t.exposeString("status"),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
@@ -43,6 +58,7 @@ const Account = builder.prismaObject("Account", {
     mergeRole: t.exposeString("mergeRole", { nullable: true }),
     mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true }),
     mergedSecondary: t.relation("mergedWith", {
+      type: MergedAccount,
       nullable: true,
       description: "the account merged into this one (the viewer is always the primary)",
     }),

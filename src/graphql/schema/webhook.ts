@@ -8,6 +8,7 @@ import {
   updateWebhook,
 } from "../../webhooks/service.ts";
 import { builder } from "../builder.ts";
+import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 
 export const Webhook = builder.prismaObject("Webhook", {
   fields: (t) => ({
@@ -73,12 +74,16 @@ const TestEventPayload = builder.objectRef<{ eventId: string; webhookId: string;
 });
 
 builder.queryFields((t) => ({
-  webhooks: t.prismaField({
-    type: [Webhook],
+  webhooks: t.prismaConnection({
+    type: Webhook,
+    cursor: "id",
     authScopes: { secret: true },
+    description: `the project's webhooks, oldest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE})`,
+    defaultSize: DEFAULT_PAGE,
+    maxSize: boundedPage,
     resolve: async (query, _, __, ctx) => {
       const { projectId } = await ctx.secret();
-      return ctx.deps.prisma.webhook.findMany({ ...query, where: { projectId }, orderBy: { createdAt: "asc" } });
+      return ctx.deps.prisma.webhook.findMany({ ...query, where: { projectId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
     },
   }),
   webhook: t.prismaField({
