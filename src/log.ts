@@ -1,24 +1,84 @@
 // Structured logs. Secrets never reach a log line: the redaction list covers every header
 // and field that carries a credential, in case one is ever logged by mistake.
-import pino, { type Logger } from "pino";
+//
+// Logging must never throw, block, or hold the process up at exit. pino's default destination
+// (an asynchronous SonicBoom on fd 1) registers an exit hook that calls flushSync(), and
+// flushSync() retries every failed write forever: once the reader of stdout has gone (EPIPE),
+// `process.exit()` never returned. So lines go through process.stdout instead, which libuv
+// writes without blocking; a failed write ends logging on that stream for good.
+import pino, { type DestinationStream, type Logger } from "pino";
 
-export function createLogger(level = "info"): Logger {
-  return pino({
-    level,
-    redact: {
-      paths: [
-        "req.headers.authorization",
-        "req.headers['x-api-key']",
-        "req.headers['x-admin-token']",
-        "*.secret",
-        "*.otp",
-        "*.access_token",
-        "*.id_token",
-        "*.apiKey",
-      ],
-      censor: "[redacted]",
+/** Lines waiting for a slow reader beyond which new lines are dropped rather than kept. */
+const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
+
+type Stdio = NodeJS.WriteStream;
+const broken = new WeakSet<Stdio>();
+const guarded = new WeakSet<Stdio>();
+
+/**
+ * After this, a write error on stdout or stderr (EPIPE when the reader has gone, EIO, ENOSPC…)
+ * silently stops output on that stream instead of crashing the process with an unhandled
+ * 'error' event. console.log and pino both go through here. Idempotent.
+ */
+export function guardStdio(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    if (guarded.has(stream)) continue;
+    guarded.add(stream);
+    stream.on("error", () => broken.add(stream));
+  }
+}
+
+/** A pino destination over a stdio stream that never throws and drops lines it cannot write. */
+export function stdioDestination(stream: Stdio = process.stdout): DestinationStream {
+  guardStdio();
+  return {
+    write(line: string) {
+      if (broken.has(stream) || stream.destroyed || stream.writableLength > MAX_BUFFERED_BYTES) return;
+      try {
+        stream.write(line);
+      } catch {
+        // A synchronous stream (a file) throws its write error here.
+        broken.add(stream);
+      }
     },
-  });
+  };
+}
+
+/**
+ * Resolves once stdout and stderr have handed their pending lines to the OS, or after
+ * `timeoutMs` (a reader that stopped reading must not hold up an exit).
+ */
+export async function flushStdio(timeoutMs = 1_000): Promise<void> {
+  const pending = [process.stdout, process.stderr].filter((s) => !broken.has(s) && !s.destroyed && s.writableLength > 0);
+  if (pending.length === 0) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(pending.map((s) => new Promise<void>((resolve) => s.write("", () => resolve())))),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+  ]);
+  clearTimeout(timer);
+}
+
+export function createLogger(level = "info", destination: DestinationStream = stdioDestination()): Logger {
+  return pino(
+    {
+      level,
+      redact: {
+        paths: [
+          "req.headers.authorization",
+          "req.headers['x-api-key']",
+          "req.headers['x-admin-token']",
+          "*.secret",
+          "*.otp",
+          "*.access_token",
+          "*.id_token",
+          "*.apiKey",
+        ],
+        censor: "[redacted]",
+      },
+    },
+    destination,
+  );
 }
 
 export type { Logger };

@@ -1,19 +1,12 @@
 // `npm start`: builds the app, listens, runs the delivery worker unless LINKGATE_WORKER=0,
-// and drains on SIGTERM/SIGINT.
+// and drains on SIGTERM/SIGINT within LINKGATE_SHUTDOWN_TIMEOUT_MS (see lifecycle.ts).
 import { serve } from "@hono/node-server";
+import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
-import { ConfigError, loadConfig } from "./config.ts";
+import { ensureDatabaseReachable, loadConfigOrDie, stopOnSignals } from "./lifecycle.ts";
 
-let config;
-try {
-  config = loadConfig();
-} catch (err) {
-  if (err instanceof ConfigError) {
-    console.error(err.message);
-    process.exit(1);
-  }
-  throw err;
-}
+const config = await loadConfigOrDie();
+await ensureDatabaseReachable(config);
 
 const app = await buildApp(config);
 const { logger } = app.deps;
@@ -29,20 +22,19 @@ if (app.createdKeys) {
 const worker = config.worker ? await import("./delivery/worker.ts").then((m) => m.startWorker({ db: app.deps.db, config, masterKey: app.deps.master, logger })) : null;
 
 const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.port, hostname: config.host }, (info) => {
-  logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on http://${config.host}:${info.port} (GraphiQL at /graphql)`);
-});
+  const graphiql = config.graphiql ? " (GraphiQL at /graphql)" : "";
+  logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on http://${config.host}:${info.port}${graphiql}`);
+}) as Server;
 
-let stopping = false;
-async function shutdown(signal: string) {
-  if (stopping) return;
-  stopping = true;
-  logger.info({ signal }, "draining");
-  // Stop accepting connections; close() resolves once in-flight requests have finished.
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  await worker?.stop();
-  await app.close();
-  logger.info("stopped");
-  process.exit(0);
-}
-process.on("SIGTERM", () => void shutdown("SIGTERM"));
-process.on("SIGINT", () => void shutdown("SIGINT"));
+stopOnSignals(logger, config.shutdownTimeoutMs, {
+  async drain() {
+    // Stop accepting connections; close() resolves once in-flight requests have finished.
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await worker?.stop();
+    await app.close();
+  },
+  async abandon() {
+    server.closeAllConnections();
+    await worker?.abandon();
+  },
+});

@@ -98,6 +98,13 @@ export type DeliveryWorker = {
   readonly id: string;
   /** Stops claiming, waits for in-flight sends (bounded by the timeout), records them, releases the rest. */
   stop(): Promise<void>;
+  /**
+   * Stops at once (a shutdown deadline has passed): aborts in-flight sends without recording
+   * an attempt for them and releases their leases with everything else this worker holds, so
+   * another worker sends them right away. Results already received are still recorded.
+   * Resolves when stop() does.
+   */
+  abandon(): Promise<void>;
   /** Look for due deliveries now. */
   wake(): void;
   readonly stats: WorkerStats;
@@ -164,6 +171,8 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
   setMaxListeners(0, abortSends.signal); // one listener per send in flight
   let stopping = false;
   let stopped: Promise<void> | null = null;
+  let abandoned = false;
+  let handedBack = 0;
   let backlog = false;
   let dbBackoff = 0;
   let relisten = false;
@@ -287,7 +296,8 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     return plain;
   }
 
-  async function attempt(c: ClaimedDelivery): Promise<DeliveryResult> {
+  /** The attempt's result, or null when abandon() cut the send short (nothing to record). */
+  async function attempt(c: ClaimedDelivery): Promise<DeliveryResult | null> {
     const base = { deliveryId: c.deliveryId, attempt: c.attempt };
     let sent: SendResult;
     let secrets: LiveSecrets | null = null;
@@ -312,6 +322,9 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
           { url: c.url, body: c.body, eventId: c.eventId, eventType: c.eventType, attempt: c.attempt, secrets },
           abortSends.signal,
         );
+        // Cut short by abandon(): not the receiver's fault, so not an attempt; releaseLeases
+        // hands the delivery back untouched.
+        if (abandoned && sent.statusCode === null) return null;
       } catch (err) {
         // sender.send reports every network outcome as a result; this is a bug, not a receiver's fault.
         log.error({ err: errorSummary(err), deliveryId: c.deliveryId }, "delivery worker: send failed unexpectedly");
@@ -345,8 +358,10 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
   function startSend(c: ClaimedDelivery): void {
     const p = attempt(c).then((result) => {
       sending.delete(c.deliveryId);
-      unrecorded.push(result);
-      scheduleFlush();
+      if (result) {
+        unrecorded.push(result);
+        scheduleFlush();
+      } else handedBack++;
       pump();
       if (backlog) kick.notify();
       if (sending.size === 0) drained?.();
@@ -526,7 +541,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
 
     try {
       const released = await releaseLeases(db, id);
-      if (released > 0) log.info({ workerId: id, released }, "delivery worker: released unsent claims");
+      if (released > 0) log.info({ workerId: id, released, inFlight: handedBack }, "delivery worker: released unsent claims");
     } catch (err) {
       dbFailed("releasing leases", err);
     }
@@ -536,13 +551,16 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     log.info({ workerId: id, ...snapshot(stats) }, "delivery worker stopped");
   }
 
+  const stop = () => (stopped ??= shutdown());
   return {
     id,
     stats,
     wake: () => kick.notify(),
-    stop() {
-      stopped ??= shutdown();
-      return stopped;
+    stop,
+    abandon() {
+      abandoned = true;
+      abortSends.abort(new Error("worker abandoned its in-flight sends"));
+      return stop();
     },
   };
 }

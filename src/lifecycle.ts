@@ -1,0 +1,142 @@
+// What the three commands (`npm start`, `npm run worker`, `npm run db:migrate`) share about
+// starting and stopping: a configuration or database fault at start is one line on stderr and
+// exit code 1, never a stack trace; SIGTERM/SIGINT drain within a hard deadline.
+import pg from "pg";
+import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { flushStdio, guardStdio, type Logger } from "./log.ts";
+
+/** How long releasing in-flight work may take once the shutdown deadline has passed. */
+export const RELEASE_GRACE_MS = 5_000;
+/** How long a first connection to Postgres may take at start. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/** Flushes what stdout and stderr still hold (bounded), then exits. */
+export async function exitProcess(code: number): Promise<never> {
+  await flushStdio().catch(() => {});
+  process.exit(code);
+}
+
+/** One line on stderr, prefixed "linkgate: ", then exit code 1. */
+export async function die(message: string): Promise<never> {
+  guardStdio();
+  try {
+    process.stderr.write(`linkgate: ${oneLine(message)}\n`);
+  } catch {
+    // stderr is gone too: the exit code is all that is left to say it.
+  }
+  return exitProcess(1);
+}
+
+export async function loadConfigOrDie(): Promise<Config> {
+  guardStdio();
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) return die(err.message);
+    throw err;
+  }
+}
+
+/** A database URL fit for a log line: the password and credential-like parameters masked. */
+export function redactUrl(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return "(an unparseable URL)";
+  }
+  if (u.password) u.password = "***";
+  for (const key of [...u.searchParams.keys()]) {
+    if (/pass|secret|key|token/i.test(key)) u.searchParams.set(key, "***");
+  }
+  return u.toString().replaceAll("%2A%2A%2A", "***");
+}
+
+/**
+ * With Postgres configured, connects once before anything else does, so an unreachable or
+ * misconfigured server is reported by the driver's own reason (e.g. `connect ECONNREFUSED`)
+ * on one line, instead of the schema engine's WebAssembly stack trace. Exits 1 on failure.
+ */
+export async function ensureDatabaseReachable(config: Pick<Config, "databaseUrl">): Promise<void> {
+  const url = config.databaseUrl;
+  if (!url) return; // embedded PGlite: nothing to reach
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  client.on("error", () => {}); // the failure is reported through connect()/query()
+  try {
+    await client.connect();
+    await client.query("SELECT 1");
+  } catch (err) {
+    await client.end().catch(() => {});
+    return die(`cannot reach the database at ${redactUrl(url)}: ${reason(err)}`);
+  }
+  await client.end().catch(() => {});
+}
+
+/** The driver's reason, without the password even if a message ever quoted the URL. */
+function reason(err: unknown): string {
+  const e = err as { message?: string; code?: string; errors?: unknown[] };
+  // Connecting to a name with several addresses fails with an AggregateError and no message.
+  const nested = Array.isArray(e?.errors) ? [...new Set(e.errors.map((x) => (x as Error)?.message).filter(Boolean))] : [];
+  return oneLine(e?.message || nested.join("; ") || e?.code || String(err));
+}
+
+const oneLine = (s: string) => s.replace(/\s+/g, " ").trim();
+
+export type Stoppable = {
+  /** Stops gracefully: stop taking work, finish what is running, close. */
+  drain(): Promise<void>;
+  /**
+   * Called when the deadline passes while drain() is still running: give up on what is in
+   * flight and hand it back (released delivery leases), quickly.
+   */
+  abandon(): Promise<void>;
+};
+
+/**
+ * SIGTERM and SIGINT call drain(); if it has not finished `timeoutMs` later, abandon() runs
+ * (bounded by RELEASE_GRACE_MS) and the process exits 1. A clean drain exits 0. Further
+ * signals while stopping are ignored: a supervisor's repeated SIGTERM must not cut the release
+ * short (SIGKILL still does).
+ */
+export function stopOnSignals(logger: Logger, timeoutMs: number, target: Stoppable): void {
+  let phase: "running" | "draining" | "abandoning" = "running";
+
+  async function drain(signal: string): Promise<void> {
+    phase = "draining";
+    logger.info({ signal, deadlineMs: timeoutMs }, "draining");
+    const deadline = setTimeout(() => void abandon(`the shutdown deadline (${timeoutMs} ms) passed`), timeoutMs);
+    try {
+      await target.drain();
+    } catch (err) {
+      clearTimeout(deadline);
+      return abandon(`draining failed: ${reason(err)}`);
+    }
+    if (phase !== "draining") return; // the deadline won
+    clearTimeout(deadline);
+    logger.info("stopped");
+    await exitProcess(0);
+  }
+
+  async function abandon(why: string): Promise<void> {
+    if (phase === "abandoning") return;
+    phase = "abandoning";
+    logger.error({ reason: why }, "stopping now: in-flight deliveries are released for other workers");
+    const grace = setTimeout(() => {
+      logger.error({ graceMs: RELEASE_GRACE_MS }, "releasing did not finish; leases will run out instead");
+      void exitProcess(1);
+    }, RELEASE_GRACE_MS);
+    try {
+      await target.abandon();
+    } catch (err) {
+      logger.error({ err: reason(err) }, "releasing in-flight work failed; leases will run out instead");
+    }
+    clearTimeout(grace);
+    await exitProcess(1);
+  }
+
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.on(signal, () => {
+      if (phase === "running") void drain(signal);
+    });
+  }
+}

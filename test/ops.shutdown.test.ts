@@ -1,0 +1,188 @@
+// Stopping `npm start` and `npm run worker` for real: SIGTERM still stops a process whose
+// stdout and stderr readers have gone away, and a drain stuck on a receiver that never
+// answers ends at LINKGATE_SHUTDOWN_TIMEOUT_MS with the delivery handed back in the database.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { parseMasterKey } from "../src/crypto.ts";
+import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
+import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { enqueueEvents, eventually, seedWebhook, TestReceiver } from "./support/receiver.ts";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+
+const COMMANDS = [
+  { name: "npm start", entry: "src/main.ts", ready: "linkgate listening" },
+  { name: "npm run worker", entry: "src/worker.ts", ready: "delivery worker running" },
+];
+
+const baseEnv = () => ({
+  PATH: process.env.PATH ?? "",
+  PORT: "0",
+  LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-shutdown-")),
+});
+
+/** Whether a process (not necessarily our child) still runs; a zombie has finished. */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+async function waitUntilGone(pid: number, timeoutMs: number): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (!running(pid)) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return !running(pid);
+}
+
+/**
+ * The parent in the issue: starts the command with stdout and stderr piped to itself, reads
+ * until the ready line, prints the command's pid and exits, so both pipes lose their reader.
+ */
+const INTERMEDIATE = `
+const { spawn } = require("node:child_process");
+const [entry, ready] = process.argv.slice(1);
+const child = spawn(process.execPath, ["--import", "tsx", entry], { stdio: ["ignore", "pipe", "pipe"], detached: true });
+let seen = "";
+const onData = (chunk) => {
+  seen += chunk;
+  if (seen.includes(ready)) {
+    process.stdout.write(child.pid + "\\n");
+    process.exit(0);
+  }
+};
+child.stdout.on("data", onData);
+child.stderr.on("data", onData);
+child.on("exit", (code) => { process.stderr.write("exited early (" + code + "): " + seen); process.exit(2); });
+`;
+
+async function startOrphaned(entry: string, ready: string, env: Record<string, string>): Promise<number> {
+  const parent = spawn(process.execPath, ["-e", INTERMEDIATE, entry, ready], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  parent.stdout.on("data", (c) => (out += c));
+  parent.stderr.on("data", (c) => (err += c));
+  const code = await new Promise<number | null>((resolve) => parent.on("exit", resolve));
+  expect(code, err).toBe(0);
+  const pid = Number(out.trim());
+  expect(pid, out + err).toBeGreaterThan(0);
+  return pid;
+}
+
+describe("SIGTERM after the reader of stdout and stderr has gone", () => {
+  const pids: number[] = [];
+  afterEach(() => {
+    for (const pid of pids.splice(0)) if (running(pid)) process.kill(pid, "SIGKILL");
+  });
+
+  it.each(COMMANDS)("$name exits within a few seconds", async ({ entry, ready }) => {
+    const pid = await startOrphaned(entry, ready, baseEnv());
+    pids.push(pid);
+    expect(running(pid)).toBe(true);
+    process.kill(pid, "SIGTERM");
+    expect(await waitUntilGone(pid, 10_000), `pid ${pid} still runs 10 s after SIGTERM`).toBe(true);
+  });
+});
+
+type Proc = { child: ChildProcess; exited: Promise<number | null>; output: () => string; waitFor: (text: string) => Promise<void> };
+
+function start(entry: string, env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, ["--import", "tsx", entry], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout!.on("data", (c) => (out += c));
+  child.stderr!.on("data", (c) => (out += c));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const waitFor = async (text: string) => {
+    let done = false;
+    void exited.then(() => (done = true));
+    await eventually(async () => out.includes(text) || done, 60_000, `"${text}" in the output`);
+    expect(out, out).toContain(text);
+  };
+  return { child, exited, output: () => out, waitFor };
+}
+
+const postgres = backends.includes("postgres");
+
+describe.skipIf(!postgres)(`the shutdown deadline${postgres ? "" : " (skipped: needs TEST_DATABASE_URL)"}`, () => {
+  const DEADLINE_MS = 1_500;
+  const secretKey = randomBytes(32).toString("base64");
+  const masterKey = parseMasterKey(secretKey);
+  let db: TestDatabase;
+  const procs: Proc[] = [];
+  const cleanup: (() => Promise<void>)[] = [];
+
+  beforeAll(async () => {
+    db = await openTestDatabase("postgres");
+  });
+  afterEach(async () => {
+    for (const p of procs.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
+    for (const c of cleanup.splice(0)) await c();
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  it.each(COMMANDS)(
+    "$name: a delivery stuck at a silent receiver is released at the deadline and the exit code is 1",
+    async ({ entry, ready }) => {
+      const silent = await TestReceiver.start({ delayMs: 10 * 60_000 });
+      cleanup.push(() => silent.close());
+      const hook = await seedWebhook(db, masterKey, { url: silent.url });
+
+      const p = start(entry, {
+        ...baseEnv(),
+        DATABASE_URL: db.url!,
+        LINKGATE_SECRET_KEY: secretKey,
+        LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1",
+        LINKGATE_WEBHOOK_TIMEOUT_MS: "120000",
+        LINKGATE_SHUTDOWN_TIMEOUT_MS: String(DEADLINE_MS),
+      });
+      procs.push(p);
+      await p.waitFor(ready);
+      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      await silent.waitFor(1, 30_000);
+      const where = { eventId_webhookId: { eventId, webhookId: hook.webhookId } };
+      expect(await db.prisma.delivery.findUniqueOrThrow({ where })).toMatchObject({ status: "pending", leasedBy: expect.any(String) });
+
+      const sentAt = Date.now();
+      p.child.kill("SIGTERM");
+      const code = await p.exited;
+      const tookMs = Date.now() - sentAt;
+      expect(code, p.output()).toBe(1);
+      expect(tookMs, p.output()).toBeGreaterThanOrEqual(DEADLINE_MS - 50);
+      expect(tookMs, p.output()).toBeLessThan(DEADLINE_MS + 4_000);
+      expect(p.output()).toContain("the shutdown deadline (1500 ms) passed");
+
+      // Handed back untouched: no attempt counted, no lease, due now.
+      const d = await db.prisma.delivery.findUniqueOrThrow({ where, include: { attemptLog: true } });
+      expect(d).toMatchObject({ status: "pending", attempts: 0, leasedBy: null, leaseUntil: null });
+      expect(d.attemptLog).toEqual([]);
+      expect(d.nextAttemptAt.getTime()).toBeLessThanOrEqual(Date.now());
+
+      // So another worker sends it at once rather than after the old lease (150 s) runs out.
+      silent.setFallback({ status: 200 });
+      const other: DeliveryWorker = startWorker({ db, masterKey, config: { retryScheduleMs: [100], webhookTimeoutMs: 2_000, webhookAllowPrivate: true }, pollMs: 100, maintenanceIntervalMs: 0 });
+      cleanup.push(() => other.stop());
+      const done = await eventually(async () => {
+        const x = await db.prisma.delivery.findUniqueOrThrow({ where });
+        return x.status === "succeeded" ? x : null;
+      }, 10_000, "another worker to deliver it");
+      expect(done.attempts).toBe(1);
+    },
+    90_000,
+  );
+});
