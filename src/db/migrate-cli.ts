@@ -1,9 +1,10 @@
 // `npm run db:migrate`: applies pending migrations to the configured database and exits.
-import { loadConfig } from "../config.ts";
+import { ensureDatabaseReachable, loadConfigOrDie } from "../lifecycle.ts";
 import { openDatabase } from "./client.ts";
 import { applyMigrations } from "./migrations.ts";
 
-const config = loadConfig();
+const config = await loadConfigOrDie();
+await ensureDatabaseReachable(config);
 const db = await openDatabase(config);
 try {
   const applied = await applyMigrations(db.adapterFactory);
