@@ -21,7 +21,9 @@ import { authRoutes } from "./http/routes/auth.ts";
 import { dashboardRoutes } from "./http/routes/dashboard.ts";
 import { graphiqlRoutes } from "./http/routes/graphiql.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { hostedPageRoutes } from "./http/routes/pages.ts";
 import { linkRoutes } from "./http/routes/link.ts";
+import { passkeyRoutes } from "./http/routes/passkey.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { createMessenger, type Messenger } from "./messaging/transport.ts";
@@ -100,9 +102,11 @@ function routes(deps: Deps, expectedMigrations: number) {
   app.route("/", healthRoutes(expectedMigrations));
   app.route("/", authRoutes());
   app.route("/", linkRoutes());
+  app.route("/", passkeyRoutes());
   app.route("/", webhookRoutes());
   app.route("/", dashboardRoutes());
   app.route("/", graphiqlRoutes(deps.config));
+  app.route("/", hostedPageRoutes(deps.config));
   app.use(
     "/graphql",
     bodyLimit({ maxSize: BODY_LIMIT, onError: (c) => c.json(errorBody("PayloadTooLarge", `the body is larger than ${BODY_LIMIT} bytes`), 413) }),

@@ -31,6 +31,10 @@ const envSchema = z.object({
   LINKGATE_GRAPHQL_MAX_DIRECTIVES: z.coerce.number().int().positive().default(20),
   LINKGATE_GRAPHQL_MAX_COST: z.coerce.number().int().positive().default(5000),
   LINKGATE_GRAPHIQL: z.enum(["0", "1"]).optional(),
+  LINKGATE_WEBAUTHN_RP_ID: z.string().optional(),
+  LINKGATE_WEBAUTHN_ORIGINS: z.string().optional(),
+  LINKGATE_PAGES_PUBLISHABLE_KEY: z.string().optional(),
+  LINKGATE_RECENT_AUTH_SECONDS: z.coerce.number().int().positive().default(600),
   LINKGATE_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30000),
   LINKGATE_ADMIN_TOKEN: z.string().min(16).optional(),
   LINKGATE_ISSUER: z.string().url().optional(),
@@ -63,6 +67,14 @@ export type Config = {
   /** GraphiQL and introspection; off by default in production */
   graphiql: boolean;
   shutdownTimeoutMs: number;
+  /** passkey relying party id; unset: the issuer's host ("localhost" for a loopback address) */
+  webauthnRpId?: string;
+  /** origins allowed in passkey ceremonies; empty: the issuer's origin */
+  webauthnOrigins: string[];
+  /** the publishable key the hosted /login and /account pages use; unset: the bootstrap publishable key */
+  pagesPublishableKey?: string;
+  /** how recent a session's sign-in must be for sensitive operations */
+  recentAuthSeconds: number;
   adminToken?: string;
   issuer?: string;
   smtpUrl?: string;
@@ -125,6 +137,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     graphiql: e.LINKGATE_GRAPHIQL ? e.LINKGATE_GRAPHIQL === "1" : e.NODE_ENV !== "production",
     shutdownTimeoutMs: e.LINKGATE_SHUTDOWN_TIMEOUT_MS,
+    webauthnRpId: e.LINKGATE_WEBAUTHN_RP_ID,
+    webauthnOrigins: list(e.LINKGATE_WEBAUTHN_ORIGINS),
+    recentAuthSeconds: e.LINKGATE_RECENT_AUTH_SECONDS,
+    pagesPublishableKey: e.LINKGATE_PAGES_PUBLISHABLE_KEY ?? e.LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY,
     adminToken: e.LINKGATE_ADMIN_TOKEN,
     issuer: e.LINKGATE_ISSUER,
     smtpUrl: e.SMTP_URL,

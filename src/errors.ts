@@ -36,6 +36,10 @@ export class WebhookNotFound extends domain("WebhookNotFound", "no such webhook"
 export class DeliveryNotFound extends domain("DeliveryNotFound", "no such delivery") {}
 export class InvalidWebhookUrl extends domain("InvalidWebhookUrl", "that webhook URL is not allowed") {}
 export class InvalidEventType extends domain("InvalidEventType", "unknown event type") {}
+export class PasskeyInvalid extends domain(
+  "PasskeyInvalid",
+  "that passkey response is not valid: it may be malformed, forged, replayed, expired or from another site",
+) {}
 export class AccountMerged extends domain("AccountMerged", "a merged account must be unmerged before it is deleted") {}
 
 export class RateLimited extends domain("RateLimited", "too many attempts; try again later") {

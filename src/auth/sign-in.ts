@@ -3,7 +3,8 @@
 import type { Actor, Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { transaction } from "../db/transaction.ts";
-import { enqueue } from "../delivery/outbox.ts";
+import { enqueue, enqueueAll } from "../delivery/outbox.ts";
+import type { EventType } from "../webhooks/event-types.ts";
 import { OTPInvalid, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { lockAccounts } from "../db/locks.ts";
@@ -54,17 +55,33 @@ async function signInOnce(deps: Deps, actor: Actor, stateId: string, identifier:
       return { signedIn: done, created: false };
     }
     const accountId = await accountFor(tx, actor.projectId, identifier);
-    await tx.account.update({ where: { id: accountId }, data: { lastLoginAt: new Date() } });
-    const sessionId = await createSession(tx, actor.projectId, accountId);
-    await enqueue(tx, {
-      projectId: actor.projectId,
-      eventType: "user.authentication.success",
-      data: await userEventData(tx, actor.projectId, accountId, { method: "otp", identifier_type: identifier.kind }),
-    });
+    const sessionId = await startSession(tx, actor.projectId, accountId, [
+      ["user.authentication.success", { method: "otp", identifier_type: identifier.kind }],
+    ]);
     const signedIn = { account_id: accountId, session_id: sessionId };
     await storeResult(tx, stateId, signedIn);
     return { signedIn, created: true };
   });
+}
+
+/**
+ * The primary account that signing in as `accountId` lands on. Locked like a merge locks it:
+ * a sign-in racing a merge of this account waits, then lands on the primary instead of
+ * opening a session on a fresh secondary.
+ */
+export async function primaryOf(tx: Tx, accountId: string): Promise<string> {
+  const [row] = await lockAccounts(tx, [accountId]);
+  if (!row) throw new Unauthenticated("this account no longer exists");
+  return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
+}
+
+/** Opens a session on a (primary) account and writes the sign-in's events with it. */
+export async function startSession(tx: Tx, projectId: string, accountId: string, events: Array<[EventType, object]>): Promise<string> {
+  await tx.account.update({ where: { id: accountId }, data: { lastLoginAt: new Date() } });
+  const sessionId = await createSession(tx, projectId, accountId);
+  const { user } = await userEventData(tx, projectId, accountId);
+  await enqueueAll(tx, events.map(([eventType, extra]) => ({ projectId, eventType, data: { user, ...extra } })));
+  return sessionId;
 }
 
 /** The primary account this identifier signs into, creating an account for a new identifier. */
@@ -73,12 +90,7 @@ async function accountFor(tx: Tx, projectId: string, identifier: Identifier): Pr
     where: { projectId_kind_value: { projectId, kind: identifier.kind, value: identifier.value } },
     select: { accountId: true },
   });
-  if (found) {
-    // Locked like a merge locks it: a sign-in racing a merge of this account waits, then
-    // lands on the primary instead of opening a session on a fresh secondary.
-    const [row] = await lockAccounts(tx, [found.accountId]);
-    return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
-  }
+  if (found) return primaryOf(tx, found.accountId);
   const id = newId("acc");
   await tx.account.create({
     data: {

@@ -23,8 +23,11 @@ export function sampleEventData(projectId: string, type: EventType): Record<stri
     case "security.suspicious_activity":
       return { reason: "otp_attempts_exhausted", purpose: "link", user_id: user.user_id };
     case "user.authentication.success":
+      return { user, method: "otp", identifier_type: "email" };
+    case "user.passkey.registered":
+      return { user, passkey: { id: "psk_test_passkey", name: "Test passkey", created_at: at } };
     case "user.passkey.login":
-      return { user, method: type === "user.passkey.login" ? "passkey" : "otp" };
+      return { user, passkey: { id: "psk_test_passkey", name: "Test passkey" } };
     default:
       return { user };
   }

@@ -25,6 +25,7 @@ const simple = [
   E.InvalidWebhookUrl,
   E.InvalidEventType,
   E.AccountMerged,
+  E.PasskeyInvalid,
 ] as const;
 
 for (const cls of simple) {

@@ -4,6 +4,7 @@ import "./root.ts";
 import "./errors.ts";
 import "./sign-in.ts";
 import "./viewer.ts";
+import "./passkey.ts";
 import "./linking.ts";
 import "./webhook.ts";
 import "./delivery.ts";

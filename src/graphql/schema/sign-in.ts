@@ -8,7 +8,7 @@ export const StateIdPayload = builder.objectRef<{ stateId: string }>("OtpChallen
   fields: (t) => ({ stateId: t.exposeString("stateId") }),
 });
 
-const TokenPayload = builder.objectRef<TokenResponse>("SignInTokens").implement({
+export const TokenPayload = builder.objectRef<TokenResponse>("SignInTokens").implement({
   fields: (t) => ({
     accessToken: t.exposeString("access_token"),
     idToken: t.exposeString("id_token"),

@@ -1,0 +1,285 @@
+// Passkeys (WebAuthn, CONTRACT section 4a). @simplewebauthn/server does every check of the
+// ceremonies (signature, origin, RP id, challenge, flags); this module keeps the challenges
+// server-side (single use, 5 minutes, bound to the project and, for a registration, to the
+// account) and ties credentials to accounts the way identifiers are tied: a passkey belongs to
+// the account that registered it, and signing in with it lands on that account's primary.
+import {
+  generateAuthenticationOptions,
+  generateRegistrationOptions,
+  verifyAuthenticationResponse,
+  verifyRegistrationResponse,
+  type AuthenticationResponseJSON,
+  type AuthenticatorTransport,
+  type RegistrationResponseJSON,
+} from "@simplewebauthn/server";
+import { decodeClientDataJSON } from "@simplewebauthn/server/helpers";
+import { z } from "zod";
+import type { Config } from "../config.ts";
+import type { Db } from "../db/client.ts";
+import { transaction } from "../db/transaction.ts";
+import { enqueue, enqueueAll } from "../delivery/outbox.ts";
+import type { Actor, Deps, UserActor } from "../deps.ts";
+import { InvalidRequest, NotFound, PasskeyInvalid } from "../errors.ts";
+import { newId } from "../ids.ts";
+import { loadAccount, preferred, userEventData } from "./accounts.ts";
+import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
+
+export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
+
+export type RelyingParty = { id: string; name: string; origins: string[] };
+
+/** The RP id and origins: configured, or the issuer's (a loopback IP becomes "localhost", which browsers accept). */
+export function relyingParty(config: Config, issuer: string): RelyingParty {
+  const url = new URL(issuer);
+  const loopback = ["127.0.0.1", "[::1]", "::1"].includes(url.hostname);
+  const id = config.webauthnRpId ?? (loopback ? "localhost" : url.hostname);
+  const origins = config.webauthnOrigins.length
+    ? config.webauthnOrigins
+    : loopback
+      ? [url.origin, `${url.protocol}//localhost${url.port ? `:${url.port}` : ""}`]
+      : [url.origin];
+  return { id, name: "linkgate", origins };
+}
+
+const rp = (deps: Deps) => relyingParty(deps.config, deps.keys.issuer);
+
+// The outer shape only; everything inside is checked by the library.
+const b64url = z.string().min(1).max(16_384).regex(/^[A-Za-z0-9_-]+$/);
+const registrationSchema = z.object({
+  id: b64url,
+  rawId: b64url,
+  type: z.literal("public-key"),
+  response: z.looseObject({ clientDataJSON: b64url, attestationObject: b64url, transports: z.array(z.string().max(32)).max(10).optional() }),
+  clientExtensionResults: z.record(z.string(), z.unknown()).optional().default({}),
+  authenticatorAttachment: z.string().max(32).optional(),
+});
+const authenticationSchema = z.object({
+  id: b64url,
+  rawId: b64url,
+  type: z.literal("public-key"),
+  response: z.looseObject({ clientDataJSON: b64url, authenticatorData: b64url, signature: b64url, userHandle: b64url.optional() }),
+  clientExtensionResults: z.record(z.string(), z.unknown()).optional().default({}),
+  authenticatorAttachment: z.string().max(32).optional(),
+});
+
+function parseResponse<T>(schema: z.ZodType<T>, raw: unknown): T {
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw new PasskeyInvalid("the passkey response is malformed");
+  return parsed.data;
+}
+
+/** The challenge the browser signed, read from clientDataJSON (the library checks it again). */
+function signedChallenge(clientDataJSON: string, type: "webauthn.create" | "webauthn.get"): string {
+  try {
+    const data = decodeClientDataJSON(clientDataJSON);
+    if (data.type !== type || typeof data.challenge !== "string") throw new Error("wrong ceremony");
+    return data.challenge;
+  } catch {
+    throw new PasskeyInvalid("the passkey response is malformed");
+  }
+}
+
+async function storeChallenge(db: Db, challenge: string, binding: { projectId: string; purpose: "registration" | "authentication"; accountId?: string; sessionId?: string }) {
+  await db.webauthnChallenge.create({ data: { challenge, ...binding, expiresAt: new Date(Date.now() + CHALLENGE_TTL_MS) } });
+}
+
+/**
+ * Uses up a challenge issued to this project (and account) for this ceremony. Consumed before
+ * the response is verified: a challenge is good for one attempt, right or wrong, so a captured
+ * response can never be replayed.
+ */
+async function consumeChallenge(db: Db, challenge: string, binding: { projectId: string; purpose: "registration" | "authentication"; accountId?: string }) {
+  const { count } = await db.webauthnChallenge.updateMany({
+    where: {
+      challenge,
+      projectId: binding.projectId,
+      purpose: binding.purpose,
+      accountId: binding.accountId ?? null,
+      consumedAt: null,
+      expiresAt: { gt: new Date() },
+    },
+    data: { consumedAt: new Date() },
+  });
+  if (count !== 1) throw new PasskeyInvalid("that passkey challenge is unknown, used or expired; start again");
+}
+
+export async function startPasskeyRegistration(deps: Deps, actor: UserActor) {
+  const { projectId, user } = actor;
+  const account = await loadAccount(deps.prisma, projectId, user.accountId);
+  if (!account) throw new NotFound("no such account");
+  const existing = await deps.prisma.passkey.findMany({ where: { accountId: account.id }, select: { credentialId: true, transports: true } });
+  const label = preferred(account.identifiers, "email")?.value ?? preferred(account.identifiers, "phone")?.value ?? account.id;
+  const party = rp(deps);
+  const options = await generateRegistrationOptions({
+    rpName: party.name,
+    rpID: party.id,
+    userName: label,
+    userDisplayName: account.name ?? label,
+    userID: new TextEncoder().encode(account.id),
+    attestationType: "none",
+    excludeCredentials: existing.map((p) => ({ id: p.credentialId, transports: p.transports as AuthenticatorTransport[] })),
+    // discoverable credentials: signing in needs no identifier typed
+    authenticatorSelection: { residentKey: "required", userVerification: "preferred" },
+  });
+  await storeChallenge(deps.prisma, options.challenge, { projectId, purpose: "registration", accountId: account.id, sessionId: user.sessionId });
+  return options;
+}
+
+export type PasskeyView = { id: string; name: string; createdAt: Date; lastUsedAt: Date | null; deviceType: string; backedUp: boolean };
+
+function passkeyName(name: unknown): string {
+  if (name === undefined || name === null) return "Passkey";
+  if (typeof name !== "string" || name.trim().length === 0 || name.length > 100) throw new InvalidRequest("a passkey's name is 1 to 100 characters");
+  return name.trim();
+}
+
+export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, input: { response: unknown; name?: unknown }): Promise<PasskeyView> {
+  const name = passkeyName(input.name);
+  const response = parseResponse(registrationSchema, input.response) as RegistrationResponseJSON;
+  const challenge = signedChallenge(response.response.clientDataJSON, "webauthn.create");
+  await consumeChallenge(deps.prisma, challenge, { projectId: actor.projectId, purpose: "registration", accountId: actor.user.accountId });
+  const party = rp(deps);
+  const verified = await verifyRegistrationResponse({
+    response,
+    expectedChallenge: challenge,
+    expectedOrigin: party.origins,
+    expectedRPID: party.id,
+    requireUserVerification: false,
+  }).catch(() => null);
+  if (!verified?.verified || !verified.registrationInfo) throw new PasskeyInvalid();
+  const { credential, credentialDeviceType, credentialBackedUp } = verified.registrationInfo;
+  return transaction(deps.prisma, async (tx) => {
+    const taken = await tx.passkey.count({ where: { projectId: actor.projectId, credentialId: credential.id } });
+    if (taken) throw new PasskeyInvalid("that passkey is already registered");
+    const passkey = await tx.passkey.create({
+      data: {
+        id: newId("psk"),
+        projectId: actor.projectId,
+        accountId: actor.user.accountId,
+        credentialId: credential.id,
+        publicKey: Buffer.from(credential.publicKey),
+        counter: BigInt(credential.counter),
+        transports: credential.transports ?? [],
+        deviceType: credentialDeviceType,
+        backedUp: credentialBackedUp,
+        name,
+      },
+    });
+    await enqueue(tx, {
+      projectId: actor.projectId,
+      eventType: "user.passkey.registered",
+      data: await userEventData(tx, actor.projectId, actor.user.accountId, {
+        passkey: { id: passkey.id, name: passkey.name, created_at: passkey.createdAt.toISOString() },
+      }),
+    });
+    return passkey;
+  });
+}
+
+export async function startPasskeySignIn(deps: Deps, actor: Actor) {
+  const party = rp(deps);
+  const options = await generateAuthenticationOptions({ rpID: party.id, userVerification: "preferred", allowCredentials: [] });
+  await storeChallenge(deps.prisma, options.challenge, { projectId: actor.projectId, purpose: "authentication" });
+  return options;
+}
+
+export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { response: unknown }): Promise<TokenResponse> {
+  const { projectId } = actor;
+  const response = parseResponse(authenticationSchema, input.response) as AuthenticationResponseJSON;
+  const challenge = signedChallenge(response.response.clientDataJSON, "webauthn.get");
+  await consumeChallenge(deps.prisma, challenge, { projectId, purpose: "authentication" });
+  const passkey = await deps.prisma.passkey.findUnique({ where: { projectId_credentialId: { projectId, credentialId: response.id } } });
+  if (!passkey) throw new PasskeyInvalid("that passkey is not registered here");
+  const party = rp(deps);
+  // The library refuses a counter that did not grow, but silently: given 0 it checks nothing,
+  // and the comparison happens below, after the signature proved the authenticator's word.
+  const verified = await verifyAuthenticationResponse({
+    response,
+    expectedChallenge: challenge,
+    expectedOrigin: party.origins,
+    expectedRPID: party.id,
+    credential: { id: passkey.credentialId, publicKey: new Uint8Array(passkey.publicKey), counter: 0, transports: passkey.transports as AuthenticatorTransport[] },
+    requireUserVerification: false,
+  }).catch(() => null);
+  if (!verified?.verified) throw new PasskeyInvalid();
+  const seen = BigInt(verified.authenticationInfo.newCounter);
+  if (counterWentBack(passkey.counter, seen)) {
+    await reportClonedPasskey(deps, projectId, passkey, seen, actor.clientAddress);
+    throw new PasskeyInvalid("this passkey's signature counter went backwards; it may have been cloned");
+  }
+  const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
+    const accountId = await primaryOf(tx, passkey.accountId);
+    await tx.passkey.update({ where: { id: passkey.id }, data: { counter: seen, lastUsedAt: new Date() } });
+    const sessionId = await startSession(tx, projectId, accountId, [
+      ["user.passkey.login", { passkey: { id: passkey.id, name: passkey.name } }],
+      ["user.authentication.success", { method: "passkey" }],
+    ]);
+    return { accountId, sessionId };
+  });
+  return issueTokens(deps, projectId, accountId, sessionId);
+}
+
+/** Authenticators that keep a counter must raise it on every use (WebAuthn §6.1.1); 0 and 0 means "no counter". */
+function counterWentBack(stored: bigint, seen: bigint): boolean {
+  return (stored > 0n || seen > 0n) && seen <= stored;
+}
+
+async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id: string; accountId: string; counter: bigint }, seen: bigint, clientAddress: string) {
+  await transaction(deps.prisma, (tx) =>
+    enqueue(tx, {
+      projectId,
+      eventType: "security.suspicious_activity",
+      data: {
+        reason: "passkey_counter_regressed",
+        user_id: passkey.accountId,
+        passkey_id: passkey.id,
+        stored_counter: Number(passkey.counter),
+        presented_counter: Number(seen),
+        client_address: clientAddress,
+      },
+    }),
+  );
+}
+
+/** The caller's own passkey, found within its account and project or not at all. */
+function ownPasskey(actor: UserActor, id: string) {
+  return { id, accountId: actor.user.accountId, projectId: actor.projectId };
+}
+
+export async function renamePasskey(deps: Deps, actor: UserActor, input: { id: string; name: unknown }) {
+  const name = passkeyName(input.name);
+  const { count } = await deps.prisma.passkey.updateMany({ where: ownPasskey(actor, input.id), data: { name } });
+  if (!count) throw new NotFound("no such passkey");
+  return deps.prisma.passkey.findUniqueOrThrow({ where: { id: input.id } });
+}
+
+export async function removePasskey(deps: Deps, actor: UserActor, input: { id: string }) {
+  await transaction(deps.prisma, async (tx) => {
+    const { count } = await tx.passkey.deleteMany({ where: ownPasskey(actor, input.id) });
+    if (!count) throw new NotFound("no such passkey");
+    await tx.account.update({ where: { id: actor.user.accountId }, data: { updatedAt: new Date() } });
+    const data = await userEventData(tx, actor.projectId, actor.user.accountId, { passkey_removed: { id: input.id } });
+    await enqueueAll(tx, [{ projectId: actor.projectId, eventType: "user.updated", data }]);
+  });
+  return { removedId: input.id };
+}
+
+export async function listPasskeys(deps: Deps, actor: UserActor): Promise<PasskeyView[]> {
+  return deps.prisma.passkey.findMany({
+    where: { accountId: actor.user.accountId, projectId: actor.projectId },
+    orderBy: { createdAt: "asc" },
+    select: { id: true, name: true, createdAt: true, lastUsedAt: true, deviceType: true, backedUp: true },
+  });
+}
+
+export function passkeyJson(p: PasskeyView) {
+  return {
+    id: p.id,
+    name: p.name,
+    created_at: p.createdAt.toISOString(),
+    last_used_at: p.lastUsedAt?.toISOString() ?? null,
+    device_type: p.deviceType,
+    backed_up: p.backedUp,
+  };
+}
+
