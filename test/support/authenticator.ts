@@ -7,7 +7,7 @@ import { isoBase64URL, isoCBOR } from "@simplewebauthn/server/helpers";
 
 type Credential = { id: Uint8Array; privateKey: KeyObject; cose: Uint8Array; userHandle: string; counter: number; rpId: string };
 
-const b64 = (bytes: Uint8Array) => isoBase64URL.fromBuffer(bytes);
+const b64 = (bytes: Uint8Array) => isoBase64URL.fromBuffer(new Uint8Array(bytes));
 const sha256 = (data: Uint8Array | string) => new Uint8Array(createHash("sha256").update(data).digest());
 
 function u32(n: number): Uint8Array {
