@@ -1,0 +1,421 @@
+// /account: the signed-in user's e-mail addresses and phone numbers, the account merged into
+// theirs and their passkeys, with everything linking offers: add one with a code (the service
+// decides attach or merge; the page says which), remove one, unmerge, and add, rename or remove
+// passkeys.
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import {
+  accountLabel,
+  finishPasskeyRegistration,
+  loadViewer,
+  loginUrl,
+  publishableKey,
+  removeLink,
+  removePasskey,
+  renamePasskey,
+  requestLink,
+  SessionEnded,
+  signOut,
+  startPasskeyRegistration,
+  storedSession,
+  unmerge,
+  verifyLink,
+  type Identifier,
+  type MergedAccount,
+  type Passkey,
+  type Viewer,
+} from "./api.ts";
+import { createPasskey, passkeysSupported } from "./webauthn.ts";
+import { Alert, Confirm, Done, Field, Frame, NotConfigured, fmtDate, message, useAction, useFocusOnShow, useReturnFocus } from "./ui.tsx";
+import "./style.css";
+
+function AccountPage() {
+  const { busy, error, run } = useAction();
+  if (!publishableKey()) return <Frame title="account">{<NotConfigured />}</Frame>;
+  const out = () =>
+    run(async () => {
+      await signOut();
+      location.assign("/login?why=signed-out");
+    });
+  return (
+    <Frame
+      title="account"
+      actions={
+        <button type="button" onClick={out} disabled={busy}>
+          {busy ? "Signing out…" : "Sign out"}
+        </button>
+      }
+    >
+      <Alert text={error} />
+      <Account />
+    </Frame>
+  );
+}
+
+function Account() {
+  const [viewer, setViewer] = useState<Viewer | null>(null);
+  const [loadError, setLoadError] = useState<string | null>(null);
+  const reload = async () => {
+    const v = await loadViewer();
+    setViewer(v);
+    return v;
+  };
+  useEffect(() => {
+    reload().catch((err) => {
+      if (err instanceof SessionEnded) location.replace(loginUrl("ended"));
+      else setLoadError(message(err));
+    });
+  }, []);
+
+  if (loadError) return <Alert text={`Your account could not be loaded: ${loadError}`} />;
+  if (!viewer) return <p class="muted">Loading your account…</p>;
+  return (
+    <>
+      <h1 class="title">
+        Your account <span class="value">{accountLabel(viewer)}</span>
+      </h1>
+      <Identifiers viewer={viewer} reload={reload} />
+      <Merged viewer={viewer} reload={reload} />
+      <Passkeys passkeys={viewer.passkeys} reload={reload} />
+    </>
+  );
+}
+
+type Reload = () => Promise<Viewer>;
+
+const kindLabel = (i: Pick<Identifier, "kind">) => (i.kind === "email" ? "E-mail" : "Phone");
+
+/** "the account of bob@example.com": how the pages name another account. */
+const theAccountOf = (a: Pick<MergedAccount, "name" | "email" | "phoneNumber" | "id">) => `the account of ${accountLabel(a)}`;
+
+// ---- e-mail addresses and phone numbers ---------------------------------------------------------
+
+function Identifiers(props: { viewer: Viewer; reload: Reload }) {
+  const [done, setDone] = useState<string | null>(null);
+  return (
+    <section class="card" aria-labelledby="identifiers-title">
+      <h2 id="identifiers-title">E-mail addresses and phone numbers</h2>
+      <p class="hint">Each of them signs in to this account with a code.</p>
+      <ul class="items">
+        {props.viewer.identifiers.map((i) => (
+          <IdentifierRow key={i.id} identifier={i} reload={props.reload} onDone={setDone} />
+        ))}
+      </ul>
+      <Done text={done} />
+      <AddIdentifier reload={props.reload} onDone={setDone} />
+    </section>
+  );
+}
+
+function IdentifierRow(props: { identifier: Identifier; reload: Reload; onDone: (text: string) => void }) {
+  const { identifier: i } = props;
+  const [asking, setAsking] = useState(false);
+  const opener = useReturnFocus<HTMLButtonElement>(asking);
+  const { busy, error, run } = useAction();
+  const remove = () =>
+    run(async () => {
+      await removeLink(i);
+      setAsking(false);
+      await props.reload();
+      props.onDone(`${i.value} was removed from your account.`);
+    });
+  return (
+    <li class="item" data-identifier={i.value}>
+      <div class="item-main">
+        <span class="value">{i.value}</span>
+        <span class="meta">
+          {kindLabel(i)} · <span class={`badge ${i.origin}`}>{i.origin === "own" ? "signed up with it" : "added later"}</span>
+        </span>
+      </div>
+      {!asking && (
+        <button type="button" class="small" ref={opener} onClick={() => setAsking(true)} aria-label={`Remove ${i.value}`}>
+          Remove
+        </button>
+      )}
+      {asking && (
+        <Confirm
+          id={`remove-${i.id}`}
+          text={
+            <>
+              Remove <strong>{i.value}</strong> from your account? It will no longer sign in here.
+            </>
+          }
+          action="Remove"
+          busy={busy}
+          onConfirm={remove}
+          onCancel={() => setAsking(false)}
+        />
+      )}
+      <Alert text={error} />
+    </li>
+  );
+}
+
+type LinkStep = { kind: "identifier" } | { kind: "code"; identifier: string; stateId: string };
+
+function AddIdentifier(props: { reload: Reload; onDone: (text: string) => void }) {
+  const [step, setStep] = useState<LinkStep>({ kind: "identifier" });
+  const [value, setValue] = useState("");
+  const [code, setCode] = useState("");
+  const { busy, error, setError, run } = useAction();
+  // The page opens on the account, not in this field: the focus moves only once the user acts.
+  const input = useFocusOnShow<HTMLInputElement>(`${step.kind}${error}`, false);
+
+  const request = (e: Event) => {
+    e.preventDefault();
+    const identifier = value.trim();
+    if (!identifier) return setError("Enter an e-mail address or phone number.");
+    void run(async () => {
+      const stateId = await requestLink(identifier);
+      setCode("");
+      setStep({ kind: "code", identifier, stateId });
+    });
+  };
+
+  const verify = (e: Event) => {
+    e.preventDefault();
+    if (step.kind !== "code") return;
+    if (!/^\d{6}$/.test(code.trim())) return setError("Enter the 6-digit code.");
+    void run(async () => {
+      const outcome = await verifyLink(step.stateId, code);
+      const viewer = await props.reload();
+      setValue("");
+      setStep({ kind: "identifier" });
+      props.onDone(
+        outcome === "merged" && viewer.mergedSecondary
+          ? `Merged: ${theAccountOf(viewer.mergedSecondary)} is now part of yours. Its e-mail addresses, phone numbers and passkeys sign in here.`
+          : `${step.identifier} is now attached to your account.`,
+      );
+    });
+  };
+
+  return (
+    <div class="subsection">
+      <h3 id="add-title">Add an e-mail address or phone number</h3>
+      {step.kind === "identifier" ? (
+        <form onSubmit={request} aria-labelledby="add-title" noValidate>
+          <Field
+            id="link-identifier"
+            label="E-mail or phone number"
+            value={value}
+            onInput={setValue}
+            inputRef={input}
+            maxLength={320}
+            hint="We send it a code to prove it is yours. If another account signed up with it, that account is merged into yours."
+            error={error}
+          />
+          <button type="submit" disabled={busy}>
+            {busy ? "Sending…" : "Send a code"}
+          </button>
+        </form>
+      ) : (
+        <form onSubmit={verify} aria-labelledby="add-title" noValidate>
+          <p>
+            We sent a 6-digit code to <strong class="value">{step.identifier}</strong>.
+          </p>
+          <Field id="link-code" label="Code" value={code} onInput={setCode} inputRef={input} inputMode="numeric" autoComplete="one-time-code" maxLength={6} error={error} />
+          <div class="actions">
+            <button type="submit" class="primary" disabled={busy}>
+              {busy ? "Checking…" : "Verify and add"}
+            </button>
+            <button type="button" onClick={() => setStep({ kind: "identifier" })}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
+    </div>
+  );
+}
+
+// ---- the merged account -------------------------------------------------------------------------
+
+function Merged(props: { viewer: Viewer; reload: Reload }) {
+  const secondary = props.viewer.mergedSecondary;
+  const [asking, setAsking] = useState(false);
+  const opener = useReturnFocus<HTMLButtonElement>(asking);
+  const [done, setDone] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
+  const separate = (other: MergedAccount) =>
+    run(async () => {
+      await unmerge();
+      setAsking(false);
+      await props.reload();
+      setDone(`Unmerged: ${theAccountOf(other)} is an account of its own again, with its e-mail addresses, phone numbers and passkeys.`);
+    });
+  return (
+    <section class="card" aria-labelledby="merged-title">
+      <h2 id="merged-title">Merged account</h2>
+      {secondary ? (
+        <>
+          <p>
+            <strong class="value">{accountLabel(secondary)}</strong> is merged into your account{secondary.mergedAt ? ` since ${fmtDate(secondary.mergedAt)}` : ""}. Its e-mail
+            addresses, phone numbers and passkeys sign in here.
+          </p>
+          <ul class="items" aria-label={`Identifiers of ${theAccountOf(secondary)}`}>
+            {secondary.identifiers.map((i) => (
+              <li key={i.id} class="item" data-identifier={i.value}>
+                <div class="item-main">
+                  <span class="value">{i.value}</span>
+                  <span class="meta">{kindLabel(i)}</span>
+                </div>
+              </li>
+            ))}
+          </ul>
+          {asking ? (
+            <Confirm
+              id="unmerge-question"
+              text={
+                <>
+                  Separate <strong class="value">{accountLabel(secondary)}</strong> from your account <strong class="value">{accountLabel(props.viewer)}</strong>?{" "}
+                  {accountLabel(secondary)} becomes an account of its own again: its e-mail addresses, phone numbers and passkeys will sign in there, not here.
+                </>
+              }
+              action="Unmerge"
+              busy={busy}
+              onConfirm={() => separate(secondary)}
+              onCancel={() => setAsking(false)}
+            />
+          ) : (
+            <button type="button" class="danger" ref={opener} onClick={() => setAsking(true)}>
+              Unmerge…
+            </button>
+          )}
+        </>
+      ) : (
+        <p class="muted">No other account is merged into yours. Adding an e-mail address or phone number that another account signed up with merges that account into yours.</p>
+      )}
+      <Alert text={error} />
+      <Done text={done} />
+    </section>
+  );
+}
+
+// ---- passkeys -----------------------------------------------------------------------------------
+
+function Passkeys(props: { passkeys: Passkey[]; reload: Reload }) {
+  const [done, setDone] = useState<string | null>(null);
+  return (
+    <section class="card" aria-labelledby="passkeys-title">
+      <h2 id="passkeys-title">Passkeys</h2>
+      <p class="hint">Sign in with your device's fingerprint, face or screen lock instead of a code. Your e-mail addresses and phone numbers stay the way back in.</p>
+      {props.passkeys.length ? (
+        <ul class="items">
+          {props.passkeys.map((p) => (
+            <PasskeyRow key={p.id} passkey={p} reload={props.reload} onDone={setDone} />
+          ))}
+        </ul>
+      ) : (
+        <p class="muted">No passkeys yet.</p>
+      )}
+      <Done text={done} />
+      <AddPasskey reload={props.reload} onDone={setDone} />
+    </section>
+  );
+}
+
+function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: string) => void }) {
+  const { passkey: p } = props;
+  const [mode, setMode] = useState<"view" | "rename" | "remove">("view");
+  const [name, setName] = useState(p.name);
+  const { busy, error, setError, run } = useAction();
+  const nameInput = useFocusOnShow<HTMLInputElement>(mode, false);
+  const renameOpener = useReturnFocus<HTMLButtonElement>(mode === "rename");
+  const removeOpener = useReturnFocus<HTMLButtonElement>(mode === "remove");
+
+  const rename = (e: Event) => {
+    e.preventDefault();
+    if (!name.trim()) return setError("Give the passkey a name.");
+    void run(async () => {
+      await renamePasskey(p.id, name.trim());
+      setMode("view");
+      await props.reload();
+      props.onDone(`The passkey is now called “${name.trim()}”.`);
+    });
+  };
+  const remove = () =>
+    run(async () => {
+      await removePasskey(p.id);
+      await props.reload();
+      props.onDone(`The passkey “${p.name}” was removed. Your device may still list it; it no longer signs in here.`);
+    });
+
+  return (
+    <li class="item" data-passkey={p.name}>
+      <div class="item-main">
+        <span class="value">{p.name}</span>
+        <span class="meta">
+          added {fmtDate(p.createdAt)} · last used {fmtDate(p.lastUsedAt)}
+          {p.backedUp ? " · synced" : ""}
+        </span>
+      </div>
+      {mode === "view" && (
+        <div class="actions tight">
+          <button type="button" class="small" ref={renameOpener} onClick={() => (setName(p.name), setError(null), setMode("rename"))} aria-label={`Rename ${p.name}`}>
+            Rename
+          </button>
+          <button type="button" class="small" ref={removeOpener} onClick={() => setMode("remove")} aria-label={`Remove ${p.name}`}>
+            Remove
+          </button>
+        </div>
+      )}
+      {mode === "rename" && (
+        <form class="inline-form" onSubmit={rename} noValidate>
+          <Field id={`rename-${p.id}`} label={`New name for “${p.name}”`} value={name} onInput={setName} inputRef={nameInput} maxLength={100} error={error} />
+          <div class="actions">
+            <button type="submit" class="primary" disabled={busy}>
+              Save
+            </button>
+            <button type="button" onClick={() => setMode("view")}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
+      {mode === "remove" && (
+        <Confirm
+          id={`remove-${p.id}`}
+          text={
+            <>
+              Remove the passkey <strong>{p.name}</strong>? It will no longer sign in to your account.
+            </>
+          }
+          action="Remove passkey"
+          busy={busy}
+          onConfirm={remove}
+          onCancel={() => setMode("view")}
+        />
+      )}
+      {mode !== "rename" && <Alert text={error} />}
+    </li>
+  );
+}
+
+function AddPasskey(props: { reload: Reload; onDone: (text: string) => void }) {
+  const [name, setName] = useState("");
+  const { busy, error, run } = useAction();
+  if (!passkeysSupported()) return <p class="muted">This browser does not support passkeys.</p>;
+  const add = (e: Event) => {
+    e.preventDefault();
+    void run(async () => {
+      const options = await startPasskeyRegistration();
+      const passkey = await finishPasskeyRegistration(await createPasskey(options), name.trim() || "Passkey");
+      setName("");
+      await props.reload();
+      props.onDone(`Passkey “${passkey.name}” added: you can sign in with it now.`);
+    });
+  };
+  return (
+    <form class="subsection" onSubmit={add} aria-labelledby="add-passkey-title" noValidate>
+      <h3 id="add-passkey-title">Add a passkey</h3>
+      <Field id="passkey-name" label="Name for the new passkey" value={name} onInput={setName} maxLength={100} hint="So you can tell your passkeys apart, e.g. “Work laptop”." />
+      <button type="submit" disabled={busy}>
+        {busy ? "Waiting for your device…" : "Add a passkey"}
+      </button>
+      <Alert text={error} />
+    </form>
+  );
+}
+
+if (publishableKey() && !storedSession()) location.replace(loginUrl());
+else render(<AccountPage />, document.getElementById("app")!);

@@ -1,0 +1,48 @@
+// Every GraphQL document the hosted pages send, in one place, so a test can check each one
+// against schema.graphql.
+
+const ERR = `__typename ... on Error { message }`;
+const IDENTIFIER = `id kind value origin`;
+const TOKENS = `... on SignInTokens { accessToken idToken accountId expiresIn }`;
+
+export const OPERATIONS = {
+  StartSignIn: `mutation StartSignIn($email: String, $phone: String) {
+    startSignIn(email: $email, phone: $phone) { ${ERR} ... on OtpChallenge { stateId } }
+  }`,
+  CompleteSignIn: `mutation CompleteSignIn($stateId: String!, $otp: String!) {
+    completeSignIn(stateId: $stateId, otp: $otp) { ${ERR} ${TOKENS} }
+  }`,
+  StartPasskeySignIn: `mutation StartPasskeySignIn { startPasskeySignIn }`,
+  FinishPasskeySignIn: `mutation FinishPasskeySignIn($response: JSON!) {
+    finishPasskeySignIn(response: $response) { ${ERR} ${TOKENS} }
+  }`,
+  SignOut: `mutation SignOut { signOut }`,
+  Viewer: `query Viewer {
+    viewer {
+      id name email phoneNumber
+      identifiers { ${IDENTIFIER} }
+      mergedSecondary { id name email phoneNumber mergedAt identifiers { ${IDENTIFIER} } }
+      passkeys(first: 50) { edges { node { id name createdAt lastUsedAt backedUp } } }
+    }
+  }`,
+  RequestLink: `mutation RequestLink($email: String, $phone: String) {
+    requestLink(email: $email, phone: $phone) { ${ERR} ... on OtpChallenge { stateId } }
+  }`,
+  VerifyLink: `mutation VerifyLink($stateId: String!, $otp: String!) {
+    verifyLink(stateId: $stateId, otp: $otp) { __typename ... on VerifyLinkPayload { outcome } ... on Error { message } }
+  }`,
+  RemoveLink: `mutation RemoveLink($email: String, $phone: String) {
+    removeLink(email: $email, phone: $phone) { ${ERR} }
+  }`,
+  Unmerge: `mutation Unmerge { unmerge { ${ERR} } }`,
+  StartPasskeyRegistration: `mutation StartPasskeyRegistration { startPasskeyRegistration }`,
+  FinishPasskeyRegistration: `mutation FinishPasskeyRegistration($response: JSON!, $name: String) {
+    finishPasskeyRegistration(response: $response, name: $name) { ${ERR} ... on Passkey { id name createdAt lastUsedAt backedUp } }
+  }`,
+  RenamePasskey: `mutation RenamePasskey($id: ID!, $name: String!) {
+    renamePasskey(id: $id, name: $name) { ${ERR} ... on Passkey { id name } }
+  }`,
+  RemovePasskey: `mutation RemovePasskey($id: ID!) {
+    removePasskey(id: $id) { ${ERR} ... on RemovePasskeyPayload { removedId } }
+  }`,
+} as const;

@@ -1,0 +1,163 @@
+// Pieces both pages share: the frame, messages, and a busy-aware action runner.
+import type { ComponentChildren, Ref } from "preact";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
+import { loginUrl, SessionEnded } from "./api.ts";
+
+export const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+export const fmtDate = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) : "never");
+
+export function Frame(props: { title: string; actions?: ComponentChildren; children: ComponentChildren }) {
+  return (
+    <>
+      <header class="top">
+        <p class="brand">
+          linkgate <span>{props.title}</span>
+        </p>
+        {props.actions}
+      </header>
+      <main class="page">{props.children}</main>
+    </>
+  );
+}
+
+/** The page cannot work without the project's publishable key: say so, and who can fix it. */
+export function NotConfigured() {
+  return (
+    <div class="card" role="alert">
+      <h1>This page is not configured</h1>
+      <p>
+        It needs the project's <strong>publishable</strong> key (<code>lg_pk_…</code>). The operator sets <code>LINKGATE_PAGES_PUBLISHABLE_KEY</code> (or{" "}
+        <code>LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY</code>) and restarts linkgate. A secret key is never used here.
+      </p>
+    </div>
+  );
+}
+
+/** An error for the whole form, announced when it appears. */
+export function Alert({ text, id }: { text: string | null; id?: string }) {
+  return text ? (
+    <p class="field-error" role="alert" id={id}>
+      {text}
+    </p>
+  ) : null;
+}
+
+/** A success, announced politely. */
+export function Done({ text }: { text: string | null }) {
+  return (
+    <p class="ok" role="status" aria-live="polite">
+      {text}
+    </p>
+  );
+}
+
+/**
+ * Runs one action at a time: `busy` while it runs, its error (in words) afterwards. An action
+ * returns normally on success; what it throws is shown.
+ */
+export function useAction() {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const run = async (fn: () => Promise<void>) => {
+    if (busy) return;
+    setBusy(true);
+    setError(null);
+    try {
+      await fn();
+    } catch (err) {
+      // A refused session cannot be fixed on this page: sign in again and come back.
+      if (err instanceof SessionEnded) return location.replace(loginUrl("ended"));
+      setError(message(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return { busy, error, setError, run };
+}
+
+/**
+ * Focuses the element when `key` changes (and when it first appears, unless `onMount` is false),
+ * in the same render, so keys typed meanwhile land in it.
+ */
+export function useFocusOnShow<T extends HTMLElement>(key?: unknown, onMount = true) {
+  const ref = useRef<T>(null);
+  const mounted = useRef(false);
+  useLayoutEffect(() => {
+    if (mounted.current || onMount) ref.current?.focus();
+    mounted.current = true;
+  }, [key]);
+  return ref;
+}
+
+/** The button that opened a question or form gets the focus back when it closes. */
+export function useReturnFocus<T extends HTMLElement>(open: boolean) {
+  const ref = useRef<T>(null);
+  const wasOpen = useRef(open);
+  useLayoutEffect(() => {
+    if (wasOpen.current && !open) ref.current?.focus();
+    wasOpen.current = open;
+  }, [open]);
+  return ref;
+}
+
+/**
+ * A question before something that cannot be undone. Cancel takes the focus in the render that
+ * shows it, so a key pressed meanwhile acts on the safe choice.
+ */
+export function Confirm(props: { id: string; text: ComponentChildren; action: string; busy: boolean; onConfirm: () => void; onCancel: () => void }) {
+  const cancel = useFocusOnShow<HTMLButtonElement>();
+  return (
+    <div class="confirm" role="group" aria-labelledby={props.id}>
+      <p id={props.id}>{props.text}</p>
+      <div class="actions">
+        <button type="button" class="danger" onClick={props.onConfirm} disabled={props.busy}>
+          {props.action}
+        </button>
+        <button type="button" ref={cancel} onClick={props.onCancel}>
+          Cancel
+        </button>
+      </div>
+    </div>
+  );
+}
+
+/** One labelled text field. */
+export function Field(props: {
+  id: string;
+  label: string;
+  value: string;
+  onInput: (v: string) => void;
+  hint?: string;
+  error?: string | null;
+  inputRef?: Ref<HTMLInputElement>;
+  inputMode?: "numeric" | "email" | "text";
+  autoComplete?: string;
+  maxLength?: number;
+}) {
+  const described = [props.hint && `${props.id}-hint`, props.error && `${props.id}-error`].filter(Boolean).join(" ") || undefined;
+  return (
+    <div class="field">
+      <label for={props.id}>{props.label}</label>
+      <input
+        id={props.id}
+        ref={props.inputRef}
+        type="text"
+        inputMode={props.inputMode}
+        autoComplete={props.autoComplete ?? "off"}
+        spellcheck={false}
+        maxLength={props.maxLength}
+        value={props.value}
+        onInput={(e) => props.onInput(e.currentTarget.value)}
+        aria-invalid={props.error ? "true" : undefined}
+        aria-describedby={described}
+      />
+      {props.hint && (
+        <p class="hint" id={`${props.id}-hint`}>
+          {props.hint}
+        </p>
+      )}
+      <Alert id={`${props.id}-error`} text={props.error ?? null} />
+    </div>
+  );
+}
