@@ -1,0 +1,199 @@
+// GraphiQL served from the installed package, on this origin, under a strict CSP; and the
+// switch (LINKGATE_GRAPHIQL, off by default in production) that turns it and introspection off.
+// Checked over HTTP on each backend, and in a real Chromium (Debian's, via playwright-core).
+import { gunzipSync } from "node:zlib";
+import type { Browser, Request as PwRequest } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "./support/app.ts";
+import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
+import { backends } from "./support/db.ts";
+
+const HTML = { accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" };
+const INTROSPECTION = "{ __schema { queryType { name } } }";
+
+/** Directive name → its sources. */
+function csp(header: string | null): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const part of (header ?? "").split(";")) {
+    const [name, ...sources] = part.trim().split(/\s+/);
+    if (name) out.set(name, sources);
+  }
+  return out;
+}
+
+/** Every src= and href= in the page. */
+const references = (html: string) => [...html.matchAll(/\b(?:src|href)="([^"]*)"/g)].map((m) => m[1]);
+
+describe.each(backends)("GraphiQL over HTTP on %s", (backend) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(backend);
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it("GET /graphql from a browser is GraphiQL under a strict CSP, with nothing from another host", async () => {
+    const res = await h.call("GET", "/graphql", { headers: HTML });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
+    const policy = csp(res.headers.get("content-security-policy"));
+    expect(policy.get("default-src")).toEqual(["'self'"]);
+    expect(policy.get("script-src")).toEqual(["'self'"]);
+    expect(policy.get("worker-src")).toEqual(["'self'"]);
+    expect(policy.get("connect-src")).toEqual(["'self'"]);
+    expect(policy.get("frame-ancestors")).toEqual(["'none'"]);
+    expect(policy.get("base-uri")).toEqual(["'none'"]);
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+
+    const html: string = res.body;
+    expect(html).toContain('id="graphiql-options"');
+    expect(html).not.toMatch(/https?:\/\//);
+    expect(html).not.toMatch(/\bunpkg|jsdelivr|cdn\b/i);
+    // Only external scripts and a JSON data block: nothing inline that script-src would need.
+    for (const tag of html.match(/<script\b[^>]*>/g) ?? []) expect(tag).toMatch(/\bsrc="|type="application\/json"/);
+  });
+
+  it("serves every file the page and its boot script reference, from this origin", async () => {
+    const html: string = (await h.call("GET", "/graphql", { headers: HTML })).body;
+    const refs = references(html);
+    expect(refs.length).toBeGreaterThanOrEqual(4);
+    const boot = refs.find((r) => r.endsWith("/boot.js"))!;
+    const bootJs: string = (await h.call("GET", boot)).body;
+    const workers = [...bootJs.matchAll(/"([a-z]+\.worker\.js)"/g)].map((m) => boot.replace(/boot\.js$/, m[1]));
+    expect(workers).toHaveLength(3);
+
+    const types: Record<string, RegExp> = { js: /^text\/javascript/, css: /^text\/css/, ico: /^image\/x-icon/ };
+    for (const ref of [...refs, ...workers]) {
+      expect(ref, ref).toMatch(/^\/graphql\/assets\//);
+      const res = await h.app.fetch(new Request(`http://linkgate.test${ref}`));
+      expect(res.status, ref).toBe(200);
+      expect(res.headers.get("content-type"), ref).toMatch(types[ref.split(".").pop()!]);
+      expect(res.headers.get("cache-control"), ref).toContain("immutable");
+      expect(res.headers.get("content-security-policy"), ref).toContain("script-src 'self'");
+      expect((await res.arrayBuffer()).byteLength, ref).toBeGreaterThan(100);
+    }
+  });
+
+  it("sends the bundle gzipped to clients that accept it, byte for byte the same", async () => {
+    const html: string = (await h.call("GET", "/graphql", { headers: HTML })).body;
+    const js = references(html).find((r) => r.endsWith("/graphiql.js"))!;
+    const plain = Buffer.from(await (await h.app.fetch(new Request(`http://linkgate.test${js}`))).arrayBuffer());
+    const res = await h.app.fetch(new Request(`http://linkgate.test${js}`, { headers: { "accept-encoding": "gzip, br" } }));
+    expect(res.headers.get("content-encoding")).toBe("gzip");
+    expect(res.headers.get("vary")).toContain("Accept-Encoding");
+    const zipped = Buffer.from(await res.arrayBuffer());
+    expect(zipped.length).toBeLessThan(plain.length / 2);
+    expect(gunzipSync(zipped).equals(plain)).toBe(true);
+  });
+
+  it("answers 404 for a file it does not have, or another version's", async () => {
+    const html: string = (await h.call("GET", "/graphql", { headers: HTML })).body;
+    const base = references(html).find((r) => r.endsWith("/graphiql.js"))!.replace(/graphiql\.js$/, "");
+    for (const p of [`${base}nope.js`, `${base}..%2f..%2fpackage.json`, "/graphql/assets/0.0.1/graphiql.js"]) {
+      const res = await h.call("GET", p);
+      expect(res.status, p).toBe(404);
+      expect(res.body.error).toBe("NotFound");
+    }
+  });
+
+  it("allows introspection while GraphiQL is on", async () => {
+    const res = await h.gql(INTROSPECTION);
+    expect(res.body).toEqual({ data: { __schema: { queryType: { name: "Query" } } } });
+  });
+});
+
+describe.each(backends)("GraphiQL switched off on %s", (backend) => {
+  describe.each([
+    { name: "LINKGATE_GRAPHIQL=0", env: { LINKGATE_GRAPHIQL: "0" } },
+    { name: "NODE_ENV=production", env: { NODE_ENV: "production" } },
+  ])("$name", ({ env }) => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await startHarness(backend, { env });
+    });
+    afterAll(async () => {
+      await h?.close();
+    });
+
+    it("GET /graphql from a browser is not GraphiQL, and its files are not served", async () => {
+      // The GraphQL endpoint itself answers: a GET with no query is a GraphQL error, not a page.
+      const res = await h.call("GET", "/graphql", { headers: HTML });
+      expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+      expect(res.body.errors[0].message).toBe("Must provide query string.");
+      expect(JSON.stringify(res.body)).not.toMatch(/graphiql/i);
+      expect((await h.call("GET", "/graphql/assets/5.24.1/graphiql.js")).status).toBe(404);
+    });
+
+    it("refuses introspection, even with a secret key, and still runs ordinary queries", async () => {
+      for (const query of [INTROSPECTION, '{ __type(name: "Query") { name } }']) {
+        const res = await h.gql(query);
+        expect(res.body.data, query).toBeUndefined();
+        expect(res.body.errors?.[0]?.message, query).toMatch(/introspection has been disabled/);
+      }
+      expect((await h.gql("{ __typename }")).body).toEqual({ data: { __typename: "Query" } });
+    });
+  });
+});
+
+describe.skipIf(chromiumMissing)(`GraphiQL in Chromium${chromiumMissing ? ` (skipped: ${chromiumMissing})` : ""}`, () => {
+  let h: Harness;
+  let server: Awaited<ReturnType<typeof listen>>;
+  let browser: Browser;
+  let shots: ReturnType<typeof screenshots>;
+
+  beforeAll(async () => {
+    shots = screenshots("linkgate-graphiql");
+    h = await startHarness("pglite");
+    server = await listen(h.app.fetch);
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    await h?.close();
+    if (shots?.taken.length) console.log(`GraphiQL screenshots in ${shots.dir}:\n  ${shots.taken.join("\n  ")}`);
+  });
+
+  it("renders the editor, loads the schema and runs a query, with no other origin and no CSP violation", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const requests: string[] = [];
+    const problems: string[] = [];
+    // The context sees the workers' requests too, not only the page's.
+    context.on("request", (r: PwRequest) => requests.push(r.url()));
+    page.on("console", (m) => m.type() === "error" && problems.push(`console: ${m.text()}`));
+    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    await page.exposeBinding("reportViolation", (_source, v: string) => problems.push(`CSP: ${v}`));
+    await page.addInitScript(() =>
+      document.addEventListener("securitypolicyviolation", (e) =>
+        (window as unknown as { reportViolation(v: string): void }).reportViolation(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`),
+      ),
+    );
+
+    const res = await page.goto(`${server.url}/graphql`);
+    expect(res?.status()).toBe(200);
+    const editor = page.locator(".graphiql-query-editor .monaco-editor").first();
+    await editor.waitFor({ timeout: 30_000 });
+    await shots.take(page, "loaded");
+
+    await editor.click();
+    await page.keyboard.press("Control+A");
+    await page.keyboard.press("Delete");
+    await page.keyboard.type("{ __typename }");
+    await page.getByRole("button", { name: /Execute query/ }).click();
+    await expect.poll(() => page.locator(".graphiql-response").innerText(), { timeout: 15_000 }).toMatch(/"__typename":\s*"Query"/);
+
+    // The documentation explorer shows the schema the page introspected.
+    await page.getByRole("button", { name: /Documentation Explorer/ }).click();
+    await expect.poll(() => page.locator(".graphiql-doc-explorer").innerText(), { timeout: 15_000 }).toMatch(/query:\s*Query/);
+    await shots.take(page, "query-and-docs");
+
+    const origin = new URL(server.url).origin;
+    const elsewhere = requests.filter((u) => !u.startsWith("data:") && new URL(u).origin !== origin);
+    expect(elsewhere).toEqual([]);
+    expect(requests.some((u) => u.endsWith(".worker.js"))).toBe(true);
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+});
