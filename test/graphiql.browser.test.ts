@@ -104,7 +104,7 @@ describe.each(backends)("GraphiQL over HTTP on %s", (backend) => {
 });
 
 describe.each(backends)("GraphiQL switched off on %s", (backend) => {
-  describe.each([
+  describe.each<{ name: string; env: Record<string, string> }>([
     { name: "LINKGATE_GRAPHIQL=0", env: { LINKGATE_GRAPHIQL: "0" } },
     { name: "NODE_ENV=production", env: { NODE_ENV: "production" } },
   ])("$name", ({ env }) => {
