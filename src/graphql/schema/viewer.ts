@@ -96,7 +96,7 @@ builder.mutationFields((t) => ({
   deleteAccount: t.field({
     type: DeletePayload,
     authScopes: { user: true },
-    errors: { types: [E.AccountMerged] },
+    errors: { types: [E.AccountMerged, E.ReauthenticationRequired] },
     resolve: async (_, __, ctx) => deleteAccount(ctx.deps, await ctx.user()),
   }),
 }));
