@@ -16,11 +16,11 @@ export async function exitProcess(code: number): Promise<never> {
   process.exit(code);
 }
 
-/** One line on stderr, prefixed "linkgate: ", then exit code 1. */
+/** The message on stderr, prefixed "linkgate: ", then exit code 1. No stack trace. */
 export async function die(message: string): Promise<never> {
   guardStdio();
   try {
-    process.stderr.write(`linkgate: ${oneLine(message)}\n`);
+    process.stderr.write(`linkgate: ${message}\n`);
   } catch {
     // stderr is gone too: the exit code is all that is left to say it.
   }
@@ -67,7 +67,7 @@ export async function ensureDatabaseReachable(config: Pick<Config, "databaseUrl"
     await client.query("SELECT 1");
   } catch (err) {
     await client.end().catch(() => {});
-    return die(`cannot reach the database at ${redactUrl(url)}: ${reason(err)}`);
+    return die(oneLine(`cannot reach the database at ${redactUrl(url)}: ${reason(err)}`));
   }
   await client.end().catch(() => {});
 }
