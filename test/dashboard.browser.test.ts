@@ -131,6 +131,14 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     expect(await key.getAttribute("aria-describedby")).toContain("api-key-error");
     await shots.take(page, "key-refused");
 
+    // The key a front-end app ships cannot manage webhooks: the page says which key it needs.
+    await key.fill(h.publishableKey);
+    await key.press("Enter");
+    await page.waitForFunction(() => /publishable/.test(document.querySelector("#api-key-error")?.textContent ?? ""));
+    expect(await err.textContent()).toMatch(/publishable key.*secret key \(lg_sk_…\)/);
+    expect(await page.evaluate(() => sessionStorage.getItem("linkgate.apiKey"))).toBeNull();
+    await shots.take(page, "publishable-key-refused");
+
     await key.fill(h.apiKey);
     await key.press("Enter");
     await page.getByRole("heading", { name: "Webhooks", exact: true }).waitFor();
@@ -290,6 +298,19 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     await page.getByRole("button", { name: "Disable", exact: true }).waitFor();
     expect(await page.locator(".detail .state").textContent()).toBe("enabled");
 
+    // The confirmation takes the focus in the same task that opens it, before any frame is
+    // painted: a key pressed right after the click (Enter here) goes to Cancel, never to
+    // whatever had the focus before.
+    const focusedOnOpen = await page.evaluate(async () => {
+      const button = [...document.querySelectorAll<HTMLButtonElement>(".detail .actions button")].find((b) => b.textContent === "Delete");
+      button!.click();
+      await Promise.resolve(); // the render Preact queued during the click runs first
+      return document.activeElement?.textContent;
+    });
+    expect(focusedOnOpen).toBe("Cancel");
+    await page.keyboard.press("Enter");
+    expect(await page.getByRole("button", { name: "Delete webhook" }).count()).toBe(0);
+
     await page.getByRole("button", { name: "Delete", exact: true }).click();
     // Cancel has the focus: Enter does not delete.
     await page.keyboard.press("Enter");
@@ -299,5 +320,22 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     await page.getByRole("button", { name: "Delete webhook" }).click();
     await page.getByText("No webhooks yet.").waitFor();
     expect(await h.db.prisma.webhook.count({ where: { projectId: h.projectId } })).toBe(0);
+  });
+
+  it("lists more than a page of webhooks, a page at a time", async () => {
+    const gql = (query: string, variables: Record<string, unknown>) => h.gql(query, variables);
+    const create = `mutation($input: WebhookInput!) { createWebhook(input: $input) { __typename } }`;
+    for (let i = 0; i < 103; i++) {
+      const r = await gql(create, { input: { url: `${receiver.url}?n=${i}`, events: ["user.created"], description: `hook ${i}` } });
+      expect(r.body.data.createWebhook.__typename).toBe("CreateWebhookPayload");
+    }
+    await page.reload();
+    const items = page.locator(".webhooks > li");
+    await page.waitForFunction(() => document.querySelectorAll(".webhooks > li").length === 100);
+    expect(await items.first().textContent()).toContain("hook 0");
+    await page.getByRole("button", { name: "Show more webhooks" }).click();
+    await page.waitForFunction(() => document.querySelectorAll(".webhooks > li").length === 103);
+    expect(await items.last().textContent()).toContain("hook 102");
+    expect(await page.getByRole("button", { name: "Show more webhooks" }).count()).toBe(0);
   });
 });

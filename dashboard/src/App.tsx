@@ -1,7 +1,21 @@
 // The page: the API key gate, then the webhook list beside the selected webhook (or the create
 // form). Navigation is in the URL's hash (#/new, #/webhooks/<id>) so reloads and Back work.
-import { useEffect, useRef, useState } from "preact/hooks";
-import { AuthError, createWebhook, forgetKey, isError, loadOverview, saveKey, setAuthLostHandler, storedKey, type Webhook } from "./api.ts";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import {
+  AuthError,
+  createWebhook,
+  forgetKey,
+  isError,
+  isPublishableKey,
+  loadOverview,
+  MAX_PAGE,
+  PublishableKeyError,
+  SECRET_KEY_NEEDED,
+  saveKey,
+  setAuthLostHandler,
+  storedKey,
+  type Webhook,
+} from "./api.ts";
 import { WebhookDetail } from "./WebhookDetail.tsx";
 import { WebhookForm } from "./WebhookForm.tsx";
 import { FieldError, StateBadge, fmtRate, message, usePoll, type SecretNotice } from "./ui.tsx";
@@ -26,7 +40,10 @@ function useRoute(): Route {
 }
 
 export function App() {
-  const [key, setKey] = useState(storedKey);
+  const [key, setKey] = useState(() => {
+    const stored = storedKey();
+    return stored && !isPublishableKey(stored) ? stored : null;
+  });
   const [notice, setNotice] = useState<string | null>(null);
 
   // While signed in, a refused key (revoked meanwhile) leads back to the key form.
@@ -34,7 +51,7 @@ export function App() {
     if (!key) return;
     setAuthLostHandler((msg) => {
       forgetKey();
-      setNotice(`The API key was refused (${msg}). Enter it again.`);
+      setNotice(msg === SECRET_KEY_NEEDED ? msg : `The API key was refused (${msg}). Enter it again.`);
       setKey(null);
     });
     return () => setAuthLostHandler(null);
@@ -79,21 +96,24 @@ function KeyForm(props: { notice: string | null; onDone: (key: string) => void }
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const input = useRef<HTMLInputElement>(null);
-  useEffect(() => input.current?.focus(), [error]);
+  // Back to the field in the render that shows why (see Confirm in WebhookDetail).
+  useLayoutEffect(() => input.current?.focus(), [error]);
 
   const submit = async (e: Event) => {
     e.preventDefault();
     const key = value.trim();
     if (!key) return setError("Enter the project's API key.");
+    if (isPublishableKey(key)) return setError(SECRET_KEY_NEEDED);
     setBusy(true);
     setError(null);
     saveKey(key);
     try {
-      await loadOverview(); // checks the key
+      await loadOverview(1); // checks the key
       props.onDone(key);
     } catch (err) {
       forgetKey();
-      setError(err instanceof AuthError ? `This API key was not accepted: ${err.message}` : message(err));
+      if (err instanceof PublishableKeyError) setError(err.message);
+      else setError(err instanceof AuthError ? `This API key was not accepted: ${err.message}` : message(err));
     } finally {
       setBusy(false);
     }
@@ -118,7 +138,7 @@ function KeyForm(props: { notice: string | null; onDone: (key: string) => void }
             aria-describedby={`api-key-hint${error ? " api-key-error" : ""}`}
           />
           <p class="hint" id="api-key-hint">
-            Kept in this browser tab's session only; closing the browser forgets it.
+            The project's secret key (lg_sk_…). Kept in this browser tab's session only; closing the browser forgets it.
           </p>
           <FieldError id="api-key-error" text={error} />
         </div>
@@ -134,20 +154,23 @@ function Dashboard() {
   const route = useRoute();
   const [eventTypes, setEventTypes] = useState<string[]>([]);
   const [webhooks, setWebhooks] = useState<Webhook[] | null>(null);
+  const [shown, setShown] = useState(MAX_PAGE);
+  const [hasMore, setHasMore] = useState(false);
   const [loadError, setLoadError] = useState<string | null>(null);
   const [secret, setSecret] = useState<SecretNotice | null>(null);
 
   const refresh = async () => {
     try {
-      const d = await loadOverview();
+      const d = await loadOverview(shown);
       setEventTypes(d.eventTypes);
       setWebhooks(d.webhooks);
+      setHasMore(d.hasMoreWebhooks);
       setLoadError(null);
     } catch (err) {
       setLoadError(message(err));
     }
   };
-  usePoll(refresh, 5000, []);
+  usePoll(refresh, 5000, [shown]);
 
   const selected = route.kind === "webhook" ? route.id : null;
   return (
@@ -186,6 +209,11 @@ function Dashboard() {
               </li>
             ))}
           </ul>
+        )}
+        {hasMore && (
+          <button type="button" class="more" onClick={() => setShown((n) => n + MAX_PAGE)}>
+            Show more webhooks
+          </button>
         )}
       </aside>
 

@@ -1,6 +1,6 @@
 // One webhook: its state and health, edit, disable/enable, rotate, delete, test events and the
 // live delivery log (polled every 2 s).
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
   deleteWebhook,
   isError,
@@ -50,13 +50,12 @@ export function WebhookDetail(props: {
   const load = async () => {
     const n = ++seq.current;
     try {
-      const { webhook } = await loadWebhook(id, first, filter);
+      const loaded = await loadWebhook(id, first, filter);
       if (n !== seq.current) return; // a newer request was made meanwhile
       setLoadError(null);
-      if (!webhook) return setData(null);
-      const { deliveries, ...hook } = webhook;
-      props.onLoaded(hook);
-      setData({ ...hook, deliveries: deliveries.edges.map((e) => e.node), totalCount: deliveries.totalCount, hasNextPage: deliveries.pageInfo.hasNextPage });
+      if (!loaded) return setData(null);
+      props.onLoaded(loaded.webhook);
+      setData({ ...loaded.webhook, deliveries: loaded.deliveries, totalCount: loaded.totalCount, hasNextPage: loaded.hasNextPage });
     } catch (err) {
       if (n === seq.current) setLoadError(message(err));
     }
@@ -265,7 +264,10 @@ export function WebhookDetail(props: {
 
 function Confirm(props: { text: string; action: string; danger?: boolean; busy: boolean; onConfirm: () => void; onCancel: () => void }) {
   const cancel = useRef<HTMLButtonElement>(null);
-  useEffect(() => cancel.current?.focus(), []);
+  // Cancel takes the focus in the render that shows the question, not after the next frame (as
+  // useEffect would): until then the focus stays on the button that opened it, and a key
+  // pressed meanwhile acts there instead of on the safe choice.
+  useLayoutEffect(() => cancel.current?.focus(), []);
   return (
     <div class="confirm" role="group" aria-labelledby="confirm-text">
       <p id="confirm-text">{props.text}</p>

@@ -1,6 +1,6 @@
 // Create and edit: URL, event types (from the API's eventTypes), description. The API's
 // errors are shown next to the field they concern, which then gets the focus.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { ApiError, WebhookInput } from "./api.ts";
 import { FieldError, message } from "./ui.tsx";
 
@@ -40,8 +40,8 @@ export function WebhookForm(props: {
   const [busy, setBusy] = useState(false);
   const form = useRef<HTMLFormElement>(null);
 
-  // Focus the first field with an error.
-  useEffect(() => {
+  // Focus the first field with an error, in the render that shows the error (see Confirm).
+  useLayoutEffect(() => {
     const first = (["url", "events", "description", "form"] as Field[]).find((f) => errors[f]);
     if (first) form.current?.querySelector<HTMLElement>(`[data-field="${first}"]`)?.focus();
   }, [errors]);

@@ -1,5 +1,6 @@
 // The dashboard's only way to the server: POST /graphql with the project API key (x-api-key).
 // The key lives in sessionStorage, so it is gone when the browser session ends.
+import { OPERATIONS } from "./operations.ts";
 
 const KEY = "linkgate.apiKey";
 
@@ -10,6 +11,18 @@ export const forgetKey = () => sessionStorage.removeItem(KEY);
 /** The API key was refused (or is missing): the page asks for it again. */
 export class AuthError extends Error {}
 
+/**
+ * A publishable key (what a front-end app ships) may only act for a signed-in user; webhooks
+ * and their deliveries need the secret key.
+ */
+export class PublishableKeyError extends AuthError {}
+
+export const SECRET_KEY_NEEDED =
+  "This is a publishable key (lg_pk_…), which front-end apps ship: it cannot manage webhooks. Enter the project's secret key (lg_sk_…).";
+
+/** Publishable keys are recognisable by their prefix: no need to ask the server. */
+export const isPublishableKey = (key: string) => key.startsWith("lg_pk_");
+
 let onAuthLost: ((message: string) => void) | null = null;
 /** Called (besides the throw) whenever the server refuses the key, wherever the call came from. */
 export const setAuthLostHandler = (fn: ((message: string) => void) | null) => {
@@ -19,6 +32,10 @@ export const setAuthLostHandler = (fn: ((message: string) => void) | null) => {
 export async function gql<T>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
   const key = storedKey();
   if (!key) throw new AuthError("Enter the project API key.");
+  if (isPublishableKey(key)) {
+    onAuthLost?.(SECRET_KEY_NEEDED);
+    throw new PublishableKeyError(SECRET_KEY_NEEDED);
+  }
   let res: Response;
   try {
     res = await fetch("/graphql", {
@@ -29,7 +46,7 @@ export async function gql<T>(query: string, variables: Record<string, unknown> =
   } catch {
     throw new Error("The server cannot be reached.");
   }
-  let body: { data?: T; errors?: { message: string; extensions?: { code?: string } }[] };
+  let body: { data?: T; errors?: { message: string; extensions?: { code?: string; error?: string } }[] };
   try {
     body = await res.json();
   } catch {
@@ -38,6 +55,10 @@ export async function gql<T>(query: string, variables: Record<string, unknown> =
   const err = body.errors?.[0];
   if (err) {
     const code = err.extensions?.code;
+    if (err.extensions?.error === "SecretKeyRequired") {
+      onAuthLost?.(SECRET_KEY_NEEDED);
+      throw new PublishableKeyError(SECRET_KEY_NEEDED);
+    }
     if (code === "UNAUTHENTICATED" || code === "FORBIDDEN" || res.status === 401) {
       onAuthLost?.(err.message);
       throw new AuthError(err.message);
@@ -98,78 +119,89 @@ type Result<T> = (T & { __typename: string; message?: undefined }) | ApiError;
 
 export const isError = (r: { __typename: string; message?: string }): r is ApiError => typeof r.message === "string";
 
-// ---- operations ---------------------------------------------------------------------------------
+// ---- operations (documents in operations.ts) ----------------------------------------------------
 
-const WEBHOOK = `id url description events enabled disabledReason transitionEndsAt createdAt
-  stats { succeeded failed gone pending successRate lastSuccessAt }`;
+/** The server's bound on `first` in every connection. */
+export const MAX_PAGE = 100;
 
-const ERR = `__typename ... on Error { message }`;
+type Page<T> = { pageInfo: { hasNextPage: boolean; endCursor: string | null }; edges: { node: T }[] };
 
-export const loadOverview = () =>
-  gql<{ eventTypes: string[]; webhooks: Webhook[] }>(`query Overview { eventTypes webhooks { ${WEBHOOK} } }`);
+/**
+ * The first `want` items of a connection, in pages of at most MAX_PAGE: `fetchPage` gets one
+ * page after a cursor (null: the first page).
+ */
+async function collect<T>(want: number, fetchPage: (first: number, after: string | null) => Promise<Page<T> | null>) {
+  const items: T[] = [];
+  let after: string | null = null;
+  let hasNextPage = true;
+  while (hasNextPage && items.length < want) {
+    const page = await fetchPage(Math.min(MAX_PAGE, want - items.length), after);
+    if (!page) break;
+    items.push(...page.edges.map((e) => e.node));
+    ({ hasNextPage, endCursor: after } = page.pageInfo);
+    if (!after) break;
+  }
+  return { items, hasNextPage };
+}
+
+/** The event types and the first `want` webhooks (oldest first). */
+export async function loadOverview(want = MAX_PAGE) {
+  let eventTypes: string[] = [];
+  const { items, hasNextPage } = await collect<Webhook>(want, async (first, after) => {
+    const d = await gql<{ eventTypes: string[]; webhooks: Page<Webhook> }>(OPERATIONS.Overview, { first, after });
+    eventTypes = d.eventTypes;
+    return d.webhooks;
+  });
+  return { eventTypes, webhooks: items, hasMoreWebhooks: hasNextPage };
+}
 
 export type DeliveryFilter = { status: DeliveryStatus | ""; eventType: string };
 
-export const loadWebhook = (id: string, first: number, filter: DeliveryFilter) =>
-  gql<{
-    webhook: (Webhook & { deliveries: { totalCount: number; pageInfo: { hasNextPage: boolean }; edges: { node: Delivery }[] } }) | null;
-  }>(
-    `query WebhookLog($id: ID!, $first: Int!, $status: DeliveryStatus, $eventType: String) {
-      webhook(id: $id) {
-        ${WEBHOOK}
-        deliveries(first: $first, status: $status, eventType: $eventType) {
-          totalCount
-          pageInfo { hasNextPage }
-          edges { node {
-            id eventId eventType status attempts lastStatus lastError createdAt completedAt nextAttemptAt
-            attemptLog { id attempt statusCode durationMs error responseExcerpt requestHeaders startedAt }
-          } }
-        }
-      }
-    }`,
-    { id, first, status: filter.status || null, eventType: filter.eventType || null },
-  );
+/** A webhook with its first `want` deliveries (newest first), or null when it does not exist. */
+export async function loadWebhook(id: string, want: number, filter: DeliveryFilter) {
+  const vars = { id, status: filter.status || null, eventType: filter.eventType || null };
+  type Hook = Webhook & { deliveries: Page<Delivery> & { totalCount: number } };
+  let hook: Hook | null = null;
+  const { items, hasNextPage } = await collect<Delivery>(want, async (first, after) => {
+    if (after === null) {
+      hook = (await gql<{ webhook: Hook | null }>(OPERATIONS.WebhookLog, { ...vars, first })).webhook;
+      return hook?.deliveries ?? null;
+    }
+    const more = await gql<{ webhook: { deliveries: Page<Delivery> } | null }>(OPERATIONS.MoreDeliveries, { ...vars, first, after });
+    return more.webhook?.deliveries ?? null;
+  });
+  if (!hook) return null;
+  const { deliveries, ...webhook } = hook as Hook;
+  return { webhook: webhook as Webhook, deliveries: items, totalCount: deliveries.totalCount, hasNextPage };
+}
 
 export type WebhookInput = { url?: string; events?: string[]; description?: string; enabled?: boolean };
 
 export const createWebhook = (input: WebhookInput) =>
-  gql<{ createWebhook: Result<{ secret: string; webhook: Webhook }> }>(
-    `mutation Create($input: WebhookInput!) { createWebhook(input: $input) { ${ERR} ... on CreateWebhookPayload { secret webhook { ${WEBHOOK} } } } }`,
-    { input },
-  ).then((d) => d.createWebhook);
+  gql<{ createWebhook: Result<{ secret: string; webhook: Webhook }> }>(OPERATIONS.Create, { input }).then((d) => d.createWebhook);
 
 export const updateWebhook = (id: string, input: WebhookInput) =>
-  gql<{ updateWebhook: Result<{ webhook: Webhook }> }>(
-    `mutation Update($id: ID!, $input: WebhookInput!) { updateWebhook(id: $id, input: $input) { ${ERR} ... on UpdateWebhookPayload { webhook { ${WEBHOOK} } } } }`,
-    { id, input },
-  ).then((d) => d.updateWebhook);
+  gql<{ updateWebhook: Result<{ webhook: Webhook }> }>(OPERATIONS.Update, { id, input }).then((d) => d.updateWebhook);
 
 export const deleteWebhook = (id: string) =>
-  gql<{ deleteWebhook: Result<{ deletedId: string }> }>(
-    `mutation Delete($id: ID!) { deleteWebhook(id: $id) { ${ERR} ... on DeleteWebhookPayload { deletedId } } }`,
-    { id },
-  ).then((d) => d.deleteWebhook);
+  gql<{ deleteWebhook: Result<{ deletedId: string }> }>(OPERATIONS.Delete, { id }).then((d) => d.deleteWebhook);
 
 export const rotateSecret = (webhookId: string) =>
-  gql<{ rotateWebhookSecret: Result<{ newSecret: string; transitionEndsAt: string }> }>(
-    `mutation Rotate($id: ID!) { rotateWebhookSecret(webhookId: $id) { ${ERR} ... on RotateWebhookSecretPayload { newSecret transitionEndsAt } } }`,
-    { id: webhookId },
-  ).then((d) => d.rotateWebhookSecret);
+  gql<{ rotateWebhookSecret: Result<{ newSecret: string; transitionEndsAt: string }> }>(OPERATIONS.Rotate, { id: webhookId }).then(
+    (d) => d.rotateWebhookSecret,
+  );
 
 export const sendTest = (webhookId: string, eventType: string) =>
-  gql<{ sendTestWebhook: Result<{ eventId: string; eventType: string }> }>(
-    `mutation SendTest($id: ID!, $type: String!) { sendTestWebhook(webhookId: $id, eventType: $type) { ${ERR} ... on SendTestWebhookPayload { eventId eventType } } }`,
-    { id: webhookId, type: eventType },
-  ).then((d) => d.sendTestWebhook);
+  gql<{ sendTestWebhook: Result<{ eventId: string; eventType: string }> }>(OPERATIONS.SendTest, { id: webhookId, type: eventType }).then(
+    (d) => d.sendTestWebhook,
+  );
 
 export const redeliver = (deliveryId: string) =>
-  gql<{ redeliverWebhookDelivery: Result<{ id: string; status: DeliveryStatus }> }>(
-    `mutation Redeliver($id: ID!) { redeliverWebhookDelivery(deliveryId: $id) { ${ERR} ... on Delivery { id status } } }`,
-    { id: deliveryId },
-  ).then((d) => d.redeliverWebhookDelivery);
+  gql<{ redeliverWebhookDelivery: Result<{ id: string; status: DeliveryStatus }> }>(OPERATIONS.Redeliver, { id: deliveryId }).then(
+    (d) => d.redeliverWebhookDelivery,
+  );
 
 export const replayFailed = (webhookId: string, since: string) =>
-  gql<{ replayFailedWebhookDeliveries: Result<{ count: number }> }>(
-    `mutation Replay($id: ID!, $since: DateTime!) { replayFailedWebhookDeliveries(webhookId: $id, since: $since) { ${ERR} ... on ReplayFailedDeliveriesPayload { count } } }`,
-    { id: webhookId, since },
-  ).then((d) => d.replayFailedWebhookDeliveries);
+  gql<{ replayFailedWebhookDeliveries: Result<{ count: number }> }>(OPERATIONS.Replay, { id: webhookId, since }).then(
+    (d) => d.replayFailedWebhookDeliveries,
+  );
