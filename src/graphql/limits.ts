@@ -5,9 +5,11 @@
 // QUERY_TOO_COMPLEX. Throwing from the rule (rather than reporting) stops the parse or the
 // validation at the first limit crossed, so a huge document costs no more than reaching it.
 //
-// Introspection: depth and cost skip `__schema` (graphql-js' own MaxIntrospectionDepthRule, in
-// the standard rules, bounds the nesting that makes introspection explode), while the token,
-// alias and directive limits apply to it like to any document.
+// Introspection: depth and cost skip `__schema`, since GraphiQL's own introspection query nests
+// deeper than any operation on the schema needs. What makes introspection explode is nesting
+// lists of types within types, which graphql-js' MaxIntrospectionDepthRule (a standard rule)
+// bounds; its refusal is reported like the others. Tokens, aliases and directives are counted
+// in introspection like anywhere else.
 import { blockFieldSuggestionsPlugin } from "@escape.tech/graphql-armor-block-field-suggestions";
 import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
@@ -20,11 +22,27 @@ import type { Config } from "../config.ts";
 
 export const QUERY_TOO_COMPLEX = "QUERY_TOO_COMPLEX";
 
-function tooComplex(rejection: GraphQLError): never {
-  throw createGraphQLError(rejection.message.replace(/^Syntax Error: /, ""), {
+function tooComplexError(rejection: GraphQLError): GraphQLError {
+  return createGraphQLError(rejection.message.replace(/^Syntax Error: /, ""), {
+    nodes: rejection.nodes,
     extensions: { code: QUERY_TOO_COMPLEX, http: { status: 400 } },
   });
 }
+
+function tooComplex(rejection: GraphQLError): never {
+  throw tooComplexError(rejection);
+}
+
+/** graphql-js' MaxIntrospectionDepthRule (its message is its only mark). */
+const isIntrospectionTooDeep = (error: Error): error is GraphQLError => error.message === "Maximum introspection depth exceeded";
+
+const introspectionDepth: Plugin = {
+  onValidate() {
+    return ({ result, setResult }) => {
+      if (result.some(isIntrospectionTooDeep)) setResult(result.filter(isIntrospectionTooDeep).map(tooComplexError));
+    };
+  },
+};
 
 const refuse = { onReject: [(_: unknown, err: GraphQLError) => tooComplex(err)], propagateOnRejection: true, exposeLimits: true };
 
@@ -50,6 +68,7 @@ export function limitPlugins(limits: Config["graphqlLimits"]): Plugin[] {
     maxAliasesPlugin({ n: limits.maxAliases, ...refuse }),
     maxDirectivesPlugin({ n: limits.maxDirectives, ...refuse }),
     costLimitPlugin({ maxCost: limits.maxCost, flattenFragments: true, ignoreIntrospection: true, ...refuse }),
+    introspectionDepth,
     // Suggestions ("Did you mean …?") would spell out the schema where introspection is off.
     blockFieldSuggestionsPlugin(),
     alwaysBadRequest,
