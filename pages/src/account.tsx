@@ -111,7 +111,11 @@ function IdentifierRow(props: { identifier: Identifier; reload: Reload; onDone: 
   const { identifier: i } = props;
   const [asking, setAsking] = useState(false);
   const opener = useReturnFocus<HTMLButtonElement>(asking);
-  const { busy, error, run } = useAction();
+  const { busy, error, setError, run } = useAction();
+  const ask = (open: boolean) => {
+    setError(null);
+    setAsking(open);
+  };
   const remove = () =>
     run(async () => {
       await removeLink(i);
@@ -128,7 +132,7 @@ function IdentifierRow(props: { identifier: Identifier; reload: Reload; onDone: 
         </span>
       </div>
       {!asking && (
-        <button type="button" class="small" ref={opener} onClick={() => setAsking(true)} aria-label={`Remove ${i.value}`}>
+        <button type="button" class="small" ref={opener} onClick={() => ask(true)} aria-label={`Remove ${i.value}`}>
           Remove
         </button>
       )}
@@ -143,7 +147,7 @@ function IdentifierRow(props: { identifier: Identifier; reload: Reload; onDone: 
           action="Remove"
           busy={busy}
           onConfirm={remove}
-          onCancel={() => setAsking(false)}
+          onCancel={() => ask(false)}
         />
       )}
       <Alert text={error} />
@@ -235,7 +239,11 @@ function Merged(props: { viewer: Viewer; reload: Reload }) {
   const [asking, setAsking] = useState(false);
   const opener = useReturnFocus<HTMLButtonElement>(asking);
   const [done, setDone] = useState<string | null>(null);
-  const { busy, error, run } = useAction();
+  const { busy, error, setError, run } = useAction();
+  const ask = (open: boolean) => {
+    setError(null);
+    setAsking(open);
+  };
   const separate = (other: MergedAccount) =>
     run(async () => {
       await unmerge();
@@ -274,10 +282,10 @@ function Merged(props: { viewer: Viewer; reload: Reload }) {
               action="Unmerge"
               busy={busy}
               onConfirm={() => separate(secondary)}
-              onCancel={() => setAsking(false)}
+              onCancel={() => ask(false)}
             />
           ) : (
-            <button type="button" class="danger" ref={opener} onClick={() => setAsking(true)}>
+            <button type="button" class="danger" ref={opener} onClick={() => ask(true)}>
               Unmerge…
             </button>
           )}
@@ -322,6 +330,10 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
   const nameInput = useFocusOnShow<HTMLInputElement>(mode, false);
   const renameOpener = useReturnFocus<HTMLButtonElement>(mode === "rename");
   const removeOpener = useReturnFocus<HTMLButtonElement>(mode === "remove");
+  const show = (next: typeof mode) => {
+    setError(null);
+    setMode(next);
+  };
 
   const rename = (e: Event) => {
     e.preventDefault();
@@ -351,10 +363,10 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
       </div>
       {mode === "view" && (
         <div class="actions tight">
-          <button type="button" class="small" ref={renameOpener} onClick={() => (setName(p.name), setError(null), setMode("rename"))} aria-label={`Rename ${p.name}`}>
+          <button type="button" class="small" ref={renameOpener} onClick={() => (setName(p.name), show("rename"))} aria-label={`Rename ${p.name}`}>
             Rename
           </button>
-          <button type="button" class="small" ref={removeOpener} onClick={() => setMode("remove")} aria-label={`Remove ${p.name}`}>
+          <button type="button" class="small" ref={removeOpener} onClick={() => show("remove")} aria-label={`Remove ${p.name}`}>
             Remove
           </button>
         </div>
@@ -366,7 +378,7 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
             <button type="submit" class="primary" disabled={busy}>
               Save
             </button>
-            <button type="button" onClick={() => setMode("view")}>
+            <button type="button" onClick={() => show("view")}>
               Cancel
             </button>
           </div>
@@ -383,7 +395,7 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
           action="Remove passkey"
           busy={busy}
           onConfirm={remove}
-          onCancel={() => setMode("view")}
+          onCancel={() => show("view")}
         />
       )}
       {mode !== "rename" && <Alert text={error} />}

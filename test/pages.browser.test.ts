@@ -1,0 +1,426 @@
+// The hosted /login and /account pages: how they are served (publishable key in a <meta>, CSP,
+// assets only), and, in Debian's Chromium with CDP virtual authenticators, what two users do with
+// them against a whole linkgate on a loopback port: sign in by code and by passkey, link, merge,
+// unmerge, manage passkeys. A receiver checks every event and its signature. Screenshots at
+// desktop and phone widths go to a temporary folder (printed at the end).
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { buildSchema, parse, validate } from "graphql";
+import { Hono } from "hono";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OPERATIONS } from "../pages/src/operations.ts";
+import { loadConfig } from "../src/config.ts";
+import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
+import { hostedPageRoutes } from "../src/http/routes/pages.ts";
+import { EVENT_TYPES } from "../src/webhooks/event-types.ts";
+import { verifyWebhook, type WebhookEnvelope } from "../src/webhooks/receiver.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
+import { backends } from "./support/db.ts";
+import { buildPages, openDevice, type Device } from "./support/pages.ts";
+import { TestReceiver } from "./support/receiver.ts";
+
+const PK = "lg_pk_test_0123456789abcdefghijklmnop";
+const SK = "lg_sk_test_0123456789abcdefghijklmnop";
+
+describe("hosted pages: what the server sends", () => {
+  let root: string;
+  const get = (p: string, opts: { key?: string; root?: string } = { key: PK }) =>
+    new Hono()
+      .route("/", hostedPageRoutes({ ...loadConfig({}), pagesPublishableKey: opts.key }, { root: opts.root ?? root }))
+      .fetch(new Request(`http://x${p}`));
+  const metaKey = async (res: Response) => /<meta name="linkgate-publishable-key" content="([^"]*)"/.exec(await res.text())?.[1];
+
+  beforeAll(() => {
+    root = mkdtempSync(path.join(tmpdir(), "linkgate-pages-"));
+    mkdirSync(path.join(root, "assets"));
+    const html = (t: string) => `<!doctype html><head><meta name="linkgate-publishable-key" content="" /><title>${t}</title></head>`;
+    writeFileSync(path.join(root, "login.html"), html("login"));
+    writeFileSync(path.join(root, "account.html"), html("account"));
+    writeFileSync(path.join(root, "assets", "login-1.js"), "export {}");
+    writeFileSync(path.join(root, "assets", "style-1.css"), "body{}");
+    writeFileSync(path.join(root, ".secret"), "no");
+  });
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it("serves /login and /account with the publishable key in a meta tag and the dashboard's strict CSP", async () => {
+    for (const [p, title] of [["/login", "login"], ["/account", "account"]]) {
+      const res = await get(p);
+      expect(res.status, p).toBe(200);
+      expect(res.headers.get("content-type")).toBe("text/html; charset=utf-8");
+      expect(res.headers.get("cache-control")).toBe("no-cache");
+      expect(res.headers.get("content-security-policy")).toBe(
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+      );
+      expect(res.headers.get("x-frame-options")).toBe("DENY");
+      expect(res.headers.get("referrer-policy")).toBe("no-referrer");
+      const text = await res.clone().text();
+      expect(text).toContain(`<title>${title}</title>`);
+      expect(await metaKey(res)).toBe(PK);
+    }
+  });
+
+  it("never puts a secret key (or anything but a publishable key) in a page: the page then says it is not configured", async () => {
+    for (const key of [SK, undefined, "", "lg_pk_\"><script>alert(1)</script>", "not-a-key"]) {
+      const res = await get("/login", { key });
+      expect(res.status).toBe(200);
+      const text = await res.text();
+      expect(/<meta name="linkgate-publishable-key" content="([^"]*)"/.exec(text)?.[1], String(key)).toBe("");
+      expect(text).not.toContain("lg_sk_");
+      expect(text).not.toContain("<script>");
+    }
+  });
+
+  it("serves built assets under /pages/assets and nothing else from the build", async () => {
+    const js = await get("/pages/assets/login-1.js");
+    expect(js.status).toBe(200);
+    expect(js.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(js.headers.get("cache-control")).toContain("immutable");
+    expect((await get("/pages/assets/style-1.css")).headers.get("content-type")).toBe("text/css; charset=utf-8");
+    const refused = ["/pages/assets/nope.js", "/pages/login.html", "/pages/", "/pages/.secret", "/pages/assets/..%2f..%2flogin.html", "/pages/assets/%2e%2e/.secret", "/pages/assets/%00", "/pages/assets/%E0%A4%A"];
+    for (const p of refused) {
+      const res = await get(p);
+      expect(res.status, p).toBe(404);
+      expect(await res.text()).not.toContain("publishable");
+    }
+  });
+
+  it("answers 503 with what to run when the pages are not built", async () => {
+    const res = await get("/login", { key: PK, root: path.join(root, "missing") });
+    expect(res.status).toBe(503);
+    expect(await res.text()).toContain("npm run pages:build");
+  });
+
+  it("every GraphQL document the pages send is valid against schema.graphql", () => {
+    const schema = buildSchema(readFileSync(new URL("../schema.graphql", import.meta.url), "utf8"));
+    for (const [name, doc] of Object.entries(OPERATIONS)) expect(validate(schema, parse(doc)).map((e) => e.message), name).toEqual([]);
+  });
+});
+
+// ---- in a real browser ---------------------------------------------------------------------------
+
+const inBrowser = describe.skipIf(chromiumMissing);
+let browserReady: Promise<Browser> | null = null;
+/** One build and one Chromium for every backend. */
+const sharedBrowser = () => (browserReady ??= buildPages().then(launchChromium));
+afterAll(async () => {
+  if (browserReady) await (await browserReady).close();
+});
+
+const shots = screenshots("linkgate-pages");
+afterAll(() => {
+  if (shots.taken.length) console.log(`hosted page screenshots in ${shots.dir}:\n  ${shots.taken.map((f) => path.basename(f)).join("\n  ")}`);
+});
+
+/** Screenshots at desktop and phone widths; nothing may be wider than the window. */
+async function checkLayout(page: Page, name: string) {
+  for (const [width, height] of [
+    [1280, 900],
+    [390, 844],
+  ]) {
+    await page.setViewportSize({ width, height });
+    await shots.take(page, `${name}-${width}`);
+    const { scrollWidth, innerWidth } = await page.evaluate(() => ({ scrollWidth: document.documentElement.scrollWidth, innerWidth }));
+    expect(scrollWidth, `${name} at ${width}px`).toBeLessThanOrEqual(innerWidth);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+}
+
+inBrowser("a hosted page without a publishable key, in Chromium", () => {
+  let server: Awaited<ReturnType<typeof listen>>;
+  let device: Device;
+  beforeAll(async () => {
+    const browser = await sharedBrowser();
+    // Only the page routes: the page must say what is wrong before it calls anything.
+    const app = new Hono().route("/", hostedPageRoutes({ ...loadConfig({}), pagesPublishableKey: SK }));
+    server = await listen((req) => Promise.resolve(app.fetch(req)));
+    device = await openDevice(browser);
+  });
+  afterAll(async () => {
+    await device?.close();
+    await server?.close();
+  });
+
+  it("says it is not configured, and never uses the secret key it was given", async () => {
+    for (const p of ["/login", "/account"]) {
+      await device.page.goto(`${server.url}${p}`);
+      await device.page.getByRole("heading", { name: "This page is not configured" }).waitFor();
+      expect(await device.page.content()).not.toContain(SK);
+    }
+    await checkLayout(device.page, "not-configured");
+    expect(device.requests.every((u) => u.startsWith(server.url))).toBe(true);
+    expect(device.requests.some((u) => u.endsWith("/graphql"))).toBe(false);
+  });
+});
+
+inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
+  let h: Harness;
+  let server: Awaited<ReturnType<typeof listen>>;
+  let origin = "";
+  let worker: DeliveryWorker;
+  let receiver: TestReceiver;
+  let secret = "";
+  /** Ada's laptop and Bob's phone: each its own browser context and authenticator. */
+  let laptop: Device;
+  let phone: Device;
+  const ada = `ada-${backend}@example.com`;
+  const bob = `bob-${backend}@example.com`;
+  const adaPhone = "+12025550143";
+  let adaId = "";
+  let bobId = "";
+
+  beforeAll(async () => {
+    const browser = await sharedBrowser();
+    // The port comes first: the issuer (and so the passkey origin and RP id) names it.
+    let app: Harness["app"] | null = null;
+    server = await listen((req: Request, env?: unknown) => (app ? app.fetch(req, env) : Promise.resolve(new Response("starting", { status: 503 }))));
+    origin = server.url.replace("127.0.0.1", "localhost"); // WebAuthn wants a domain; localhost is a secure context
+    h = await startHarness(backend, { env: { LINKGATE_ISSUER: origin } });
+    app = h.app;
+    receiver = await TestReceiver.start();
+    const created = await h.gql(
+      `mutation($input: WebhookInput!) { createWebhook(input: $input) { __typename ... on CreateWebhookPayload { secret } } }`,
+      { input: { url: receiver.url, events: [...EVENT_TYPES] } },
+    );
+    secret = created.body.data.createWebhook.secret;
+    worker = startWorker({ db: h.db, config: h.config, masterKey: h.app.deps.master, pollMs: 50 });
+    laptop = await openDevice(browser);
+    phone = await openDevice(browser);
+  });
+  afterAll(async () => {
+    await laptop?.close();
+    await phone?.close();
+    await worker?.stop();
+    await receiver?.close();
+    await server?.close();
+    await h?.close();
+  });
+
+  const session = (page: Page) => page.evaluate(() => JSON.parse(sessionStorage.getItem("linkgate.session") ?? "null") as { accountId: string } | null);
+  const focused = (page: Page) => page.evaluate(() => document.activeElement?.id ?? "");
+  const status = (page: Page, text: string | RegExp) => page.getByRole("status").filter({ hasText: text });
+
+  /** Signs in with a code on /login using only the keyboard; returns on /account. */
+  async function signInByCode(page: Page, email: string) {
+    expect(await focused(page)).toBe("identifier");
+    await page.keyboard.type(email);
+    await page.keyboard.press("Enter");
+    await page.getByLabel("Code").waitFor();
+    expect(await focused(page)).toBe("code");
+    await page.keyboard.type(await h.mailbox.otp(email));
+    await page.keyboard.press("Enter");
+    await page.waitForURL(`${origin}/account`);
+    await page.getByRole("heading", { name: /Your account/ }).waitFor();
+  }
+
+  async function addPasskey(page: Page, name: string) {
+    await page.getByLabel("Name for the new passkey").fill(name);
+    await page.getByRole("button", { name: "Add a passkey" }).click();
+    await status(page, `Passkey “${name}” added`).waitFor();
+    await page.locator(`li[data-passkey="${name}"]`).waitFor();
+  }
+
+  async function signOut(page: Page) {
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(`${origin}/login?why=signed-out`);
+    expect(await session(page)).toBeNull();
+  }
+
+  async function signInByPasskey(page: Page) {
+    await page.getByRole("button", { name: "Sign in with a passkey" }).click();
+    await page.waitForURL(`${origin}/account`);
+    await page.getByRole("heading", { name: /Your account/ }).waitFor();
+  }
+
+  /** Adds an e-mail or phone on /account with the code it receives. */
+  async function link(page: Page, identifier: string) {
+    const field = page.getByLabel("E-mail or phone number");
+    await field.fill(identifier);
+    await field.press("Enter");
+    const code = page.getByLabel("Code");
+    await code.waitFor();
+    expect(await focused(page)).toBe("link-code");
+    await code.fill(await h.mailbox.otp(identifier));
+    await code.press("Enter");
+  }
+
+  it("Bob signs up with a code on /login and adds a passkey on his phone", async () => {
+    const { page } = phone;
+    await page.goto(`${origin}/login`);
+    await signInByCode(page, bob);
+    bobId = (await session(page))!.accountId;
+    expect(bobId).toMatch(/^acc_/);
+    await addPasskey(page, "Bob's phone");
+    const creds = await phone.credentials();
+    expect(creds).toHaveLength(1);
+    expect(creds[0]).toMatchObject({ isResidentCredential: true, rpId: "localhost" });
+    await signOut(page);
+  });
+
+  it("Ada, signed out, is sent from /account to /login and back; a wrong code is refused in words", async () => {
+    const { page } = laptop;
+    await page.goto(`${origin}/account`);
+    await page.waitForURL(`${origin}/login?return_to=%2Faccount`);
+    await page.getByLabel("E-mail or phone number").waitFor();
+    await checkLayout(page, `${backend}-login`);
+
+    expect(await focused(page)).toBe("identifier");
+    await page.keyboard.type(ada);
+    await page.keyboard.press("Enter");
+    await page.getByLabel("Code").waitFor();
+    await page.keyboard.type("000000");
+    await page.keyboard.press("Enter");
+    await page.locator("#code-error").filter({ hasText: "The code is wrong, expired or already used." }).waitFor();
+    expect(await page.getByLabel("Code").getAttribute("aria-describedby")).toContain("code-error");
+    await checkLayout(page, `${backend}-login-wrong-code`);
+
+    await page.getByLabel("Code").fill(await h.mailbox.otp(ada));
+    await page.keyboard.press("Enter");
+    await page.waitForURL(`${origin}/account`);
+    await page.locator(`li[data-identifier="${ada}"]`).filter({ hasText: "signed up with it" }).waitFor();
+    adaId = (await session(page))!.accountId;
+    expect(adaId).not.toBe(bobId);
+    await page.getByText("No other account is merged into yours.").waitFor();
+    await page.getByText("No passkeys yet.").waitFor();
+    await checkLayout(page, `${backend}-account-new`);
+  });
+
+  it("Ada adds a passkey, renames it, signs out and back in with it (nothing typed): the same account", async () => {
+    const { page } = laptop;
+    await addPasskey(page, "Laptop");
+    expect(await laptop.credentials()).toHaveLength(1);
+
+    await page.getByRole("button", { name: "Rename Laptop" }).click();
+    expect(await focused(page)).toMatch(/^rename-/);
+    await page.keyboard.press("Control+A");
+    await page.keyboard.type("Work laptop");
+    await page.keyboard.press("Enter");
+    await status(page, "The passkey is now called “Work laptop”.").waitFor();
+    await page.locator('li[data-passkey="Work laptop"]').filter({ hasText: "last used never" }).waitFor();
+
+    await signOut(page);
+    await page.getByText("You are signed out.").waitFor();
+    // An address off the site is not followed after signing in.
+    await page.goto(`${origin}/login?return_to=${encodeURIComponent("//evil.example/steal")}`);
+    await signInByPasskey(page);
+    expect((await session(page))!.accountId).toBe(adaId);
+    await page.locator(`li[data-identifier="${ada}"]`).waitFor();
+    const row = page.locator('li[data-passkey="Work laptop"]');
+    await row.waitFor();
+    expect(await row.textContent()).not.toContain("last used never");
+    await checkLayout(page, `${backend}-account-passkey`);
+  });
+
+  it("Ada attaches a phone with a code and removes it; her last e-mail cannot be removed, and the page says why", async () => {
+    const { page } = laptop;
+    await link(page, adaPhone);
+    await status(page, `${adaPhone} is now attached to your account.`).waitFor();
+    await page.locator(`li[data-identifier="${adaPhone}"]`).filter({ hasText: "added later" }).waitFor();
+
+    await page.getByRole("button", { name: `Remove ${adaPhone}` }).click();
+    await page.getByRole("button", { name: "Remove", exact: true }).waitFor();
+    // The safe choice has the focus.
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Cancel");
+    await page.getByRole("button", { name: "Remove", exact: true }).click();
+    await status(page, `${adaPhone} was removed from your account.`).waitFor();
+    expect(await page.locator(`li[data-identifier="${adaPhone}"]`).count()).toBe(0);
+
+    await page.getByRole("button", { name: `Remove ${ada}` }).click();
+    await page.getByRole("button", { name: "Remove", exact: true }).click();
+    await page.getByRole("alert").filter({ hasText: "The last identifier of an account cannot be removed." }).waitFor();
+    await page.getByRole("button", { name: "Cancel" }).click();
+    expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe(`Remove ${ada}`);
+    expect(await page.getByRole("alert").count()).toBe(0);
+  });
+
+  it("Ada links Bob's e-mail: a merge, said in words; Bob's passkey now signs into Ada's account", async () => {
+    const { page } = laptop;
+    await link(page, bob);
+    await status(page, `Merged: the account of ${bob} is now part of yours.`).waitFor();
+    const merged = page.getByRole("region", { name: "Merged account" });
+    await merged.locator(`li[data-identifier="${bob}"]`).waitFor();
+    await checkLayout(page, `${backend}-account-merged`);
+
+    await signInByPasskey(phone.page);
+    expect((await session(phone.page))!.accountId).toBe(adaId);
+    await phone.page.locator(`li[data-identifier="${ada}"]`).waitFor();
+    await phone.page.getByRole("region", { name: "Merged account" }).locator(`li[data-identifier="${bob}"]`).waitFor();
+  });
+
+  it("Ada unmerges after a question naming both accounts; Bob's passkey lands on Bob's account again", async () => {
+    const { page } = laptop;
+    const merged = page.getByRole("region", { name: "Merged account" });
+    await merged.getByRole("button", { name: "Unmerge…" }).click();
+    const question = merged.getByRole("group");
+    await question.waitFor();
+    expect(await question.textContent()).toMatch(new RegExp(`Separate ${bob} from your account ${ada}\\?`));
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Cancel");
+    await checkLayout(page, `${backend}-account-unmerge-question`);
+    await question.getByRole("button", { name: "Unmerge" }).click();
+    await status(page, `Unmerged: the account of ${bob} is an account of its own again`).waitFor();
+    await page.getByText("No other account is merged into yours.").waitFor();
+
+    await phone.page.reload();
+    await signOut(phone.page);
+    await signInByPasskey(phone.page);
+    expect((await session(phone.page))!.accountId).toBe(bobId);
+    await phone.page.locator(`li[data-identifier="${bob}"]`).filter({ hasText: "signed up with it" }).waitFor();
+    await phone.page.locator(`li[data-passkey="Bob's phone"]`).waitFor();
+    await checkLayout(phone.page, `${backend}-account-bob`);
+  });
+
+  it("Ada removes her passkey after a question", async () => {
+    const { page } = laptop;
+    await page.getByRole("button", { name: "Remove Work laptop" }).click();
+    await page.getByRole("button", { name: "Remove passkey" }).click();
+    await status(page, "The passkey “Work laptop” was removed.").waitFor();
+    await page.getByText("No passkeys yet.").waitFor();
+  });
+
+  it("every event reached the receiver, signed, with the method and accounts it names", async () => {
+    const events = await h.db.prisma.outboxEvent.findMany({ where: { projectId: h.projectId }, orderBy: { seq: "asc" } });
+    await receiver.waitFor(events.length, 15_000);
+    const got: WebhookEnvelope[] = [];
+    for (const r of receiver.receipts) {
+      const v = verifyWebhook(r.body, r.headers as Record<string, string>, secret);
+      if (!v.ok) throw v.error;
+      got.push(v.envelope);
+    }
+    expect(got.map((e) => e.id).sort()).toEqual(events.map((e) => e.id).sort());
+
+    const of = (type: string, match: (d: any) => boolean = () => true) => got.filter((e) => e.event_type === type && match(e.data));
+    const user = (id: string) => (d: any) => d.user?.user_id === id;
+    expect(of("user.created").map((e) => (e.data as any).user.user_id).sort()).toEqual([adaId, bobId].sort());
+    const success = (id: string, method: string) => of("user.authentication.success", (d) => user(id)(d) && d.method === method).length;
+    expect({ adaOtp: success(adaId, "otp"), bobOtp: success(bobId, "otp"), adaPasskey: success(adaId, "passkey"), bobPasskey: success(bobId, "passkey") }).toEqual({
+      adaOtp: 1,
+      bobOtp: 1,
+      adaPasskey: 2, // her laptop, then Bob's phone while merged
+      bobPasskey: 1,
+    });
+    expect(of("user.passkey.registered", user(adaId)).map((e) => (e.data as any).passkey.name)).toEqual(["Laptop"]);
+    expect(of("user.passkey.registered", user(bobId)).map((e) => (e.data as any).passkey.name)).toEqual(["Bob's phone"]);
+    expect(of("user.passkey.registered").every((e) => /^psk_/.test((e.data as any).passkey.id) && !!(e.data as any).passkey.created_at)).toBe(true);
+    expect(of("user.passkey.login").map((e) => `${(e.data as any).user.user_id}:${(e.data as any).passkey.name}`)).toEqual([
+      `${adaId}:Work laptop`,
+      `${adaId}:Bob's phone`,
+      `${bobId}:Bob's phone`,
+    ]);
+    const pair = { primary_user_id: adaId, secondary_user_id: bobId };
+    expect(of("user.merged").map((e) => e.data)).toEqual([expect.objectContaining(pair)]);
+    expect(of("user.unmerged").map((e) => e.data)).toEqual([expect.objectContaining(pair)]);
+    expect(of("user.identifier.linked", user(adaId)).map((e) => (e.data as any).identifier)).toEqual([{ type: "phone", value: adaPhone }]);
+    expect(of("user.identifier.unlinked", user(adaId)).map((e) => (e.data as any).identifier)).toEqual([{ type: "phone", value: adaPhone }]);
+    expect(of("user.updated", (d) => user(adaId)(d) && d.passkey_removed)).toHaveLength(1);
+  });
+
+  it("no request left the site, and no page logged an error", async () => {
+    for (const device of [laptop, phone]) {
+      expect(device.requests.length).toBeGreaterThan(0);
+      expect(device.requests.filter((u) => !u.startsWith(`${origin}/`))).toEqual([]);
+      expect(device.problems.filter((p) => !/status of 4\d\d/.test(p))).toEqual([]);
+    }
+  });
+});
