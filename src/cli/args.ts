@@ -1,0 +1,46 @@
+// Parsers for command-line values. Each throws commander's InvalidArgumentError, which commander
+// turns into a one-line usage error (exit code 2) naming the option.
+import { InvalidArgumentError } from "commander";
+
+const DURATION = /^(\d{1,6})(s|m|h|d|w)$/;
+const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
+// A date, or a date-time that names its zone: a zone-less time would silently mean the local
+// time of whichever machine runs the command.
+const ISO_DATE = /^\d{4}-\d{2}-\d{2}$/;
+const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** `--since`: an ISO 8601 time with a zone, a date (UTC midnight), or a duration back from now. */
+export function parseSince(value: string, now: () => number = Date.now): Date {
+  const v = value.trim();
+  const duration = DURATION.exec(v);
+  if (duration) return new Date(now() - Number(duration[1]) * UNIT_MS[duration[2] as keyof typeof UNIT_MS]);
+  if (ISO_DATE.test(v) || ISO_DATE_TIME.test(v)) {
+    const at = new Date(ISO_DATE.test(v) ? `${v}T00:00:00Z` : v);
+    if (!Number.isNaN(at.getTime())) return at;
+  }
+  throw new InvalidArgumentError("Use a time with a zone (2026-11-20T09:30:00Z), a date (2026-11-20, UTC) or a duration back from now (90m, 24h, 7d)");
+}
+
+/** A project name, as the GraphQL createProject mutation accepts it. */
+export function parseProjectName(value: string): string {
+  const name = value.trim();
+  if (!name || name.length > 200) throw new InvalidArgumentError("A project name has 1 to 200 characters");
+  return name;
+}
+
+/** An id with the given prefix (`prj`, `key`, `wh`): catches a project id passed as a key id. */
+export function idOf(prefix: string): (value: string) => string {
+  const pattern = new RegExp(`^${prefix}_[A-Za-z0-9_-]{1,64}$`);
+  return (value) => {
+    if (!pattern.test(value)) throw new InvalidArgumentError(`Expected an id like ${prefix}_…`);
+    return value;
+  };
+}
+
+export function parsePositiveInt(max: number): (value: string) => number {
+  return (value) => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || n < 1 || n > max) throw new InvalidArgumentError(`Expected a whole number from 1 to ${max}`);
+    return n;
+  };
+}

@@ -1,0 +1,65 @@
+// The CLI opens the database `npm start` uses: DATABASE_URL (Postgres) when set, otherwise the
+// PGlite folder under LINKGATE_DATA_DIR. The heavy modules load only here, so a usage error is
+// reported without starting a database.
+import { existsSync } from "node:fs";
+import path from "node:path";
+import type { Database } from "../db/client.ts";
+
+export class CliFailure extends Error {}
+
+type Target = { databaseUrl?: string; dataDir: string };
+
+async function target(env: NodeJS.ProcessEnv): Promise<Target> {
+  const { loadConfig } = await import("../config.ts");
+  const config = loadConfig(env);
+  return { databaseUrl: config.databaseUrl, dataDir: config.dataDir };
+}
+
+/**
+ * PGlite is Postgres compiled into one process, with no lock between processes: a second
+ * process writing the same folder corrupts it. While a PGlite database is open its folder holds
+ * postmaster.pid (removed on a clean close), so its presence means someone else is using it.
+ */
+function assertPgliteFree(dataDir: string): void {
+  const pidFile = path.join(path.resolve(dataDir, "pglite"), "postmaster.pid");
+  if (existsSync(pidFile)) {
+    throw new CliFailure(
+      `the PGlite database in ${path.dirname(pidFile)} is open in another process (is linkgate running?); stop it first, ` +
+        `or, if nothing uses it after a crash, delete ${pidFile}`,
+    );
+  }
+}
+
+export async function openConfiguredDatabase(env: NodeJS.ProcessEnv): Promise<Database> {
+  const t = await target(env);
+  if (!t.databaseUrl) assertPgliteFree(t.dataDir);
+  const { openDatabase } = await import("../db/client.ts");
+  // An admin command runs a few statements one after another: two connections are plenty.
+  return openDatabase({ ...t, poolSize: 2 });
+}
+
+/** Migrations of this build that the database lacks (all of them when it has none). */
+export async function pendingMigrations(db: Database): Promise<string[]> {
+  const { readMigrations } = await import("../db/migrations.ts");
+  const wanted = (await readMigrations()).migrationDirectories.map((d) => d.path);
+  const [{ present }] = await db.prisma.$queryRaw<{ present: boolean }[]>`SELECT to_regclass('_prisma_migrations') IS NOT NULL AS present`;
+  if (!present) return wanted;
+  const rows = await db.prisma.$queryRaw<{ migration_name: string }[]>`
+    SELECT migration_name FROM _prisma_migrations WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`;
+  const applied = new Set(rows.map((r) => r.migration_name));
+  return wanted.filter((name) => !applied.has(name));
+}
+
+/** Runs `fn` on the configured database, which must be fully migrated, and closes it. */
+export async function withDatabase<T>(env: NodeJS.ProcessEnv, fn: (db: Database) => Promise<T>, opts: { migrated?: boolean } = {}): Promise<T> {
+  const db = await openConfiguredDatabase(env);
+  try {
+    if (opts.migrated !== false) {
+      const pending = await pendingMigrations(db);
+      if (pending.length) throw new CliFailure(`the database lacks ${pending.length} migration(s) of this version: run \`linkgate db migrate\` first`);
+    }
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}

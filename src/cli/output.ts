@@ -1,0 +1,32 @@
+// What commands print: a table for people, or JSON (`--json`) for scripts. Data goes to stdout;
+// notes meant for a person (such as "shown only once") go to stderr, so stdout stays parseable.
+import Table from "cli-table3";
+
+export type Io = {
+  env: NodeJS.ProcessEnv;
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+};
+
+export const processIo = (): Io => ({ env: process.env, stdout: process.stdout, stderr: process.stderr });
+
+export type Column<T> = { head: string; value: (row: T) => string };
+
+export function table<T>(columns: Column<T>[], rows: T[]): string {
+  // No colours: they would end up as escape codes in files and pipes.
+  const t = new Table({ head: columns.map((c) => c.head), style: { head: [], border: [] } });
+  for (const row of rows) t.push(columns.map((c) => c.value(row)));
+  return t.toString();
+}
+
+/** Prints `data` as JSON with `--json`, else the table (or text) that `human` renders. */
+export function emit(io: Io, json: boolean, data: unknown, human: () => string): void {
+  io.stdout.write(json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
+}
+
+export function note(io: Io, text: string): void {
+  io.stderr.write(`${text}\n`);
+}
+
+/** Dates in tables: ISO 8601 to the second, UTC. */
+export const when = (d: Date | null | undefined): string => (d ? d.toISOString().replace(/\.\d{3}Z$/, "Z") : "");

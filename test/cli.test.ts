@@ -1,0 +1,266 @@
+// The admin CLI (bin/linkgate.mjs) as an operator runs it: a real child process against a fresh
+// PGlite folder (LINKGATE_DATA_DIR) and a freshly created, unmigrated Postgres database.
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sha256Hex } from "../src/crypto.ts";
+import { openDatabase, type Database } from "../src/db/client.ts";
+import { backends, type Backend } from "./support/db.ts";
+import { bulkEnqueue, newMasterKey, seedWebhook } from "./support/receiver.ts";
+
+const BIN = fileURLToPath(new URL("../bin/linkgate.mjs", import.meta.url));
+const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+
+type Run = { code: number; stdout: string; stderr: string };
+
+/** The environment `npm start` would see, minus anything naming another database. */
+function baseEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const k of Object.keys(env)) if (k === "DATABASE_URL" || k.startsWith("LINKGATE_")) delete env[k];
+  return env;
+}
+
+function run(env: NodeJS.ProcessEnv, args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { env, timeout: 45_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const json = (r: Run) => {
+  expect(r.stderr.split("\n").filter((l) => l.startsWith("error"))).toEqual([]);
+  return JSON.parse(r.stdout);
+};
+
+/** A usage or run failure: exactly one line, on stderr, nothing on stdout. */
+function expectOneLineError(r: Run, code: number, pattern: RegExp) {
+  expect(r.code, r.stderr).toBe(code);
+  expect(r.stdout).toBe("");
+  expect(r.stderr).toMatch(/^error: [^\n]+\n$/);
+  expect(r.stderr).toMatch(pattern);
+}
+
+type Target = { env: NodeJS.ProcessEnv; open(): Promise<Database>; drop(): Promise<void> };
+
+async function adminQuery(sql: string) {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** An empty database, not migrated: the CLI's own `db migrate` sets it up. */
+async function emptyDatabase(backend: Backend): Promise<Target> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "linkgate-cli-"));
+  if (backend === "pglite") {
+    return {
+      env: { ...baseEnv(), LINKGATE_DATA_DIR: dataDir },
+      // Only while no CLI process runs: PGlite is one process's database.
+      open: () => openDatabase({ dataDir }),
+      drop: async () => rmSync(dataDir, { recursive: true, force: true }),
+    };
+  }
+  const name = `lg_cli_${randomBytes(6).toString("hex")}`;
+  await adminQuery(`CREATE DATABASE ${name}`);
+  const u = new URL(serverUrl!);
+  u.pathname = `/${name}`;
+  return {
+    env: { ...baseEnv(), LINKGATE_DATA_DIR: dataDir, DATABASE_URL: u.toString() },
+    open: () => openDatabase({ databaseUrl: u.toString(), dataDir: "" }),
+    drop: async () => {
+      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function inspect<T>(t: Target, fn: (db: Database) => Promise<T>): Promise<T> {
+  const db = await t.open();
+  try {
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
+
+describe("linkgate CLI usage errors", () => {
+  const env = { ...baseEnv(), LINKGATE_DATA_DIR: path.join(tmpdir(), "linkgate-cli-never-opened") };
+
+  it("a bad argument gets a one-line error on stderr and exit code 2, before any database is opened", async () => {
+    const cases: [string[], RegExp][] = [
+      [["frobnicate"], /unknown command 'frobnicate'/],
+      [["projects", "list", "--colour"], /unknown option '--colour'/],
+      [["projects", "create", "   "], /1 to 200 characters/],
+      [["keys", "create", "--project", "prj_x", "--kind", "root"], /Allowed choices are secret, publishable/],
+      [["keys", "create", "--kind", "secret"], /required option '--project <id>' not specified/],
+      [["keys", "revoke", "prj_x"], /Expected an id like key_/],
+      [["deliveries", "replay", "--webhook", "wh_x", "--since", "yesterday"], /--since <time>.*Use a time with a zone/],
+      [["deliveries", "replay", "--webhook", "wh_x", "--since", "2026-11-20T10:00"], /Use a time with a zone/],
+      [["deliveries", "replay", "--webhook", "wh_x", "--since", "1h", "--batch-size", "0"], /whole number/],
+    ];
+    const runs = await Promise.all(cases.map(([args]) => run(env, args)));
+    runs.forEach((r, i) => expectOneLineError(r, 2, cases[i][1]));
+  });
+
+  it("--help and --version exit 0", async () => {
+    const [help, version] = await Promise.all([run(env, ["keys", "create", "--help"]), run(env, ["--version"])]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("--kind <kind>");
+    expect(version).toMatchObject({ code: 0, stdout: "0.1.0\n" });
+  });
+});
+
+// The backends run side by side (each is one process at a time); steps within a backend run in order.
+describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
+  let t: Target;
+  const cli = (...args: string[]) => run(t.env, args);
+  let acme: { id: string; keys: { id: string; kind: string; key: string }[] };
+  let extraKey: { id: string; key: string };
+  let betaId: string;
+
+  beforeAll(async () => {
+    t = await emptyDatabase(backend);
+  });
+  afterAll(async () => {
+    await t?.drop();
+  });
+
+  it.sequential("before `db migrate`, a command says to run it (exit 1)", async () => {
+    expectOneLineError(await cli("projects", "list"), 1, /run `linkgate db migrate`/);
+  });
+
+  it.sequential("db migrate applies every migration, then finds none pending", async () => {
+    const first = await cli("db", "migrate");
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toMatch(/^applied \d+ migration\(s\):\n {2}\d+_init\n/);
+    expect(json(await cli("db", "migrate", "--json"))).toEqual({ applied: [] });
+  });
+
+  it.sequential("projects create prints the project and both keys once; projects list shows them", async () => {
+    const created = await cli("projects", "create", "Acme", "--json");
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stderr).toContain("never shown again");
+    const body = json(created);
+    expect(body.project).toMatchObject({ name: "Acme", id: expect.stringMatching(/^prj_/) });
+    expect(body.keys.map((k: { kind: string; key: string }) => [k.kind, k.key.slice(0, 6)])).toEqual([
+      ["secret", "lg_sk_"],
+      ["publishable", "lg_pk_"],
+    ]);
+    acme = { id: body.project.id, keys: body.keys };
+
+    const beta = await cli("projects", "create", "  Beta Corp ");
+    expect(beta.code, beta.stderr).toBe(0);
+    expect(beta.stdout).toMatch(/│ PROJECT\s+│ NAME\s+│ KIND\s+│ KEY ID\s+│ KEY\s+│/);
+    expect(beta.stdout).toMatch(/│ Beta Corp │ secret\s+│ key_\S+\s+│ lg_sk_\S{43}\s+│/);
+    expect(beta.stdout).toMatch(/│ Beta Corp │ publishable │ key_\S+\s+│ lg_pk_\S{43}\s+│/);
+    betaId = /(prj_\S+)/.exec(beta.stdout)![1];
+
+    const list = json(await cli("projects", "list", "--json"));
+    expect(list).toEqual([
+      { id: acme.id, name: "Acme", createdAt: expect.any(String), secretKeys: 1, publishableKeys: 1, webhooks: 0 },
+      { id: betaId, name: "Beta Corp", createdAt: expect.any(String), secretKeys: 1, publishableKeys: 1, webhooks: 0 },
+    ]);
+    const table = await cli("projects", "list");
+    expect(table.stdout).toMatch(new RegExp(`│ ${acme.id} │ Acme\\s+│ \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ │ 1\\s+│ 1\\s+│ 0\\s+│`));
+  });
+
+  it.sequential("keys create, list and revoke; a key is printed once and its hash never", async () => {
+    const created = json(await cli("keys", "create", "--project", acme.id, "--kind", "publishable", "--json"));
+    expect(created).toEqual({ id: expect.stringMatching(/^key_/), projectId: acme.id, kind: "publishable", key: expect.stringMatching(/^lg_pk_/) });
+    extraKey = created;
+
+    const revoked = await cli("keys", "revoke", created.id);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout).toBe(`revoked ${created.id} (publishable key ${created.key.slice(0, 10)}… of ${acme.id})\n`);
+    expectOneLineError(await cli("keys", "revoke", created.id), 1, /already revoked/);
+    expectOneLineError(await cli("keys", "create", "--project", "prj_doesnotexist", "--kind", "secret"), 1, /no such project/);
+
+    const listed = await cli("keys", "list", "--project", acme.id, "--json");
+    const keys = json(listed);
+    expect(keys.map((k: { id: string; revokedAt: string | null }) => [k.id, k.revokedAt === null])).toEqual([
+      ...acme.keys.map((k) => [k.id, true]),
+      [created.id, false],
+    ]);
+    for (const k of keys) expect(Object.keys(k).sort()).toEqual(["createdAt", "id", "kind", "prefix", "projectId", "revokedAt"]);
+    const all = await cli("keys", "list");
+    expect(all.stdout.match(/│ key_/g)).toHaveLength(5);
+    expect(all.stdout).toMatch(new RegExp(`│ ${created.id} │ ${acme.id} │ publishable │ ${created.key.slice(0, 10)}… │ \\S+\\s+│ revoked \\d{4}-`));
+    for (const out of [listed.stdout, all.stdout]) {
+      for (const k of [...acme.keys, created]) {
+        expect(out).not.toContain(k.key);
+        expect(out).not.toContain(sha256Hex(k.key));
+      }
+    }
+  });
+
+  it.sequential("webhooks list, and deliveries replay with progress, resets exactly the failed deliveries since TIME", async () => {
+    // Straight into the database (no CLI process runs meanwhile): what the API and the worker
+    // would have left behind. 2,500 failed deliveries make three batches of 1,000.
+    const seeded = await inspect(t, async (db) => {
+      // The keys the CLI printed are the ones stored.
+      const hashes = await db.prisma.apiKey.findMany({ where: { projectId: acme.id }, select: { keyHash: true } });
+      expect(hashes.map((h) => h.keyHash).sort()).toEqual([...acme.keys, extraKey].map((k) => sha256Hex(k.key)).sort());
+
+      const master = newMasterKey();
+      const hook = await seedWebhook(db, master, { url: "https://receiver.example/hooks", projectId: acme.id });
+      await bulkEnqueue(db, acme.id, 2500);
+      await seedWebhook(db, master, { url: "https://old.example/hooks", projectId: acme.id, enabled: false });
+      await seedWebhook(db, master, { url: "https://beta.example/hooks", projectId: betaId });
+      // PGlite has no lock between processes: while this process holds it, the CLI must refuse.
+      if (backend === "pglite") expectOneLineError(await cli("webhooks", "list"), 1, /open in another process \(is linkgate running\?\)/);
+      await db.prisma.$executeRaw`UPDATE deliveries SET status = 'failed', attempts = 6, completed_at = now(), last_status = 500 WHERE webhook_id = ${hook.webhookId}`;
+      const pick = async (n: number) => (await db.prisma.delivery.findMany({ where: { webhookId: hook.webhookId, status: "failed" }, take: n, select: { id: true } })).map((d) => d.id);
+      await db.prisma.delivery.updateMany({ where: { id: { in: await pick(10) } }, data: { status: "gone" } });
+      await db.prisma.delivery.updateMany({ where: { id: { in: await pick(10) } }, data: { status: "succeeded" } });
+      await db.prisma.delivery.updateMany({ where: { id: { in: await pick(5) } }, data: { createdAt: new Date(Date.now() - 3 * 86_400_000) } });
+      return hook;
+    });
+
+    const hooks = json(await cli("webhooks", "list", "--json"));
+    expect(hooks).toEqual([
+      expect.objectContaining({ id: seeded.webhookId, projectId: acme.id, url: "https://receiver.example/hooks", events: ["user.created"], enabled: true, disabledReason: null }),
+      expect.objectContaining({ projectId: acme.id, url: "https://old.example/hooks", enabled: false }),
+      expect.objectContaining({ projectId: betaId, url: "https://beta.example/hooks", enabled: true }),
+    ]);
+    for (const h of hooks) expect(Object.keys(h).join()).not.toMatch(/secret/i);
+    const acmeList = await cli("webhooks", "list", "--project", acme.id);
+    expect(acmeList.code, acmeList.stderr).toBe(0);
+    const acmeHooks = acmeList.stdout;
+    expect(acmeHooks).toMatch(new RegExp(`│ ${seeded.webhookId} │ ${acme.id} │ https://receiver.example/hooks\\s+│ user.created\\s+│ enabled\\s+│`));
+    expect(acmeHooks).toMatch(/│ https:\/\/old.example\/hooks\s+│ user.created\s+│ disabled\s+│/);
+    expect(acmeHooks).not.toContain("beta.example");
+
+    const replay = await cli("deliveries", "replay", "--webhook", seeded.webhookId, "--since", "24h", "--progress", "--json");
+    expect(replay.code, replay.stderr).toBe(0);
+    expect(json(replay)).toEqual({ webhookId: seeded.webhookId, projectId: acme.id, since: expect.any(String), replayed: 2475 });
+    expect(replay.stderr).toMatch(/replaying \[[^\]]+\] 100% 2475\/2475 deliveries/);
+
+    const again = await cli("deliveries", "replay", "--webhook", seeded.webhookId, "--since", new Date(Date.now() - 86_400_000).toISOString());
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(new RegExp(`^no failed deliveries of ${seeded.webhookId} since `));
+    expectOneLineError(await cli("deliveries", "replay", "--webhook", "wh_doesnotexist", "--since", "1d"), 1, /no such webhook/);
+
+    const states = await inspect(t, (db) =>
+      db.prisma.$queryRaw<{ state: string; n: number }[]>`
+        SELECT status::text || ' ' || attempts || ' ' || (completed_at IS NULL) || ' ' || (next_attempt_at <= now()) AS state, count(*)::int AS n
+        FROM deliveries WHERE webhook_id = ${seeded.webhookId} GROUP BY 1 ORDER BY 1`,
+    );
+    // Replayed: pending, due, attempt counter reset, as replayFailed leaves them.
+    expect(states).toEqual([
+      { state: "failed 6 false true", n: 5 },
+      { state: "gone 6 false true", n: 10 },
+      { state: "pending 0 true true", n: 2475 },
+      { state: "succeeded 6 false true", n: 10 },
+    ]);
+  });
+});
