@@ -122,8 +122,9 @@ async function checkLayout(page: Page, name: string) {
   ]) {
     await page.setViewportSize({ width, height });
     await shots.take(page, `${name}-${width}`);
-    const { scrollWidth, innerWidth } = await page.evaluate(() => ({ scrollWidth: document.documentElement.scrollWidth, innerWidth }));
-    expect(scrollWidth, `${name} at ${width}px`).toBeLessThanOrEqual(innerWidth);
+    const { scrollWidth, windowWidth } = await page.evaluate(() => ({ scrollWidth: document.documentElement.scrollWidth, windowWidth: window.innerWidth }));
+    expect(windowWidth).toBe(width);
+    expect(scrollWidth, `${name} at ${width}px`).toBeLessThanOrEqual(windowWidth);
   }
   await page.setViewportSize({ width: 1280, height: 900 });
 }
