@@ -195,6 +195,11 @@ describe.each(backends)("GraphQL operation limits on %s", (backend) => {
     // Small and shallow, but 100 webhooks × 100 deliveries each.
     const cost = `{ webhooks(first: 100) { edges { node { deliveries(first: 100) { edges { node { id attemptLog { id } } } } } } } }`;
     expect((await expectRefused(cost)).message).toMatch(/Cost limit/);
+    // The same with the page sizes in variables, or left out: priced at the largest page.
+    const byVariables = `query($a: Int, $b: Int) { webhooks(first: $a) { edges { node { deliveries(first: $b) { edges { node { id } } } } } } }`;
+    expect((await expectRefused(byVariables)).message).toMatch(/Cost limit/);
+    const byDefault = `{ webhooks { edges { node { deliveries { edges { node { id } } } } } } }`;
+    expect((await expectRefused(byDefault)).message).toMatch(/Cost limit/);
 
     const tokens = `{ ${"eventTypes ".repeat(h.config.graphqlLimits.maxTokens)}}`;
     expect((await expectRefused(tokens)).message).toMatch(/Token limit/);
@@ -315,12 +320,12 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
   it("answers a junk events cursor and a page out of range with a typed InvalidRequest", async () => {
     const events = `query($after: String, $first: Int) { events(after: $after, first: $first) { __typename ... on Error { message } ... on EventPage { hasMore } } }`;
     const outOfRange = Buffer.from("v1:9999999999999999999").toString("base64url");
-    for (const vars of [{ after: "!!!" }, { after: outOfRange }, { first: 0 }, { first: 501 }, { first: -1 }]) {
+    for (const vars of [{ after: "!!!" }, { after: outOfRange }, { first: 0 }, { first: 101 }, { first: -1 }]) {
       const res = await gql(events, vars);
       expect(res.status, JSON.stringify(vars)).toBe(200);
       expect(res.body.data.events.__typename, JSON.stringify(vars)).toBe("InvalidRequest");
     }
-    expect((await gql(events, { first: 500 })).body.data.events.__typename).toBe("EventPage");
+    expect((await gql(events, { first: 100 })).body.data.events.__typename).toBe("EventPage");
   });
 
   it("answers a replay since a time Postgres cannot store with a typed InvalidRequest", async () => {

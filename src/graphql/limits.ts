@@ -10,15 +10,23 @@
 // lists of types within types, which graphql-js' MaxIntrospectionDepthRule (a standard rule)
 // bounds; its refusal is reported like the others. Tokens, aliases and directives are counted
 // in introspection like anywhere else.
+//
+// Cost: armor's rule multiplies a list's cost by its `first`/`last` when the document spells it
+// out. A page size given by a variable, or left out, is invisible to it and would count as one
+// row, so `webhooks(first: $n) { … deliveries(first: $m) … }` would look cheap; here the rule
+// prices every page size it cannot read at the largest one a field allows. With a depth factor
+// of 1, the cost is then about the number of values an answer can hold. The price depends on
+// the document alone, so yoga may cache it with the validation.
 import { blockFieldSuggestionsPlugin } from "@escape.tech/graphql-armor-block-field-suggestions";
-import { costLimitPlugin } from "@escape.tech/graphql-armor-cost-limit";
+import { costLimitRule } from "@escape.tech/graphql-armor-cost-limit";
 import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxDirectivesPlugin } from "@escape.tech/graphql-armor-max-directives";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
-import type { GraphQLError } from "graphql";
+import { Kind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type GraphQLError, type GraphQLSchema } from "graphql";
 import { createGraphQLError, type Plugin } from "graphql-yoga";
 import type { Config } from "../config.ts";
+import { MAX_PAGE } from "./pages.ts";
 
 export const QUERY_TOO_COMPLEX = "QUERY_TOO_COMPLEX";
 
@@ -61,13 +69,44 @@ const alwaysBadRequest: Plugin = {
   },
 };
 
+const PAGE_ARGS = ["first", "last"];
+
+/** The document with every page size it leaves to a variable or a default set to MAX_PAGE. */
+function pricedPages(schema: GraphQLSchema, document: DocumentNode): DocumentNode {
+  const typeInfo = new TypeInfo(schema);
+  const maxPage = { kind: Kind.INT, value: String(MAX_PAGE) } as const;
+  return visit(
+    document,
+    visitWithTypeInfo(typeInfo, {
+      Field(node) {
+        if (!typeInfo.getFieldDef()?.args.some((a) => a.name === "first")) return undefined;
+        const args = node.arguments ?? [];
+        const given = args.filter((a) => PAGE_ARGS.includes(a.name.value));
+        if (given.some((a) => a.value.kind === Kind.INT)) return undefined;
+        const others = args.filter((a) => !PAGE_ARGS.includes(a.name.value));
+        const first: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: "first" }, value: maxPage };
+        return { ...node, arguments: [first, ...others] };
+      },
+    }),
+  );
+}
+
+function costPlugin(maxCost: number): Plugin {
+  const rule = costLimitRule({ maxCost, depthCostFactor: 1, flattenFragments: true, ignoreIntrospection: true, ...refuse });
+  return {
+    onValidate({ params }) {
+      validate(params.schema, pricedPages(params.schema, params.documentAST), [rule]);
+    },
+  };
+}
+
 export function limitPlugins(limits: Config["graphqlLimits"]): Plugin[] {
   return [
     maxTokensPlugin({ n: limits.maxTokens, ...refuse }),
     maxDepthPlugin({ n: limits.maxDepth, flattenFragments: true, ignoreIntrospection: true, ...refuse }),
     maxAliasesPlugin({ n: limits.maxAliases, ...refuse }),
     maxDirectivesPlugin({ n: limits.maxDirectives, ...refuse }),
-    costLimitPlugin({ maxCost: limits.maxCost, flattenFragments: true, ignoreIntrospection: true, ...refuse }),
+    costPlugin(limits.maxCost),
     introspectionDepth,
     // Suggestions ("Did you mean …?") would spell out the schema where introspection is off.
     blockFieldSuggestionsPlugin(),

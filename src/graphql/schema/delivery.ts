@@ -1,7 +1,7 @@
 // The delivery log: each webhook's deliveries with every attempt, redelivery and replay, a
 // project's events pulled after a cursor, and per-webhook health.
 import DataLoader from "dataloader";
-import { MAX_PULL_LIMIT, pullEvents, redeliver, replayFailed, webhooksStats, type WebhookStats as Stats } from "../../delivery/log.ts";
+import { pullEvents, redeliver, replayFailed, webhooksStats, type WebhookStats as Stats } from "../../delivery/log.ts";
 import * as E from "../../errors.ts";
 import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
@@ -141,12 +141,12 @@ builder.queryFields((t) => ({
   events: t.field({
     type: EventPage,
     authScopes: { secret: true },
-    description: `the project's events in commit order after a cursor, so a receiver that was down can catch up; \`first\` is 1 to ${MAX_PULL_LIMIT} (default 100)`,
+    description: `the project's events in commit order after a cursor, so a receiver that was down can catch up; \`first\` is 1 to ${MAX_PAGE} (default ${MAX_PAGE})`,
     args: { after: t.arg.string(), first: t.arg.int() },
     errors: { types: [E.InvalidRequest] },
     resolve: async (_, args, ctx) => {
-      const first = args.first ?? 100;
-      if (first < 1 || first > MAX_PULL_LIMIT) throw new E.InvalidRequest(`first must be between 1 and ${MAX_PULL_LIMIT}`);
+      const first = args.first ?? MAX_PAGE;
+      if (first < 1 || first > MAX_PAGE) throw new E.InvalidRequest(`first must be between 1 and ${MAX_PAGE}`);
       return pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after: args.after, limit: first });
     },
   }),
