@@ -30,7 +30,11 @@ export default defineConfig({
     emptyOutDir: true,
     target: "es2022",
     assetsInlineLimit: 0,
-    rolldownOptions: { input: { login: here("login.html"), account: here("account.html") } },
+    rolldownOptions: {
+      input: { login: here("login.html"), account: here("account.html") },
+      // what both pages use (Preact, @simplewebauthn/browser, the API client) in one cached file
+      output: { chunkFileNames: "assets/shared-[hash].js" },
+    },
   },
   // `vite` (dev server) forwards the API to a running linkgate.
   server: { proxy: { "/graphql": "http://127.0.0.1:4000" } },
