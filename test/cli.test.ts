@@ -2,7 +2,7 @@
 // PGlite folder (LINKGATE_DATA_DIR) and a freshly created, unmigrated Postgres database.
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -135,8 +135,10 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
     await t?.drop();
   });
 
-  it.sequential("before `db migrate`, a command says to run it (exit 1)", async () => {
-    expectOneLineError(await cli("projects", "list"), 1, /run `linkgate db migrate`/);
+  it.sequential("before `db migrate`, a command says to run it (exit 1), and creates nothing", async () => {
+    const expected = backend === "pglite" ? /no linkgate database in .*`linkgate db migrate`/ : /lacks \d+ migration\(s\).*run `linkgate db migrate`/;
+    expectOneLineError(await cli("projects", "list"), 1, expected);
+    if (backend === "pglite") expect(existsSync(path.join(t.env.LINKGATE_DATA_DIR!, "pglite"))).toBe(false);
   });
 
   it.sequential("db migrate applies every migration, then finds none pending", async () => {

@@ -30,9 +30,20 @@ function assertPgliteFree(dataDir: string): void {
   }
 }
 
-export async function openConfiguredDatabase(env: NodeJS.ProcessEnv): Promise<Database> {
+/** Opening a PGlite folder creates it: only `db migrate` may, not a command run in the wrong directory. */
+function assertPgliteExists(dataDir: string): void {
+  const dir = path.resolve(dataDir, "pglite");
+  if (!existsSync(dir)) {
+    throw new CliFailure(`no linkgate database in ${dir}: set LINKGATE_DATA_DIR (or DATABASE_URL) as for \`npm start\`, or create one with \`linkgate db migrate\``);
+  }
+}
+
+export async function openConfiguredDatabase(env: NodeJS.ProcessEnv, opts: { create: boolean }): Promise<Database> {
   const t = await target(env);
-  if (!t.databaseUrl) assertPgliteFree(t.dataDir);
+  if (!t.databaseUrl) {
+    if (!opts.create) assertPgliteExists(t.dataDir);
+    assertPgliteFree(t.dataDir);
+  }
   const { openDatabase } = await import("../db/client.ts");
   // An admin command runs a few statements one after another: two connections are plenty.
   return openDatabase({ ...t, poolSize: 2 });
@@ -50,14 +61,12 @@ export async function pendingMigrations(db: Database): Promise<string[]> {
   return wanted.filter((name) => !applied.has(name));
 }
 
-/** Runs `fn` on the configured database, which must be fully migrated, and closes it. */
-export async function withDatabase<T>(env: NodeJS.ProcessEnv, fn: (db: Database) => Promise<T>, opts: { migrated?: boolean } = {}): Promise<T> {
-  const db = await openConfiguredDatabase(env);
+/** Runs `fn` on the configured database, which must exist and be fully migrated, and closes it. */
+export async function withDatabase<T>(env: NodeJS.ProcessEnv, fn: (db: Database) => Promise<T>): Promise<T> {
+  const db = await openConfiguredDatabase(env, { create: false });
   try {
-    if (opts.migrated !== false) {
-      const pending = await pendingMigrations(db);
-      if (pending.length) throw new CliFailure(`the database lacks ${pending.length} migration(s) of this version: run \`linkgate db migrate\` first`);
-    }
+    const pending = await pendingMigrations(db);
+    if (pending.length) throw new CliFailure(`the database lacks ${pending.length} migration(s) of this version: run \`linkgate db migrate\` first`);
     return await fn(db);
   } finally {
     await db.close();

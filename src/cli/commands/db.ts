@@ -10,7 +10,7 @@ export function registerDb(program: Command, io: Io): void {
     .option("--json", "print JSON")
     .action(async (opts: { json?: boolean }) => {
       const { applyMigrations } = await import("../../db/migrations.ts");
-      const database = await openConfiguredDatabase(io.env);
+      const database = await openConfiguredDatabase(io.env, { create: true });
       let applied: string[];
       try {
         applied = await applyMigrations(database.adapterFactory);

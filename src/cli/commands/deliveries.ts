@@ -12,9 +12,9 @@ export function registerDeliveries(program: Command, io: Io): void {
 
   deliveries
     .command("replay")
-    .description("send a webhook's failed deliveries again (those of events created since TIME)")
-    .requiredOption("--webhook <id>", "the webhook", idOf("wh"))
-    .requiredOption("--since <time>", "2026-11-20T09:30:00Z, 2026-11-20 (UTC), or back from now: 90m, 24h, 7d", (v: string) => parseSince(v))
+    .description("send a webhook's failed deliveries again")
+    .requiredOption("--webhook <id>", "the webhook (required)", idOf("wh"))
+    .requiredOption("--since <time>", "replay deliveries created at or after this time (required): 2026-11-20T09:30:00Z, 2026-11-20 (UTC midnight), or back from now: 90m, 24h, 7d", (v: string) => parseSince(v))
     .addOption(new Option("--batch-size <n>", "deliveries reset per statement").default(1000).argParser(parsePositiveInt(100_000)))
     .option("--progress", "show the progress bar even when stderr is not a terminal")
     .option("--json", "print JSON")

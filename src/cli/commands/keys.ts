@@ -16,8 +16,8 @@ export function registerKeys(program: Command, io: Io): void {
   keys
     .command("create")
     .description("create an API key for a project (printed once)")
-    .requiredOption("--project <id>", "the project", idOf("prj"))
-    .addOption(new Option("--kind <kind>", "secret (lg_sk_…, servers) or publishable (lg_pk_…, front-end apps)").choices(["secret", "publishable"]).makeOptionMandatory())
+    .requiredOption("--project <id>", "the project (required)", idOf("prj"))
+    .addOption(new Option("--kind <kind>", "secret (lg_sk_…, servers) or publishable (lg_pk_…, front-end apps) (required)").choices(["secret", "publishable"]).makeOptionMandatory())
     .option("--json", "print JSON")
     .action(async (opts: { project: string; kind: KeyKind; json?: boolean }) => {
       const created = await withDatabase(io.env, (db) => createApiKey(db.prisma, opts.project, opts.kind));
