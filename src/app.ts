@@ -26,6 +26,7 @@ import { linkRoutes } from "./http/routes/link.ts";
 import { passkeyRoutes } from "./http/routes/passkey.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { createLogger, type Logger } from "./log.ts";
+import { startNoticeSender } from "./messaging/notices.ts";
 import { createMessenger, type Messenger } from "./messaging/transport.ts";
 
 export type BuildOptions = {
@@ -52,6 +53,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   const expectedMigrations = (await readMigrations()).migrationDirectories.length;
   const master = resolveMasterKey(config);
   const issuer = config.issuer ?? `http://${config.host}:${config.port}`;
+  const messenger = opts.messenger ?? createMessenger({ ...config, logger });
   const deps: Deps = {
     config,
     db,
@@ -59,7 +61,8 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     master,
     otpKey: deriveKey(master, "otp"),
     keys: await openKeyStore(db.prisma, master, issuer),
-    messenger: opts.messenger ?? createMessenger({ ...config, logger }),
+    messenger,
+    notices: startNoticeSender({ db: db.prisma, messenger, logger, scheduleMs: config.noticeRetryScheduleMs }),
     logger,
     limits: { ...limitsFrom(config.abuse), ...opts.limits },
   };
@@ -70,6 +73,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     deps,
     createdKeys: created ? { secretKey: created.secretKey, publishableKey: created.publishableKey } : undefined,
     async close() {
+      await deps.notices.stop();
       deps.messenger.close();
       if (!opts.db) await db.close();
     },

@@ -43,6 +43,7 @@ const envSchema = z.object({
   SMS_WEBHOOK_URL: z.string().url().optional(),
   LINKGATE_WEBHOOK_ALLOW_PRIVATE: z.enum(["0", "1", ""]).optional(),
   LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: csvMs.default([10000, 30000, 60000, 300000, 1800000]),
+  LINKGATE_NOTICE_RETRY_SCHEDULE_MS: csvMs.default([30000, 120000, 600000, 3600000, 21600000]),
   LINKGATE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
   LINKGATE_WORKER: z.enum(["0", "1"]).default("1"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -83,6 +84,8 @@ export type Config = {
   webhookAllowPrivate: boolean;
   retryScheduleMs: number[];
   webhookTimeoutMs: number;
+  /** delays before security notices are retried */
+  noticeRetryScheduleMs: number[];
   worker: boolean;
   logLevel: string;
 };
@@ -149,6 +152,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookAllowPrivate: e.LINKGATE_WEBHOOK_ALLOW_PRIVATE === "1",
     retryScheduleMs: e.LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS,
     webhookTimeoutMs: e.LINKGATE_WEBHOOK_TIMEOUT_MS,
+    noticeRetryScheduleMs: e.LINKGATE_NOTICE_RETRY_SCHEDULE_MS,
     worker: e.LINKGATE_WORKER === "1",
     logLevel: e.LOG_LEVEL,
   };

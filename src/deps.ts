@@ -4,6 +4,7 @@ import type { Database } from "./db/client.ts";
 import type { MasterKey } from "./crypto.ts";
 import type { KeyStore } from "./auth/tokens.ts";
 import type { Messenger } from "./messaging/transport.ts";
+import type { NoticeSender } from "./messaging/notices.ts";
 import type { Logger } from "./log.ts";
 
 export type Limit = { max: number; windowSeconds: number };
@@ -48,6 +49,8 @@ export type Deps = {
   otpKey: Buffer;
   keys: KeyStore;
   messenger: Messenger;
+  /** sends queued security notices; kick() after committing some */
+  notices: NoticeSender;
   logger: Logger;
   limits: Limits;
 };
@@ -58,5 +61,13 @@ export type KeyKind = "secret" | "publishable";
  * Who is calling: always a project, through one of its keys, from a client address (the
  * socket's peer, or X-Forwarded-For behind a trusted proxy); a signed-in user on user routes.
  */
-export type Actor = { projectId: string; keyKind: KeyKind; clientAddress: string; user?: { accountId: string; sessionId: string } };
-export type UserActor = Actor & { user: { accountId: string; sessionId: string } };
+export type Actor = {
+  projectId: string;
+  keyKind: KeyKind;
+  clientAddress: string;
+  userAgent?: string;
+  user?: SignedInUser;
+};
+/** `authTime`: the session's last sign-in or re-authentication */
+export type SignedInUser = { accountId: string; sessionId: string; authTime: Date };
+export type UserActor = Actor & { user: SignedInUser };

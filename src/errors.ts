@@ -62,4 +62,9 @@ export class ServiceUnavailable extends domain("ServiceUnavailable", "the servic
     super(message);
   }
 }
+/** A sensitive operation on a session whose last sign-in or re-authentication is too old. */
+export class ReauthenticationRequired extends domain(
+  "ReauthenticationRequired",
+  "confirm it's you first: re-authenticate with a code sent to one of your addresses, or with a passkey",
+) {}
 export class PayloadTooLarge extends domain("PayloadTooLarge", "the request body is too large") {}

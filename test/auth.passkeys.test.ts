@@ -20,8 +20,8 @@ describe.each(backends)("passkeys on %s", (backend) => {
     (await h.db.prisma.outboxEvent.findMany({ where: { eventType: type, body: { contains } }, orderBy: { seq: "asc" } })).map((e) => JSON.parse(e.body));
 
   async function register(token: string, auth: SoftAuthenticator, name?: string) {
-    const opts = await h.gql(`mutation { startPasskeyRegistration }`, {}, bearer(token));
-    const response = auth.create(opts.body.data.startPasskeyRegistration);
+    const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(token));
+    const response = auth.create(opts.body.data.startPasskeyRegistration.options);
     const r = await h.gql(
       `mutation($r: JSON!, $n: String) { finishPasskeyRegistration(response: $r, name: $n) { __typename ... on Passkey { id name } ... on Error { message } } }`,
       { r: response, n: name },
@@ -155,8 +155,8 @@ describe.each(backends)("passkeys on %s", (backend) => {
 
     it("a forged assertion (signed by another key)", async () => {
       const forger = new SoftAuthenticator(ORIGIN);
-      const opts = await h.gql(`mutation { startPasskeyRegistration }`, {}, bearer(user.token));
-      forger.create(opts.body.data.startPasskeyRegistration); // a key the server never saw
+      const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(user.token));
+      forger.create(opts.body.data.startPasskeyRegistration.options); // a key the server never saw
       forger.credentials[0].id = auth.credentials[0].id; // claiming the victim's credential id
       await refusedAndUnchanged(() => signInWith(forger));
     });
@@ -198,9 +198,9 @@ describe.each(backends)("passkeys on %s", (backend) => {
     it("a wrong origin, or a wrong RP id", async () => {
       await refusedAndUnchanged(() => signInWith(auth, undefined, { origin: "https://evil.example" }));
       await refusedAndUnchanged(() => signInWith(auth, undefined, { rpId: "evil.example" }));
-      const opts = await h.gql(`mutation { startPasskeyRegistration }`, {}, bearer(user.token));
+      const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(user.token));
       const r = await h.gql(`mutation($r: JSON!) { finishPasskeyRegistration(response: $r) { __typename } }`, {
-        r: new SoftAuthenticator("https://evil.example").create(opts.body.data.startPasskeyRegistration),
+        r: new SoftAuthenticator("https://evil.example").create(opts.body.data.startPasskeyRegistration.options),
       }, bearer(user.token));
       expect(r.body.data.finishPasskeyRegistration.__typename).toBe("PasskeyInvalid");
     });

@@ -105,7 +105,11 @@ describe.each(backends)("identifier linking on %s", (backend) => {
   const lastSeq = async () => (await h.db.prisma.outboxEvent.findFirst({ orderBy: { seq: "desc" } }))?.seq ?? 0n;
   /** subjects (e-mail) or texts (SMS) of the messages sent to an address or number */
   const sentTo = (to: string) => h.mailbox.messages.filter((m) => m.to === to).map((m) => m.subject ?? m.text);
-  const noticed = (to: string, what: RegExp) => expect(sentTo(to).some((t) => what.test(t)), `${to}: ${sentTo(to).join(" | ")}`).toBe(true);
+  /** Notices are sent after the change commits, by the notice sender: wait for one (5 s at most). */
+  const noticed = async (to: string, what: RegExp) => {
+    for (let i = 0; i < 500 && !sentTo(to).some((t) => what.test(t)); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(sentTo(to).some((t) => what.test(t)), `${to}: ${sentTo(to).join(" | ")}`).toBe(true);
+  };
   const userinfo = async (u: User) => (await h.call("GET", "/oauth/userinfo", { headers: auth(u) })).body;
 
   /** a signed-in account of its own (signed up with a phone: texts are quicker than mail), optionally with attached identifiers */
@@ -202,7 +206,7 @@ describe.each(backends)("identifier linking on %s", (backend) => {
 
       // "if this was not you" goes to every identifier of the secondary
       for (const to of [addr(b.own), e164(bPhone.phone)]) {
-        noticed(to, /merged into another account/);
+        await noticed(to, /merged into another account/);
       }
       const viewer = await gql(viaB, GQL.viewer);
       expect(viewer).toMatchObject({ id: a.accountId, mergeRole: "primary", mergedSecondary: { id: b.accountId, mergeRole: "secondary" } });
@@ -488,7 +492,7 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       const r = await post(a, "remove", { email: addr(mail).toUpperCase() });
       expect(r).toMatchObject({ status: 200, body: { message: "Account unlinked successfully" } });
       expect(await identifiersOf(a.accountId)).toEqual([`own:${addr(a.own)}`, `attached:${e164(tel.phone)}`]);
-      noticed(addr(mail), /was removed from your account/);
+      await noticed(addr(mail), /was removed from your account/);
       const events = await eventsSince(since);
       expect(events.map((e) => e.type)).toEqual(["user.identifier.unlinked", "user.updated"]);
       expect(events[0].data).toMatchObject({ user: { user_id: a.accountId }, identifier: { type: "email", value: addr(mail) } });
@@ -498,7 +502,7 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       expect(newcomer.accountId).not.toBe(a.accountId);
       // the phone over GraphQL, then another account attaches it
       expect(await gql(a, GQL.remove, { phone: tel.phone })).toEqual({ __typename: "MessagePayload", message: "Account unlinked successfully" });
-      noticed(e164(tel.phone), /was removed from your account/);
+      await noticed(e164(tel.phone), /was removed from your account/);
       const c = await fresh();
       await linked(c, tel, "attached");
     });
@@ -542,7 +546,7 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       expect((await eventsSince(since)).map((e) => e.type)).toEqual(["user.unmerged", "user.updated"]);
       expect((await h.signIn(bTel)).accountId).toBe(b.accountId);
       expect((await h.signIn(a.own)).accountId).toBe(a.accountId);
-      noticed(addr(b.own), /separated from the account it was merged with/);
+      await noticed(addr(b.own), /separated from the account it was merged with/);
     });
   });
 
@@ -566,7 +570,7 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       expect(events.map((e) => e.type)).toEqual(["user.unmerged", "user.updated"]);
       expect(events[0].data).toMatchObject({ user: { user_id: a.accountId }, primary_user_id: a.accountId, secondary_user_id: b.accountId });
       for (const to of [addr(b.own), e164(bTel.phone)]) {
-        noticed(to, /separated from the account it was merged with/);
+        await noticed(to, /separated from the account it was merged with/);
       }
       const backB = await h.signIn(b.own);
       expect(backB.accountId).toBe(b.accountId);

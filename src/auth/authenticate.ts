@@ -4,9 +4,9 @@ import { safeEqual, sha256Hex } from "../crypto.ts";
 import type { Actor, Deps, KeyKind, UserActor } from "../deps.ts";
 import { Forbidden, SecretKeyRequired, Unauthenticated } from "../errors.ts";
 import { Prisma } from "../generated/prisma/client.ts";
-import { assertLiveSession, ENDED, liveSessionSql } from "./sessions.ts";
+import { ENDED, liveSessionAuthTimeSql, touchSessionSql } from "./sessions.ts";
 
-export type Credentials = { apiKey?: string | null; bearer?: string | null; clientAddress: string };
+export type Credentials = { apiKey?: string | null; bearer?: string | null; clientAddress: string; userAgent?: string | null };
 
 export function bearerToken(authorization: string | null | undefined): string | null {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? "");
@@ -18,7 +18,7 @@ export async function authenticateProject(deps: Deps, creds: Omit<Credentials, "
   const [row] = await deps.prisma.$queryRaw<{ project_id: string; kind: KeyKind }[]>`
     SELECT project_id, kind::text AS kind FROM api_keys WHERE key_hash = ${sha256Hex(creds.apiKey)} AND revoked_at IS NULL`;
   if (!row) throw new Unauthenticated("unknown or revoked API key");
-  return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress };
+  return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress, userAgent: creds.userAgent ?? undefined };
 }
 
 /** Operations about the project itself (webhooks, deliveries, events) need its secret key. */
@@ -35,21 +35,30 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
   if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
   if (!creds.bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
   const { sub, aud, sid } = await deps.keys.verifyAccessToken(creds.bearer);
-  const [row] = await deps.prisma.$queryRaw<{ project_id: string; kind: KeyKind; live: boolean }[]>`
-    SELECT k.project_id, k.kind::text AS kind, ${liveSessionSql(sid, sub, Prisma.sql`k.project_id`)} AS live
+  const [row] = await deps.prisma.$queryRaw<{ project_id: string; kind: KeyKind; auth_time: Date | null }[]>`
+    WITH touched AS (${touchSessionSql(sid)})
+    SELECT k.project_id, k.kind::text AS kind, ${liveSessionAuthTimeSql(sid, sub, Prisma.sql`k.project_id`)} AS auth_time
     FROM api_keys k WHERE k.key_hash = ${sha256Hex(creds.apiKey)} AND k.revoked_at IS NULL`;
   if (!row) throw new Unauthenticated("unknown or revoked API key");
   if (aud !== row.project_id) throw new Forbidden("this access token belongs to another project");
-  if (!row.live) throw new Unauthenticated(ENDED);
-  return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress, user: { accountId: sub, sessionId: sid } };
+  if (!row.auth_time) throw new Unauthenticated(ENDED);
+  return {
+    projectId: row.project_id,
+    keyKind: row.kind,
+    clientAddress: creds.clientAddress,
+    userAgent: creds.userAgent ?? undefined,
+    user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time) },
+  };
 }
 
 /** Userinfo takes the token alone, like any OIDC userinfo endpoint. */
 export async function authenticateToken(deps: Deps, bearer: string | null, clientAddress: string): Promise<UserActor> {
   if (!bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
   const { sub, aud, sid } = await deps.keys.verifyAccessToken(bearer);
-  await assertLiveSession(deps.prisma, aud, sid, sub);
-  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid } };
+  const [row] = await deps.prisma.$queryRaw<{ auth_time: Date | null }[]>`
+    SELECT ${liveSessionAuthTimeSql(sid, sub, Prisma.sql`${aud}`)} AS auth_time`;
+  if (!row?.auth_time) throw new Unauthenticated(ENDED);
+  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time) } };
 }
 
 export function isAdmin(deps: Deps, token: string | null | undefined): boolean {

@@ -12,8 +12,9 @@ import type { Identifier } from "./identifiers.ts";
 export const OTP_TTL_MS = 10 * 60 * 1000;
 export const OTP_MAX_TRIES = 5;
 
-export type OtpPurpose = "sign_in" | "link";
-export type OtpBinding = { projectId: string; accountId: string | null; purpose: OtpPurpose };
+export type OtpPurpose = "sign_in" | "link" | "reauth";
+/** A state is good only for this project, account, purpose and (re-authentication) session. */
+export type OtpBinding = { projectId: string; accountId: string | null; purpose: OtpPurpose; sessionId?: string };
 
 export function generateCode(): string {
   return randomInt(0, 1_000_000).toString().padStart(6, "0");
@@ -31,6 +32,7 @@ export async function createOtpState(db: Db | Tx, key: Buffer, binding: OtpBindi
       id,
       projectId: binding.projectId,
       accountId: binding.accountId,
+      sessionId: binding.sessionId ?? null,
       purpose: binding.purpose,
       kind: identifier.kind,
       value: identifier.value,
@@ -61,7 +63,7 @@ export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId
   const rows = await db.$queryRaw<{ ok: boolean; attempts: number; kind: Identifier["kind"]; value: string }[]>`
     UPDATE otp_states SET attempts = attempts + CASE WHEN code_hash = ${hash} THEN 0 ELSE 1 END
     WHERE id = ${stateId} AND project_id = ${binding.projectId} AND purpose = ${binding.purpose}::otp_purpose
-      AND account_id IS NOT DISTINCT FROM ${binding.accountId}
+      AND account_id IS NOT DISTINCT FROM ${binding.accountId} AND session_id IS NOT DISTINCT FROM ${binding.sessionId ?? null}
       AND consumed_at IS NULL AND expires_at > now() AND attempts < ${OTP_MAX_TRIES}
     RETURNING code_hash = ${hash} AS ok, attempts, kind::text AS kind, value`;
   const live = rows[0];
@@ -82,6 +84,7 @@ async function replayOfSuccess(db: Db, key: Buffer, binding: OtpBinding, stateId
       projectId: binding.projectId,
       purpose: binding.purpose,
       accountId: binding.accountId,
+      sessionId: binding.sessionId ?? null,
       consumedAt: { not: null },
       expiresAt: { gt: new Date() },
     },

@@ -22,6 +22,9 @@ import type { Actor, Deps, UserActor } from "../deps.ts";
 import { InvalidRequest, NotFound, PasskeyInvalid } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { loadAccount, preferred, userEventData } from "./accounts.ts";
+import { announce, signInIdentifiers } from "./change-notices.ts";
+import { requireRecentAuth } from "./recent-auth.ts";
+import { markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
 
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
@@ -104,6 +107,8 @@ async function consumeChallenge(db: Db, challenge: string, binding: { projectId:
 }
 
 export async function startPasskeyRegistration(deps: Deps, actor: UserActor) {
+  // Checked when registration starts; finishing a challenge issued now needs no fresh check.
+  await requireRecentAuth(deps, actor);
   const { projectId, user } = actor;
   const account = await loadAccount(deps.prisma, projectId, user.accountId);
   if (!account) throw new NotFound("no such account");
@@ -172,8 +177,9 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
         passkey: { id: passkey.id, name: passkey.name, created_at: passkey.createdAt.toISOString() },
       }),
     });
+    await announce(tx, actor, { kind: "passkey_added", name: passkey.name }, await signInIdentifiers(tx, actor.user.accountId));
     return passkey;
-  });
+  }).finally(() => deps.notices.kick());
 }
 
 export async function startPasskeySignIn(deps: Deps, actor: Actor) {
@@ -183,16 +189,22 @@ export async function startPasskeySignIn(deps: Deps, actor: Actor) {
   return options;
 }
 
-export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { response: unknown }): Promise<TokenResponse> {
+type Verified = { passkey: { id: string; accountId: string; name: string; counter: bigint }; counter: bigint };
+
+/**
+ * Checks an assertion against a project-bound sign-in challenge and the stored credential. The
+ * library refuses a counter that did not grow, but silently: given 0 it checks nothing, and the
+ * comparison happens here, after the signature proved the authenticator's word, so that a
+ * cloned authenticator is reported.
+ */
+async function verifyAssertion(deps: Deps, actor: Actor, raw: unknown): Promise<Verified> {
   const { projectId } = actor;
-  const response = parseResponse(authenticationSchema, input.response) as AuthenticationResponseJSON;
+  const response = parseResponse(authenticationSchema, raw) as AuthenticationResponseJSON;
   const challenge = signedChallenge(response.response.clientDataJSON, "webauthn.get");
   await consumeChallenge(deps.prisma, challenge, { projectId, purpose: "authentication" });
   const passkey = await deps.prisma.passkey.findUnique({ where: { projectId_credentialId: { projectId, credentialId: response.id } } });
   if (!passkey) throw new PasskeyInvalid("that passkey is not registered here");
   const party = rp(deps);
-  // The library refuses a counter that did not grow, but silently: given 0 it checks nothing,
-  // and the comparison happens below, after the signature proved the authenticator's word.
   const verified = await verifyAuthenticationResponse({
     response,
     expectedChallenge: challenge,
@@ -202,21 +214,40 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
     requireUserVerification: false,
   }).catch(() => null);
   if (!verified?.verified) throw new PasskeyInvalid();
-  const seen = BigInt(verified.authenticationInfo.newCounter);
-  if (counterWentBack(passkey.counter, seen)) {
-    await reportClonedPasskey(deps, projectId, passkey, seen, actor.clientAddress);
+  const counter = BigInt(verified.authenticationInfo.newCounter);
+  if (counterWentBack(passkey.counter, counter)) {
+    await reportClonedPasskey(deps, projectId, passkey, counter, actor.clientAddress);
     throw new PasskeyInvalid("this passkey's signature counter went backwards; it may have been cloned");
   }
+  return { passkey, counter };
+}
+
+export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { response: unknown }): Promise<TokenResponse> {
+  const { passkey, counter } = await verifyAssertion(deps, actor, input.response);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
     const accountId = await primaryOf(tx, passkey.accountId);
-    await tx.passkey.update({ where: { id: passkey.id }, data: { counter: seen, lastUsedAt: new Date() } });
-    const sessionId = await startSession(tx, projectId, accountId, [
+    await tx.passkey.update({ where: { id: passkey.id }, data: { counter, lastUsedAt: new Date() } });
+    const sessionId = await startSession(tx, actor, accountId, "passkey", [
       ["user.passkey.login", { passkey: { id: passkey.id, name: passkey.name } }],
       ["user.authentication.success", { method: "passkey" }],
     ]);
     return { accountId, sessionId };
   });
-  return issueTokens(deps, projectId, accountId, sessionId);
+  return issueTokens(deps, actor.projectId, accountId, sessionId);
+}
+
+/**
+ * Re-authenticates the current session with a passkey that signs into its account (its own,
+ * or its merged secondary's): the session and its `sid` stay, its auth_time moves.
+ */
+export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, input: { response: unknown }): Promise<TokenResponse> {
+  const { passkey, counter } = await verifyAssertion(deps, actor, input.response);
+  await transaction(deps.prisma, async (tx) => {
+    if ((await primaryOf(tx, passkey.accountId)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
+    await tx.passkey.update({ where: { id: passkey.id }, data: { counter, lastUsedAt: new Date() } });
+    await markReauthenticated(tx, actor.user.sessionId, "passkey");
+  });
+  return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
 }
 
 /** Authenticators that keep a counter must raise it on every use (WebAuthn §6.1.1); 0 and 0 means "no counter". */
@@ -254,13 +285,17 @@ export async function renamePasskey(deps: Deps, actor: UserActor, input: { id: s
 }
 
 export async function removePasskey(deps: Deps, actor: UserActor, input: { id: string }) {
+  await requireRecentAuth(deps, actor);
   await transaction(deps.prisma, async (tx) => {
-    const { count } = await tx.passkey.deleteMany({ where: ownPasskey(actor, input.id) });
-    if (!count) throw new NotFound("no such passkey");
+    const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true } });
+    if (!passkey) throw new NotFound("no such passkey");
+    await tx.passkey.delete({ where: { id: input.id } });
+    await announce(tx, actor, { kind: "passkey_removed", name: passkey.name }, await signInIdentifiers(tx, actor.user.accountId));
     await tx.account.update({ where: { id: actor.user.accountId }, data: { updatedAt: new Date() } });
     const data = await userEventData(tx, actor.projectId, actor.user.accountId, { passkey_removed: { id: input.id } });
     await enqueueAll(tx, [{ projectId: actor.projectId, eventType: "user.updated", data }]);
   });
+  deps.notices.kick();
   return { removedId: input.id };
 }
 

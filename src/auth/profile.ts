@@ -5,6 +5,7 @@ import { enqueue } from "../delivery/outbox.ts";
 import { AccountMerged, InvalidRequest, Unauthenticated } from "../errors.ts";
 import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, userEventData, userObject } from "./accounts.ts";
+import { requireRecentAuth } from "./recent-auth.ts";
 
 export async function updateProfile(deps: Deps, actor: UserActor, input: { name: unknown }) {
   if (typeof input.name !== "string" || input.name.length > 200) throw new InvalidRequest("name must be a string of at most 200 characters");
@@ -22,6 +23,7 @@ export async function updateProfile(deps: Deps, actor: UserActor, input: { name:
  * unmerged first: deleting a primary would silently strand or take its secondary with it.
  */
 export async function deleteAccount(deps: Deps, actor: UserActor) {
+  await requireRecentAuth(deps, actor);
   await transaction(deps.prisma, async (tx) => {
     const { projectId, user } = actor;
     await lockAccounts(tx, [user.accountId]); // a merge of this account waits, or wins first

@@ -1,14 +1,29 @@
-// Sessions live in the database so ending one (sign-out, merge) takes effect on the next call.
+// Sessions live in the database so ending one (sign-out, merge, "end other sessions") takes
+// effect on the next call of every token issued for it.
 import type { Db, Tx } from "../db/client.ts";
 import { Prisma } from "../generated/prisma/client.ts";
-import { Unauthenticated } from "../errors.ts";
+import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 
 const SESSION_TTL_MS = 30 * 24 * 3600 * 1000;
 
-export async function createSession(tx: Tx, projectId: string, accountId: string): Promise<string> {
+export type AuthMethod = "otp" | "passkey";
+/** Where a sign-in came from, kept on the session for the user's list of sessions. */
+export type SessionOrigin = { clientAddress?: string; userAgent?: string };
+
+export async function createSession(tx: Tx, projectId: string, accountId: string, method: AuthMethod, origin: SessionOrigin = {}): Promise<string> {
   const id = newId("ses");
-  await tx.session.create({ data: { id, projectId, accountId, expiresAt: new Date(Date.now() + SESSION_TTL_MS) } });
+  await tx.session.create({
+    data: {
+      id,
+      projectId,
+      accountId,
+      authMethod: method,
+      expiresAt: new Date(Date.now() + SESSION_TTL_MS),
+      clientAddress: origin.clientAddress?.slice(0, 64),
+      userAgent: origin.userAgent?.slice(0, 512),
+    },
+  });
   return id;
 }
 
@@ -17,16 +32,33 @@ export async function endSessions(tx: Db | Tx, where: { accountId: string } | { 
 }
 
 /**
- * The one definition of a live session, as an SQL condition: not ended, not expired, of this
- * account and project, and the account is not a merged secondary (a secondary never acts,
- * even through a session that slipped past the merge). `project` is an SQL expression so
- * callers can check it in the same statement as the API key.
+ * The one definition of a live session, as an SQL condition on `s` (sessions) and `a` (its
+ * account): not ended, not expired, of this account and project, and the account is not a
+ * merged secondary (a secondary never acts, even through a session that slipped past the
+ * merge). `project` is an SQL expression so callers can check it in the same statement as the
+ * API key.
  */
+function liveSessionWhere(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`s.id = ${sessionId} AND s.account_id = ${accountId} AND s.project_id = ${project}
+      AND s.ended_at IS NULL AND s.expires_at > now() AND a.merge_role IS DISTINCT FROM 'secondary'`;
+}
+
 export function liveSessionSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
-  return Prisma.sql`EXISTS (
-    SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id
-    WHERE s.id = ${sessionId} AND s.account_id = ${accountId} AND s.project_id = ${project}
-      AND s.ended_at IS NULL AND s.expires_at > now() AND a.merge_role IS DISTINCT FROM 'secondary')`;
+  return Prisma.sql`EXISTS (SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
+}
+
+/**
+ * The live session's auth_time, or NULL when it is not live; touches last_used_at at most once a
+ * minute on the way (a data-modifying CTE, so authenticating stays one round trip and most
+ * calls write nothing).
+ */
+export function liveSessionAuthTimeSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
+  return Prisma.sql`(SELECT s.auth_time FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
+}
+
+export function touchSessionSql(sessionId: string): Prisma.Sql {
+  return Prisma.sql`UPDATE sessions SET last_used_at = now()
+    WHERE id = ${sessionId} AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')`;
 }
 
 export async function assertLiveSession(db: Db, projectId: string, sessionId: string, accountId: string): Promise<void> {
@@ -35,3 +67,23 @@ export async function assertLiveSession(db: Db, projectId: string, sessionId: st
 }
 
 export const ENDED = "this session has ended; sign in again";
+
+/** A re-authentication moves the session's auth_time; its id (and every token's sid) stays. */
+export async function markReauthenticated(tx: Db | Tx, sessionId: string, method: AuthMethod): Promise<Date> {
+  const s = await tx.session.update({ where: { id: sessionId }, data: { authTime: new Date(), authMethod: method } });
+  return s.authTime;
+}
+
+type Owner = { projectId: string; accountId: string };
+
+/** Ends one of the account's own live sessions; another account's is simply not found. */
+export async function endOwnSession(db: Db, owner: Owner, sessionId: string): Promise<void> {
+  const { count } = await db.session.updateMany({ where: { id: sessionId, ...owner, endedAt: null }, data: { endedAt: new Date() } });
+  if (!count) throw new NotFound("no such session");
+}
+
+/** Ends every live session of the account but `keep`; returns how many ended. */
+export async function endOtherSessions(db: Db, owner: Owner, keep: string): Promise<number> {
+  const { count } = await db.session.updateMany({ where: { ...owner, endedAt: null, id: { not: keep } }, data: { endedAt: new Date() } });
+  return count;
+}

@@ -12,7 +12,7 @@ import { loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
 import { consumeOtp, storedResult, storeResult } from "./otp.ts";
 import { sendOtp, verifyOtp } from "./otp-flow.ts";
-import { assertLiveSession, createSession, endSessions } from "./sessions.ts";
+import { assertLiveSession, createSession, endSessions, type AuthMethod } from "./sessions.ts";
 import { ACCESS_TOKEN_TTL_SECONDS } from "./tokens.ts";
 
 export type TokenResponse = {
@@ -55,7 +55,7 @@ async function signInOnce(deps: Deps, actor: Actor, stateId: string, identifier:
       return { signedIn: done, created: false };
     }
     const accountId = await accountFor(tx, actor.projectId, identifier);
-    const sessionId = await startSession(tx, actor.projectId, accountId, [
+    const sessionId = await startSession(tx, actor, accountId, "otp", [
       ["user.authentication.success", { method: "otp", identifier_type: identifier.kind }],
     ]);
     const signedIn = { account_id: accountId, session_id: sessionId };
@@ -76,9 +76,10 @@ export async function primaryOf(tx: Tx, accountId: string): Promise<string> {
 }
 
 /** Opens a session on a (primary) account and writes the sign-in's events with it. */
-export async function startSession(tx: Tx, projectId: string, accountId: string, events: Array<[EventType, object]>): Promise<string> {
+export async function startSession(tx: Tx, actor: Actor, accountId: string, method: AuthMethod, events: Array<[EventType, object]>): Promise<string> {
+  const { projectId } = actor;
   await tx.account.update({ where: { id: accountId }, data: { lastLoginAt: new Date() } });
-  const sessionId = await createSession(tx, projectId, accountId);
+  const sessionId = await createSession(tx, projectId, accountId, method, actor);
   const { user } = await userEventData(tx, projectId, accountId);
   await enqueueAll(tx, events.map(([eventType, extra]) => ({ projectId, eventType, data: { user, ...extra } })));
   return sessionId;
@@ -103,14 +104,19 @@ async function accountFor(tx: Tx, projectId: string, identifier: Identifier): Pr
   return id;
 }
 
+/** Tokens for a session: `auth_time` and `amr` say when and how the session last authenticated. */
 export async function issueTokens(deps: Deps, projectId: string, accountId: string, sessionId: string): Promise<TokenResponse> {
-  const account = await loadAccount(deps.prisma, projectId, accountId);
-  if (!account) throw new OTPInvalid();
+  const [account, session] = await Promise.all([
+    loadAccount(deps.prisma, projectId, accountId),
+    deps.prisma.session.findUnique({ where: { id: sessionId }, select: { authTime: true, authMethod: true } }),
+  ]);
+  if (!account || !session) throw new OTPInvalid();
   const claims = oidcClaims(account);
+  const auth_time = Math.floor(session.authTime.getTime() / 1000);
   const opts = { subject: accountId, audience: projectId, ttlSeconds: ACCESS_TOKEN_TTL_SECONDS };
   const [access_token, id_token] = await Promise.all([
-    deps.keys.sign({ token_use: "access", sid: sessionId, scope: "openid profile email phone" }, opts),
-    deps.keys.sign({ ...claims, sub: undefined, token_use: "id", sid: sessionId }, opts),
+    deps.keys.sign({ token_use: "access", sid: sessionId, auth_time, scope: "openid profile email phone" }, opts),
+    deps.keys.sign({ ...claims, sub: undefined, token_use: "id", sid: sessionId, auth_time, amr: [session.authMethod] }, opts),
   ]);
   return { access_token, id_token, token_type: "Bearer", expires_in: ACCESS_TOKEN_TTL_SECONDS, account_id: accountId };
 }

@@ -37,12 +37,13 @@ export function createContext(deps: Deps, request: Request, server: ServerContex
   const apiKey = request.headers.get("x-api-key");
   const bearer = bearerToken(request.headers.get("authorization"));
   const { clientAddress } = server;
-  const project = once(() => authenticateProject(deps, { apiKey, clientAddress }));
+  const userAgent = request.headers.get("user-agent");
+  const project = once(() => authenticateProject(deps, { apiKey, clientAddress, userAgent }));
   return {
     deps,
     project,
     secret: once(async () => requireSecretKey(await project())),
-    user: once(() => authenticateUser(deps, { apiKey, bearer, clientAddress })),
+    user: once(() => authenticateUser(deps, { apiKey, bearer, clientAddress, userAgent })),
     admin: isAdmin(deps, request.headers.get("x-admin-token")),
   };
 }

@@ -16,6 +16,7 @@ export const STATUS: Record<string, number> = {
   Unauthenticated: 401,
   Forbidden: 403,
   SecretKeyRequired: 403,
+  ReauthenticationRequired: 403,
   NotFound: 404,
   WebhookNotFound: 404,
   DeliveryNotFound: 404,

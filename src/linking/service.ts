@@ -23,7 +23,8 @@ import { consumeOtp, storedResult, storeResult } from "../auth/otp.ts";
 import { sendOtp, verifyOtp } from "../auth/otp-flow.ts";
 import { endSessions } from "../auth/sessions.ts";
 import { userEventData } from "../auth/accounts.ts";
-import { notify, type Notice } from "./notices.ts";
+import { announce, identifiersOf, others, signInIdentifiers } from "../auth/change-notices.ts";
+import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { lockAccounts, type LockedAccount } from "../db/locks.ts";
 import { markMerged, clearMerge, MergeConflict } from "./sql.ts";
 
@@ -51,6 +52,8 @@ function checkedCurrent(me: LockedAccount | undefined, actor: UserActor): Locked
 
 export async function requestLink(deps: Deps, actor: UserActor, input: IdentifierInput): Promise<{ stateId: string }> {
   const identifier = parseIdentifier(input);
+  // Checked when the link starts; the verify of a state issued now needs no fresh check.
+  await requireRecentAuth(deps, actor);
   const own = await deps.prisma.identifier.findFirst({
     where: {
       projectId: actor.projectId,
@@ -72,19 +75,19 @@ export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId:
   const checked = await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
   if (checked.result) return checked.result as VerifyResult;
   const stateId = input.stateId as string;
-  const { result, notices } = await transaction(deps.prisma, async (tx) => {
+  const result = await transaction(deps.prisma, async (tx) => {
     // Consuming first: a concurrent verify of the same state waits on its row lock and then
     // returns the stored result instead of deciding twice.
     if (!(await consumeOtp(tx, stateId))) {
       const done = await storedResult(tx, stateId);
       if (done == null) throw new OTPInvalid();
-      return { result: done as VerifyResult, notices: [] as Notice[] };
+      return done as VerifyResult;
     }
     const decided = await decide(deps, tx, actor, checked.identifier);
-    await storeResult(tx, stateId, decided.result);
+    await storeResult(tx, stateId, decided);
     return decided;
   });
-  await notify(deps, notices);
+  deps.notices.kick();
   return result;
 }
 
@@ -106,7 +109,7 @@ async function decide(deps: Deps, tx: Tx, actor: UserActor, identifier: Identifi
   if (!other) throw new MergeConflict("the identifier's account is gone; deciding again");
   if (other.merge_role) throw new TargetAlreadyLinked();
   if (me.merge_role) throw new AlreadyLinked();
-  return merge(deps, tx, actor, other.id);
+  return merge(tx, actor, other.id, identifier);
 }
 
 async function attach(tx: Tx, actor: UserActor, identifier: Identifier) {
@@ -121,22 +124,26 @@ async function attach(tx: Tx, actor: UserActor, identifier: Identifier) {
     ["user.identifier.linked", { identifier: { type: identifier.kind, value: identifier.value } }],
     ["user.updated", {}],
   ]);
-  return { result: { message: "Account linked successfully" as const, outcome: "attached" as const }, notices: [] as Notice[] };
+  // everyone who signs in here but the new identifier: whoever added it already knows
+  await announce(tx, actor, { kind: "attached", identifier }, others(await signInIdentifiers(tx, user.accountId), identifier));
+  return { message: "Account linked successfully" as const, outcome: "attached" as const };
 }
 
-async function merge(deps: Deps, tx: Tx, actor: UserActor, secondaryId: string) {
+async function merge(tx: Tx, actor: UserActor, secondaryId: string, identifier: Identifier) {
   const { projectId, user } = actor;
   await markMerged(tx, user.accountId, secondaryId);
   await endSessions(tx, { accountId: secondaryId });
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   await emit(tx, projectId, user.accountId, [["user.merged", pair], ["user.updated", {}]]);
-  const notices = await noticesFor(tx, secondaryId, "Your account was merged into another account");
-  return { result: { message: "Account linked successfully" as const, outcome: "merged" as const }, notices };
+  await announce(tx, actor, { kind: "merged", identifier }, await identifiersOf(tx, user.accountId));
+  await announce(tx, actor, { kind: "merged_away" }, await identifiersOf(tx, secondaryId));
+  return { message: "Account linked successfully" as const, outcome: "merged" as const };
 }
 
 export async function removeLink(deps: Deps, actor: UserActor, input: IdentifierInput) {
   const identifier = parseIdentifier(input);
-  const notices = await transaction(deps.prisma, async (tx) => {
+  await requireRecentAuth(deps, actor);
+  await transaction(deps.prisma, async (tx) => {
     const me = await currentAccount(tx, actor);
     const row = await tx.identifier.findUnique({
       where: { projectId_kind_value: { projectId: actor.projectId, kind: identifier.kind, value: identifier.value } },
@@ -151,38 +158,34 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
       ["user.identifier.unlinked", { identifier: { type: identifier.kind, value: identifier.value } }],
       ["user.updated", {}],
     ]);
-    return [{ to: identifier, subject: "An address was removed from your account" }];
+    await announce(tx, actor, { kind: "removed", identifier }, [identifier, ...(await signInIdentifiers(tx, me.id))]);
   });
-  await notify(deps, notices);
+  deps.notices.kick();
   return { message: "Account unlinked successfully" as const };
 }
 
 export async function unmerge(deps: Deps, actor: UserActor) {
-  const notices = await transaction(deps.prisma, async (tx) => {
+  await requireRecentAuth(deps, actor);
+  await transaction(deps.prisma, async (tx) => {
     const me = await currentAccount(tx, actor);
     if (me.merge_role !== "primary" || !me.merged_with_id) throw new NotMerged();
     return separate(tx, actor, me.merged_with_id);
   });
-  await notify(deps, notices);
+  deps.notices.kick();
   return { message: "Accounts unmerged successfully" as const };
 }
 
-async function separate(tx: Tx, actor: UserActor, secondaryId: string): Promise<Notice[]> {
+async function separate(tx: Tx, actor: UserActor, secondaryId: string): Promise<void> {
   const { projectId, user } = actor;
   await lockAccounts(tx, [user.accountId, secondaryId]);
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   await emit(tx, projectId, user.accountId, [["user.unmerged", pair], ["user.updated", {}]]);
-  return noticesFor(tx, secondaryId, "Your account was separated from the account it was merged with");
+  await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...(await identifiersOf(tx, secondaryId))]);
 }
 
 /** The primary's events of one change: its user object is read once, all events written in one statement. */
 async function emit(tx: Tx, projectId: string, accountId: string, events: Array<[EventType, object]>) {
   const { user } = await userEventData(tx, projectId, accountId);
   await enqueueAll(tx, events.map(([eventType, extra]) => ({ projectId, eventType, data: { user, ...extra } })));
-}
-
-async function noticesFor(tx: Tx, accountId: string, subject: string): Promise<Notice[]> {
-  const ids = await tx.identifier.findMany({ where: { accountId }, select: { kind: true, value: true } });
-  return ids.map((i) => ({ to: { kind: i.kind, value: i.value }, subject }));
 }

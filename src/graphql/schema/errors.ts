@@ -26,6 +26,7 @@ const simple = [
   E.InvalidEventType,
   E.AccountMerged,
   E.PasskeyInvalid,
+  E.ReauthenticationRequired,
 ] as const;
 
 for (const cls of simple) {

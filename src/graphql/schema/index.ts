@@ -5,6 +5,7 @@ import "./errors.ts";
 import "./sign-in.ts";
 import "./viewer.ts";
 import "./passkey.ts";
+import "./session.ts";
 import "./linking.ts";
 import "./webhook.ts";
 import "./delivery.ts";

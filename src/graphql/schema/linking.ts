@@ -19,7 +19,7 @@ builder.mutationFields((t) => ({
     type: StateIdPayload,
     authScopes: { user: true },
     args: { email: t.arg.string(), phone: t.arg.string() },
-    errors: { types: [...identifierErrors, E.CannotLinkSelf] },
+    errors: { types: [...identifierErrors, E.CannotLinkSelf, E.ReauthenticationRequired] },
     resolve: async (_, args, ctx) => requestLink(ctx.deps, await ctx.user(), args),
   }),
   verifyLink: t.field({
@@ -35,13 +35,13 @@ builder.mutationFields((t) => ({
     type: MessagePayload,
     authScopes: { user: true },
     args: { email: t.arg.string(), phone: t.arg.string() },
-    errors: { types: [...identifierErrors, E.IdentifierNotLinked, E.LastIdentifier] },
+    errors: { types: [...identifierErrors, E.IdentifierNotLinked, E.LastIdentifier, E.ReauthenticationRequired] },
     resolve: async (_, args, ctx) => removeLink(ctx.deps, await ctx.user(), args),
   }),
   unmerge: t.field({
     type: MessagePayload,
     authScopes: { user: true },
-    errors: { types: [E.NotMerged] },
+    errors: { types: [E.NotMerged, E.ReauthenticationRequired] },
     resolve: async (_, __, ctx) => unmerge(ctx.deps, await ctx.user()),
   }),
 }));

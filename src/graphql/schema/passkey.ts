@@ -1,6 +1,7 @@
 import {
   finishPasskeyRegistration,
   finishPasskeySignIn,
+  reauthenticateWithPasskey,
   removePasskey,
   renamePasskey,
   startPasskeyRegistration,
@@ -32,16 +33,27 @@ builder.prismaObjectFields("Account", (t) => ({
   }),
 }));
 
+const PasskeyCreationOptions = builder.objectRef<{ options: unknown }>("PasskeyCreationOptions").implement({
+  fields: (t) => ({
+    options: t.field({
+      type: "JSON",
+      description: "WebAuthn creation options for navigator.credentials.create (or @simplewebauthn/browser's startRegistration); the challenge lives 5 minutes",
+      resolve: (p) => p.options,
+    }),
+  }),
+});
+
 const RemovePasskeyPayload = builder.objectRef<{ removedId: string }>("RemovePasskeyPayload").implement({
   fields: (t) => ({ removedId: t.exposeID("removedId") }),
 });
 
 builder.mutationFields((t) => ({
   startPasskeyRegistration: t.field({
-    type: "JSON",
+    type: PasskeyCreationOptions,
     authScopes: { user: true },
-    description: "WebAuthn creation options for navigator.credentials.create (or @simplewebauthn/browser's startRegistration); the challenge lives 5 minutes",
-    resolve: async (_, __, ctx) => startPasskeyRegistration(ctx.deps, await ctx.user()),
+    description: "starts registering a passkey for the signed-in account; needs a recent sign-in or re-authentication",
+    errors: { types: [E.ReauthenticationRequired] },
+    resolve: async (_, __, ctx) => ({ options: await startPasskeyRegistration(ctx.deps, await ctx.user()) }),
   }),
   finishPasskeyRegistration: t.prismaField({
     type: Passkey,
@@ -68,6 +80,14 @@ builder.mutationFields((t) => ({
     errors: { types: [E.PasskeyInvalid] },
     resolve: async (_, args, ctx) => finishPasskeySignIn(ctx.deps, await ctx.project(), { response: args.response }),
   }),
+  reauthenticateWithPasskey: t.field({
+    type: TokenPayload,
+    authScopes: { user: true },
+    description: "re-authenticates the current session with a passkey of this account (options from startPasskeySignIn): same session, new auth_time",
+    args: { response: t.arg({ type: "JSON", required: true }) },
+    errors: { types: [E.PasskeyInvalid] },
+    resolve: async (_, args, ctx) => reauthenticateWithPasskey(ctx.deps, await ctx.user(), { response: args.response }),
+  }),
   renamePasskey: t.prismaField({
     type: Passkey,
     authScopes: { user: true },
@@ -83,7 +103,7 @@ builder.mutationFields((t) => ({
     authScopes: { user: true },
     description: "removes one of the account's passkeys; emits user.updated",
     args: { id: t.arg.id({ required: true }) },
-    errors: { types: [E.NotFound] },
+    errors: { types: [E.NotFound, E.ReauthenticationRequired] },
     resolve: async (_, args, ctx) => removePasskey(ctx.deps, await ctx.user(), { id: String(args.id) }),
   }),
 }));

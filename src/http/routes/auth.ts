@@ -1,5 +1,8 @@
 import { Hono } from "hono";
-import { authenticateProject, authenticateToken, bearerToken } from "../../auth/authenticate.ts";
+import { authenticateToken, bearerToken } from "../../auth/authenticate.ts";
+import { projectActor, userActor } from "../credentials.ts";
+import { reauthenticateWithPasskey } from "../../auth/passkeys.ts";
+import { completeReauthentication, startReauthentication } from "../../auth/reauthenticate.ts";
 import { completeSignIn, startSignIn, userinfo } from "../../auth/sign-in.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
@@ -9,7 +12,7 @@ export function authRoutes() {
 
   r.post("/auth/otp/start", async (c) => {
     const deps = c.get("deps");
-    const actor = await authenticateProject(deps, { apiKey: c.req.header("x-api-key"), clientAddress: c.get("clientAddress") });
+    const actor = await projectActor(c);
     const body = await jsonBody(c, ["email", "phone"]);
     const { stateId } = await startSignIn(deps, actor, body);
     return c.json({ state_id: stateId });
@@ -17,9 +20,28 @@ export function authRoutes() {
 
   r.post("/auth/otp/verify", async (c) => {
     const deps = c.get("deps");
-    const actor = await authenticateProject(deps, { apiKey: c.req.header("x-api-key"), clientAddress: c.get("clientAddress") });
+    const actor = await projectActor(c);
     const body = await jsonBody(c, ["state_id", "otp"]);
     return c.json(await completeSignIn(deps, actor, { stateId: str(body, "state_id") ?? "", otp: str(body, "otp") ?? "" }));
+  });
+
+  // Re-authentication for the signed-in user (CONTRACT section 3): same session, new auth_time.
+  r.post("/auth/reauthenticate/start", async (c) => {
+    const actor = await userActor(c);
+    const { stateId } = await startReauthentication(c.get("deps"), actor, await jsonBody(c, ["email", "phone"]));
+    return c.json({ state_id: stateId });
+  });
+
+  r.post("/auth/reauthenticate/verify", async (c) => {
+    const actor = await userActor(c);
+    const body = await jsonBody(c, ["state_id", "otp"]);
+    return c.json(await completeReauthentication(c.get("deps"), actor, { stateId: str(body, "state_id"), otp: str(body, "otp") }));
+  });
+
+  r.post("/auth/reauthenticate/passkey", async (c) => {
+    const actor = await userActor(c);
+    const body = await jsonBody(c, ["response"]);
+    return c.json(await reauthenticateWithPasskey(c.get("deps"), actor, { response: body.response }));
   });
 
   const info = async (c: import("hono").Context<AppEnv>) => {

@@ -1,14 +1,10 @@
-import { Hono, type Context } from "hono";
-import { authenticateUser, bearerToken } from "../../auth/authenticate.ts";
+import { Hono } from "hono";
+import { userActor } from "../credentials.ts";
 import { removeLink, requestLink, unmerge, verifyLink } from "../../linking/service.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
 
-function user(c: Context<AppEnv>) {
-  return authenticateUser(c.get("deps"), { apiKey: c.req.header("x-api-key"), bearer: bearerToken(c.req.header("authorization")),
-    clientAddress: c.get("clientAddress"),
-  });
-}
+const user = userActor;
 
 export function linkRoutes() {
   const r = new Hono<AppEnv>();

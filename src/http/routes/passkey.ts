@@ -1,7 +1,7 @@
 // Passkeys over REST (CONTRACT section 4a): the same service as the GraphQL fields, with the
 // WebAuthn options and responses as plain JSON.
-import { Hono, type Context } from "hono";
-import { authenticateProject, authenticateUser, bearerToken } from "../../auth/authenticate.ts";
+import { Hono } from "hono";
+import { projectActor, userActor } from "../credentials.ts";
 import {
   finishPasskeyRegistration,
   finishPasskeySignIn,
@@ -15,17 +15,8 @@ import {
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
 
-function user(c: Context<AppEnv>) {
-  return authenticateUser(c.get("deps"), {
-    apiKey: c.req.header("x-api-key"),
-    bearer: bearerToken(c.req.header("authorization")),
-    clientAddress: c.get("clientAddress"),
-  });
-}
-
-function project(c: Context<AppEnv>) {
-  return authenticateProject(c.get("deps"), { apiKey: c.req.header("x-api-key"), clientAddress: c.get("clientAddress") });
-}
+const user = userActor;
+const project = projectActor;
 
 export function passkeyRoutes() {
   const r = new Hono<AppEnv>();

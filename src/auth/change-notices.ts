@@ -1,0 +1,116 @@
+// "Was this you?" notices for every change to how an account can be signed into: identifiers
+// attached, merged, removed or unmerged, passkeys added or removed. Each goes to every other
+// identifier that signs into the account, says what changed, when and from which client
+// address, and how to undo it; a new identifier is never shown in full. Queued in the change's
+// own transaction (src/messaging/notices.ts sends them, with retries).
+import type { Tx } from "../db/client.ts";
+import type { Actor } from "../deps.ts";
+import { maskIdentifier, queueNotices, type Notice } from "../messaging/notices.ts";
+import type { Identifier } from "./identifiers.ts";
+
+export type AccountChange =
+  | { kind: "attached"; identifier: Identifier }
+  | { kind: "merged"; identifier: Identifier }
+  | { kind: "merged_away" }
+  | { kind: "removed"; identifier: Identifier }
+  | { kind: "unmerged"; secondaryId: string }
+  | { kind: "passkey_added"; name: string }
+  | { kind: "passkey_removed"; name: string };
+
+const cap = (s: string) => s[0].toUpperCase() + s.slice(1);
+const noun = (i: Identifier) => (i.kind === "email" ? "an e-mail address" : "a phone number");
+
+function describe(change: AccountChange): { subject: string; what: string; undo: string } {
+  switch (change.kind) {
+    case "attached":
+      return {
+        subject: `${cap(noun(change.identifier))} was added to your account`,
+        what: `${cap(noun(change.identifier))}, ${maskIdentifier(change.identifier)}, was added to your account. Whoever holds it can now sign in to your account.`,
+        undo: `sign in, end your other sessions, and remove ${maskIdentifier(change.identifier)} from your account`,
+      };
+    case "merged":
+      return {
+        subject: "Another account was merged into your account",
+        what: `The account of ${maskIdentifier(change.identifier)} was merged into your account. Its addresses and passkeys now sign in to your account.`,
+        undo: "sign in, end your other sessions, and unmerge the accounts",
+      };
+    case "merged_away":
+      return {
+        subject: "Your account was merged into another account",
+        what: "Your account was merged into another account: signing in with your addresses and passkeys now lands on that account.",
+        undo: "contact the service's support at once; until the accounts are separated, the other account's owner controls yours",
+      };
+    case "removed":
+      return {
+        subject: `${cap(noun(change.identifier))} was removed from your account`,
+        what: `${maskIdentifier(change.identifier)} was removed from your account and no longer signs in to it.`,
+        undo: "sign in, end your other sessions, and add it again",
+      };
+    case "unmerged":
+      return {
+        subject: "Your account was separated from the account it was merged with",
+        what: "Two accounts that were merged were separated again; each signs in on its own.",
+        undo: "sign in, end your other sessions, and link the other account again",
+      };
+    case "passkey_added":
+      return {
+        subject: "A passkey was added to your account",
+        what: `A passkey named "${change.name.slice(0, 60)}" was added to your account. It can sign in to your account.`,
+        undo: "sign in, end your other sessions, and remove the passkey",
+      };
+    case "passkey_removed":
+      return {
+        subject: "A passkey was removed from your account",
+        what: `The passkey named "${change.name.slice(0, 60)}" was removed from your account.`,
+        undo: "sign in and end your other sessions",
+      };
+  }
+}
+
+export function noticeText(change: AccountChange, at: Date, clientAddress: string): { subject: string; text: string } {
+  const { subject, what, undo } = describe(change);
+  const when = at.toISOString().replace("T", " ").slice(0, 16) + " UTC";
+  return {
+    subject,
+    // texts have no subject line, so the body starts with it
+    text: [
+      `${subject}.`,
+      `${what}`,
+      `When: ${when}. From: ${clientAddress === "local" ? "this service itself" : clientAddress}.`,
+      `If this was you, there is nothing to do.`,
+      `If it was not you: ${undo}.`,
+    ].join("\n"),
+  };
+}
+
+/** Every identifier that signs into the account: its own and attached ones, and its merged secondary's. */
+export async function signInIdentifiers(tx: Tx, accountId: string): Promise<Identifier[]> {
+  const rows = await tx.identifier.findMany({
+    where: { OR: [{ accountId }, { account: { mergedWithId: accountId, mergeRole: "secondary" } }] },
+    select: { kind: true, value: true },
+  });
+  return rows.map((r) => ({ kind: r.kind, value: r.value }));
+}
+
+/** The account's own and attached identifiers (not its merged secondary's). */
+export async function identifiersOf(tx: Tx, accountId: string): Promise<Identifier[]> {
+  const rows = await tx.identifier.findMany({ where: { accountId }, select: { kind: true, value: true } });
+  return rows.map((r) => ({ kind: r.kind, value: r.value }));
+}
+
+const same = (a: Identifier, b: Identifier) => a.kind === b.kind && a.value === b.value;
+
+/** Every identifier but `except`, each once. */
+export function others(ids: Identifier[], except?: Identifier): Identifier[] {
+  return ids.filter((r, i, all) => (!except || !same(r, except)) && all.findIndex((o) => same(o, r)) === i);
+}
+
+/**
+ * Queues the notices of one change, to be sent after it commits: call inside the change's
+ * transaction with the identifiers to tell.
+ */
+export async function announce(tx: Tx, actor: Actor, change: AccountChange, recipients: Identifier[]): Promise<void> {
+  const { subject, text } = noticeText(change, new Date(), actor.clientAddress);
+  const notices: Notice[] = others(recipients).map((to) => ({ to, subject, text }));
+  await queueNotices(tx, actor.projectId, notices);
+}

@@ -1,0 +1,43 @@
+// Re-authentication: the signed-in user proves again that they hold one of the account's own
+// identifiers (a code) or one of its passkeys. The session stays the same (same `sid` in every
+// token) and its auth_time moves; a sign-in elsewhere never refreshes this session.
+import type { Deps, UserActor } from "../deps.ts";
+import { transaction } from "../db/transaction.ts";
+import { IdentifierNotLinked, OTPInvalid } from "../errors.ts";
+import { parseIdentifier } from "./identifiers.ts";
+import { consumeOtp, storedResult, storeResult } from "./otp.ts";
+import { sendOtp, verifyOtp } from "./otp-flow.ts";
+import { markReauthenticated } from "./sessions.ts";
+import { issueTokens, type TokenResponse } from "./sign-in.ts";
+
+const binding = (actor: UserActor) => ({
+  projectId: actor.projectId,
+  accountId: actor.user.accountId,
+  purpose: "reauth" as const,
+  sessionId: actor.user.sessionId,
+});
+
+/** Sends a code to one of the account's own identifiers; any other is refused and nothing is sent. */
+export async function startReauthentication(deps: Deps, actor: UserActor, input: { email?: unknown; phone?: unknown }) {
+  const identifier = parseIdentifier(input);
+  const own = await deps.prisma.identifier.count({
+    where: { projectId: actor.projectId, accountId: actor.user.accountId, kind: identifier.kind, value: identifier.value },
+  });
+  if (!own) throw new IdentifierNotLinked("re-authenticate with one of your own addresses");
+  return sendOtp(deps, binding(actor), identifier, "Confirm it's you", actor.clientAddress);
+}
+
+export async function completeReauthentication(deps: Deps, actor: UserActor, input: { stateId: unknown; otp: unknown }): Promise<TokenResponse> {
+  const checked = await verifyOtp(deps, binding(actor), input.stateId, input.otp, actor.clientAddress);
+  if (!checked.result) {
+    await transaction(deps.prisma, async (tx) => {
+      if (!(await consumeOtp(tx, input.stateId as string))) {
+        if (!(await storedResult(tx, input.stateId as string))) throw new OTPInvalid();
+        return;
+      }
+      await markReauthenticated(tx, actor.user.sessionId, "otp");
+      await storeResult(tx, input.stateId as string, { reauthenticated: true });
+    });
+  }
+  return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
+}
