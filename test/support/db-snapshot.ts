@@ -1,28 +1,35 @@
-// What "changes nothing" means for a rejected request: every row of every table a request can
-// write, as a count and a hash per table, in one query. Rate-limit counters are left out on
-// purpose: a rejected request may still count against a limit.
+// What "changes nothing" means for a rejected request: every row of every table, as a count and
+// a hash per table, in one query; a table added later is covered without touching this file.
+// Bookkeeping that a refused request may still move is left out on purpose: rate-limit
+// counters (a refusal counts against a limit) and a session's last_used_at (touched, at most
+// once a minute, whenever its token is presented).
 import type { Database } from "../../src/db/client.ts";
 
-export const SNAPSHOT_TABLES = [
-  "projects",
-  "api_keys",
-  "accounts",
-  "identifiers",
-  "otp_states",
-  "sessions",
-  "webhooks",
-  "outbox_events",
-  "deliveries",
-  "delivery_attempts",
-] as const;
+const SKIPPED_TABLES = new Set(["_prisma_migrations", "rate_limits"]);
+const SKIPPED_COLUMNS: Record<string, string[]> = { sessions: ["last_used_at"] };
 
 export type DbSnapshot = Record<string, { rows: number; hash: string }>;
 
-const SQL = SNAPSHOT_TABLES.map(
-  (t) => `SELECT '${t}' AS name, count(*)::int AS rows, md5(coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '')) AS hash FROM ${t} t`,
-).join(" UNION ALL ");
+const queries = new WeakMap<object, Promise<string>>();
+
+async function snapshotSql(db: Pick<Database, "prisma">): Promise<string> {
+  const tables = await db.prisma.$queryRawUnsafe<{ name: string }[]>(
+    `SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`,
+  );
+  return tables
+    .map((t) => t.name)
+    .filter((name) => !SKIPPED_TABLES.has(name))
+    .map((name) => {
+      const skipped = SKIPPED_COLUMNS[name] ?? [];
+      const row = skipped.length ? `(to_jsonb(t) - ARRAY[${skipped.map((c) => `'${c}'`).join(", ")}])::text` : "to_jsonb(t)::text";
+      return `SELECT '${name}' AS name, count(*)::int AS rows, md5(coalesce(string_agg(${row}, E'\\n' ORDER BY ${row}), '')) AS hash FROM "${name}" t`;
+    })
+    .join(" UNION ALL ");
+}
 
 export async function dbSnapshot(db: Pick<Database, "prisma">): Promise<DbSnapshot> {
-  const rows = await db.prisma.$queryRawUnsafe<{ name: string; rows: number; hash: string }[]>(SQL);
+  let sql = queries.get(db.prisma);
+  if (!sql) queries.set(db.prisma, (sql = snapshotSql(db)));
+  const rows = await db.prisma.$queryRawUnsafe<{ name: string; rows: number; hash: string }[]>(await sql);
   return Object.fromEntries(rows.map((r) => [r.name, { rows: r.rows, hash: r.hash }]));
 }
