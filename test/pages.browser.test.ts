@@ -235,6 +235,11 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await page.getByRole("heading", { name: /Your account/ }).waitFor();
   }
 
+  /** Makes the account's sessions look signed in an hour ago: sensitive changes then need a re-authentication. */
+  const ageSessions = (accountId: string) =>
+    h.db.prisma.session.updateMany({ where: { accountId, endedAt: null }, data: { authTime: new Date(Date.now() - 3_600_000) } });
+  const reauthDialog = (page: Page) => page.getByRole("dialog", { name: "Confirm it's you" });
+
   /** Adds an e-mail or phone on /account with the code it receives. */
   async function link(page: Page, identifier: string) {
     const field = page.getByLabel("E-mail or phone number");
@@ -314,9 +319,28 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await checkLayout(page, `${backend}-account-passkey`);
   });
 
-  it("Ada attaches a phone with a code and removes it; her last e-mail cannot be removed, and the page says why", async () => {
+  it("signed in an hour ago, Ada confirms it is her with a code before attaching a phone; she then removes it, but not her last e-mail", async () => {
     const { page } = laptop;
-    await link(page, adaPhone);
+    await ageSessions(adaId);
+    const field = page.getByLabel("E-mail or phone number");
+    await field.fill(adaPhone);
+    await field.press("Enter");
+    const dialog = reauthDialog(page);
+    await dialog.waitFor();
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Use a passkey");
+    await checkLayout(page, `${backend}-account-reauth`);
+    await dialog.getByRole("button", { name: `Send a code to ${ada}` }).click();
+    await dialog.getByLabel("Code").fill("111111");
+    await dialog.getByLabel("Code").press("Enter");
+    await dialog.locator("#reauth-code-error").filter({ hasText: "The code is wrong, expired or already used." }).waitFor();
+    await dialog.getByLabel("Code").fill(await h.mailbox.otp(ada));
+    await dialog.getByLabel("Code").press("Enter");
+    // Confirmed: the dialog goes and the change it interrupted goes ahead.
+    await dialog.waitFor({ state: "detached" });
+    const code = page.getByLabel("Code");
+    await code.waitFor();
+    await code.fill(await h.mailbox.otp(adaPhone));
+    await code.press("Enter");
     await status(page, `${adaPhone} is now attached to your account.`).waitFor();
     await page.locator(`li[data-identifier="${adaPhone}"]`).filter({ hasText: "added later" }).waitFor();
 
@@ -350,7 +374,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await phone.page.getByRole("region", { name: "Merged account" }).locator(`li[data-identifier="${bob}"]`).waitFor();
   });
 
-  it("Ada unmerges after a question naming both accounts; Bob's passkey lands on Bob's account again", async () => {
+  it("Ada unmerges after a question naming both accounts (and her passkey confirming it is her); Bob's passkey lands on Bob's account again", async () => {
     const { page } = laptop;
     const merged = page.getByRole("region", { name: "Merged account" });
     await merged.getByRole("button", { name: "Unmerge…" }).click();
@@ -359,7 +383,12 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     expect(await question.textContent()).toMatch(new RegExp(`Separate ${bob} from your account ${ada}\\?`));
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Cancel");
     await checkLayout(page, `${backend}-account-unmerge-question`);
+    // An hour later, a passkey confirms it is her.
+    await ageSessions(adaId);
     await question.getByRole("button", { name: "Unmerge" }).click();
+    const dialog = reauthDialog(page);
+    await dialog.getByRole("button", { name: "Use a passkey" }).click();
+    await dialog.waitFor({ state: "detached" });
     await status(page, `Unmerged: the account of ${bob} is an account of its own again`).waitFor();
     await page.getByText("No other account is merged into yours.").waitFor();
 

@@ -3,13 +3,15 @@
 // decides attach or merge; the page says which), remove one, unmerge, and add, rename or remove
 // passkeys.
 import { render } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
   accountLabel,
+  completeReauthentication,
   finishPasskeyRegistration,
   loadViewer,
   loginUrl,
   publishableKey,
+  reauthenticateWithPasskey,
   removeLink,
   removePasskey,
   renamePasskey,
@@ -17,6 +19,8 @@ import {
   SessionEnded,
   signOut,
   startPasskeyRegistration,
+  startPasskeySignIn,
+  startReauthentication,
   storedSession,
   unmerge,
   verifyLink,
@@ -25,8 +29,21 @@ import {
   type Passkey,
   type Viewer,
 } from "./api.ts";
-import { createPasskey, passkeysSupported } from "./webauthn.ts";
-import { Alert, Confirm, Done, Field, Frame, NotConfigured, fmtDate, message, useAction, useFocusOnShow, useReturnFocus } from "./ui.tsx";
+import { assertWithPasskey, createPasskey, passkeysSupported } from "./webauthn.ts";
+import {
+  Alert,
+  Confirm,
+  Done,
+  Field,
+  Frame,
+  NotConfigured,
+  fmtDate,
+  message,
+  setReauthenticationHandler,
+  useAction,
+  useFocusOnShow,
+  useReturnFocus,
+} from "./ui.tsx";
 import "./style.css";
 
 function AccountPage() {
@@ -55,6 +72,11 @@ function AccountPage() {
 function Account() {
   const [viewer, setViewer] = useState<Viewer | null>(null);
   const [loadError, setLoadError] = useState<string | null>(null);
+  const [reauth, setReauth] = useState<{ retry: () => Promise<void> } | null>(null);
+  useEffect(() => {
+    setReauthenticationHandler((retry) => setReauth({ retry }));
+    return () => setReauthenticationHandler(null);
+  }, []);
   const reload = async () => {
     const v = await loadViewer();
     setViewer(v);
@@ -77,7 +99,107 @@ function Account() {
       <Identifiers viewer={viewer} reload={reload} />
       <Merged viewer={viewer} reload={reload} />
       <Passkeys passkeys={viewer.passkeys} reload={reload} />
+      {reauth && (
+        <Reauthenticate
+          viewer={viewer}
+          onCancel={() => setReauth(null)}
+          onConfirmed={() => {
+            setReauth(null);
+            void reauth.retry();
+          }}
+        />
+      )}
     </>
+  );
+}
+
+// ---- confirming it is the user before a sensitive change ----------------------------------------
+
+type ReauthStep = { kind: "choose" } | { kind: "code"; to: Identifier; stateId: string };
+
+/**
+ * A modal dialog: the change the user asked for needs a recent sign-in. A passkey of this
+ * account or a code sent to one of its addresses confirms it, and the change then goes ahead.
+ */
+function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirmed: () => void }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  // Modal: focus moves in, Escape cancels, and closing gives the focus back to what had it.
+  useLayoutEffect(() => {
+    const d = dialog.current!;
+    d.showModal();
+    return () => d.close();
+  }, []);
+  const [step, setStep] = useState<ReauthStep>({ kind: "choose" });
+  const [code, setCode] = useState("");
+  const { busy, error, setError, run } = useAction();
+  const codeInput = useFocusOnShow<HTMLInputElement>(`${step.kind}${error}`, false);
+  const offerPasskey = passkeysSupported() && (props.viewer.passkeys.length > 0 || !!props.viewer.mergedSecondary);
+
+  const withPasskey = () =>
+    run(async () => {
+      await reauthenticateWithPasskey(await assertWithPasskey(await startPasskeySignIn()));
+      props.onConfirmed();
+    });
+  const sendCode = (to: Identifier) =>
+    run(async () => {
+      const stateId = await startReauthentication(to);
+      setCode("");
+      setStep({ kind: "code", to, stateId });
+    });
+  const checkCode = (e: Event) => {
+    e.preventDefault();
+    if (step.kind !== "code") return;
+    if (!/^\d{6}$/.test(code.trim())) return setError("Enter the 6-digit code.");
+    void run(async () => {
+      await completeReauthentication(step.stateId, code);
+      props.onConfirmed();
+    });
+  };
+
+  return (
+    <dialog
+      ref={dialog}
+      class="dialog"
+      aria-labelledby="reauth-title"
+      aria-describedby="reauth-why"
+      onCancel={(e) => {
+        e.preventDefault();
+        props.onCancel();
+      }}
+    >
+      <h2 id="reauth-title">Confirm it's you</h2>
+      <p id="reauth-why">This change needs a recent sign-in. Confirm with a passkey or a code, and it goes ahead.</p>
+      {step.kind === "choose" ? (
+        <div class="choices">
+          {offerPasskey && (
+            <button type="button" class="primary wide" onClick={withPasskey} disabled={busy}>
+              {busy ? "Waiting…" : "Use a passkey"}
+            </button>
+          )}
+          {props.viewer.identifiers.map((i) => (
+            <button key={i.id} type="button" class="wide" onClick={() => sendCode(i)} disabled={busy}>
+              Send a code to <span class="value">{i.value}</span>
+            </button>
+          ))}
+        </div>
+      ) : (
+        <form onSubmit={checkCode} noValidate>
+          <p>
+            We sent a 6-digit code to <strong class="value">{step.to.value}</strong>.
+          </p>
+          <Field id="reauth-code" label="Code" value={code} onInput={setCode} inputRef={codeInput} inputMode="numeric" autoComplete="one-time-code" maxLength={6} error={error} />
+          <button type="submit" class="primary" disabled={busy}>
+            {busy ? "Checking…" : "Confirm"}
+          </button>
+        </form>
+      )}
+      {step.kind === "choose" && <Alert text={error} />}
+      <div class="actions">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+      </div>
+    </dialog>
   );
 }
 

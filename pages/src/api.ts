@@ -112,6 +112,9 @@ function member<T>(result: { __typename: string; message?: string }, want: strin
   throw new ApiError(result.__typename, sentence(result.message ?? result.__typename));
 }
 
+/** Changes to how the account signs in need a recent sign-in: the user confirms it is them, then the change goes ahead. */
+export const needsReauthentication = (err: unknown) => err instanceof ApiError && err.type === "ReauthenticationRequired";
+
 /** The server's messages are lower-case phrases; the pages show sentences. */
 export function sentence(text: string) {
   const t = text.trim();
@@ -172,6 +175,24 @@ export async function signOut(): Promise<void> {
   }
 }
 
+// ---- re-authentication: the same session, a new auth_time, fresh tokens ----------------------------
+
+export async function startReauthentication(identifier: Pick<Identifier, "kind" | "value">): Promise<string> {
+  const d = await gql<{ startReauthentication: Result }>(OPERATIONS.StartReauthentication, { [identifier.kind]: identifier.value });
+  return member<{ stateId: string }>(d.startReauthentication, "OtpChallenge").stateId;
+}
+
+export async function completeReauthentication(stateId: string, otp: string): Promise<void> {
+  const d = await gql<{ completeReauthentication: Result }>(OPERATIONS.CompleteReauthentication, { stateId, otp: otp.trim() });
+  keepSession(member<SignInTokens>(d.completeReauthentication, "SignInTokens"));
+}
+
+/** `response`: an assertion made with options from startPasskeySignIn. */
+export async function reauthenticateWithPasskey(response: unknown): Promise<void> {
+  const d = await gql<{ reauthenticateWithPasskey: Result }>(OPERATIONS.ReauthenticateWithPasskey, { response });
+  keepSession(member<SignInTokens>(d.reauthenticateWithPasskey, "SignInTokens"));
+}
+
 // ---- the account --------------------------------------------------------------------------------
 
 type Connection<T> = { edges: { node: T }[] };
@@ -201,7 +222,8 @@ export async function unmerge(): Promise<void> {
 }
 
 export async function startPasskeyRegistration(): Promise<unknown> {
-  return (await gql<{ startPasskeyRegistration: unknown }>(OPERATIONS.StartPasskeyRegistration)).startPasskeyRegistration;
+  const d = await gql<{ startPasskeyRegistration: Result }>(OPERATIONS.StartPasskeyRegistration);
+  return member<{ options: unknown }>(d.startPasskeyRegistration, "PasskeyCreationOptions").options;
 }
 
 export async function finishPasskeyRegistration(response: unknown, name: string): Promise<Passkey> {

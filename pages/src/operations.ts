@@ -17,6 +17,15 @@ export const OPERATIONS = {
     finishPasskeySignIn(response: $response) { ${ERR} ${TOKENS} }
   }`,
   SignOut: `mutation SignOut { signOut }`,
+  StartReauthentication: `mutation StartReauthentication($email: String, $phone: String) {
+    startReauthentication(email: $email, phone: $phone) { ${ERR} ... on OtpChallenge { stateId } }
+  }`,
+  CompleteReauthentication: `mutation CompleteReauthentication($stateId: String!, $otp: String!) {
+    completeReauthentication(stateId: $stateId, otp: $otp) { ${ERR} ${TOKENS} }
+  }`,
+  ReauthenticateWithPasskey: `mutation ReauthenticateWithPasskey($response: JSON!) {
+    reauthenticateWithPasskey(response: $response) { ${ERR} ${TOKENS} }
+  }`,
   Viewer: `query Viewer {
     viewer {
       id name email phoneNumber
@@ -35,7 +44,9 @@ export const OPERATIONS = {
     removeLink(email: $email, phone: $phone) { ${ERR} }
   }`,
   Unmerge: `mutation Unmerge { unmerge { ${ERR} } }`,
-  StartPasskeyRegistration: `mutation StartPasskeyRegistration { startPasskeyRegistration }`,
+  StartPasskeyRegistration: `mutation StartPasskeyRegistration {
+    startPasskeyRegistration { ${ERR} ... on PasskeyCreationOptions { options } }
+  }`,
   FinishPasskeyRegistration: `mutation FinishPasskeyRegistration($response: JSON!, $name: String) {
     finishPasskeyRegistration(response: $response, name: $name) { ${ERR} ... on Passkey { id name createdAt lastUsedAt backedUp } }
   }`,

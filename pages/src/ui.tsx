@@ -1,7 +1,7 @@
 // Pieces both pages share: the frame, messages, and a busy-aware action runner.
 import type { ComponentChildren, Ref } from "preact";
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
-import { loginUrl, SessionEnded } from "./api.ts";
+import { loginUrl, needsReauthentication, SessionEnded } from "./api.ts";
 
 export const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -52,6 +52,17 @@ export function Done({ text }: { text: string | null }) {
   );
 }
 
+type Retry = () => Promise<void>;
+let confirmIdentity: ((retry: Retry) => void) | null = null;
+
+/**
+ * Who asks the user to confirm it is them when an action needs a recent sign-in (the account
+ * page's dialog); `retry` repeats the action afterwards.
+ */
+export const setReauthenticationHandler = (fn: ((retry: Retry) => void) | null) => {
+  confirmIdentity = fn;
+};
+
 /**
  * Runs one action at a time: `busy` while it runs, its error (in words) afterwards. An action
  * returns normally on success; what it throws is shown.
@@ -68,6 +79,10 @@ export function useAction() {
     } catch (err) {
       // A refused session cannot be fixed on this page: sign in again and come back.
       if (err instanceof SessionEnded) return location.replace(loginUrl("ended"));
+      if (needsReauthentication(err) && confirmIdentity) {
+        confirmIdentity(() => run(fn));
+        return setError("Confirm it is you to go on.");
+      }
       setError(message(err));
     } finally {
       setBusy(false);
