@@ -8,12 +8,15 @@ import { ServiceUnavailable } from "../errors.ts";
 
 type MaskError = NonNullable<Exclude<YogaServerOptions<object, object>["maskedErrors"], boolean | undefined>["maskError"]>;
 
-export const maskError: MaskError = (error, message, isDev) =>
-  isConnectionFailure(error) ? serviceUnavailable(error) : yogaMaskError(error, message, isDev);
+export const maskError: MaskError = (error, message, isDev) => {
+  const original = (error as { originalError?: unknown } | undefined)?.originalError;
+  if (original instanceof ServiceUnavailable) return serviceUnavailable(error, original);
+  if (isConnectionFailure(error)) return serviceUnavailable(error, new ServiceUnavailable());
+  return yogaMaskError(error, message, isDev);
+};
 
 // Keeps where the error happened (path, locations), as yoga's own masking does.
-function serviceUnavailable(error: unknown) {
-  const unavailable = new ServiceUnavailable();
+function serviceUnavailable(error: unknown, unavailable: ServiceUnavailable) {
   const { nodes, source, positions, path } = error as Partial<GraphQLError>;
   return createGraphQLError(unavailable.message, {
     nodes,
