@@ -8,6 +8,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { formatPrismaCursor } from "@pothos/plugin-prisma";
 import { PrismaPg } from "@prisma/adapter-pg";
 import type { SqlDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import { getIntrospectionQuery, getNamedType, parse as graphqlParse, GraphQLError, isObjectType, Kind } from "graphql";
@@ -318,6 +319,25 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
       expect(res.body.errors?.[0].message).toMatch(/at most 100/);
     }
     expect((await gql(`{ webhooks(first: 100) { edges { node { id } } } }`)).body.data.webhooks.edges).toHaveLength(25);
+  });
+
+  it("refuses junk and forged cursors with BAD_USER_INPUT, on webhooks and on deliveries", async () => {
+    const forged = [
+      "!!!",
+      formatPrismaCursor({ id: "wh_\u0000x" }, "id"), // a NUL byte Postgres would refuse
+      formatPrismaCursor({ id: 12 }, "id"),
+      Buffer.from("GPC:S:' OR 1=1 --").toString("base64"),
+    ];
+    for (const after of forged) {
+      for (const query of [
+        `query($after: String) { webhooks(after: $after) { edges { node { id } } } }`,
+        `query($after: String) { webhook(id: "${webhookId}") { deliveries(after: $after) { edges { node { id } } } } }`,
+      ]) {
+        const res = await gql(query, { after });
+        expect(res.status, after).toBeLessThan(500);
+        expect(res.body.errors?.[0].extensions?.code, after).toBe("BAD_USER_INPUT");
+      }
+    }
   });
 
   it("answers a deliveries filter on a type that does not exist with BAD_USER_INPUT, not a fault", async () => {
