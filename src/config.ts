@@ -34,6 +34,7 @@ const envSchema = z.object({
   LINKGATE_WEBAUTHN_RP_ID: z.string().optional(),
   LINKGATE_WEBAUTHN_ORIGINS: z.string().optional(),
   LINKGATE_PAGES_PUBLISHABLE_KEY: z.string().optional(),
+  LINKGATE_METRICS_TOKEN: z.string().min(16).optional(),
   LINKGATE_RECENT_AUTH_SECONDS: z.coerce.number().int().positive().default(600),
   LINKGATE_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30000),
   LINKGATE_ADMIN_TOKEN: z.string().min(16).optional(),
@@ -74,6 +75,8 @@ export type Config = {
   webauthnOrigins: string[];
   /** the publishable key the hosted /login and /account pages use; unset: the bootstrap publishable key */
   pagesPublishableKey?: string;
+  /** bearer token for /metrics; unset: metrics are served to loopback clients only */
+  metricsToken?: string;
   /** how recent a session's sign-in must be for sensitive operations */
   recentAuthSeconds: number;
   adminToken?: string;
@@ -143,6 +146,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webauthnRpId: e.LINKGATE_WEBAUTHN_RP_ID,
     webauthnOrigins: list(e.LINKGATE_WEBAUTHN_ORIGINS),
     recentAuthSeconds: e.LINKGATE_RECENT_AUTH_SECONDS,
+    metricsToken: e.LINKGATE_METRICS_TOKEN,
     pagesPublishableKey: e.LINKGATE_PAGES_PUBLISHABLE_KEY ?? e.LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY,
     adminToken: e.LINKGATE_ADMIN_TOKEN,
     issuer: e.LINKGATE_ISSUER,
