@@ -2,7 +2,7 @@
 import type { AbuseLimits, Config } from "./config.ts";
 import type { Database } from "./db/client.ts";
 import type { MasterKey } from "./crypto.ts";
-import type { KeyStore } from "./auth/tokens.ts";
+import type { JWK } from "jose";
 import type { Messenger } from "./messaging/transport.ts";
 import type { NoticeSender } from "./messaging/notices.ts";
 import type { Logger } from "./log.ts";
@@ -40,6 +40,16 @@ export function limitsFrom(abuse: AbuseLimits): Limits {
     failuresPerSubject: { max: abuse.wrongCodesPerIdentifierAddress, windowSeconds: 3600 },
   };
 }
+
+export type Claims = Record<string, unknown>;
+
+/** Token signing and verification (src/auth/tokens.ts implements it). */
+export type KeyStore = {
+  issuer: string;
+  jwks(): { keys: JWK[] };
+  sign(claims: Claims, opts: { subject: string; audience: string; ttlSeconds: number }): Promise<string>;
+  verifyAccessToken(token: string): Promise<{ sub: string; aud: string; sid: string }>;
+};
 
 export type Deps = {
   config: Config;

@@ -6,20 +6,14 @@ import type { Db } from "../db/client.ts";
 import { seal, unseal, type MasterKey } from "../crypto.ts";
 import { Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
+import type { Claims, KeyStore } from "../deps.ts";
 
 const ALG = "ES256";
 export const ACCESS_TOKEN_TTL_SECONDS = 3600;
 /** how far another clock may be ahead of ours */
 const CLOCK_SKEW_SECONDS = 60;
 
-export type Claims = Record<string, unknown>;
-
-export type KeyStore = {
-  issuer: string;
-  jwks(): { keys: JWK[] };
-  sign(claims: Claims, opts: { subject: string; audience: string; ttlSeconds: number }): Promise<string>;
-  verifyAccessToken(token: string): Promise<{ sub: string; aud: string; sid: string }>;
-};
+export type { Claims, KeyStore };
 
 export async function openKeyStore(db: Db, master: MasterKey, issuer: string): Promise<KeyStore> {
   let rows = await db.signingKey.findMany({ where: { retiredAt: null }, orderBy: { createdAt: "desc" } });

@@ -6,40 +6,10 @@
 // a strict Content-Security-Policy: no CDN, no inline script. yoga's own page pulls GraphiQL from
 // unpkg with no integrity check and builds Monaco's workers from blob: URLs, so yoga's GraphiQL
 // stays off and the plugin below answers the page itself.
-import { createRequire } from "node:module";
-import { gzip } from "node:zlib";
-import { promisify } from "node:util";
 import { useDisableIntrospection } from "@graphql-yoga/plugin-disable-introspection";
 import { shouldRenderGraphiQL, type GraphiQLOptions, type Plugin, type YogaServerOptions } from "graphql-yoga";
 import type { Config } from "../config.ts";
-
-const GRAPHQL_PATH = "/graphql";
-const version: string = createRequire(import.meta.url)("@graphql-yoga/render-graphiql/package.json").version;
-/** Versioned, so the files can be cached for good. */
-export const GRAPHIQL_ASSET_BASE = `${GRAPHQL_PATH}/assets/${version}/`;
-
-/**
- * For the page and its files. Monaco adds <style> elements at run time, which only
- * 'unsafe-inline' allows for styles; scripts stay 'self' only, the part that matters for the
- * API key. Fonts and the icon sprite are data: URLs inside the bundled CSS.
- */
-export const GRAPHIQL_HEADERS: Record<string, string> = {
-  "content-security-policy": [
-    "default-src 'self'",
-    "script-src 'self'",
-    "worker-src 'self'",
-    "style-src 'self' 'unsafe-inline'",
-    "img-src 'self' data:",
-    "font-src 'self' data:",
-    "connect-src 'self'",
-    "base-uri 'none'",
-    "form-action 'none'",
-    "frame-ancestors 'none'",
-  ].join("; "),
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-};
+import { GRAPHIQL_HEADERS, GRAPHQL_PATH, renderPage } from "../http/graphiql-assets.ts";
 
 const PAGE_OPTIONS: GraphiQLOptions = {
   title: "linkgate",
@@ -67,83 +37,3 @@ function localGraphiQL(options: GraphiQLOptions): Plugin {
   };
 }
 
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
-/** JSON safe inside a <script> data block: no "</script>" or "<!--" can form. */
-const scriptJson = (v: unknown) => JSON.stringify(v).replace(/</g, "\\u003c");
-
-export function renderPage(options: GraphiQLOptions): string {
-  const a = GRAPHIQL_ASSET_BASE;
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>${escapeHtml(options.title ?? "GraphiQL")}</title>
-<link rel="icon" href="${a}favicon.ico">
-<link rel="stylesheet" href="${a}graphiql.css">
-</head>
-<body id="body" class="no-focus-outline">
-<noscript>GraphiQL needs JavaScript.</noscript>
-<div id="root"></div>
-<script type="application/json" id="graphiql-options">${scriptJson(options)}</script>
-<script src="${a}boot.js"></script>
-<script src="${a}graphiql.js"></script>
-</body>
-</html>
-`;
-}
-
-/**
- * Runs before GraphiQL's bundle: Monaco's workers load from this origin (the stock page makes
- * them from blob: URLs), and the page starts once the bundle has run.
- */
-const BOOT_JS = `"use strict";
-(function () {
-  var base = document.currentScript.src.replace(/[^/]*$/, "");
-  var workers = { editorWorkerService: "editor.worker.js", json: "json.worker.js", graphql: "graphql.worker.js" };
-  self.MonacoEnvironment = {
-    globalAPI: false,
-    getWorkerUrl: function (_moduleId, label) {
-      return base + (workers[label] || workers.editorWorkerService);
-    },
-  };
-  document.addEventListener("DOMContentLoaded", function () {
-    var options = JSON.parse(document.getElementById("graphiql-options").textContent);
-    YogaGraphiQL.renderYogaGraphiQL(document.getElementById("root"), options);
-  });
-})();
-`;
-
-export type GraphiQLAsset = { type: string; body: Uint8Array<ArrayBuffer>; gzipped: Uint8Array<ArrayBuffer> };
-
-const JS = "text/javascript; charset=utf-8";
-let assets: Promise<Map<string, GraphiQLAsset>> | null = null;
-
-/** A file of the page by name, or undefined. The package (9 MB of strings) loads on first use. */
-export async function graphiqlAsset(name: string): Promise<GraphiQLAsset | undefined> {
-  assets ??= loadAssets().catch((err) => {
-    assets = null; // let a later request try again
-    throw err;
-  });
-  return (await assets).get(name);
-}
-
-async function loadAssets(): Promise<Map<string, GraphiQLAsset>> {
-  const bundle = await import("@graphql-yoga/render-graphiql/graphiql");
-  const files: [string, string, Buffer][] = [
-    ["boot.js", JS, Buffer.from(BOOT_JS)],
-    ["graphiql.js", JS, Buffer.from(bundle.js)],
-    ["graphiql.css", "text/css; charset=utf-8", Buffer.from(bundle.css)],
-    ["editor.worker.js", JS, Buffer.from(bundle.editorWorkerService)],
-    ["json.worker.js", JS, Buffer.from(bundle.jsonWorker)],
-    ["graphql.worker.js", JS, Buffer.from(bundle.graphqlWorker)],
-    ["favicon.ico", "image/x-icon", dataUrlBytes(bundle.favicon)],
-  ];
-  const gz = promisify(gzip);
-  const bytes = (b: Buffer) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength) as Uint8Array<ArrayBuffer>;
-  return new Map(await Promise.all(files.map(async ([name, type, body]) => [name, { type, body: bytes(body), gzipped: bytes(await gz(body)) }] as const)));
-}
-
-function dataUrlBytes(url: string): Buffer {
-  const comma = url.indexOf(",");
-  return Buffer.from(url.slice(comma + 1), url.slice(0, comma).endsWith(";base64") ? "base64" : "utf8");
-}

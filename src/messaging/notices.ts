@@ -2,13 +2,13 @@
 // webhook events) and sent afterwards by a small sender in every gateway process, retried on a
 // schedule. A mail server that is down delays a notice and never the change; a restart loses
 // nothing, because the schedule lives in each notice's next_attempt_at.
-import type { Identifier } from "../auth/identifiers.ts";
+
 import type { Db, Tx } from "../db/client.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
-import type { Messenger } from "./transport.ts";
+import type { Messenger, Recipient } from "./transport.ts";
 
-export type Notice = { to: Identifier; subject: string; text: string };
+export type Notice = { to: Recipient; subject: string; text: string };
 
 /** Delays before retries 1, 2, …; after the last one a notice is marked failed. */
 export const NOTICE_RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 3_600_000, 21_600_000];
@@ -24,7 +24,7 @@ export async function queueNotices(tx: Tx, projectId: string, notices: Notice[])
 }
 
 /** `a•••@example.com`, `+•••••••43`: enough for the owner to recognise, too little to use. */
-export function maskIdentifier(i: Identifier): string {
+export function maskRecipient(i: Recipient): string {
   if (i.kind === "email") {
     const at = i.value.lastIndexOf("@");
     return `${i.value.slice(0, 1)}•••${i.value.slice(at)}`;
@@ -32,7 +32,7 @@ export function maskIdentifier(i: Identifier): string {
   return `+${"•".repeat(Math.max(3, i.value.length - 3))}${i.value.slice(-2)}`;
 }
 
-type Claimed = { id: string; kind: Identifier["kind"]; value: string; subject: string; text: string; attempts: number };
+type Claimed = { id: string; kind: Recipient["kind"]; value: string; subject: string; text: string; attempts: number };
 
 /**
  * Due notices, claimed by pushing their next attempt past a lease: SKIP LOCKED lets several

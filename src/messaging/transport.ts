@@ -4,9 +4,10 @@
 import nodemailer from "nodemailer";
 import pRetry from "p-retry";
 import type { Logger } from "pino";
-import type { Identifier } from "../auth/identifiers.ts";
+/** An e-mail address or an E.164 phone number (src/auth/identifiers.ts parses them). */
+export type Recipient = { kind: "email" | "phone"; value: string };
 
-export type Message = { to: Identifier; subject: string; text: string; /** the OTP, for the dev log only */ code?: string };
+export type Message = { to: Recipient; subject: string; text: string; /** the OTP, for the dev log only */ code?: string };
 export type Messenger = { send(message: Message): Promise<void>; close(): void };
 
 export type MessengerOptions = { smtpUrl?: string; smtpFrom: string; smsWebhookUrl?: string; logger: Logger };

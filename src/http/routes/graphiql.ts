@@ -3,7 +3,7 @@
 // Nothing is served when GraphiQL is off.
 import { Hono } from "hono";
 import type { Config } from "../../config.ts";
-import { GRAPHIQL_ASSET_BASE, GRAPHIQL_HEADERS, graphiqlAsset } from "../../graphql/graphiql.ts";
+import { GRAPHIQL_ASSET_BASE, GRAPHIQL_HEADERS, graphiqlAsset } from "../graphiql-assets.ts";
 import type { AppEnv } from "../env.ts";
 import { errorBody } from "../errors.ts";
 
