@@ -24,7 +24,7 @@ export async function queueNotices(tx: Tx, projectId: string, notices: Notice[])
 }
 
 /** `a•••@example.com`, `+•••••••43`: enough for the owner to recognise, too little to use. */
-export function maskRecipient(i: Recipient): string {
+export function maskIdentifier(i: Recipient): string {
   if (i.kind === "email") {
     const at = i.value.lastIndexOf("@");
     return `${i.value.slice(0, 1)}•••${i.value.slice(at)}`;
