@@ -23,6 +23,7 @@ import { graphiqlRoutes } from "./http/routes/graphiql.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { hostedPageRoutes } from "./http/routes/pages.ts";
 import { linkRoutes } from "./http/routes/link.ts";
+import { httpMetrics, metricsRoutes } from "./http/routes/metrics.ts";
 import { passkeyRoutes } from "./http/routes/passkey.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -85,6 +86,7 @@ function routes(deps: Deps, expectedMigrations: number) {
   const yoga = createGraphQL(deps);
   const clientAddress = clientAddressResolver(deps.config.trustedProxies);
 
+  app.use(httpMetrics());
   app.use(async (c, next) => {
     const requestId = c.req.header("x-request-id")?.slice(0, 64) || randomUUID();
     const log = deps.logger.child({ requestId });
@@ -104,6 +106,7 @@ function routes(deps: Deps, expectedMigrations: number) {
   app.use(apiCors(deps.config.corsOrigins));
 
   app.route("/", healthRoutes(expectedMigrations));
+  app.route("/", metricsRoutes());
   app.route("/", authRoutes());
   app.route("/", linkRoutes());
   app.route("/", passkeyRoutes());

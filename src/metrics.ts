@@ -1,29 +1,88 @@
-// Prometheus metrics (prom-client), one registry per app so tests and processes never share
-// counters. The delivery engine reports through recordDelivery(); scrape-time gauges (pending
-// deliveries, oldest due, leases, disabled webhooks) are read from the database when scraped.
-// Filled in by the metrics work; the delivery hooks exist now so the worker can call them.
-import { Counter, Histogram, Registry } from "prom-client";
+// Prometheus metrics (prom-client) in one process-wide registry: the HTTP layer, GraphQL, the
+// OTP flow and the delivery engine (through recordDelivery) all count here, and a process
+// serves one app. Tests that build several apps in one process read differences, never
+// absolute values. Gauges about the backlog (pending deliveries, the oldest due, leases,
+// disabled webhooks) are not kept in memory: they are read from the database at each scrape
+// (readBacklog), so every process reports the same shared state.
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Db } from "./db/client.ts";
 
 export type DeliveryOutcome = "succeeded" | "failed" | "retried" | "gone";
+export type OtpChannel = "email" | "phone";
+export type GraphQLOutcome = "ok" | "error" | "refused";
+
+/** The abuse limits that can refuse a request (CONTRACT section 3), as labels. */
+export const RATE_LIMITS = [
+  "sends_per_identifier_address",
+  "sends_per_address",
+  "sends_per_account",
+  "sms_per_project",
+  "emails_per_project",
+  "wrong_codes_per_identifier_address",
+  "wrong_codes_per_account",
+] as const;
+export type RateLimitName = (typeof RATE_LIMITS)[number];
+
+const DELIVERY_OUTCOMES: DeliveryOutcome[] = ["succeeded", "failed", "retried", "gone"];
+const OTP_CHANNELS: OtpChannel[] = ["email", "phone"];
 
 export type Metrics = {
   registry: Registry;
+  httpRequests: Counter<"method" | "route" | "status">;
+  httpDuration: Histogram<"method" | "route">;
+  graphqlOperations: Counter<"operation" | "outcome">;
+  otpSends: Counter<"channel">;
+  rateLimitRefusals: Counter<"limit">;
   deliveries: Counter<"outcome">;
   deliveryLatency: Histogram<string>;
 };
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
-  return {
+  const registers = [registry];
+  const m: Metrics = {
     registry,
-    deliveries: new Counter({ name: "linkgate_deliveries_total", help: "delivery attempts by outcome", labelNames: ["outcome"], registers: [registry] }),
+    httpRequests: new Counter({
+      name: "linkgate_http_requests_total",
+      help: "HTTP requests by method, matched route pattern (\"unmatched\" when no route answered) and status",
+      labelNames: ["method", "route", "status"],
+      registers,
+    }),
+    httpDuration: new Histogram({
+      name: "linkgate_http_request_duration_seconds",
+      help: "HTTP request latency, from the first middleware to the response, by method and route pattern",
+      labelNames: ["method", "route"],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    graphqlOperations: new Counter({
+      name: "linkgate_graphql_operations_total",
+      help: "GraphQL operations by operation name and outcome (ok, error: ran and failed, refused: turned away before or for credentials/input)",
+      labelNames: ["operation", "outcome"],
+      registers,
+    }),
+    otpSends: new Counter({ name: "linkgate_otp_sends_total", help: "one-time codes sent, by channel", labelNames: ["channel"], registers }),
+    rateLimitRefusals: new Counter({
+      name: "linkgate_rate_limit_refusals_total",
+      help: "requests refused by an abuse limit, by limit (a request over several limits counts under each)",
+      labelNames: ["limit"],
+      registers,
+    }),
+    deliveries: new Counter({ name: "linkgate_deliveries_total", help: "delivery attempts by outcome", labelNames: ["outcome"], registers }),
     deliveryLatency: new Histogram({
       name: "linkgate_delivery_latency_seconds",
       help: "from the event's commit to the receiver's 2xx",
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
-      registers: [registry],
+      registers,
     }),
   };
+  // Every series of a closed label set exists from the start at 0, so rate() and ratios work
+  // from the first scrape instead of appearing with the first event.
+  for (const outcome of DELIVERY_OUTCOMES) m.deliveries.inc({ outcome }, 0);
+  for (const channel of OTP_CHANNELS) m.otpSends.inc({ channel }, 0);
+  for (const limit of RATE_LIMITS) m.rateLimitRefusals.inc({ limit }, 0);
+  collectDefaultMetrics({ register: registry });
+  return m;
 }
 
 /** The process's metrics; the worker and the app both report here. */
@@ -33,4 +92,125 @@ export const metrics: Metrics = createMetrics();
 export function recordDelivery(outcome: DeliveryOutcome, latencyMs?: number): void {
   metrics.deliveries.inc({ outcome });
   if (outcome === "succeeded" && latencyMs !== undefined) metrics.deliveryLatency.observe(latencyMs / 1000);
+}
+
+export function recordOtpSend(channel: OtpChannel): void {
+  metrics.otpSends.inc({ channel });
+}
+
+export function recordRateLimitRefusal(limit: RateLimitName): void {
+  metrics.rateLimitRefusals.inc({ limit });
+}
+
+/**
+ * Below this many pending deliveries the gauge is an exact count; at or above it, Postgres'
+ * own estimate. Counting is linear in the backlog (a million index entries take longer than
+ * a scrape should), and an operator needs the exact figure when it is small, the order of
+ * magnitude when it is large.
+ */
+export const PENDING_EXACT_UP_TO = 100_000;
+
+export type BacklogGauges = {
+  pending: number;
+  pendingEstimated: boolean;
+  oldestDueSeconds: number;
+  leasesHeld: number;
+  disabledWebhooks: { project: number; failures: number };
+};
+
+type BacklogRow = {
+  pending_counted: number;
+  pending_estimate: number | null;
+  oldest_due_seconds: number | null;
+  leases_held: number;
+  disabled_by_project: number;
+  disabled_by_failures: number;
+};
+
+/**
+ * The backlog in one statement, each part bounded whatever the number of pending rows:
+ * * pending: counts at most PENDING_EXACT_UP_TO + 1 rows of the partial index
+ *   deliveries_webhook_due_idx (pending rows only); past that, the index's row count as
+ *   last measured by (auto)vacuum/analyze (pg_class.reltuples), never less than the bound.
+ * * oldest due: the same loose index scan as the delivery claim (src/delivery/sql.ts): one
+ *   probe per webhook with pending deliveries to find it, one more for its earliest
+ *   next_attempt_at. A claimed delivery's next_attempt_at is its lease expiry, so the earliest
+ *   row of a webhook is due exactly when it is claimable now. Disabled webhooks are left out:
+ *   their deliveries wait on purpose, and would otherwise read as a stuck worker.
+ * * leases: the tiny partial index deliveries_leased_idx (only rows in flight).
+ * * disabled webhooks: the webhooks table (one row per webhook). "project" = turned off by
+ *   the project (src/webhooks/service.ts sets that reason), "failures" = disabled by the
+ *   delivery engine after failing for a day.
+ */
+export async function readBacklog(db: Db): Promise<BacklogGauges> {
+  const [row] = await db.$queryRaw<BacklogRow[]>`
+    WITH RECURSIVE hooks(webhook_id) AS (
+      (SELECT webhook_id FROM deliveries WHERE status = 'pending' ORDER BY webhook_id LIMIT 1)
+      UNION ALL
+      SELECT (SELECT d.webhook_id FROM deliveries d
+              WHERE d.status = 'pending' AND d.webhook_id > h.webhook_id
+              ORDER BY d.webhook_id LIMIT 1)
+      FROM hooks h
+      WHERE h.webhook_id IS NOT NULL
+    ),
+    firsts AS (
+      SELECT (SELECT d.next_attempt_at FROM deliveries d
+              WHERE d.webhook_id = h.webhook_id AND d.status = 'pending'
+              ORDER BY d.next_attempt_at LIMIT 1) AS first_at
+      FROM hooks h
+      JOIN webhooks w ON w.id = h.webhook_id AND w.enabled
+    )
+    SELECT
+      (SELECT count(*)::int FROM (SELECT 1 FROM deliveries WHERE status = 'pending' LIMIT ${PENDING_EXACT_UP_TO + 1}::int) p) AS pending_counted,
+      (SELECT c.reltuples::float8 FROM pg_class c
+       WHERE c.oid = to_regclass(quote_ident(current_schema()) || '.deliveries_webhook_due_idx')) AS pending_estimate,
+      (SELECT extract(epoch FROM now() - min(first_at))::float8 FROM firsts WHERE first_at <= now()) AS oldest_due_seconds,
+      (SELECT count(*)::int FROM deliveries
+       WHERE status = 'pending' AND lease_until IS NOT NULL AND lease_until > now()) AS leases_held,
+      (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS NOT DISTINCT FROM 'disabled by the project') AS disabled_by_project,
+      (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS DISTINCT FROM 'disabled by the project') AS disabled_by_failures`;
+  const counted = Number(row!.pending_counted);
+  const pendingEstimated = counted > PENDING_EXACT_UP_TO;
+  return {
+    pending: pendingEstimated ? Math.max(counted, Math.round(Number(row!.pending_estimate ?? 0))) : counted,
+    pendingEstimated,
+    oldestDueSeconds: Math.max(0, Number(row!.oldest_due_seconds ?? 0)),
+    leasesHeld: Number(row!.leases_held),
+    disabledWebhooks: { project: Number(row!.disabled_by_project), failures: Number(row!.disabled_by_failures) },
+  };
+}
+
+/** The backlog as a registry of its own, made per scrape (it holds only that scrape's values). */
+function backlogRegistry(b: BacklogGauges | undefined): Registry {
+  const registry = new Registry();
+  const gauge = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
+  gauge("linkgate_metrics_database_up", "1 when this scrape read the backlog gauges from the database, 0 when the database failed").set(b ? 1 : 0);
+  if (!b) return registry;
+  gauge("linkgate_deliveries_pending", `pending deliveries (exact below ${PENDING_EXACT_UP_TO}, Postgres' estimate above)`).set(b.pending);
+  gauge("linkgate_deliveries_pending_estimated", "1 when linkgate_deliveries_pending is an estimate").set(b.pendingEstimated ? 1 : 0);
+  gauge(
+    "linkgate_deliveries_oldest_due_age_seconds",
+    "how long the longest-waiting due delivery of an enabled webhook has been due (0 when none is)",
+  ).set(b.oldestDueSeconds);
+  gauge("linkgate_delivery_leases_held", "pending deliveries leased to a worker right now (in flight)").set(b.leasesHeld);
+  const disabled = gauge("linkgate_webhooks_disabled", "disabled webhooks, by who disabled them (project, failures)", ["reason"]);
+  disabled.set({ reason: "project" }, b.disabledWebhooks.project);
+  disabled.set({ reason: "failures" }, b.disabledWebhooks.failures);
+  return registry;
+}
+
+export type Exposition = { contentType: string; body: string };
+
+/**
+ * The text exposition: the process's counters and the backlog read now. A database that
+ * fails does not fail the scrape (the process's own metrics matter most during an outage):
+ * linkgate_metrics_database_up says so, and the error goes to `onDatabaseError`.
+ */
+export async function renderMetrics(db: Db, onDatabaseError: (err: unknown) => void): Promise<Exposition> {
+  const backlog = await readBacklog(db).catch((err: unknown) => {
+    onDatabaseError(err);
+    return undefined;
+  });
+  const body = (await metrics.registry.metrics()) + (await backlogRegistry(backlog).metrics());
+  return { contentType: metrics.registry.contentType, body };
 }

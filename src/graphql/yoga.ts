@@ -8,6 +8,7 @@ import { graphiqlOptions } from "./graphiql.ts";
 import { inputGuardPlugin } from "./input-guard.ts";
 import { limitPlugins } from "./limits.ts";
 import { maskError } from "./mask.ts";
+import { metricsPlugin } from "./metrics-plugin.ts";
 import { schema } from "./schema/index.ts";
 
 export function createGraphQL(deps: Deps) {
@@ -20,7 +21,8 @@ export function createGraphQL(deps: Deps) {
     landingPage: false,
     // yoga's own CORS reflects any Origin with credentials; the app's CORS (src/app.ts) decides
     cors: false,
-    plugins: [...limitPlugins(deps.config.graphqlLimits), inputGuardPlugin(), ...graphiql.plugins],
+    // metrics first: it reads the operation's name before a limit can refuse it
+    plugins: [metricsPlugin(), ...limitPlugins(deps.config.graphqlLimits), inputGuardPlugin(), ...graphiql.plugins],
     logging: {
       debug: (...args) => deps.logger.debug({ args }, "graphql"),
       info: (...args) => deps.logger.info({ args }, "graphql"),
