@@ -7,6 +7,8 @@ import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
   accountLabel,
   completeReauthentication,
+  endOtherSessions,
+  endSession,
   finishPasskeyRegistration,
   loadViewer,
   loginUrl,
@@ -24,11 +26,13 @@ import {
   storedSession,
   unmerge,
   verifyLink,
+  type AccountSession,
   type Identifier,
   type MergedAccount,
   type Passkey,
   type Viewer,
 } from "./api.ts";
+import { describeUserAgent } from "./user-agent.ts";
 import { assertWithPasskey, createPasskey, passkeysSupported } from "./webauthn.ts";
 import {
   Alert,
@@ -37,6 +41,7 @@ import {
   Field,
   Frame,
   NotConfigured,
+  fmtAgo,
   fmtDate,
   message,
   setReauthenticationHandler,
@@ -99,6 +104,7 @@ function Account() {
       <Identifiers viewer={viewer} reload={reload} />
       <Merged viewer={viewer} reload={reload} />
       <Passkeys passkeys={viewer.passkeys} reload={reload} />
+      <Sessions sessions={viewer.sessions} reload={reload} />
       {reauth && (
         <Reauthenticate
           viewer={viewer}
@@ -418,6 +424,88 @@ function Merged(props: { viewer: Viewer; reload: Reload }) {
       <Alert text={error} />
       <Done text={done} />
     </section>
+  );
+}
+
+// ---- sessions ----------------------------------------------------------------------------------
+
+/** This device first, then the others newest first (the server's order). */
+const thisDeviceFirst = (sessions: AccountSession[]) => [...sessions.filter((s) => s.current), ...sessions.filter((s) => !s.current)];
+
+function Sessions(props: { sessions: AccountSession[]; reload: Reload }) {
+  const [done, setDone] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
+  const heading = useRef<HTMLHeadingElement>(null);
+  const others = props.sessions.filter((s) => !s.current).length;
+
+  // The button pressed goes away with its session: the section's heading keeps the keyboard here.
+  const ended = async (text: string) => {
+    heading.current?.focus();
+    await props.reload();
+    setDone(text);
+  };
+  const endOne = (s: AccountSession) =>
+    run(async () => {
+      await endSession(s.id);
+      await ended(`The session of ${describeUserAgent(s.userAgent)} ended: it is signed out on its next request.`);
+    });
+  const endOthers = () =>
+    run(async () => {
+      const n = await endOtherSessions();
+      await ended(n === 1 ? "1 other session ended: it is signed out on its next request." : `${n} other sessions ended: they are signed out on their next request.`);
+    });
+
+  return (
+    <section class="card" aria-labelledby="sessions-title">
+      <h2 id="sessions-title" ref={heading} tabIndex={-1}>
+        Where you're signed in
+      </h2>
+      <p class="hint">End a session you don't recognise, then remove any e-mail address or phone number you didn't add.</p>
+      <ul class="items">
+        {thisDeviceFirst(props.sessions).map((s) => (
+          <SessionRow key={s.id} session={s} busy={busy} onEnd={() => endOne(s)} />
+        ))}
+      </ul>
+      <Done text={done} />
+      <Alert text={error} />
+      {others > 0 ? (
+        <div class="actions">
+          <button type="button" class="danger" onClick={endOthers} disabled={busy}>
+            End all other sessions
+          </button>
+        </div>
+      ) : (
+        <p class="muted">You are signed in on this device only.</p>
+      )}
+    </section>
+  );
+}
+
+function SessionRow(props: { session: AccountSession; busy: boolean; onEnd: () => void }) {
+  const { session: s } = props;
+  const device = describeUserAgent(s.userAgent);
+  return (
+    <li class="item" data-session={s.id}>
+      <div class="item-main">
+        <span class="value">
+          <span class="device">{device}</span>
+          {s.current && (
+            <>
+              {" "}
+              <span class="badge current">this device</span>
+            </>
+          )}
+        </span>
+        <span class="meta">
+          signed in {fmtDate(s.createdAt)} · last used {fmtAgo(s.lastUsedAt ?? s.createdAt)} · from <span class="value">{s.clientAddress ?? "an unknown address"}</span>
+        </span>
+      </div>
+      {!s.current && (
+        <button type="button" class="small" onClick={props.onEnd} disabled={props.busy} aria-label={`End the session of ${device}, signed in ${fmtDate(s.createdAt)}`}>
+          End
+        </button>
+      )}
+    </li>
   );
 }
 

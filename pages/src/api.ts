@@ -130,7 +130,17 @@ export type Identifier = { id: string; kind: "email" | "phone"; value: string; o
 export type Passkey = { id: string; name: string; createdAt: string; lastUsedAt: string | null; backedUp: boolean };
 type AccountBase = { id: string; name: string | null; email: string | null; phoneNumber: string | null; identifiers: Identifier[] };
 export type MergedAccount = AccountBase & { mergedAt: string | null };
-export type Viewer = AccountBase & { mergedSecondary: MergedAccount | null; passkeys: Passkey[] };
+/** A signed-in session of the account (`current`: the one this page uses). */
+export type AccountSession = {
+  id: string;
+  createdAt: string;
+  authMethod: string;
+  lastUsedAt: string | null;
+  clientAddress: string | null;
+  userAgent: string | null;
+  current: boolean;
+};
+export type Viewer = AccountBase & { mergedSecondary: MergedAccount | null; passkeys: Passkey[]; sessions: AccountSession[] };
 
 /** How an account is named to its user: its name, else its e-mail or phone. */
 export const accountLabel = (a: Pick<AccountBase, "name" | "email" | "phoneNumber" | "id">) => a.name || a.email || a.phoneNumber || a.id;
@@ -198,8 +208,10 @@ export async function reauthenticateWithPasskey(response: unknown): Promise<void
 type Connection<T> = { edges: { node: T }[] };
 
 export async function loadViewer(): Promise<Viewer> {
-  const d = await gql<{ viewer: Omit<Viewer, "passkeys"> & { passkeys: Connection<Passkey> } }>(OPERATIONS.Viewer);
-  return { ...d.viewer, passkeys: d.viewer.passkeys.edges.map((e) => e.node) };
+  type Read = Omit<Viewer, "passkeys" | "sessions"> & { passkeys: Connection<Passkey>; sessions: Connection<AccountSession> };
+  const d = await gql<{ viewer: Read }>(OPERATIONS.Viewer);
+  const nodes = <T>(c: Connection<T>) => c.edges.map((e) => e.node);
+  return { ...d.viewer, passkeys: nodes(d.viewer.passkeys), sessions: nodes(d.viewer.sessions) };
 }
 
 export async function requestLink(identifier: string): Promise<string> {
@@ -233,6 +245,16 @@ export async function finishPasskeyRegistration(response: unknown, name: string)
 
 export async function renamePasskey(id: string, name: string): Promise<void> {
   member((await gql<{ renamePasskey: Result }>(OPERATIONS.RenamePasskey, { id, name })).renamePasskey, "Passkey");
+}
+
+/** Ends another session of the account: its tokens fail on their next request. */
+export async function endSession(id: string): Promise<void> {
+  member((await gql<{ endSession: Result }>(OPERATIONS.EndSession, { id })).endSession, "EndSessionsPayload");
+}
+
+/** Ends every session of the account but this one; returns how many ended. */
+export async function endOtherSessions(): Promise<number> {
+  return (await gql<{ endOtherSessions: { ended: number } }>(OPERATIONS.EndOtherSessions)).endOtherSessions.ended;
 }
 
 export async function removePasskey(id: string): Promise<void> {

@@ -32,6 +32,7 @@ export const OPERATIONS = {
       identifiers { ${IDENTIFIER} }
       mergedSecondary { id name email phoneNumber mergedAt identifiers { ${IDENTIFIER} } }
       passkeys(first: 50) { edges { node { id name createdAt lastUsedAt backedUp } } }
+      sessions(first: 50) { edges { node { id createdAt authMethod lastUsedAt clientAddress userAgent current } } }
     }
   }`,
   RequestLink: `mutation RequestLink($email: String, $phone: String) {
@@ -56,4 +57,8 @@ export const OPERATIONS = {
   RemovePasskey: `mutation RemovePasskey($id: ID!) {
     removePasskey(id: $id) { ${ERR} ... on RemovePasskeyPayload { removedId } }
   }`,
+  EndSession: `mutation EndSession($id: ID!) {
+    endSession(id: $id) { ${ERR} ... on EndSessionsPayload { ended } }
+  }`,
+  EndOtherSessions: `mutation EndOtherSessions { endOtherSessions { ended } }`,
 } as const;

@@ -7,6 +7,21 @@ export const message = (err: unknown) => (err instanceof Error ? err.message : S
 
 export const fmtDate = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) : "never");
 
+const AGO: [Intl.RelativeTimeFormatUnit, number][] = [
+  ["day", 86400],
+  ["hour", 3600],
+  ["minute", 60],
+];
+
+/** "just now", "5 minutes ago", "yesterday"; a full date beyond a month. */
+export function fmtAgo(iso: string): string {
+  const seconds = (Date.now() - new Date(iso).getTime()) / 1000;
+  if (seconds < 60) return "just now";
+  if (seconds >= 30 * 86400) return fmtDate(iso);
+  const [unit, size] = AGO.find(([, size]) => seconds >= size)!;
+  return new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }).format(-Math.floor(seconds / size), unit);
+}
+
 export function Frame(props: { title: string; actions?: ComponentChildren; children: ComponentChildren }) {
   return (
     <>
