@@ -10,9 +10,10 @@ import type { Deps } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../delivery/outbox.ts";
 import { OTPInvalid } from "../errors.ts";
+import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
 import type { Identifier } from "./identifiers.ts";
 import { checkOtp, createOtpState, type CheckedOtp, type OtpBinding } from "./otp.ts";
-import { assertNoneOver, assertUnder, countAll, countFailures, type Check, type Counter } from "./rate-limit.ts";
+import { assertNoneOver, countAll, countFailures, type Check, type Counter } from "./rate-limit.ts";
 
 const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${address}`;
 
@@ -24,6 +25,26 @@ const keys = {
   failIdentifier: (p: string, i: Identifier, a: string) => `fail:ida:${identifierAtAddress(p, i, a)}`,
   failAccount: (accountId: string) => `fail:acc:${accountId}`,
 };
+
+/** The metric label of each key family (src/metrics.ts RATE_LIMITS); per-project sends by channel. */
+function limitName(key: string): RateLimitName | undefined {
+  if (key.startsWith("send:ida:")) return "sends_per_identifier_address";
+  if (key.startsWith("send:addr:")) return "sends_per_address";
+  if (key.startsWith("send:acc:")) return "sends_per_account";
+  if (key.startsWith("send:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
+  if (key.startsWith("fail:ida:")) return "wrong_codes_per_identifier_address";
+  if (key.startsWith("fail:acc:")) return "wrong_codes_per_account";
+  return undefined;
+}
+
+/** Throws RateLimited when a counter refuses, after counting the refusal under each limit that refused. */
+function refuseIfOver(counters: Counter[]): void {
+  for (const c of counters) {
+    const name = c.over ? limitName(c.key) : undefined;
+    if (name) recordRateLimitRefusal(name);
+  }
+  assertNoneOver(counters);
+}
 
 /** Ceilings whose first refusal in a window is worth telling the project about. */
 const ALARMS: Array<[prefix: string, reason: string]> = [
@@ -49,7 +70,7 @@ export async function sendOtp(
   const peek = [{ key: keys.failIdentifier(projectId, identifier, clientAddress), limit: l.failuresPerSubject }];
   const counters = await countAll(deps.prisma, { count, ceilings, peek });
   await raiseAlarms(deps, projectId, counters, clientAddress, identifier.kind);
-  assertNoneOver(counters);
+  refuseIfOver(counters);
   const { stateId, code } = await createOtpState(deps.prisma, deps.otpKey, binding, identifier);
   await deps.messenger.send({
     to: identifier,
@@ -57,6 +78,7 @@ export async function sendOtp(
     text: `Your code is ${code}. It expires in 10 minutes. If you did not ask for it, ignore this message.`,
     code,
   });
+  recordOtpSend(identifier.kind);
   return { stateId };
 }
 
@@ -86,7 +108,9 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !otp) {
     throw new OTPInvalid("send the state_id and the six-digit code");
   }
-  if (binding.accountId) await assertUnder(deps.prisma, [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }]);
+  if (binding.accountId) {
+    refuseIfOver(await countAll(deps.prisma, { count: [], peek: [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }] }));
+  }
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, stateId, otp);
   } catch (err) {
