@@ -1,13 +1,16 @@
 // The hosted /login and /account pages: how they are served (publishable key in a <meta>, CSP,
 // assets only), and, in Debian's Chromium with CDP virtual authenticators, what two users do with
 // them against a whole linkgate on a loopback port: sign in by code and by passkey, link, merge,
-// unmerge, manage passkeys. A receiver checks every event and its signature. Screenshots at
-// desktop and phone widths go to a temporary folder (printed at the end).
+// unmerge, manage passkeys, end sessions. A receiver checks every event and its signature. With a
+// short recent-authentication window that really passes, the account page asks the user to
+// confirm it's them in place and then finishes what they typed. Screenshots at desktop and phone
+// widths go to a temporary folder (printed at the end).
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { buildSchema, parse, validate } from "graphql";
 import { Hono } from "hono";
+import { decodeJwt } from "jose";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OPERATIONS } from "../pages/src/operations.ts";
@@ -18,7 +21,7 @@ import { EVENT_TYPES } from "../src/webhooks/event-types.ts";
 import { verifyWebhook, type WebhookEnvelope } from "../src/webhooks/receiver.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
-import { backends } from "./support/db.ts";
+import { backends, type Backend } from "./support/db.ts";
 import { buildPages, openDevice, type Device } from "./support/pages.ts";
 import { TestReceiver } from "./support/receiver.ts";
 
@@ -129,6 +132,48 @@ async function checkLayout(page: Page, name: string) {
   await page.setViewportSize({ width: 1280, height: 900 });
 }
 
+/** A whole linkgate serving the pages on a loopback port, at an origin passkeys accept. */
+type Site = { h: Harness; origin: string; close(): Promise<void> };
+
+async function startSite(backend: Backend, env: Record<string, string> = {}): Promise<Site> {
+  // The port comes first: the issuer (and so the passkey origin and RP id) names it.
+  let app: Harness["app"] | null = null;
+  const server = await listen((req: Request, env?: unknown) => (app ? app.fetch(req, env) : Promise.resolve(new Response("starting", { status: 503 }))));
+  const origin = server.url.replace("127.0.0.1", "localhost"); // WebAuthn wants a domain; localhost is a secure context
+  const h = await startHarness(backend, { env: { LINKGATE_ISSUER: origin, ...env } });
+  app = h.app;
+  return {
+    h,
+    origin,
+    async close() {
+      await server.close();
+      await h.close();
+    },
+  };
+}
+
+type StoredSession = { accountId: string; accessToken: string };
+const session = (page: Page) => page.evaluate(() => JSON.parse(sessionStorage.getItem("linkgate.session") ?? "null") as StoredSession | null);
+/** The session id (`sid`) of the page's signed-in tokens. */
+const sidOf = async (page: Page) => decodeJwt((await session(page))!.accessToken).sid as string;
+const focused = (page: Page) => page.evaluate(() => document.activeElement?.id ?? "");
+const focusedText = (page: Page) => page.evaluate(() => document.activeElement?.textContent);
+const status = (page: Page, text: string | RegExp) => page.getByRole("status").filter({ hasText: text });
+const reauthDialog = (page: Page) => page.getByRole("dialog", { name: "Confirm it's you" });
+
+/** Signs in with a code on /login using only the keyboard; returns on /account. */
+async function signInByCode(site: Site, page: Page, email: string) {
+  expect(await focused(page)).toBe("identifier");
+  await page.keyboard.type(email);
+  await page.keyboard.press("Enter");
+  await page.getByLabel("Code").waitFor();
+  expect(await focused(page)).toBe("code");
+  await page.keyboard.type(await site.h.mailbox.otp(email));
+  await page.keyboard.press("Enter");
+  await page.waitForURL(`${site.origin}/account`);
+  await page.getByRole("heading", { name: /Your account/ }).waitFor();
+}
+
 inBrowser("a hosted page without a publishable key, in Chromium", () => {
   let server: Awaited<ReturnType<typeof listen>>;
   let device: Device;
@@ -157,8 +202,8 @@ inBrowser("a hosted page without a publishable key, in Chromium", () => {
 });
 
 inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
+  let site: Site;
   let h: Harness;
-  let server: Awaited<ReturnType<typeof listen>>;
   let origin = "";
   let worker: DeliveryWorker;
   let receiver: TestReceiver;
@@ -174,12 +219,8 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
 
   beforeAll(async () => {
     const browser = await sharedBrowser();
-    // The port comes first: the issuer (and so the passkey origin and RP id) names it.
-    let app: Harness["app"] | null = null;
-    server = await listen((req: Request, env?: unknown) => (app ? app.fetch(req, env) : Promise.resolve(new Response("starting", { status: 503 }))));
-    origin = server.url.replace("127.0.0.1", "localhost"); // WebAuthn wants a domain; localhost is a secure context
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: origin } });
-    app = h.app;
+    site = await startSite(backend);
+    ({ h, origin } = site);
     receiver = await TestReceiver.start();
     const created = await h.gql(
       `mutation($input: WebhookInput!) { createWebhook(input: $input) { __typename ... on CreateWebhookPayload { secret } } }`,
@@ -195,26 +236,8 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await phone?.close();
     await worker?.stop();
     await receiver?.close();
-    await server?.close();
-    await h?.close();
+    await site?.close();
   });
-
-  const session = (page: Page) => page.evaluate(() => JSON.parse(sessionStorage.getItem("linkgate.session") ?? "null") as { accountId: string } | null);
-  const focused = (page: Page) => page.evaluate(() => document.activeElement?.id ?? "");
-  const status = (page: Page, text: string | RegExp) => page.getByRole("status").filter({ hasText: text });
-
-  /** Signs in with a code on /login using only the keyboard; returns on /account. */
-  async function signInByCode(page: Page, email: string) {
-    expect(await focused(page)).toBe("identifier");
-    await page.keyboard.type(email);
-    await page.keyboard.press("Enter");
-    await page.getByLabel("Code").waitFor();
-    expect(await focused(page)).toBe("code");
-    await page.keyboard.type(await h.mailbox.otp(email));
-    await page.keyboard.press("Enter");
-    await page.waitForURL(`${origin}/account`);
-    await page.getByRole("heading", { name: /Your account/ }).waitFor();
-  }
 
   async function addPasskey(page: Page, name: string) {
     await page.getByLabel("Name for the new passkey").fill(name);
@@ -235,10 +258,13 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await page.getByRole("heading", { name: /Your account/ }).waitFor();
   }
 
-  /** Makes the account's sessions look signed in an hour ago: sensitive changes then need a re-authentication. */
+  /**
+   * Makes the account's sessions look signed in an hour ago, for a passkey re-authentication:
+   * registering a passkey inside a real short window would race the clock. The code path runs
+   * in a real window below.
+   */
   const ageSessions = (accountId: string) =>
     h.db.prisma.session.updateMany({ where: { accountId, endedAt: null }, data: { authTime: new Date(Date.now() - 3_600_000) } });
-  const reauthDialog = (page: Page) => page.getByRole("dialog", { name: "Confirm it's you" });
 
   /** Adds an e-mail or phone on /account with the code it receives. */
   async function link(page: Page, identifier: string) {
@@ -255,7 +281,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
   it("Bob signs up with a code on /login and adds a passkey on his phone", async () => {
     const { page } = phone;
     await page.goto(`${origin}/login`);
-    await signInByCode(page, bob);
+    await signInByCode(site, page, bob);
     bobId = (await session(page))!.accountId;
     expect(bobId).toMatch(/^acc_/);
     await addPasskey(page, "Bob's phone");
@@ -319,29 +345,11 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await checkLayout(page, `${backend}-account-passkey`);
   });
 
-  it("signed in an hour ago, Ada confirms it is her with a code before attaching a phone; she then removes it, but not her last e-mail", async () => {
+  it("Ada, signed in moments ago, attaches a phone with nothing to confirm; she then removes it, but not her last e-mail", async () => {
     const { page } = laptop;
-    await ageSessions(adaId);
-    const field = page.getByLabel("E-mail or phone number");
-    await field.fill(adaPhone);
-    await field.press("Enter");
-    const dialog = reauthDialog(page);
-    await dialog.waitFor();
-    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Use a passkey");
-    await checkLayout(page, `${backend}-account-reauth`);
-    await dialog.getByRole("button", { name: `Send a code to ${ada}` }).click();
-    await dialog.getByLabel("Code").fill("111111");
-    await dialog.getByLabel("Code").press("Enter");
-    await dialog.locator("#reauth-code-error").filter({ hasText: "The code is wrong, expired or already used." }).waitFor();
-    await dialog.getByLabel("Code").fill(await h.mailbox.otp(ada));
-    await dialog.getByLabel("Code").press("Enter");
-    // Confirmed: the dialog goes and the change it interrupted goes ahead.
-    await dialog.waitFor({ state: "detached" });
-    const code = page.getByLabel("Code");
-    await code.waitFor();
-    await code.fill(await h.mailbox.otp(adaPhone));
-    await code.press("Enter");
+    await link(page, adaPhone);
     await status(page, `${adaPhone} is now attached to your account.`).waitFor();
+    expect(await reauthDialog(page).count()).toBe(0);
     await page.locator(`li[data-identifier="${adaPhone}"]`).filter({ hasText: "added later" }).waitFor();
 
     await page.getByRole("button", { name: `Remove ${adaPhone}` }).click();
@@ -387,7 +395,10 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await ageSessions(adaId);
     await question.getByRole("button", { name: "Unmerge" }).click();
     const dialog = reauthDialog(page);
-    await dialog.getByRole("button", { name: "Use a passkey" }).click();
+    await dialog.waitFor();
+    // Her account has a passkey: the dialog offers it first.
+    expect(await focusedText(page)).toBe("Use a passkey");
+    await page.keyboard.press("Enter");
     await dialog.waitFor({ state: "detached" });
     await status(page, `Unmerged: the account of ${bob} is an account of its own again`).waitFor();
     await page.getByText("No other account is merged into yours.").waitFor();
@@ -450,6 +461,183 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     for (const device of [laptop, phone]) {
       expect(device.requests.length).toBeGreaterThan(0);
       expect(device.requests.filter((u) => !u.startsWith(`${origin}/`))).toEqual([]);
+      expect(device.problems.filter((p) => !/status of 4\d\d/.test(p))).toEqual([]);
+    }
+  });
+});
+
+// ---- a real recent-authentication window, and sessions ended from another browser ---------------
+
+/** The body of a raw e-mail as a person reads it (nodemailer sends non-ASCII text quoted-printable). */
+function quotedPrintable(raw: string): string {
+  const body = raw.replace(/=\r?\n/g, "");
+  return Buffer.from(body.replace(/=([0-9A-F]{2})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16))), "latin1").toString("utf8");
+}
+
+/** Reads until `ok` holds (or `ms` pass): notices are sent after the change, by a sender of their own. */
+async function until<T>(read: () => T, ok: (v: T) => boolean, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = read();
+    if (ok(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in Chromium", (backend) => {
+  const WINDOW_SECONDS = 3;
+  let site: Site;
+  /** Cy's laptop and her tablet: two browser contexts signed in to the same account. */
+  let laptop: Device;
+  let tablet: Device;
+  const cy = `cy-${backend}@example.com`;
+  const added = `cy.work-${backend}@example.org`;
+  let signedInAt = 0;
+
+  beforeAll(async () => {
+    const browser = await sharedBrowser();
+    site = await startSite(backend, { LINKGATE_RECENT_AUTH_SECONDS: String(WINDOW_SECONDS) });
+    laptop = await openDevice(browser);
+    tablet = await openDevice(browser);
+  });
+  afterAll(async () => {
+    await laptop?.close();
+    await tablet?.close();
+    await site?.close();
+  });
+
+  const sessionRow = (page: Page, sid: string) => page.locator(`li[data-session="${sid}"]`);
+
+  it("both of Cy's browsers sign in; her laptop lists both sessions, this one marked, the other with an End button", async () => {
+    for (const { page } of [tablet, laptop]) {
+      await page.goto(`${site.origin}/login`);
+      await signInByCode(site, page, cy);
+    }
+    signedInAt = Date.now();
+    const { page } = laptop;
+    const here = sessionRow(page, await sidOf(page));
+    const there = sessionRow(page, await sidOf(tablet.page));
+    await here.filter({ hasText: "this device" }).waitFor();
+    expect(await here.getByRole("button").count()).toBe(0);
+    expect(await there.textContent()).not.toContain("this device");
+    // Chromium's own User-Agent, in words; the address it signed in from; used moments ago.
+    expect(await there.locator(".device").textContent()).toMatch(/^Headless Chrome \d+ on Linux$/);
+    expect(await there.locator(".meta").textContent()).toMatch(/^signed in .+ · last used just now · from 127\.0\.0\.1$/);
+    await there.getByRole("button", { name: /^End the session of Headless Chrome \d+ on Linux, signed in / }).waitFor();
+    await page.getByRole("button", { name: "End all other sessions" }).waitFor();
+    await checkLayout(page, `${backend}-account-sessions`);
+  });
+
+  it("past the window, adding an e-mail asks Cy to confirm it's her in place; her code confirms it, and the address she typed is attached; her e-mail is told", async () => {
+    const { h } = site;
+    const { page } = laptop;
+    // Time really passes: both sign-ins are now older than the window.
+    await new Promise((r) => setTimeout(r, Math.max(0, signedInAt + WINDOW_SECONDS * 1000 + 300 - Date.now())));
+
+    const field = page.getByLabel("E-mail or phone number");
+    await field.focus();
+    await page.keyboard.type(added);
+    await page.keyboard.press("Enter");
+    const dialog = reauthDialog(page);
+    await dialog.waitFor();
+    // In place: the same page, with what she typed still in its field behind the dialog.
+    expect(page.url()).toBe(`${site.origin}/account`);
+    expect(await field.inputValue()).toBe(added);
+    // No code went to the new address: the server refused before sending one.
+    expect(h.mailbox.messages.filter((m) => m.to === added)).toEqual([]);
+    // No passkey on this account: the dialog offers a code to her own address first.
+    expect(await focusedText(page)).toBe(`Send a code to ${cy}`);
+    await checkLayout(page, `${backend}-account-reauth`);
+    // Escape backs out with the address kept and the focus in its field; Enter asks again.
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "detached" });
+    expect(await focused(page)).toBe("link-identifier");
+    expect(await field.inputValue()).toBe(added);
+    await page.keyboard.press("Enter");
+    await dialog.waitFor();
+    expect(await focusedText(page)).toBe(`Send a code to ${cy}`);
+
+    await page.keyboard.press("Enter");
+    await dialog.getByLabel("Code").waitFor();
+    expect(await focused(page)).toBe("reauth-code");
+    await page.keyboard.type("000000");
+    await page.keyboard.press("Enter");
+    await dialog.locator("#reauth-code-error").filter({ hasText: "The code is wrong, expired or already used." }).waitFor();
+    await page.keyboard.press("Control+A");
+    await page.keyboard.type(await h.mailbox.otp(cy));
+    await page.keyboard.press("Enter");
+
+    // Confirmed: the dialog goes, and the request it interrupted goes ahead with the typed address.
+    await dialog.waitFor({ state: "detached" });
+    await page.getByText(`We sent a 6-digit code to ${added}.`).waitFor();
+    expect(await focused(page)).toBe("link-code");
+    await page.keyboard.type(await h.mailbox.otp(added));
+    await page.keyboard.press("Enter");
+    await status(page, `${added} is now attached to your account.`).waitFor();
+    await page.locator(`li[data-identifier="${added}"]`).filter({ hasText: "added later" }).waitFor();
+
+    const accountId = (await session(page))!.accountId;
+    expect(await h.db.prisma.identifier.findMany({ where: { accountId }, select: { value: true, origin: true }, orderBy: { createdAt: "asc" } })).toEqual([
+      { value: cy, origin: "own" },
+      { value: added, origin: "attached" },
+    ]);
+    // Her existing address is told what was added (masked), when, from where, and how to undo it.
+    const told = () => h.mailbox.messages.filter((m) => m.to === cy && /was added to your account/.test(m.subject ?? ""));
+    const notices = await until(told, (n) => n.length > 0);
+    expect(notices).toHaveLength(1);
+    const text = quotedPrintable(notices[0].text);
+    expect(text).toContain(`c•••@example.org`);
+    expect(text).not.toContain(added);
+    expect(text).toContain("From: 127.0.0.1.");
+    expect(text).toMatch(/end your other sessions/);
+  });
+
+  it("Cy ends her tablet's session from her laptop with the keyboard: the tablet's next action lands on /login", async () => {
+    const { page } = laptop;
+    const tabletSid = await sidOf(tablet.page);
+    const row = sessionRow(page, tabletSid);
+    await row.getByRole("button", { name: /^End the session of / }).focus();
+    await page.keyboard.press("Enter");
+    await status(page, /^The session of Headless Chrome \d+ on Linux ended: it is signed out on its next request\.$/).waitFor();
+    await row.waitFor({ state: "detached" });
+    // The row went with the button: the section keeps the focus.
+    expect(await focused(page)).toBe("sessions-title");
+    await page.getByText("You are signed in on this device only.").waitFor();
+    expect(await site.h.db.prisma.session.findUniqueOrThrow({ where: { id: tabletSid } })).toMatchObject({ endedAt: expect.any(Date) });
+
+    // The tablet still shows the account; the next thing it asks of the server is refused.
+    const t = tablet.page;
+    await t.getByLabel("Name for the new passkey").fill("Tablet");
+    await t.getByRole("button", { name: "Add a passkey" }).click();
+    await t.waitForURL(`${site.origin}/login?return_to=%2Faccount&why=ended`);
+    await t.getByText("Your session has ended. Sign in again.").waitFor();
+    expect(await session(t)).toBeNull();
+    expect(await tablet.credentials()).toEqual([]);
+  });
+
+  it("signed in again on the tablet, Cy ends all other sessions from her laptop: the tablet is signed out again, the laptop is not", async () => {
+    const t = tablet.page;
+    await signInByCode(site, t, cy);
+    const { page } = laptop;
+    // Her laptop's list is from before the tablet came back: reloading shows it.
+    await page.reload();
+    await sessionRow(page, await sidOf(t)).waitFor();
+    await page.getByRole("button", { name: "End all other sessions" }).focus();
+    await page.keyboard.press("Enter");
+    await status(page, "1 other session ended: it is signed out on its next request.").waitFor();
+    expect(await focused(page)).toBe("sessions-title");
+    await page.getByText("You are signed in on this device only.").waitFor();
+    expect(await page.locator("li[data-session]").count()).toBe(1);
+
+    await t.reload();
+    await t.waitForURL(`${site.origin}/login?return_to=%2Faccount&why=ended`);
+    await page.reload();
+    await sessionRow(page, await sidOf(page)).filter({ hasText: "this device" }).waitFor();
+  });
+
+  it("no request left the site, and no page logged an error", async () => {
+    for (const device of [laptop, tablet]) {
+      expect(device.requests.filter((u) => !u.startsWith(`${site.origin}/`))).toEqual([]);
       expect(device.problems.filter((p) => !/status of 4\d\d/.test(p))).toEqual([]);
     }
   });

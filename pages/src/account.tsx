@@ -174,7 +174,7 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
       }}
     >
       <h2 id="reauth-title">Confirm it's you</h2>
-      <p id="reauth-why">This change needs a recent sign-in. Confirm with a passkey or a code, and it goes ahead.</p>
+      <p id="reauth-why">This change needs a recent sign-in. Confirm with {offerPasskey ? "a passkey or a code" : "a code"}, and it goes ahead.</p>
       {step.kind === "choose" ? (
         <div class="choices">
           {offerPasskey && (
