@@ -47,9 +47,11 @@ export function metricsPlugin(): Plugin {
     },
     onExecute({ args }) {
       const seen = requests.get((args.contextValue as YogaInitialContext).request);
-      if (!seen) return;
+      const operation = getOperationAST(args.document, args.operationName);
+      // No such operation in the document: graphql-js refuses it without running anything.
+      if (!seen || !operation) return;
       seen.executed = true;
-      nameFromDocument(seen, args.document, args.operationName);
+      if (operation.name) Object.assign(seen, { name: operation.name.value, parsed: true });
     },
     onResultProcess({ request, result }) {
       const seen = requests.get(request) ?? { name: undefined, parsed: false, executed: false };
