@@ -305,7 +305,7 @@ describe.each(backends)("metrics behind LINKGATE_METRICS_TOKEN on %s", (backend)
   });
 
   it("refuses a scrape without the token or with a wrong one, from loopback too", async () => {
-    const wrong = [
+    const wrong: Record<string, string>[] = [
       {},
       { authorization: `Bearer ${token.slice(0, -1)}x` },
       { authorization: `Bearer ${token}x` },
