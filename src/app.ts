@@ -28,6 +28,7 @@ import { passkeyRoutes } from "./http/routes/passkey.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { startNoticeSender } from "./messaging/notices.ts";
+import { startSweeper } from "./retention/sweep.ts";
 import { createMessenger, type Messenger } from "./messaging/transport.ts";
 
 export type BuildOptions = {
@@ -67,6 +68,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     logger,
     limits: { ...limitsFrom(config.abuse), ...opts.limits },
   };
+  const sweeper = startSweeper({ db, settings: config.retention, logger });
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
   const app = routes(deps, expectedMigrations);
   return {
@@ -74,6 +76,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     deps,
     createdKeys: created ? { secretKey: created.secretKey, publishableKey: created.publishableKey } : undefined,
     async close() {
+      await sweeper.stop();
       await deps.notices.stop();
       deps.messenger.close();
       if (!opts.db) await db.close();

@@ -1,0 +1,131 @@
+// Retention: nothing in linkgate grows for ever. Expired OTP states, WebAuthn challenges,
+// rate-limit windows and ended or expired sessions go within minutes; events (with their
+// deliveries) after LINKGATE_RETENTION_EVENTS_DAYS, delivery attempts (the delivery log) after
+// LINKGATE_RETENTION_DELIVERY_LOG_DAYS, settled notices after the events' retention.
+//
+// Why batched deletes and not partitions: at 100 events/s fanned out to 3 webhooks, a day is
+// ~26 M delivery and attempt rows; dropping day partitions would be cheaper per row, but the
+// delivery claim walks a partial index per webhook (deliveries_webhook_due_idx) that partitioning
+// would split into one index per partition, and PGlite and Postgres would need partition
+// maintenance in migrations. Deleting in batches of BATCH rows by primary key keeps every lock
+// short (a batch is one statement, a few milliseconds), so claims never wait behind a sweep, and
+// the per-run bound keeps one run from monopolising the database; the next run continues.
+import type { Database, Db } from "../db/client.ts";
+import type { Logger } from "../log.ts";
+
+/** Rows per DELETE statement. */
+const BATCH = 2_000;
+/** Batches per table per run: a run removes at most BATCH × MAX_BATCHES rows of a table. */
+const MAX_BATCHES = 50;
+/** Expired rows wait this long before they go (a client retrying a verify just after expiry gets a clean answer). */
+const GRACE_SECONDS = 60;
+/** Any value shared by every linkgate process: only one sweeps at a time. */
+const ADVISORY_LOCK = 0x6c6b6774; // "lkgt"
+
+export type RetentionSettings = { eventsDays: number; deliveryLogDays: number };
+
+type Target = { table: string; key: string; where: string };
+
+/**
+ * What each table keeps. A delivery that is still pending is never removed: an event goes only
+ * when none of its deliveries is pending (its deliveries and their attempts go with it, by
+ * cascade).
+ */
+function targets(r: RetentionSettings): Target[] {
+  return [
+    { table: "otp_states", key: "id", where: `expires_at < now() - interval '${GRACE_SECONDS} seconds'` },
+    { table: "webauthn_challenges", key: "challenge", where: `expires_at < now() - interval '${GRACE_SECONDS} seconds'` },
+    { table: "rate_limits", key: "key", where: `window_start + make_interval(secs => window_seconds) < now() - interval '${GRACE_SECONDS} seconds'` },
+    {
+      table: "sessions",
+      key: "id",
+      where: `(ended_at < now() - interval '${GRACE_SECONDS} seconds' OR expires_at < now() - interval '${GRACE_SECONDS} seconds')`,
+    },
+    { table: "delivery_attempts", key: "id", where: `started_at < now() - make_interval(days => ${r.deliveryLogDays})` },
+    {
+      table: "outbox_events",
+      key: "id",
+      where: `created_at < now() - make_interval(days => ${r.eventsDays})
+        AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = outbox_events.id AND d.status = 'pending')`,
+    },
+    { table: "notices", key: "id", where: `status <> 'pending' AND created_at < now() - make_interval(days => ${r.eventsDays})` },
+  ];
+}
+
+/** Deletes one batch of a table's expired rows; returns how many went. */
+async function deleteBatch(db: Db, t: Target): Promise<number> {
+  return db.$executeRawUnsafe(
+    `DELETE FROM ${t.table} WHERE ${t.key} IN (SELECT ${t.key} FROM ${t.table} WHERE ${t.where} LIMIT ${BATCH})`,
+  );
+}
+
+export type SweepReport = { swept: boolean; deleted: Record<string, number>; more: string[] };
+
+/**
+ * Runs `fn` while this process holds the sweep lock, or not at all. On Postgres the lock is a
+ * transaction-level advisory lock on one pooled connection whose transaction does nothing else:
+ * the deletes run on other connections in their own short statements, so no row lock outlives
+ * its batch. PGlite belongs to one process, so there is nobody to exclude.
+ */
+async function withSweepLock(database: Database, fn: () => Promise<SweepReport>): Promise<SweepReport> {
+  if (database.kind === "pglite") return fn();
+  let report: SweepReport = { swept: false, deleted: {}, more: [] };
+  await database.prisma.$transaction(
+    async (tx) => {
+      const [{ locked }] = await tx.$queryRaw<{ locked: boolean }[]>`SELECT pg_try_advisory_xact_lock(${ADVISORY_LOCK}) AS locked`;
+      if (locked) report = await fn();
+    },
+    { timeout: 300_000, maxWait: 10_000 },
+  );
+  return report;
+}
+
+/** One bounded run: each table's expired rows, BATCH at a time, at most MAX_BATCHES batches. */
+export async function sweepOnce(database: Database, settings: RetentionSettings, logger?: Logger): Promise<SweepReport> {
+  return withSweepLock(database, async () => {
+    const deleted: Record<string, number> = {};
+    const more: string[] = [];
+    for (const t of targets(settings)) {
+      let total = 0;
+      for (let i = 0; i < MAX_BATCHES; i++) {
+        const n = await deleteBatch(database.prisma, t);
+        total += n;
+        if (n < BATCH) break;
+        if (i === MAX_BATCHES - 1) more.push(t.table);
+      }
+      if (total) deleted[t.table] = total;
+    }
+    if (Object.keys(deleted).length) logger?.info({ deleted, more }, "retention sweep");
+    return { swept: true, deleted, more };
+  });
+}
+
+export type Sweeper = { stop(): Promise<void> };
+
+/** Sweeps every `intervalMs` (sooner when the last run was cut off by its bound). */
+export function startSweeper(opts: { db: Database; settings: RetentionSettings; logger: Logger; intervalMs?: number }): Sweeper {
+  const interval = opts.intervalMs ?? 60_000;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<unknown> = Promise.resolve();
+  const schedule = (ms: number) => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      running = sweepOnce(opts.db, opts.settings, opts.logger)
+        .then((r) => schedule(r.more.length ? 1_000 : interval))
+        .catch((err) => {
+          opts.logger.warn({ err: String(err) }, "retention sweep failed; trying again later");
+          schedule(interval);
+        });
+    }, ms);
+    timer.unref();
+  };
+  schedule(interval);
+  return {
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running.catch(() => {});
+    },
+  };
+}
