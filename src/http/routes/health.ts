@@ -1,22 +1,58 @@
-import { Hono } from "hono";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { isConnectionFailure } from "../../db/faults.ts";
 import { ServiceUnavailable } from "../../errors.ts";
 import type { AppEnv } from "../env.ts";
+import { ok } from "../api-schemas.ts";
+
+const tags = ["Health"];
+
+const healthz = createRoute({
+  tags,
+  method: "get",
+  path: "/healthz",
+  operationId: "healthz",
+  summary: "Liveness: the process answers",
+  responses: ok(z.object({ status: z.literal("ok") }), "alive"),
+});
+
+// Not the error shape: load balancers and people read these, and they say what is missing.
+const NotReady = z
+  .union([
+    z.object({ status: z.literal("migrations pending"), applied: z.number().int(), expected: z.number().int() }),
+    z.object({ status: z.enum(["database unreachable", "database check failed"]) }),
+  ])
+  .openapi("NotReady");
+
+const readyz = createRoute({
+  tags,
+  method: "get",
+  path: "/readyz",
+  operationId: "readyz",
+  summary: "Readiness: the database answers and every migration of this build is applied",
+  responses: {
+    ...ok(z.object({ status: z.literal("ready"), migrations: z.number().int() }), "ready"),
+    503: {
+      description: "not ready; Retry-After is sent when the database cannot be reached",
+      headers: { "Retry-After": { description: "seconds to wait before asking again", schema: { type: "integer" as const, minimum: 1 } } },
+      content: { "application/json": { schema: NotReady } },
+    },
+  },
+});
 
 export function healthRoutes(expectedMigrations: number) {
-  const r = new Hono<AppEnv>();
-  r.get("/healthz", (c) => c.json({ status: "ok" }));
+  const r = new OpenAPIHono<AppEnv>();
+  r.openapi(healthz, (c) => c.json({ status: "ok" as const }, 200));
   // Ready means the database answers and every migration of this build is applied.
-  r.get("/readyz", async (c) => {
+  r.openapi(readyz, async (c) => {
     try {
       const rows = await c.get("deps").prisma.$queryRaw<{ n: number }[]>`
         SELECT count(*)::int AS n FROM _prisma_migrations WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`;
       const applied = rows[0]?.n ?? 0;
-      if (applied < expectedMigrations) return c.json({ status: "migrations pending", applied, expected: expectedMigrations }, 503);
-      return c.json({ status: "ready", migrations: applied });
+      if (applied < expectedMigrations) return c.json({ status: "migrations pending" as const, applied, expected: expectedMigrations }, 503);
+      return c.json({ status: "ready" as const, migrations: applied }, 200);
     } catch (err) {
       // Load balancers poll this: an outage is expected here, anything else is worth a look.
-      const status = isConnectionFailure(err) ? "database unreachable" : "database check failed";
+      const status = isConnectionFailure(err) ? ("database unreachable" as const) : ("database check failed" as const);
       if (status === "database unreachable") c.get("log")?.warn({ err }, status);
       else c.get("log")?.error({ err }, status);
       return c.json({ status }, 503, { "Retry-After": String(new ServiceUnavailable().retryAfterSeconds) });

@@ -1,24 +1,59 @@
-import { Hono } from "hono";
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { authenticateProject, bearerToken, requireSecretKey } from "../../auth/authenticate.ts";
 import { rotateWebhookSecret } from "../../webhooks/service.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
+import { BODY_ERRORS, errorResponses, jsonBody as describeBody, ok, registerBodies, SECURITY } from "../api-schemas.ts";
+
+const RotateSecret = describeBody("RotateSecretBody", z.strictObject({ webhook_id: z.string().openapi({ description: "the webhook's id (wh_…)" }) }), {
+  required: true,
+  description: "the webhook whose secret to rotate",
+});
+
+const Rotated = z
+  .object({
+    success: z.literal(true),
+    webhook_id: z.string(),
+    new_secret: z.string().openapi({ description: "whsec_ and the base64 of 32 random bytes; shown only here", example: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" }),
+    transition_ends_at: z.iso.datetime().openapi({ description: "until then the previous secret keeps verifying (7 days)" }),
+  })
+  .openapi("RotatedSecret");
+
+const rotate = createRoute({
+  tags: ["Webhooks"],
+  method: "post",
+  path: "/api/v1/webhooks/rotate-secret",
+  operationId: "rotateWebhookSecret",
+  summary: "Rotate a webhook's signing secret",
+  description:
+    "The new secret signs from now on; the previous one keeps verifying for 7 days. Rotating again during a transition drops the oldest secret and starts a new 7 days.",
+  security: SECURITY.secretKeyBearer,
+  request: RotateSecret.request,
+  responses: {
+    ...ok(Rotated, "rotated"),
+    ...errorResponses(["Unauthenticated", "SecretKeyRequired", "ServiceUnavailable"], BODY_ERRORS, ["WebhookNotFound"]),
+  },
+});
 
 export function webhookRoutes() {
-  const r = new Hono<AppEnv>();
+  const r = new OpenAPIHono<AppEnv>();
+  registerBodies(r.openAPIRegistry, [RotateSecret]);
   // Legacy clients send the project API key as a bearer token on this route.
-  r.post("/api/v1/webhooks/rotate-secret", async (c) => {
+  r.openapi(rotate, async (c) => {
     const deps = c.get("deps");
     const actor = await authenticateProject(deps, { apiKey: bearerToken(c.req.header("authorization")), clientAddress: c.get("clientAddress") });
     const { projectId } = requireSecretKey(actor);
-    const body = await jsonBody(c, ["webhook_id"]);
+    const body = await jsonBody(c, RotateSecret.fields);
     const rotated = await rotateWebhookSecret(deps, projectId, str(body, "webhook_id"));
-    return c.json({
-      success: true,
-      webhook_id: rotated.webhookId,
-      new_secret: rotated.newSecret,
-      transition_ends_at: rotated.transitionEndsAt.toISOString(),
-    });
+    return c.json(
+      {
+        success: true as const,
+        webhook_id: rotated.webhookId,
+        new_secret: rotated.newSecret,
+        transition_ends_at: rotated.transitionEndsAt.toISOString(),
+      },
+      200,
+    );
   });
   return r;
 }
