@@ -2,34 +2,15 @@
 // /account, their assets under /pages/. Each page is given the project's publishable key in a
 // <meta> tag as it is served (the CSP allows no inline script); never a secret key.
 import { Hono, type Context } from "hono";
-import { readFile, stat } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Config } from "../../config.ts";
 import type { AppEnv } from "../env.ts";
 import { errorBody } from "../errors.ts";
+import { CONTENT_TYPES, PAGE_SECURITY_HEADERS, safeSegments, serveBuiltFile } from "../static-files.ts";
 
 const DEFAULT_ROOT = fileURLToPath(new URL("../../../pages/dist/", import.meta.url));
-
-const TYPES: Record<string, string> = {
-  ".html": "text/html; charset=utf-8",
-  ".js": "text/javascript; charset=utf-8",
-  ".css": "text/css; charset=utf-8",
-  ".map": "application/json; charset=utf-8",
-  ".svg": "image/svg+xml",
-  ".png": "image/png",
-  ".woff2": "font/woff2",
-};
-
-// The same policy as the dashboard: the pages hold a user's tokens, so no third-party code, no
-// framing, no referrers.
-const SECURITY_HEADERS: Record<string, string> = {
-  "content-security-policy":
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-};
 
 /** The only keys a page may be given: publishable ones, whose charset needs no escaping. */
 const PUBLISHABLE = /^lg_pk_[\w-]+$/;
@@ -46,24 +27,6 @@ const KEY_META = /<meta name="linkgate-publishable-key" content="[^"]*"\s*\/?>/;
 export function withKey(html: string, key: string | null): string {
   const meta = `<meta name="linkgate-publishable-key" content="${key ?? ""}" />`;
   return KEY_META.test(html) ? html.replace(KEY_META, meta) : html.replace("</head>", `${meta}</head>`);
-}
-
-/** The file segments of a path below /pages/, or null if any is unsafe. */
-function segments(rest: string): string[] | null {
-  const out: string[] = [];
-  for (const raw of rest.split("/")) {
-    if (raw === "") continue;
-    let seg: string;
-    try {
-      seg = decodeURIComponent(raw);
-    } catch {
-      return null;
-    }
-    // no "..", no dotfiles, no encoded separators or NULs
-    if (seg.startsWith(".") || /[/\\\0]/.test(seg)) return null;
-    out.push(seg);
-  }
-  return out;
 }
 
 const NOT_BUILT = "The sign-in pages are not built. Run `npm run pages:build` (npm install also runs it), then reload.\n";
@@ -83,21 +46,14 @@ export function hostedPageRoutes(config: Config, opts: { root?: string } = {}) {
         config.pagesPublishableKey ? "LINKGATE_PAGES_PUBLISHABLE_KEY is not a publishable key (lg_pk_…); the hosted pages say they are not configured" : "no publishable key for the hosted pages (LINKGATE_PAGES_PUBLISHABLE_KEY); they say they are not configured",
       );
     }
-    return c.body(withKey(html, key), 200, { "content-type": TYPES[".html"], "cache-control": "no-cache", ...SECURITY_HEADERS });
+    return c.body(withKey(html, key), 200, { "content-type": CONTENT_TYPES[".html"], "cache-control": "no-cache", ...PAGE_SECURITY_HEADERS });
   };
 
   const asset = async (c: Context<AppEnv>) => {
-    const notFound = () => c.json(errorBody("NotFound", `no page file at ${c.req.path}`), 404);
-    const segs = segments(new URL(c.req.url).pathname.slice("/pages/".length));
+    const segs = safeSegments(new URL(c.req.url).pathname.slice("/pages/".length));
     // Only the built assets: the HTML is served, with its key, at /login and /account.
-    if (!segs || segs[0] !== "assets" || segs.length < 2) return notFound();
-    const file = path.join(root, ...segs);
-    if (!file.startsWith(root + path.sep)) return notFound();
-    const info = await stat(file).catch(() => null);
-    if (!info?.isFile()) return notFound();
-    const type = TYPES[path.extname(file).toLowerCase()] ?? "application/octet-stream";
-    // Vite names assets by content hash.
-    return c.body(new Uint8Array(await readFile(file)), 200, { "content-type": type, "cache-control": "public, max-age=31536000, immutable", ...SECURITY_HEADERS });
+    if (!segs || segs[0] !== "assets" || segs.length < 2) return c.json(errorBody("NotFound", `no page file at ${c.req.path}`), 404);
+    return serveBuiltFile(c, root, segs);
   };
 
   r.get("/login", page("login"));

@@ -1,0 +1,75 @@
+// Built front-end files (the dashboard, the hosted pages) served from a folder: a path is
+// split into safe segments or refused, types come from one table, and every response carries
+// the pages' strict security headers.
+import type { Context } from "hono";
+import { readFile, stat } from "node:fs/promises";
+import path from "node:path";
+import { errorBody } from "./errors.ts";
+
+export const CONTENT_TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".mjs": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".json": "application/json; charset=utf-8",
+  ".map": "application/json; charset=utf-8",
+  ".txt": "text/plain; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".webp": "image/webp",
+  ".woff2": "font/woff2",
+};
+
+/**
+ * The dashboard holds a secret key and the hosted pages a user's tokens: no third-party code,
+ * no inline script, no framing, no referrers.
+ */
+export const PAGE_SECURITY_HEADERS: Record<string, string> = {
+  "content-security-policy":
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+};
+
+/** The file segments of a request path below a prefix, or null if any is unsafe. */
+export function safeSegments(rest: string): string[] | null {
+  const out: string[] = [];
+  for (const raw of rest.split("/")) {
+    if (raw === "") continue;
+    let seg: string;
+    try {
+      seg = decodeURIComponent(raw);
+    } catch {
+      return null;
+    }
+    // no "..", no dotfiles, no encoded separators or NULs
+    if (seg.startsWith(".") || /[/\\\0]/.test(seg)) return null;
+    out.push(seg);
+  }
+  return out;
+}
+
+export function contentType(file: string): string {
+  return CONTENT_TYPES[path.extname(file).toLowerCase()] ?? "application/octet-stream";
+}
+
+/**
+ * Serves `root/segs…` with the page headers, or answers 404 in the error shape. Vite names
+ * files under assets/ by content hash, so those are cached for good; anything else (index.html)
+ * is fetched fresh.
+ */
+export async function serveBuiltFile(c: Context, root: string, segs: string[]): Promise<Response> {
+  const notFound = () => c.json(errorBody("NotFound", `no file at ${c.req.path}`), 404);
+  const file = path.join(root, ...segs);
+  if (!file.startsWith(root + path.sep)) return notFound();
+  const info = await stat(file).catch(() => null);
+  if (!info?.isFile()) return notFound();
+  const immutable = segs[0] === "assets";
+  return c.body(new Uint8Array(await readFile(file)), 200, {
+    "content-type": contentType(file),
+    "cache-control": immutable ? "public, max-age=31536000, immutable" : "no-cache",
+    ...PAGE_SECURITY_HEADERS,
+  });
+}
