@@ -6,6 +6,7 @@
 // (readBacklog), so every process reports the same shared state.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Db } from "./db/client.ts";
+import { Prisma } from "./generated/prisma/client.ts";
 
 export type DeliveryOutcome = "succeeded" | "failed" | "retried" | "gone";
 export type OtpChannel = "email" | "phone";
@@ -108,7 +109,14 @@ export function recordRateLimitRefusal(limit: RateLimitName): void {
  * a scrape should), and an operator needs the exact figure when it is small, the order of
  * magnitude when it is large.
  */
-export const PENDING_EXACT_UP_TO = 100_000;
+export const PENDING_EXACT_UP_TO = 10_000;
+
+/**
+ * How far into each webhook's due range live leases are looked for. The claim leases only the
+ * first `cap` due deliveries of a webhook (20 by default; across simultaneous claims at most
+ * workers × cap), and a lease stays there until its result is recorded (src/delivery/sql.ts).
+ */
+export const LEASE_SCAN_PER_WEBHOOK = 200;
 
 export type BacklogGauges = {
   pending: number;
@@ -127,48 +135,8 @@ type BacklogRow = {
   disabled_by_failures: number;
 };
 
-/**
- * The backlog in one statement, each part bounded whatever the number of pending rows:
- * * pending: counts at most PENDING_EXACT_UP_TO + 1 rows of the partial index
- *   deliveries_webhook_due_idx (pending rows only); past that, the index's row count as
- *   last measured by (auto)vacuum/analyze (pg_class.reltuples), never less than the bound.
- * * oldest due: the same loose index scan as the delivery claim (src/delivery/sql.ts): one
- *   probe per webhook with pending deliveries to find it, one more for its earliest
- *   next_attempt_at. A claimed delivery's next_attempt_at is its lease expiry, so the earliest
- *   row of a webhook is due exactly when it is claimable now. Disabled webhooks are left out:
- *   their deliveries wait on purpose, and would otherwise read as a stuck worker.
- * * leases: the tiny partial index deliveries_leased_idx (only rows in flight).
- * * disabled webhooks: the webhooks table (one row per webhook). "project" = turned off by
- *   the project (src/webhooks/service.ts sets that reason), "failures" = disabled by the
- *   delivery engine after failing for a day.
- */
 export async function readBacklog(db: Db): Promise<BacklogGauges> {
-  const [row] = await db.$queryRaw<BacklogRow[]>`
-    WITH RECURSIVE hooks(webhook_id) AS (
-      (SELECT webhook_id FROM deliveries WHERE status = 'pending' ORDER BY webhook_id LIMIT 1)
-      UNION ALL
-      SELECT (SELECT d.webhook_id FROM deliveries d
-              WHERE d.status = 'pending' AND d.webhook_id > h.webhook_id
-              ORDER BY d.webhook_id LIMIT 1)
-      FROM hooks h
-      WHERE h.webhook_id IS NOT NULL
-    ),
-    firsts AS (
-      SELECT (SELECT d.next_attempt_at FROM deliveries d
-              WHERE d.webhook_id = h.webhook_id AND d.status = 'pending'
-              ORDER BY d.next_attempt_at LIMIT 1) AS first_at
-      FROM hooks h
-      JOIN webhooks w ON w.id = h.webhook_id AND w.enabled
-    )
-    SELECT
-      (SELECT count(*)::int FROM (SELECT 1 FROM deliveries WHERE status = 'pending' LIMIT ${PENDING_EXACT_UP_TO + 1}::int) p) AS pending_counted,
-      (SELECT c.reltuples::float8 FROM pg_class c
-       WHERE c.oid = to_regclass(quote_ident(current_schema()) || '.deliveries_webhook_due_idx')) AS pending_estimate,
-      (SELECT extract(epoch FROM now() - min(first_at))::float8 FROM firsts WHERE first_at <= now()) AS oldest_due_seconds,
-      (SELECT count(*)::int FROM deliveries
-       WHERE status = 'pending' AND lease_until IS NOT NULL AND lease_until > now()) AS leases_held,
-      (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS NOT DISTINCT FROM 'disabled by the project') AS disabled_by_project,
-      (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS DISTINCT FROM 'disabled by the project') AS disabled_by_failures`;
+  const [row] = await db.$queryRaw<BacklogRow[]>(backlogStatement());
   const counted = Number(row!.pending_counted);
   const pendingEstimated = counted > PENDING_EXACT_UP_TO;
   return {
@@ -178,6 +146,59 @@ export async function readBacklog(db: Db): Promise<BacklogGauges> {
     leasesHeld: Number(row!.leases_held),
     disabledWebhooks: { project: Number(row!.disabled_by_project), failures: Number(row!.disabled_by_failures) },
   };
+}
+
+/**
+ * The backlog in one statement (exported so the benchmark can EXPLAIN it), each part bounded
+ * whatever the number of pending rows. Everything is read through the partial index
+ * deliveries_webhook_due_idx (pending rows by webhook, then next_attempt_at), as the claim
+ * reads it:
+ * * hooks: the claim's loose index scan, one probe per webhook that has pending deliveries.
+ * * per webhook, its head: the leases among its first LEASE_SCAN_PER_WEBHOOK rows in due order
+ *   (a lease is only lease_until/leased_by, in no index: those rows are read from the table),
+ *   and its first delivery that no live lease holds, i.e. the one that has waited longest
+ *   (the scan steps over the few leased rows at the head and stops).
+ * * oldest due: now() minus the earliest of those that is due, over enabled webhooks only:
+ *   a disabled webhook's deliveries wait on purpose and would read as a stuck worker.
+ * * pending: counts at most PENDING_EXACT_UP_TO + 1 index entries; past that, the index's
+ *   number of entries as last measured by (auto)vacuum or analyze (pg_class.reltuples).
+ * * disabled webhooks: the webhooks table (a row per webhook). "project": turned off by the
+ *   project (src/webhooks/service.ts writes that reason); "failures": any other reason, i.e.
+ *   disabled by the delivery engine after a day of failures.
+ */
+export function backlogStatement(): Prisma.Sql {
+  return Prisma.sql`
+    WITH RECURSIVE hooks(webhook_id) AS (
+      (SELECT webhook_id FROM deliveries WHERE status = 'pending' ORDER BY webhook_id LIMIT 1)
+      UNION ALL
+      SELECT (SELECT d.webhook_id FROM deliveries d
+              WHERE d.status = 'pending' AND d.webhook_id > h.webhook_id
+              ORDER BY d.webhook_id LIMIT 1)
+      FROM hooks h
+      WHERE h.webhook_id IS NOT NULL
+    ),
+    heads AS (
+      SELECT w.enabled,
+             (SELECT count(*) FILTER (WHERE head.lease_until > now())::int
+              FROM (SELECT d.lease_until FROM deliveries d
+                    WHERE d.webhook_id = h.webhook_id AND d.status = 'pending'
+                    ORDER BY d.next_attempt_at LIMIT ${LEASE_SCAN_PER_WEBHOOK}::int) head) AS leases,
+             (SELECT d.next_attempt_at FROM deliveries d
+              WHERE d.webhook_id = h.webhook_id AND d.status = 'pending'
+                AND (d.lease_until IS NULL OR d.lease_until <= now())
+              ORDER BY d.next_attempt_at LIMIT 1) AS first_waiting_at
+      FROM hooks h
+      JOIN webhooks w ON w.id = h.webhook_id
+    )
+    SELECT
+      (SELECT count(*)::int FROM (SELECT 1 FROM deliveries WHERE status = 'pending' LIMIT ${PENDING_EXACT_UP_TO + 1}::int) p) AS pending_counted,
+      (SELECT c.reltuples::float8 FROM pg_class c
+       WHERE c.oid = to_regclass(quote_ident(current_schema()) || '.deliveries_webhook_due_idx')) AS pending_estimate,
+      (SELECT extract(epoch FROM now() - min(first_waiting_at))::float8 FROM heads
+       WHERE enabled AND first_waiting_at <= now()) AS oldest_due_seconds,
+      (SELECT coalesce(sum(leases), 0)::int FROM heads) AS leases_held,
+      (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS NOT DISTINCT FROM 'disabled by the project') AS disabled_by_project,
+      (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS DISTINCT FROM 'disabled by the project') AS disabled_by_failures`;
 }
 
 /** The backlog as a registry of its own, made per scrape (it holds only that scrape's values). */

@@ -4,11 +4,14 @@
 // scrapes; the backlog gauges come from each app's own database.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimDue } from "../src/delivery/sql.ts";
+import { startWorker } from "../src/delivery/worker.ts";
 import { MAX_OPERATION_NAMES } from "../src/graphql/metrics-plugin.ts";
 import { GRAPHIQL_ASSET_BASE } from "../src/http/graphiql-assets.ts";
 import { CreateWebhookDocument, SendTestWebhookDocument, UpdateWebhookDocument } from "./generated/operations.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
+import { eventually, TestReceiver } from "./support/receiver.ts";
 
 // ---- the text exposition format, version 0.0.4 -------------------------------------------
 
@@ -125,7 +128,8 @@ const unique = () => randomBytes(4).toString("hex");
 describe.each(backends)("metrics on %s", (backend) => {
   let h: Harness;
   beforeAll(async () => {
-    h = await startHarness(backend);
+    // retries 50 ms apart, so a failed attempt's retry comes at once
+    h = await startHarness(backend, { env: { LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: "50,50,50,50,50" } });
   });
   afterAll(async () => {
     await h?.close();
@@ -247,6 +251,33 @@ describe.each(backends)("metrics on %s", (backend) => {
     expect(delta("linkgate_rate_limit_refusals_total", { limit: "emails_per_project" })).toBe(0);
   });
 
+  it("counts delivery attempts by outcome, and the commit → 2xx latency of the successful ones", async () => {
+    const receiver = await TestReceiver.start();
+    receiver.enqueue({ status: 500 }); // the first attempt fails, its retry succeeds
+    const created = await h.op(CreateWebhookDocument, { input: { url: receiver.url, events: ["user.created"] } });
+    if (created.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(created.createWebhook.__typename);
+    const before = await scrape(h);
+    const worker = startWorker({ db: h.db, config: h.config, masterKey: h.app.deps.master, pollMs: 50 });
+    try {
+      await h.op(SendTestWebhookDocument, { webhookId: created.createWebhook.webhook.id, eventType: "user.created" });
+      await receiver.waitFor(2, 15_000);
+      const delta = (after: Scrape, name: string, labels: Record<string, string> = {}) => after.get(name, labels) - before.get(name, labels);
+      // the worker records the result after the receiver has answered
+      const after = await eventually(async () => {
+        const s = await scrape(h);
+        return delta(s, "linkgate_deliveries_total", { outcome: "succeeded" }) >= 1 && s;
+      }, 15_000, "the success to be counted");
+      expect(delta(after, "linkgate_deliveries_total", { outcome: "succeeded" })).toBe(1);
+      expect(delta(after, "linkgate_deliveries_total", { outcome: "retried" })).toBe(1);
+      expect(delta(after, "linkgate_deliveries_total", { outcome: "failed" })).toBe(0);
+      expect(delta(after, "linkgate_delivery_latency_seconds_count")).toBe(1);
+      expect(delta(after, "linkgate_delivery_latency_seconds_sum")).toBeGreaterThan(0);
+    } finally {
+      await worker.stop();
+      await receiver.close();
+    }
+  });
+
   it("reports pending deliveries, the oldest due, leases held and disabled webhooks from the database", async () => {
     const before = await scrape(h);
     const created = await h.op(CreateWebhookDocument, { input: { url: "http://127.0.0.1:9/metrics-hook", events: ["user.created"] } });
@@ -262,17 +293,17 @@ describe.each(backends)("metrics on %s", (backend) => {
     expect(s.get("linkgate_deliveries_pending_estimated")).toBe(0);
     expect(s.get("linkgate_delivery_leases_held")).toBe(before.get("linkgate_delivery_leases_held"));
 
-    // One delivery due for two minutes already, one leased by a worker (the claim moves its
-    // due time to the lease's end, src/delivery/sql.ts), one due now.
+    // Two deliveries due for a while, the older one then claimed by a worker (the delivery
+    // engine's own claim): the oldest due is the one still waiting, and the lease is counted.
     const ids = (await h.db.prisma.delivery.findMany({ where: { webhookId }, orderBy: { id: "asc" }, select: { id: true } })).map((d) => d.id);
     expect(ids).toHaveLength(3);
-    await h.db.prisma.$executeRaw`UPDATE deliveries SET next_attempt_at = now() - interval '120 seconds' WHERE id = ${ids[0]}`;
-    await h.db.prisma.$executeRaw`
-      UPDATE deliveries SET lease_until = now() + interval '1 minute', next_attempt_at = now() + interval '1 minute', leased_by = 'metrics-test'
-      WHERE id = ${ids[1]}`;
+    await h.db.prisma.$executeRaw`UPDATE deliveries SET next_attempt_at = now() - interval '300 seconds' WHERE id = ${ids[0]}`;
+    await h.db.prisma.$executeRaw`UPDATE deliveries SET next_attempt_at = now() - interval '120 seconds' WHERE id = ${ids[1]}`;
+    const claimed = await claimDue(h.db, { workerId: "metrics-test", limit: 1, leaseMs: 600_000, perWebhookCap: 20 });
+    expect(claimed.map((c) => c.deliveryId)).toEqual([ids[0]]);
     s = await scrape(h);
     expect(s.get("linkgate_deliveries_oldest_due_age_seconds")).toBeGreaterThanOrEqual(120);
-    expect(s.get("linkgate_deliveries_oldest_due_age_seconds")).toBeLessThan(3600);
+    expect(s.get("linkgate_deliveries_oldest_due_age_seconds")).toBeLessThan(300);
     expect(s.get("linkgate_delivery_leases_held") - before.get("linkgate_delivery_leases_held")).toBe(1);
     expect(s.get("linkgate_deliveries_pending") - before.get("linkgate_deliveries_pending")).toBe(3);
 
