@@ -1,0 +1,479 @@
+// The OpenAPI document (issue 13, item 2): it is valid OpenAPI 3.1, it lists every REST route,
+// and every answer the routes give conforms to it. Each documented route is called on its
+// happy path and for its documented errors; every body is checked against the document's
+// schema for its status (with Ajv, objects closed to undocumented fields), and a status the
+// document does not list fails the test. /docs is Swagger UI from this origin only, under the
+// dashboard's CSP, checked in Chromium too.
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
+import { Hono } from "hono";
+import { decodeJwt } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { docsRoutes } from "../src/http/routes/docs.ts";
+import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
+import { backends } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { SoftAuthenticator } from "./support/authenticator.ts";
+
+type Doc = { openapi: string; paths: Record<string, Record<string, Operation>>; components: Record<string, unknown> };
+type Operation = {
+  security?: Array<Record<string, string[]>>;
+  requestBody?: { required?: boolean };
+  responses: Record<string, { headers?: Record<string, unknown>; content?: Record<string, { schema: unknown }> }>;
+};
+type Answer = { status: number; body: any; headers: Headers };
+
+const ROUTES = [
+  "POST /auth/otp/start",
+  "POST /auth/otp/verify",
+  "POST /auth/reauthenticate/start",
+  "POST /auth/reauthenticate/verify",
+  "POST /auth/reauthenticate/passkey",
+  "GET /oauth/userinfo",
+  "POST /oauth/userinfo",
+  "GET /.well-known/jwks.json",
+  "GET /.well-known/openid-configuration",
+  "POST /users/link/request",
+  "POST /users/link/verify",
+  "POST /users/link/remove",
+  "POST /users/link/unmerge",
+  "POST /auth/passkey/registration/options",
+  "POST /auth/passkey/registration/verify",
+  "POST /auth/passkey/sign-in/options",
+  "POST /auth/passkey/sign-in/verify",
+  "GET /auth/passkey/list",
+  "POST /auth/passkey/rename",
+  "POST /auth/passkey/remove",
+  "POST /api/v1/webhooks/rotate-secret",
+  "GET /healthz",
+  "GET /readyz",
+];
+
+/**
+ * Documented answers this test does not provoke: a database outage (503, covered by
+ * test/ops.db-outage.test.ts) and an account deleted between authentication and the options
+ * (a race). Everything else documented must be seen.
+ */
+const NOT_PROVOKED = (route: string, status: number) => status === 503 || (route === "POST /auth/passkey/registration/options" && status === 404);
+
+const ORIGIN = "http://localhost:4000"; // the harness's issuer is http://127.0.0.1:4000: RP id "localhost"
+const DOC_ID = "https://linkgate.test/openapi.json";
+const docsApp = new Hono().route("/", docsRoutes());
+
+async function servedDocument(): Promise<Doc> {
+  const res = await docsApp.fetch(new Request("http://linkgate.test/openapi.json"));
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+  return (await res.json()) as Doc;
+}
+
+const operations = (doc: Doc) =>
+  Object.entries(doc.paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => ({ route: `${method.toUpperCase()} ${path}`, method, path, op })));
+
+/** The document with every object schema closed: a field the server sends must be documented. */
+function closed<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(closed) as T;
+  if (typeof value !== "object" || value === null) return value;
+  const out: Record<string, unknown> = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, closed(v)]));
+  if (out.type === "object" && out.properties && !("additionalProperties" in out)) out.additionalProperties = false;
+  return out as T;
+}
+
+const pointer = (...parts: string[]) => parts.map((p) => p.replace(/~/g, "~0").replace(/\//g, "~1")).join("/");
+
+function responseValidator(doc: Doc) {
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  // ajv-formats is CommonJS; its function is also its own `default`, which is what TypeScript sees.
+  addFormats.default(ajv);
+  ajv.addSchema(closed(doc), DOC_ID);
+  const compiled = new Map<string, ValidateFunction>();
+  return (method: string, path: string, status: number) => {
+    const ref = `${DOC_ID}#/${pointer("paths", path, method, "responses", String(status), "content", "application/json", "schema")}`;
+    const v = compiled.get(ref) ?? ajv.compile({ $ref: ref });
+    compiled.set(ref, v);
+    return { validate: v, errors: () => ajv.errorsText(v.errors) };
+  };
+}
+
+describe("the OpenAPI document", () => {
+  let doc: Doc;
+  beforeAll(async () => {
+    doc = await servedDocument();
+  });
+
+  it("validates as OpenAPI 3.1 with @seriousme/openapi-schema-validator", async () => {
+    const validator = new Validator();
+    const result = await validator.validate(doc as never);
+    expect(result.errors, JSON.stringify(result.errors, null, 2)).toBeUndefined();
+    expect(result.valid).toBe(true);
+    expect(validator.version).toBe("3.1");
+    expect(doc.openapi).toMatch(/^3\.1\./);
+  });
+
+  it("lists every REST route, and nothing else", () => {
+    expect(operations(doc).map((o) => o.route).sort()).toEqual([...ROUTES].sort());
+  });
+
+  it("every route says who may call it and documents the errors of its credentials and its body", () => {
+    const schemes = doc.components.securitySchemes as Record<string, { type: string; in?: string; name?: string; scheme?: string }>;
+    expect(schemes.ApiKey).toMatchObject({ type: "apiKey", in: "header", name: "X-API-Key" });
+    expect(schemes.AccessToken).toMatchObject({ type: "http", scheme: "bearer" });
+    expect(schemes.SecretKeyBearer).toMatchObject({ type: "http", scheme: "bearer" });
+    for (const { route, op } of operations(doc)) {
+      expect(op.responses["200"], route).toBeDefined();
+      if (op.security?.length) expect(op.responses["401"], `${route} documents 401`).toBeDefined();
+      if (op.requestBody) for (const s of ["400", "413", "415"]) expect(op.responses[s], `${route} documents ${s}`).toBeDefined();
+      for (const [status, res] of Object.entries(op.responses)) {
+        if (Number(status) >= 400 && route !== "GET /readyz") {
+          const schema = res.content?.["application/json"]?.schema as { properties?: { error?: { enum?: string[] } } };
+          expect(schema?.properties?.error?.enum?.length, `${route} ${status} names its errors`).toBeGreaterThan(0);
+        }
+      }
+    }
+    const security = (route: string) => operations(doc).find((o) => o.route === route)!.op.security;
+    expect(security("POST /users/link/request")).toEqual([{ ApiKey: [], AccessToken: [] }]);
+    expect(security("POST /auth/otp/start")).toEqual([{ ApiKey: [] }]);
+    expect(security("GET /oauth/userinfo")).toEqual([{ AccessToken: [] }]);
+    expect(security("POST /api/v1/webhooks/rotate-secret")).toEqual([{ SecretKeyBearer: [] }]);
+  });
+});
+
+describe.each(backends)("every REST answer conforms to the document on %s", (backend) => {
+  let h: Harness;
+  let doc: Doc;
+  let schemaFor: ReturnType<typeof responseValidator>;
+  let otherProjectKey: string;
+  const seen = new Map<string, Set<number>>();
+
+  beforeAll(async () => {
+    // Low ceilings, so a 429 takes a few requests; every scenario below uses its own identifiers.
+    h = await startHarness(backend, {
+      limits: { sendsPerIdentifier: { max: 3, windowSeconds: 600 }, failuresPerSubject: { max: 3, windowSeconds: 3600 } },
+    });
+    doc = await servedDocument();
+    schemaFor = responseValidator(doc);
+    const other = await h.gql(`mutation { createProject(name: "openapi-other") { ... on CreateProjectPayload { secretKey } } }`, {}, { "x-admin-token": h.adminToken });
+    otherProjectKey = other.body.data.createProject.secretKey;
+  });
+  afterAll(() => h?.close());
+
+  /** Checks one answer against the document: its status is listed, its body and headers conform. */
+  function conforms(method: string, path: string, res: Answer) {
+    const route = `${method} ${path}`;
+    const op = doc.paths[path]?.[method.toLowerCase()];
+    if (!op) throw new Error(`${route} is not documented`);
+    const documented = op.responses[String(res.status)];
+    expect(documented, `${route} answered ${res.status}, which the document does not list: ${JSON.stringify(res.body)}`).toBeDefined();
+    expect(res.headers.get("content-type"), route).toMatch(/^application\/json/);
+    const { validate, errors } = schemaFor(method.toLowerCase(), path, res.status);
+    expect(validate(res.body), `${route} ${res.status}: ${errors()} in ${JSON.stringify(res.body)}`).toBe(true);
+    for (const header of Object.keys(documented.headers ?? {})) expect(res.headers.get(header), `${route} ${res.status} sends ${header}`).toBeTruthy();
+    if (!seen.has(route)) seen.set(route, new Set());
+    seen.get(route)!.add(res.status);
+  }
+
+  async function send(method: "GET" | "POST", path: string, opts: { headers?: Record<string, string>; json?: unknown; raw?: string } = {}): Promise<Answer> {
+    const headers: Record<string, string> = { ...opts.headers };
+    let body = opts.raw;
+    if (opts.json !== undefined) {
+      body = JSON.stringify(opts.json);
+      headers["content-type"] ??= "application/json";
+    }
+    const res = await h.app.fetch(new Request(`http://linkgate.test${path}`, { method, headers, body }));
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {}
+    const answer = { status: res.status, body: parsed, headers: res.headers };
+    conforms(method, path, answer);
+    return answer;
+  }
+  const post = (path: string, json: unknown, headers: Record<string, string>) => send("POST", path, { json, headers });
+
+  const key = (k = h.apiKey) => ({ "x-api-key": k });
+  const as = (token: string, k = h.apiKey) => ({ "x-api-key": k, authorization: `Bearer ${token}` });
+  const wrong = (code: string) => String((Number(code) + 1) % 1_000_000).padStart(6, "0");
+
+  async function signIn(email: string) {
+    const start = await post("/auth/otp/start", { email }, key(h.publishableKey));
+    expect(start.status).toBe(200);
+    const verify = await post("/auth/otp/verify", { state_id: start.body.state_id, otp: await h.mailbox.otp(email) }, key(h.publishableKey));
+    expect(verify.status).toBe(200);
+    return { token: verify.body.access_token as string, accountId: verify.body.account_id as string };
+  }
+
+  /** Link an identifier to the signed-in user: request and verify with the code sent. */
+  async function link(token: string, email: string) {
+    const req = await post("/users/link/request", { email }, as(token));
+    expect(req.status, JSON.stringify(req.body)).toBe(200);
+    return post("/users/link/verify", { state_id: req.body.state_id, otp: await h.mailbox.otp(email) }, as(token));
+  }
+
+  /** Sends until the limit answers; a bounded number of tries, never a wait. */
+  async function untilLimited(attempt: () => Promise<Answer>, tries = 6): Promise<Answer> {
+    for (let i = 0; i < tries; i++) {
+      const r = await attempt();
+      if (r.status === 429) return r;
+    }
+    throw new Error(`no 429 after ${tries} tries`);
+  }
+
+  it("sign-in by code: happy path, bad identifiers, wrong code, too many sends", async () => {
+    const start = await post("/auth/otp/start", { email: "reader@example.com" }, key());
+    expect(start.status).toBe(200);
+    const code = await h.mailbox.otp("reader@example.com");
+    expect((await post("/auth/otp/verify", { state_id: start.body.state_id, otp: wrong(code) }, key())).body.error).toBe("OTPInvalid");
+    const verify = await post("/auth/otp/verify", { state_id: start.body.state_id, otp: code }, key());
+    expect(verify.body).toMatchObject({ token_type: "Bearer" });
+
+    expect((await post("/auth/otp/start", {}, key())).body.error).toBe("IdentifierRequired");
+    expect((await post("/auth/otp/start", { email: "not an address" }, key())).body.error).toBe("InvalidIdentifier");
+    expect((await post("/auth/otp/start", { email: "a@example.com", phone: "+15551234567" }, key())).body.error).toBe("InvalidRequest");
+    const limited = await untilLimited(() => post("/auth/otp/start", { phone: "+12025550199" }, key()));
+    expect(limited.body.error).toBe("RateLimited");
+  });
+
+  it("userinfo, keys and discovery", async () => {
+    const { token, accountId } = await signIn("claims@example.com");
+    for (const method of ["GET", "POST"] as const) {
+      expect((await send(method, "/oauth/userinfo", { headers: { authorization: `Bearer ${token}` } })).body).toMatchObject({ sub: accountId, email: "claims@example.com" });
+      expect((await send(method, "/oauth/userinfo")).status).toBe(401);
+    }
+    expect((await send("GET", "/.well-known/jwks.json")).body.keys.length).toBeGreaterThan(0);
+    expect((await send("GET", "/.well-known/openid-configuration")).body.jwks_uri).toMatch(/\/\.well-known\/jwks\.json$/);
+    expect((await send("GET", "/healthz")).body).toEqual({ status: "ok" });
+    expect((await send("GET", "/readyz")).body.status).toBe("ready");
+  });
+
+  it("every route with credentials answers 401 without them, and Forbidden for a token of another project", async () => {
+    const { token } = await signIn("crossed@example.com");
+    for (const { route, method, path, op } of operations(doc)) {
+      if (!op.security?.length) continue;
+      const m = method.toUpperCase() as "GET" | "POST";
+      const json = m === "POST" ? {} : undefined;
+      const none = await send(m, path, { json });
+      expect(none.body.error, route).toBe("Unauthenticated");
+      expect(none.headers.get("www-authenticate")).toBe('Bearer realm="linkgate"');
+      if (op.security.some((s) => "AccessToken" in s && "ApiKey" in s)) {
+        const crossed = await send(m, path, { json, headers: as(token, otherProjectKey) });
+        expect(crossed.body.error, route).toBe("Forbidden");
+      }
+    }
+  });
+
+  it("every route with a body refuses an unknown field (400), another media type (415) and more than 64 KiB (413)", async () => {
+    const { token } = await signIn("strict-bodies@example.com");
+    for (const { route, method, path, op } of operations(doc)) {
+      if (!op.requestBody) continue;
+      const m = method.toUpperCase() as "POST";
+      const headers = op.security?.some((s) => "SecretKeyBearer" in s) ? { authorization: `Bearer ${h.apiKey}` } : as(token);
+      const unknown = await send(m, path, { json: { surprise: 1 }, headers });
+      expect(unknown.body, route).toMatchObject({ error: "InvalidRequest", message: expect.stringContaining("surprise") });
+      const form = await send(m, path, { raw: "a=1", headers: { ...headers, "content-type": "application/x-www-form-urlencoded" } });
+      expect(form.body.error, route).toBe("UnsupportedMediaType");
+      const big = await send(m, path, { raw: JSON.stringify({ pad: "x".repeat(70_000) }), headers: { ...headers, "content-type": "application/json" } });
+      expect(big.body.error, route).toBe("PayloadTooLarge");
+      const nul = await send(m, path, { raw: '{"\\u0000": 1}', headers: { ...headers, "content-type": "application/json" } });
+      expect(nul.body.error, route).toBe("InvalidRequest");
+    }
+  });
+
+  it("re-authentication by code and by passkey; an identifier not on the account; wrong codes until 429", async () => {
+    const { token } = await signIn("again@example.com");
+    const start = await post("/auth/reauthenticate/start", { email: "again@example.com" }, as(token));
+    expect(start.status).toBe(200);
+    const verify = await post("/auth/reauthenticate/verify", { state_id: start.body.state_id, otp: await h.mailbox.otp("again@example.com") }, as(token));
+    expect(decodeJwt(verify.body.access_token).sid).toBe(decodeJwt(token).sid);
+    expect((await post("/auth/reauthenticate/start", { email: "someone-else@example.com" }, as(token))).body.error).toBe("IdentifierNotLinked");
+    expect((await post("/auth/reauthenticate/start", { email: "" }, as(token))).body.error).toBe("IdentifierRequired");
+    expect((await post("/auth/reauthenticate/verify", { state_id: 7, otp: "123456" }, as(token))).body.error).toBe("InvalidRequest");
+    // the limit on sends to one identifier (3, the sign-in's included)
+    expect((await untilLimited(() => post("/auth/reauthenticate/start", { email: "again@example.com" }, as(token)))).body.error).toBe("RateLimited");
+
+    const guesser = await signIn("guesser@example.com");
+    const state = await post("/auth/reauthenticate/start", { email: "guesser@example.com" }, as(guesser.token));
+    const code = await h.mailbox.otp("guesser@example.com");
+    const limited = await untilLimited(() => post("/auth/reauthenticate/verify", { state_id: state.body.state_id, otp: wrong(code) }, as(guesser.token)));
+    expect(limited.body.error).toBe("RateLimited");
+  });
+
+  it("passkeys: register, sign in, re-authenticate, list, rename, remove, and their errors", async () => {
+    const { token, accountId } = await signIn("passkeys@example.com");
+    const auth = new SoftAuthenticator(ORIGIN);
+    const options = await post("/auth/passkey/registration/options", undefined, as(token, h.publishableKey));
+    expect(options.status).toBe(200);
+    const created = await post("/auth/passkey/registration/verify", { response: auth.create(options.body), name: "Laptop" }, as(token));
+    expect(created.body.passkey).toMatchObject({ name: "Laptop", last_used_at: null });
+    const id = created.body.passkey.id as string;
+    expect((await post("/auth/passkey/registration/verify", { response: {} }, as(token))).body.error).toBe("PasskeyInvalid");
+
+    const signInOptions = await post("/auth/passkey/sign-in/options", {}, key(h.publishableKey));
+    const signedIn = await post("/auth/passkey/sign-in/verify", { response: auth.get(signInOptions.body) }, key(h.publishableKey));
+    expect(signedIn.body.account_id).toBe(accountId);
+    expect((await post("/auth/passkey/sign-in/verify", { response: { id: "x" } }, key())).body.error).toBe("PasskeyInvalid");
+
+    const again = await post("/auth/passkey/sign-in/options", undefined, key());
+    expect((await post("/auth/reauthenticate/passkey", { response: auth.get(again.body) }, as(token))).status).toBe(200);
+    expect((await post("/auth/reauthenticate/passkey", { response: "forged" }, as(token))).body.error).toBe("PasskeyInvalid");
+
+    expect((await send("GET", "/auth/passkey/list", { headers: as(token) })).body.passkeys).toHaveLength(1);
+    expect((await post("/auth/passkey/rename", { id, name: "Work laptop" }, as(token))).body.passkey).toMatchObject({ id, name: "Work laptop", last_used_at: expect.any(String) });
+    expect((await post("/auth/passkey/rename", { id: "psk_nope", name: "x" }, as(token))).body.error).toBe("NotFound");
+    expect((await post("/auth/passkey/rename", { id, name: "" }, as(token))).body.error).toBe("InvalidRequest");
+    expect((await post("/auth/passkey/remove", { id }, as(token))).body).toEqual({ removed_id: id });
+    expect((await post("/auth/passkey/remove", { id }, as(token))).body.error).toBe("NotFound");
+  });
+
+  it("linking: attach, merge, unmerge, remove and every conflict", async () => {
+    const a = await signIn("linker@example.com");
+    expect((await post("/users/link/request", { email: "LINKER@example.com" }, as(a.token))).body.error).toBe("CannotLinkSelf");
+    expect((await post("/users/link/request", { phone: "555" }, as(a.token))).body.error).toBe("InvalidIdentifier");
+
+    const req = await post("/users/link/request", { email: "linker-work@example.com" }, as(a.token));
+    const code = await h.mailbox.otp("linker-work@example.com");
+    expect((await post("/users/link/verify", { state_id: req.body.state_id, otp: wrong(code) }, as(a.token))).body.error).toBe("OTPInvalid");
+    expect((await post("/users/link/verify", { state_id: req.body.state_id, otp: code }, as(a.token))).body).toEqual({ message: "Account linked successfully", outcome: "attached" });
+
+    await signIn("merged-away@example.com");
+    expect((await link(a.token, "merged-away@example.com")).body.outcome).toBe("merged");
+    const third = await signIn("third@example.com");
+    expect((await link(third.token, "merged-away@example.com")).body.error).toBe("TargetAlreadyLinked");
+    expect((await link(third.token, "linker-work@example.com")).body.error).toBe("TargetSecondaryIdentity");
+    await signIn("fourth@example.com");
+    expect((await link(a.token, "fourth@example.com")).body.error).toBe("AlreadyLinked");
+
+    expect((await post("/users/link/unmerge", undefined, as(a.token))).body).toEqual({ message: "Accounts unmerged successfully" });
+    expect((await post("/users/link/unmerge", {}, as(a.token))).body.error).toBe("NotMerged");
+    expect((await post("/users/link/remove", { email: "linker-work@example.com" }, as(a.token))).body).toEqual({ message: "Account unlinked successfully" });
+    expect((await post("/users/link/remove", { email: "nobody@example.com" }, as(a.token))).body.error).toBe("IdentifierNotLinked");
+    expect((await post("/users/link/remove", { email: "third@example.com" }, as(third.token))).body.error).toBe("LastIdentifier");
+
+    expect((await untilLimited(() => post("/users/link/request", { email: "flooded@example.com" }, as(a.token)))).body.error).toBe("RateLimited");
+    const guesser = await signIn("link-guesser@example.com");
+    const state = await post("/users/link/request", { email: "guessed@example.com" }, as(guesser.token));
+    const right = await h.mailbox.otp("guessed@example.com");
+    const limited = await untilLimited(() => post("/users/link/verify", { state_id: state.body.state_id, otp: wrong(right) }, as(guesser.token)));
+    expect(limited.body.error).toBe("RateLimited");
+  });
+
+  it("a session that signed in too long ago is refused every sensitive change with ReauthenticationRequired", async () => {
+    const { token } = await signIn("stale@example.com");
+    // An old sign-in, without waiting for one: the session's row says when it authenticated.
+    await h.db.prisma.session.update({ where: { id: decodeJwt(token).sid as string }, data: { authTime: new Date(Date.now() - 24 * 3600_000) } });
+    const refused = [
+      await post("/users/link/request", { email: "stale-new@example.com" }, as(token)),
+      await post("/users/link/remove", { email: "stale@example.com" }, as(token)),
+      await post("/users/link/unmerge", {}, as(token)),
+      await post("/auth/passkey/registration/options", {}, as(token)),
+      await post("/auth/passkey/remove", { id: "psk_any" }, as(token)),
+    ];
+    for (const r of refused) expect(r.body.error).toBe("ReauthenticationRequired");
+  });
+
+  it("rotate-secret: the secret key rotates; a publishable key, an unknown webhook and a bad id are refused", async () => {
+    const created = await h.gql(
+      `mutation { createWebhook(input: { url: "https://127.0.0.1:9/hook", events: ["user.created"], description: "openapi" }) { ... on CreateWebhookPayload { webhook { id } } } }`,
+    );
+    const webhookId = created.body.data.createWebhook.webhook.id as string;
+    const rotated = await post("/api/v1/webhooks/rotate-secret", { webhook_id: webhookId }, { authorization: `Bearer ${h.apiKey}` });
+    expect(rotated.body).toMatchObject({ success: true, webhook_id: webhookId, new_secret: expect.stringMatching(/^whsec_/) });
+    const publishable = await post("/api/v1/webhooks/rotate-secret", { webhook_id: webhookId }, { authorization: `Bearer ${h.publishableKey}` });
+    expect(publishable.body.error).toBe("SecretKeyRequired");
+    const unknown = await post("/api/v1/webhooks/rotate-secret", { webhook_id: "wh_nope" }, { authorization: `Bearer ${h.apiKey}` });
+    expect(unknown.body.error).toBe("WebhookNotFound");
+    const badType = await post("/api/v1/webhooks/rotate-secret", { webhook_id: 5 }, { authorization: `Bearer ${h.apiKey}` });
+    expect(badType.body.error).toBe("InvalidRequest");
+  });
+
+  it("every documented route and status was answered above (but a database outage)", () => {
+    const missing: string[] = [];
+    for (const { route, op } of operations(doc)) {
+      for (const status of Object.keys(op.responses).map(Number)) {
+        const answered = seen.get(route)?.has(status) ?? false;
+        if (NOT_PROVOKED(route, status)) expect(answered, `${route} ${status} is listed as not provoked`).toBe(false);
+        else if (!answered) missing.push(`${route} ${status}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+});
+
+describe("the reference page at /docs", () => {
+  const get = (path: string, headers: Record<string, string> = {}) => docsApp.fetch(new Request(`http://linkgate.test${path}`, { headers }));
+  const CSP =
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+  it("is HTML under the dashboard's CSP, referencing only files of this origin, each served", async () => {
+    const page = await get("/docs");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(page.headers.get("content-security-policy")).toBe(CSP);
+    expect(page.headers.get("x-frame-options")).toBe("DENY");
+    const html = await page.text();
+    expect(html).not.toMatch(/https?:\/\//);
+    expect(html).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/); // no inline script
+    expect(html).not.toMatch(/<style|\sstyle=/);
+    const refs = [...html.matchAll(/\b(?:src|href)="([^"]*)"/g)].map((m) => m[1]);
+    expect(refs.length).toBeGreaterThanOrEqual(4);
+    for (const ref of refs) {
+      expect(ref, "a path of this origin").toMatch(/^\/[^/]/);
+      const res = await get(ref);
+      expect(res.status, ref).toBe(200);
+      if (/\.(js|css)$/.test(ref)) expect(res.headers.get("content-security-policy"), ref).toBe(CSP);
+    }
+    const init = await (await get("/docs/init.js")).text();
+    expect(init).toContain('url: "/openapi.json"');
+    expect(init).toContain("validatorUrl: null");
+    expect(init).not.toMatch(/https?:\/\//);
+  });
+
+  it("serves only the package files it names, gzipped when asked", async () => {
+    const bundle = [...(await (await get("/docs")).text()).matchAll(/src="([^"]*swagger-ui-bundle\.js)"/g)][0][1];
+    const gz = await get(bundle, { "accept-encoding": "gzip" });
+    expect(gz.headers.get("content-encoding")).toBe("gzip");
+    expect(gz.headers.get("cache-control")).toContain("immutable");
+    const base = bundle.slice(0, bundle.lastIndexOf("/") + 1);
+    for (const other of ["package.json", "index.html", "swagger-initializer.js", "..%2F..%2Fpackage.json"]) expect((await get(base + other)).status, other).toBe(404);
+  });
+
+  it.skipIf(!!chromiumMissing)("renders all 23 operations in Chromium, opens some, with no CSP violation and no request off the site", async () => {
+    const site = await listen(async (req) => docsApp.fetch(req));
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      const offSite: string[] = [];
+      const errors: string[] = [];
+      page.on("request", (r) => {
+        if (!r.url().startsWith(site.url + "/") && !r.url().startsWith("data:")) offSite.push(r.url());
+      });
+      page.on("pageerror", (e) => errors.push(e.message));
+      page.on("console", (m) => {
+        if (m.type() === "error" && /Content Security Policy|Refused/.test(m.text())) errors.push(m.text());
+      });
+      await page.addInitScript(() => {
+        const w = window as unknown as { violations: string[] };
+        w.violations = [];
+        document.addEventListener("securitypolicyviolation", (e) => w.violations.push(`${e.violatedDirective} ${e.blockedURI}`));
+      });
+      await page.goto(`${site.url}/docs`);
+      await page.waitForSelector(".opblock");
+      const summaries = page.locator(".opblock-summary");
+      expect(await summaries.count()).toBe(ROUTES.length);
+      // A few open, each with request and response schemas (opening all 23 takes ~40 s here).
+      for (const path of ["/auth/otp/start", "/auth/passkey/registration/verify", "/readyz"]) {
+        await summaries.filter({ has: page.locator(`[data-path="${path}"]`) }).first().click();
+      }
+      expect(await page.locator(".responses-table").count()).toBeGreaterThanOrEqual(3);
+      await page.locator("button.authorize").first().click();
+      await page.waitForSelector(".auth-container");
+      expect(await page.evaluate(() => (window as unknown as { violations: string[] }).violations)).toEqual([]);
+      expect(errors).toEqual([]);
+      expect(offSite).toEqual([]);
+    } finally {
+      await browser.close();
+      await site.close();
+    }
+  });
+});
