@@ -26,6 +26,7 @@ import { linkRoutes } from "./http/routes/link.ts";
 import { httpMetrics, metricsRoutes } from "./http/routes/metrics.ts";
 import { passkeyRoutes } from "./http/routes/passkey.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
+import { docsRoutes } from "./http/routes/docs.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { startNoticeSender } from "./messaging/notices.ts";
 import { startSweeper } from "./retention/sweep.ts";
@@ -114,6 +115,7 @@ function routes(deps: Deps, expectedMigrations: number) {
   app.route("/", linkRoutes());
   app.route("/", passkeyRoutes());
   app.route("/", webhookRoutes());
+  app.route("/", docsRoutes());
   app.route("/", dashboardRoutes());
   app.route("/", graphiqlRoutes(deps.config));
   app.route("/", hostedPageRoutes(deps.config));
