@@ -10,7 +10,7 @@ import addFormats from "ajv-formats";
 import { Hono } from "hono";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { docsRoutes } from "../src/http/routes/docs.ts";
+import { docsRoutes, DOCS_HEADERS } from "../src/http/routes/docs.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -61,8 +61,8 @@ const ORIGIN = "http://localhost:4000"; // the harness's issuer is http://127.0.
 const DOC_ID = "https://linkgate.test/openapi.json";
 const docsApp = new Hono().route("/", docsRoutes());
 
-async function servedDocument(): Promise<Doc> {
-  const res = await docsApp.fetch(new Request("http://linkgate.test/openapi.json"));
+async function servedDocument(fetch: (req: Request) => Response | Promise<Response> = docsApp.fetch): Promise<Doc> {
+  const res = await fetch(new Request("http://linkgate.test/openapi.json"));
   expect(res.status).toBe(200);
   expect(res.headers.get("content-type")).toMatch(/^application\/json/);
   return (await res.json()) as Doc;
@@ -151,7 +151,7 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
     h = await startHarness(backend, {
       limits: { sendsPerIdentifier: { max: 3, windowSeconds: 600 }, failuresPerSubject: { max: 3, windowSeconds: 3600 } },
     });
-    doc = await servedDocument();
+    doc = await servedDocument((req) => h.app.fetch(req));
     schemaFor = responseValidator(doc);
     const other = await h.gql(`mutation { createProject(name: "openapi-other") { ... on CreateProjectPayload { secretKey } } }`, {}, { "x-admin-token": h.adminToken });
     otherProjectKey = other.body.data.createProject.secretKey;
@@ -219,6 +219,13 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
     }
     throw new Error(`no 429 after ${tries} tries`);
   }
+
+  it("the app serves the document and the reference page", async () => {
+    expect(doc).toEqual(await servedDocument());
+    const page = await h.app.fetch(new Request("http://linkgate.test/docs"));
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-security-policy")).toBe(DOCS_HEADERS["content-security-policy"]);
+  });
 
   it("sign-in by code: happy path, bad identifiers, wrong code, too many sends", async () => {
     const start = await post("/auth/otp/start", { email: "reader@example.com" }, key());
