@@ -4,8 +4,9 @@ type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
 /** Internal type. DO NOT USE DIRECTLY. */
 export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
 import type { TypedDocumentNode as DocumentNode } from '@graphql-typed-document-node/core';
+/** Where a delivery stands. */
 export type DeliveryStatus =
-  /** every attempt of the schedule failed */
+  /** every attempt of the schedule failed, or its webhook was disabled while it waited */
   | 'failed'
   /** the receiver answered 410; no more attempts */
   | 'gone'
@@ -14,11 +15,15 @@ export type DeliveryStatus =
   /** the receiver answered 200, 201 or 202 */
   | 'succeeded';
 
+/** A webhook's settings. Creating one needs `url` and `events`; an update changes only the fields given (null counts as not given). */
 export type WebhookInput = {
+  /** A note for the project, at most 500 characters; empty when not given on create. */
   description?: string | null | undefined;
-  /** on update: false disables, true re-enables */
+  /** On update: false disables it (reason `disabled by the project`), true re-enables it and clears the reason. Ignored on create. */
   enabled?: boolean | null | undefined;
+  /** The event types to subscribe to, at least one (see eventTypes); `auth.login.success` is taken as user.authentication.success. Needed on create. */
   events?: Array<string> | null | undefined;
+  /** An absolute https:// URL of at most 2048 characters whose host resolves to public addresses only. Needed on create. */
   url?: string | null | undefined;
 };
 

@@ -7,56 +7,105 @@ import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
 import type { GraphQLContext } from "../context.ts";
 import { badUserInput, boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
+import { pageOf } from "./connections.ts";
+import { resultOf } from "./errors.ts";
+import { NEEDS } from "./root.ts";
 import { Webhook } from "./webhook.ts";
 
 const DeliveryStatus = builder.enumType("DeliveryStatus", {
+  description: "Where a delivery stands.",
   values: {
     pending: { description: "waiting for its next attempt (or being sent)" },
     succeeded: { description: "the receiver answered 200, 201 or 202" },
-    failed: { description: "every attempt of the schedule failed" },
+    failed: { description: "every attempt of the schedule failed, or its webhook was disabled while it waited" },
     gone: { description: "the receiver answered 410; no more attempts" },
   },
 });
 
 const DeliveryAttempt = builder.prismaObject("DeliveryAttempt", {
+  description: "One try at sending a delivery: what was sent and what came back.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    attempt: t.exposeInt("attempt"),
-    startedAt: t.expose("startedAt", { type: "DateTime" }),
-    durationMs: t.exposeInt("durationMs"),
-    statusCode: t.exposeInt("statusCode", { nullable: true }),
-    error: t.exposeString("error", { nullable: true }),
-    responseExcerpt: t.exposeString("responseExcerpt", { nullable: true, description: "the first 1 KiB of the response" }),
-    requestHeaders: t.expose("requestHeaders", { type: "JSON", description: "the headers sent" }),
+    id: t.exposeID("id", { description: "The attempt's id." }),
+    attempt: t.exposeInt("attempt", {
+      description: "Which attempt of its cycle it was, from 1 (the X-Service-Delivery-Attempt header); a redelivery starts again at 1.",
+    }),
+    startedAt: t.expose("startedAt", { type: "DateTime", description: "When it started." }),
+    durationMs: t.exposeInt("durationMs", { description: "How long it took, in milliseconds, up to the answer or the failure." }),
+    statusCode: t.exposeInt("statusCode", {
+      nullable: true,
+      description: "The HTTP status the receiver answered; null when no answer came (connection error, timeout, refused target).",
+    }),
+    error: t.exposeString("error", {
+      nullable: true,
+      description: "Why it did not succeed (the status, a connection error, a timeout, a refused target); null when it succeeded.",
+    }),
+    responseExcerpt: t.exposeString("responseExcerpt", {
+      nullable: true,
+      description: "The first 1 KiB of the response body; null when no answer came.",
+    }),
+    requestHeaders: t.expose("requestHeaders", {
+      type: "JSON",
+      description: "The headers sent, as an object of names to values, signatures included (never the secret); empty when no request was made.",
+    }),
   }),
 });
 
 const Delivery = builder.prismaObject("Delivery", {
+  description: "One event on its way to one webhook: its state, the envelope, and every attempt.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    eventId: t.exposeString("eventId"),
-    eventType: t.exposeString("eventType"),
-    status: t.expose("status", { type: DeliveryStatus }),
-    attempts: t.exposeInt("attempts"),
-    nextAttemptAt: t.expose("nextAttemptAt", { type: "DateTime" }),
-    lastStatus: t.exposeInt("lastStatus", { nullable: true }),
-    lastError: t.exposeString("lastError", { nullable: true }),
-    createdAt: t.expose("createdAt", { type: "DateTime" }),
-    completedAt: t.expose("completedAt", { type: "DateTime", nullable: true }),
-    body: t.string({ description: "the exact envelope sent", select: { event: { select: { body: true } } }, resolve: (d) => d.event.body }),
-    attemptLog: t.relation("attemptLog", { query: { orderBy: { startedAt: "asc" } } }),
+    id: t.exposeID("id", { description: "The delivery's id." }),
+    eventId: t.exposeString("eventId", {
+      description: "The event's id: the envelope's `id`, the same in every attempt, for receivers to deduplicate on.",
+    }),
+    eventType: t.exposeString("eventType", { description: "The event's type (see eventTypes)." }),
+    status: t.expose("status", { type: DeliveryStatus, description: "Where it stands." }),
+    attempts: t.exposeInt("attempts", { description: "How many attempts its current cycle made; a redelivery starts again at 0." }),
+    nextAttemptAt: t.expose("nextAttemptAt", {
+      type: "DateTime",
+      description: "While pending, when its next attempt is due (while one is being sent, when that attempt's lease runs out); not meaningful once finished.",
+    }),
+    lastStatus: t.exposeInt("lastStatus", {
+      nullable: true,
+      description: "The HTTP status of its last attempt; null before the first, or when the last got no answer.",
+    }),
+    lastError: t.exposeString("lastError", {
+      nullable: true,
+      description: "Why its last attempt did not succeed, or why it was failed (its webhook was disabled); null before any attempt and after a success.",
+    }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was created: when its event committed." }),
+    completedAt: t.expose("completedAt", {
+      type: "DateTime",
+      nullable: true,
+      description: "When it finished (succeeded, failed or gone); null while pending.",
+    }),
+    body: t.string({
+      description: "The exact envelope sent, the same bytes in every attempt.",
+      select: { event: { select: { body: true } } },
+      resolve: (d) => d.event.body,
+    }),
+    attemptLog: t.relation("attemptLog", {
+      description: "Every attempt, earlier cycles' included, oldest first; empty before the first.",
+      query: { orderBy: { startedAt: "asc" } },
+    }),
   }),
 });
 
 const WebhookStats = builder.objectRef<Stats>("WebhookStats").implement({
-  description: "deliveries created in the last 24 hours, by state",
+  description: "A webhook's deliveries created in the last 24 hours, by state; each counts once, however many attempts it took.",
   fields: (t) => ({
-    succeeded: t.exposeInt("succeeded"),
-    failed: t.exposeInt("failed"),
-    gone: t.exposeInt("gone"),
-    pending: t.exposeInt("pending"),
-    successRate: t.exposeFloat("successRate", { nullable: true }),
-    lastSuccessAt: t.expose("lastSuccessAt", { type: "DateTime", nullable: true }),
+    succeeded: t.exposeInt("succeeded", { description: "How many succeeded." }),
+    failed: t.exposeInt("failed", { description: "How many failed (every attempt of the schedule failed, or the webhook was disabled)." }),
+    gone: t.exposeInt("gone", { description: "How many the receiver answered 410 Gone." }),
+    pending: t.exposeInt("pending", { description: "How many are still waiting or being sent." }),
+    successRate: t.exposeFloat("successRate", {
+      nullable: true,
+      description: "succeeded / (succeeded + failed + gone), from 0 to 1; null when none of them has finished.",
+    }),
+    lastSuccessAt: t.expose("lastSuccessAt", {
+      type: "DateTime",
+      nullable: true,
+      description: "When its latest successful delivery completed, at any time (not only in the 24 hours); null when none ever succeeded.",
+    }),
   }),
 });
 
@@ -95,55 +144,91 @@ function eventTypeFilter(eventType: string | null | undefined) {
 }
 
 builder.prismaObjectFields(Webhook, (t) => ({
-  deliveries: t.relatedConnection("deliveries", {
-    cursor: "id",
-    totalCount: true,
-    description: `newest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE})`,
-    defaultSize: DEFAULT_PAGE,
-    maxSize: boundedPage,
-    args: { status: t.arg({ type: DeliveryStatus }), eventType: t.arg.string() },
-    query: (args) => ({
-      where: { ...(args.status ? { status: args.status } : {}), ...eventTypeFilter(args.eventType) },
-      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-    }),
-  }),
+  deliveries: t.relatedConnection(
+    "deliveries",
+    {
+      cursor: "id",
+      totalCount: true,
+      description: `Its deliveries, newest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}).`,
+      defaultSize: DEFAULT_PAGE,
+      maxSize: boundedPage,
+      args: {
+        status: t.arg({ type: DeliveryStatus, description: "Only deliveries in this state; all when not given." }),
+        eventType: t.arg.string({
+          description: "Only deliveries of this event type (see eventTypes); all when not given. A name that is no event type is refused (BAD_USER_INPUT).",
+        }),
+      },
+      query: (args) => ({
+        where: { ...(args.status ? { status: args.status } : {}), ...eventTypeFilter(args.eventType) },
+        orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+      }),
+    },
+    {
+      ...pageOf("a webhook's deliveries", "A delivery")[0],
+      fields: (c) => ({
+        // Pothos' own totalCount field (it takes no description), redefined with one: the plugin
+        // counts the relation when `totalCount` is selected and puts the number on the connection.
+        totalCount: c.int({
+          description: "How many deliveries match the filters, across all pages.",
+          resolve: (connection) => (connection as typeof connection & { totalCount: number }).totalCount,
+        }),
+      }),
+    },
+    pageOf("a webhook's deliveries", "A delivery")[1],
+  ),
   stats: t.field({
     type: WebhookStats,
+    description: "Its deliveries of the last 24 hours, by state.",
     select: { projectId: true },
     resolve: (w, _, ctx) => statsLoader(ctx).load({ projectId: w.projectId, webhookId: w.id }),
   }),
 }));
 
 const PulledEvent = builder.objectRef<Awaited<ReturnType<typeof pullEvents>>["events"][number]>("PulledEvent").implement({
+  description: "One of the project's events, as webhooks receive it.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    eventType: t.exposeString("eventType"),
-    createdAt: t.expose("createdAt", { type: "DateTime" }),
-    cursor: t.exposeString("cursor"),
-    body: t.exposeString("body", { description: "the exact envelope webhooks receive" }),
-    envelope: t.field({ type: "JSON", resolve: (e) => JSON.parse(e.body) }),
+    id: t.exposeID("id", { description: "The event's id: the envelope's `id`, as in its deliveries." }),
+    eventType: t.exposeString("eventType", { description: "The event's type (see eventTypes)." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When the change it describes committed." }),
+    cursor: t.exposeString("cursor", { description: "Its place in the project's events: pass it as `after` to read the events after it." }),
+    body: t.exposeString("body", { description: "The exact envelope webhooks receive." }),
+    envelope: t.field({ type: "JSON", description: "The same envelope, parsed.", resolve: (e) => JSON.parse(e.body) }),
   }),
 });
 
 const EventPage = builder.objectRef<Awaited<ReturnType<typeof pullEvents>>>("EventPage").implement({
+  description: "A page of the project's events in commit order.",
   fields: (t) => ({
-    events: t.field({ type: [PulledEvent], resolve: (p) => p.events }),
-    endCursor: t.exposeString("endCursor", { nullable: true }),
-    hasMore: t.exposeBoolean("hasMore"),
+    events: t.field({
+      type: [PulledEvent],
+      description: "The events after the cursor sent, oldest first; test events are never included. May be empty.",
+      resolve: (p) => p.events,
+    }),
+    endCursor: t.exposeString("endCursor", {
+      nullable: true,
+      description: "The cursor to send as `after` next: the last event's, or with an empty page the cursor sent; null when the page is empty and no cursor was sent.",
+    }),
+    hasMore: t.exposeBoolean("hasMore", {
+      description: "Whether more events can be read now or soon: ask again with `after: endCursor` (events still being committed are held back meanwhile).",
+    }),
   }),
 });
 
 const ReplayPayload = builder.objectRef<{ count: number }>("ReplayFailedDeliveriesPayload").implement({
-  fields: (t) => ({ count: t.exposeInt("count") }),
+  description: "The failed deliveries replayed.",
+  fields: (t) => ({ count: t.exposeInt("count", { description: "How many deliveries were started again (0 when none matched)." }) }),
 });
 
 builder.queryFields((t) => ({
   events: t.field({
     type: EventPage,
     authScopes: { secret: true },
-    description: `the project's events in commit order after a cursor, so a receiver that was down can catch up; \`first\` is 1 to ${MAX_PAGE} (default ${MAX_PAGE})`,
-    args: { after: t.arg.string(), first: t.arg.int() },
-    errors: { types: [E.InvalidRequest] },
+    description: `The project's events in commit order after a cursor, so a receiver that was down can catch up. ${NEEDS.secret}`,
+    args: {
+      after: t.arg.string({ description: "The endCursor (or an event's cursor) already processed; from the first event when not given. Another cursor is InvalidRequest." }),
+      first: t.arg.int({ description: `How many events at most, 1 to ${MAX_PAGE} (default ${MAX_PAGE}); outside that, InvalidRequest.` }),
+    },
+    errors: { types: [E.InvalidRequest], union: resultOf("The EventPage") },
     resolve: async (_, args, ctx) => {
       const first = args.first ?? MAX_PAGE;
       if (first < 1 || first > MAX_PAGE) throw new E.InvalidRequest(`first must be between 1 and ${MAX_PAGE}`);
@@ -156,8 +241,9 @@ builder.mutationFields((t) => ({
   redeliverWebhookDelivery: t.prismaField({
     type: Delivery,
     authScopes: { secret: true },
-    args: { deliveryId: t.arg.id({ required: true }) },
-    errors: { types: [E.DeliveryNotFound] },
+    description: `Starts one delivery over, whatever its state: pending and due now, attempts counted from 1 again, the whole schedule, the same body. One being sent right now is left alone and returned as it is. ${NEEDS.secret}`,
+    args: { deliveryId: t.arg.id({ required: true, description: "The delivery's id." }) },
+    errors: { types: [E.DeliveryNotFound], union: resultOf("The Delivery, as it is now,") },
     resolve: async (query, _, args, ctx) => {
       const { projectId } = await ctx.secret();
       const d = await redeliver(ctx.deps.db, projectId, String(args.deliveryId));
@@ -167,9 +253,12 @@ builder.mutationFields((t) => ({
   replayFailedWebhookDeliveries: t.field({
     type: ReplayPayload,
     authScopes: { secret: true },
-    description: "redelivers every failed delivery of this webhook whose event happened at or after `since`",
-    args: { webhookId: t.arg.id({ required: true }), since: t.arg({ type: "DateTime", required: true }) },
-    errors: { types: [E.WebhookNotFound, E.InvalidRequest] },
+    description: `Starts over, as redeliverWebhookDelivery does, every failed delivery of this webhook whose event happened at or after \`since\`. Gone, pending and succeeded deliveries are left as they are. ${NEEDS.secret}`,
+    args: {
+      webhookId: t.arg.id({ required: true, description: "The webhook's id." }),
+      since: t.arg({ type: "DateTime", required: true, description: "The earliest event time to replay, between the years 1 and 9999." }),
+    },
+    errors: { types: [E.WebhookNotFound, E.InvalidRequest], union: resultOf("The ReplayFailedDeliveriesPayload") },
     resolve: async (_, args, ctx) => ({
       count: await replayFailed(ctx.deps.db, (await ctx.secret()).projectId, String(args.webhookId), args.since),
     }),

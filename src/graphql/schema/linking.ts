@@ -1,47 +1,72 @@
 import * as E from "../../errors.ts";
 import { removeLink, requestLink, unmerge, verifyLink } from "../../linking/service.ts";
 import { builder } from "../builder.ts";
-import { identifierErrors } from "./errors.ts";
-import { StateIdPayload } from "./sign-in.ts";
+import { identifierErrors, resultOf } from "./errors.ts";
+import { NEEDS } from "./root.ts";
+import { identifierArgs, StateIdPayload } from "./sign-in.ts";
 
-const LinkOutcome = builder.enumType("LinkOutcome", { values: ["attached", "merged"] as const });
+const LinkOutcome = builder.enumType("LinkOutcome", {
+  description: "What verifying a link did; linkgate decides it, not the client.",
+  values: {
+    attached: { description: "nobody had the identifier: it was added to this account" },
+    merged: {
+      description: "another account had signed up with it: that account was merged into this one, which is now its primary",
+    },
+  },
+});
 
 const VerifyLinkPayload = builder.objectRef<{ message: string; outcome: "attached" | "merged" }>("VerifyLinkPayload").implement({
-  fields: (t) => ({ message: t.exposeString("message"), outcome: t.expose("outcome", { type: LinkOutcome }) }),
+  description: "The identifier is linked to the signed-in account.",
+  fields: (t) => ({
+    message: t.exposeString("message", { description: "A confirmation in words for people." }),
+    outcome: t.expose("outcome", { type: LinkOutcome, description: "Whether the identifier was attached or its account merged." }),
+  }),
 });
 
 const MessagePayload = builder.objectRef<{ message: string }>("MessagePayload").implement({
-  fields: (t) => ({ message: t.exposeString("message") }),
+  description: "The change was made.",
+  fields: (t) => ({ message: t.exposeString("message", { description: "A confirmation in words for people." }) }),
 });
 
 builder.mutationFields((t) => ({
   requestLink: t.field({
     type: StateIdPayload,
     authScopes: { user: true },
-    args: { email: t.arg.string(), phone: t.arg.string() },
-    errors: { types: [...identifierErrors, E.CannotLinkSelf, E.ReauthenticationRequired] },
+    description: `Starts adding an e-mail address or phone number to the signed-in account: sends a code to it, which verifyLink checks. Whether somebody else holds it is not revealed here. ${NEEDS.recentUser}`,
+    args: identifierArgs("to link"),
+    errors: { types: [...identifierErrors, E.CannotLinkSelf, E.ReauthenticationRequired], union: resultOf("The OtpChallenge") },
     resolve: async (_, args, ctx) => requestLink(ctx.deps, await ctx.user(), args),
   }),
   verifyLink: t.field({
     type: VerifyLinkPayload,
     authScopes: { user: true },
-    args: { stateId: t.arg.string({ required: true }), otp: t.arg.string({ required: true }) },
+    description: `Checks the code and links: attaches the identifier if nobody had it, or merges the account that signed up with it into this one. Emits user.identifier.linked or user.merged, each with user.updated. Retried with the same state and code after it worked, it answers the same. ${NEEDS.user}`,
+    args: {
+      stateId: t.arg.string({ required: true, description: "The stateId requestLink returned." }),
+      otp: t.arg.string({ required: true, description: "The 6-digit code that was sent." }),
+    },
     errors: {
       types: [E.OTPInvalid, E.RateLimited, E.CannotLinkSelf, E.AlreadyLinked, E.TargetAlreadyLinked, E.TargetSecondaryIdentity],
+      union: resultOf("The VerifyLinkPayload"),
     },
     resolve: async (_, args, ctx) => verifyLink(ctx.deps, await ctx.user(), args),
   }),
   removeLink: t.field({
     type: MessagePayload,
     authScopes: { user: true },
-    args: { email: t.arg.string(), phone: t.arg.string() },
-    errors: { types: [...identifierErrors, E.IdentifierNotLinked, E.LastIdentifier, E.ReauthenticationRequired] },
+    description: `Removes an identifier from the account. Removing one of the merged secondary's identifiers separates the two accounts, as unmerge does. Emits user.identifier.unlinked (or user.unmerged), with user.updated. ${NEEDS.recentUser}`,
+    args: identifierArgs("to remove"),
+    errors: {
+      types: [...identifierErrors, E.IdentifierNotLinked, E.LastIdentifier, E.ReauthenticationRequired],
+      union: resultOf("The MessagePayload"),
+    },
     resolve: async (_, args, ctx) => removeLink(ctx.deps, await ctx.user(), args),
   }),
   unmerge: t.field({
     type: MessagePayload,
     authScopes: { user: true },
-    errors: { types: [E.NotMerged, E.ReauthenticationRequired] },
+    description: `Separates the account from its merged secondary, which comes back exactly as it was (id, identifiers, profile, passkeys); emits user.unmerged and user.updated. ${NEEDS.recentUser}`,
+    errors: { types: [E.NotMerged, E.ReauthenticationRequired], union: resultOf("The MessagePayload") },
     resolve: async (_, __, ctx) => unmerge(ctx.deps, await ctx.user()),
   }),
 }));

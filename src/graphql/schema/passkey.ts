@@ -1,4 +1,5 @@
 import {
+  CHALLENGE_TTL_MS,
   finishPasskeyRegistration,
   finishPasskeySignIn,
   reauthenticateWithPasskey,
@@ -9,58 +10,92 @@ import {
 } from "../../auth/passkeys.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
+import { pageOf } from "./connections.ts";
+import { resultOf } from "./errors.ts";
+import { NEEDS } from "./root.ts";
 import { TokenPayload } from "./sign-in.ts";
+
+const CHALLENGE_MINUTES = CHALLENGE_TTL_MS / 60_000;
 
 const Passkey = builder.prismaObject("Passkey", {
   description: "A passkey (WebAuthn credential) of the account. Signing in with it lands on the account's primary.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    name: t.exposeString("name", { description: "the name its owner gave it" }),
-    createdAt: t.expose("createdAt", { type: "DateTime" }),
-    lastUsedAt: t.expose("lastUsedAt", { type: "DateTime", nullable: true, description: "null until it first signs in" }),
-    deviceType: t.exposeString("deviceType", { description: "singleDevice, or multiDevice for a synced passkey" }),
-    backedUp: t.exposeBoolean("backedUp", { description: "whether the passkey is synced to a backup (a password manager or platform account)" }),
+    id: t.exposeID("id", { description: "The passkey's id (not its WebAuthn credential id)." }),
+    name: t.exposeString("name", { description: "The name its owner gave it, 1 to 100 characters." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was registered." }),
+    lastUsedAt: t.expose("lastUsedAt", {
+      type: "DateTime",
+      nullable: true,
+      description: "When it last signed in or re-authenticated; null until it first does.",
+    }),
+    deviceType: t.exposeString("deviceType", { description: "`singleDevice`, or `multiDevice` for a passkey synced between devices." }),
+    backedUp: t.exposeBoolean("backedUp", {
+      description: "Whether the passkey was backed up (synced to a password manager or platform account) when it was registered.",
+    }),
   }),
 });
 
 builder.prismaObjectFields("Account", (t) => ({
-  passkeys: t.relatedConnection("passkeys", {
-    description: "the account's passkeys, oldest first",
-    cursor: "id",
-    maxSize: 50,
-    defaultSize: 20,
-    query: () => ({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
-  }),
+  passkeys: t.relatedConnection(
+    "passkeys",
+    {
+      description:
+        "The account's own passkeys, oldest first; at most 50 a page (default 20), a larger `first` is cut to 50. A merged secondary's passkeys are not listed here, though they sign into this account.",
+      cursor: "id",
+      maxSize: 50,
+      defaultSize: 20,
+      query: () => ({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
+    },
+    ...pageOf("the account's passkeys", "A passkey"),
+  ),
 }));
 
 const PasskeyCreationOptions = builder.objectRef<{ options: unknown }>("PasskeyCreationOptions").implement({
+  description: "What the browser needs to create a passkey for the signed-in account.",
   fields: (t) => ({
     options: t.field({
       type: "JSON",
-      description: "WebAuthn creation options for navigator.credentials.create (or @simplewebauthn/browser's startRegistration); the challenge lives 5 minutes",
+      description: `WebAuthn creation options for navigator.credentials.create (or @simplewebauthn/browser's startRegistration); the challenge lives ${CHALLENGE_MINUTES} minutes.`,
       resolve: (p) => p.options,
     }),
   }),
 });
 
 const RemovePasskeyPayload = builder.objectRef<{ removedId: string }>("RemovePasskeyPayload").implement({
-  fields: (t) => ({ removedId: t.exposeID("removedId") }),
+  description: "The passkey is removed: it no longer signs in.",
+  fields: (t) => ({ removedId: t.exposeID("removedId", { description: "The id of the passkey removed." }) }),
 });
+
+const assertionArg = (from: string) =>
+  builder.args((t) => ({
+    response: t.field({
+      type: "JSON",
+      required: true,
+      description: `The PublicKeyCredential navigator.credentials.get returned, as JSON (@simplewebauthn/browser's startAuthentication gives it so), for options from ${from}.`,
+    }),
+  }));
 
 builder.mutationFields((t) => ({
   startPasskeyRegistration: t.field({
     type: PasskeyCreationOptions,
     authScopes: { user: true },
-    description: "starts registering a passkey for the signed-in account; needs a recent sign-in or re-authentication",
-    errors: { types: [E.ReauthenticationRequired] },
+    description: `Starts registering a passkey for the signed-in account: creation options whose challenge lives ${CHALLENGE_MINUTES} minutes, for finishPasskeyRegistration. ${NEEDS.recentUser}`,
+    errors: { types: [E.ReauthenticationRequired], union: resultOf("The PasskeyCreationOptions") },
     resolve: async (_, __, ctx) => ({ options: await startPasskeyRegistration(ctx.deps, await ctx.user()) }),
   }),
   finishPasskeyRegistration: t.prismaField({
     type: Passkey,
     authScopes: { user: true },
-    description: "registers the passkey the browser created; emits user.passkey.registered",
-    args: { response: t.arg({ type: "JSON", required: true }), name: t.arg.string({ description: "defaults to \"Passkey\"" }) },
-    errors: { types: [E.PasskeyInvalid, E.InvalidRequest] },
+    description: `Registers the passkey the browser created; emits user.passkey.registered and notifies the account's addresses. ${NEEDS.user}`,
+    args: {
+      response: t.arg({
+        type: "JSON",
+        required: true,
+        description: "The PublicKeyCredential navigator.credentials.create returned, as JSON (@simplewebauthn/browser's startRegistration gives it so).",
+      }),
+      name: t.arg.string({ description: "A name for it, 1 to 100 characters; \"Passkey\" when not given." }),
+    },
+    errors: { types: [E.PasskeyInvalid, E.InvalidRequest], union: resultOf("The new Passkey") },
     resolve: async (query, _, args, ctx) => {
       const passkey = await finishPasskeyRegistration(ctx.deps, await ctx.user(), { response: args.response, name: args.name });
       return ctx.deps.prisma.passkey.findUniqueOrThrow({ ...query, where: { id: passkey.id } });
@@ -69,30 +104,34 @@ builder.mutationFields((t) => ({
   startPasskeySignIn: t.field({
     type: "JSON",
     authScopes: { project: true },
-    description: "WebAuthn request options for a discoverable passkey (no identifier typed); the challenge lives 5 minutes",
+    description: `WebAuthn request options (for navigator.credentials.get) for a discoverable passkey, so no identifier is typed; the challenge lives ${CHALLENGE_MINUTES} minutes. They serve finishPasskeySignIn and reauthenticateWithPasskey. ${NEEDS.project}`,
     resolve: async (_, __, ctx) => startPasskeySignIn(ctx.deps, await ctx.project()),
   }),
   finishPasskeySignIn: t.field({
     type: TokenPayload,
     authScopes: { project: true },
-    description: "signs in with the browser's assertion: the same tokens as completeSignIn; emits user.passkey.login and user.authentication.success",
-    args: { response: t.arg({ type: "JSON", required: true }) },
-    errors: { types: [E.PasskeyInvalid] },
+    description: `Signs in with the browser's assertion, opening a session on the passkey's primary account: the same tokens as completeSignIn; emits user.passkey.login and user.authentication.success. ${NEEDS.project}`,
+    args: assertionArg("startPasskeySignIn"),
+    errors: { types: [E.PasskeyInvalid], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => finishPasskeySignIn(ctx.deps, await ctx.project(), { response: args.response }),
   }),
   reauthenticateWithPasskey: t.field({
     type: TokenPayload,
     authScopes: { user: true },
-    description: "re-authenticates the current session with a passkey of this account (options from startPasskeySignIn): same session, new auth_time",
-    args: { response: t.arg({ type: "JSON", required: true }) },
-    errors: { types: [E.PasskeyInvalid] },
+    description: `Re-authenticates the current session with a passkey that signs into this account (its own, or its merged secondary's): the same session with a new auth_time, and fresh tokens. ${NEEDS.user}`,
+    args: assertionArg("startPasskeySignIn"),
+    errors: { types: [E.PasskeyInvalid], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => reauthenticateWithPasskey(ctx.deps, await ctx.user(), { response: args.response }),
   }),
   renamePasskey: t.prismaField({
     type: Passkey,
     authScopes: { user: true },
-    args: { id: t.arg.id({ required: true }), name: t.arg.string({ required: true }) },
-    errors: { types: [E.NotFound, E.InvalidRequest] },
+    description: `Renames one of the account's passkeys. ${NEEDS.user}`,
+    args: {
+      id: t.arg.id({ required: true, description: "The passkey's id." }),
+      name: t.arg.string({ required: true, description: "The new name, 1 to 100 characters." }),
+    },
+    errors: { types: [E.NotFound, E.InvalidRequest], union: resultOf("The renamed Passkey") },
     resolve: async (query, _, args, ctx) => {
       const renamed = await renamePasskey(ctx.deps, await ctx.user(), { id: String(args.id), name: args.name });
       return ctx.deps.prisma.passkey.findUniqueOrThrow({ ...query, where: { id: renamed.id } });
@@ -101,9 +140,9 @@ builder.mutationFields((t) => ({
   removePasskey: t.field({
     type: RemovePasskeyPayload,
     authScopes: { user: true },
-    description: "removes one of the account's passkeys; emits user.updated",
-    args: { id: t.arg.id({ required: true }) },
-    errors: { types: [E.NotFound, E.ReauthenticationRequired] },
+    description: `Removes one of the account's passkeys; emits user.updated and notifies the account's addresses. ${NEEDS.recentUser}`,
+    args: { id: t.arg.id({ required: true, description: "The passkey's id." }) },
+    errors: { types: [E.NotFound, E.ReauthenticationRequired], union: resultOf("The RemovePasskeyPayload") },
     resolve: async (_, args, ctx) => removePasskey(ctx.deps, await ctx.user(), { id: String(args.id) }),
   }),
 }));

@@ -2,21 +2,26 @@ import { completeReauthentication, startReauthentication } from "../../auth/reau
 import { endOtherSessions, endOwnSession } from "../../auth/sessions.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
-import { identifierErrors } from "./errors.ts";
-import { StateIdPayload, TokenPayload } from "./sign-in.ts";
+import { pageOf } from "./connections.ts";
+import { identifierErrors, resultOf } from "./errors.ts";
+import { NEEDS } from "./root.ts";
+import { identifierArgs, StateIdPayload, TokenPayload } from "./sign-in.ts";
 
 const Session = builder.prismaObject("Session", {
   description: "A signed-in session of the account: every access token carries its id as `sid`.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    createdAt: t.expose("createdAt", { type: "DateTime", description: "when it signed in" }),
-    authTime: t.expose("authTime", { type: "DateTime", description: "its last sign-in or re-authentication" }),
-    authMethod: t.exposeString("authMethod", { description: "how it last authenticated: otp or passkey" }),
-    lastUsedAt: t.expose("lastUsedAt", { type: "DateTime", nullable: true, description: "its last request, to the minute; null until then" }),
-    clientAddress: t.exposeString("clientAddress", { nullable: true, description: "the client address it signed in from" }),
-    userAgent: t.exposeString("userAgent", { nullable: true, description: "the User-Agent it signed in with" }),
+    id: t.exposeID("id", { description: "The session's id: the `sid` of its tokens." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it signed in." }),
+    authTime: t.expose("authTime", { type: "DateTime", description: "Its last sign-in or re-authentication." }),
+    authMethod: t.exposeString("authMethod", { description: "How it last authenticated: `otp` (a code) or `passkey`." }),
+    lastUsedAt: t.expose("lastUsedAt", { type: "DateTime", nullable: true, description: "Its last request, to the minute; null until then." }),
+    clientAddress: t.exposeString("clientAddress", {
+      nullable: true,
+      description: "The client address it signed in from; null when none was known.",
+    }),
+    userAgent: t.exposeString("userAgent", { nullable: true, description: "The User-Agent it signed in with; null when none was sent." }),
     current: t.boolean({
-      description: "whether this is the session making the request",
+      description: "Whether this is the session making the request.",
       select: { id: true },
       resolve: async (s, _, ctx) => s.id === (await ctx.user()).user.sessionId,
     }),
@@ -24,42 +29,51 @@ const Session = builder.prismaObject("Session", {
 });
 
 builder.prismaObjectFields("Account", (t) => ({
-  sessions: t.relatedConnection("sessions", {
-    description: "the account's live sessions, newest first",
-    cursor: "id",
-    maxSize: 50,
-    defaultSize: 20,
-    query: () => ({ where: { endedAt: null, expiresAt: { gt: new Date() } }, orderBy: [{ createdAt: "desc" }, { id: "desc" }] }),
-  }),
+  sessions: t.relatedConnection(
+    "sessions",
+    {
+      description:
+        "The account's live sessions (neither ended nor expired), newest first; at most 50 a page (default 20), a larger `first` is cut to 50.",
+      cursor: "id",
+      maxSize: 50,
+      defaultSize: 20,
+      query: () => ({ where: { endedAt: null, expiresAt: { gt: new Date() } }, orderBy: [{ createdAt: "desc" }, { id: "desc" }] }),
+    },
+    ...pageOf("the account's live sessions", "A session"),
+  ),
 }));
 
 const EndSessionsPayload = builder.objectRef<{ ended: number }>("EndSessionsPayload").implement({
-  fields: (t) => ({ ended: t.exposeInt("ended", { description: "how many sessions ended" }) }),
+  description: "Sessions were ended: their tokens fail from their next request.",
+  fields: (t) => ({ ended: t.exposeInt("ended", { description: "How many sessions ended (0 when there were none to end)." }) }),
 });
 
 builder.mutationFields((t) => ({
   startReauthentication: t.field({
     type: StateIdPayload,
     authScopes: { user: true },
-    description: "sends a code to one of the account's own addresses, to confirm it's the user before a sensitive change",
-    args: { email: t.arg.string(), phone: t.arg.string() },
-    errors: { types: [...identifierErrors, E.IdentifierNotLinked] },
+    description: `Sends a code to one of the account's own addresses, to confirm it's the user before a sensitive change; completeReauthentication checks it. Any other address is refused and nothing is sent. ${NEEDS.user}`,
+    args: identifierArgs("of this account to send the code to"),
+    errors: { types: [...identifierErrors, E.IdentifierNotLinked], union: resultOf("The OtpChallenge") },
     resolve: async (_, args, ctx) => startReauthentication(ctx.deps, await ctx.user(), args),
   }),
   completeReauthentication: t.field({
     type: TokenPayload,
     authScopes: { user: true },
-    description: "checks the code: the same session (same sid) with a new auth_time, and fresh tokens",
-    args: { stateId: t.arg.string({ required: true }), otp: t.arg.string({ required: true }) },
-    errors: { types: [E.OTPInvalid, E.RateLimited] },
+    description: `Checks the code: the same session (same sid) with a new auth_time, and fresh tokens. Only the session that started it can complete it. ${NEEDS.user}`,
+    args: {
+      stateId: t.arg.string({ required: true, description: "The stateId startReauthentication returned." }),
+      otp: t.arg.string({ required: true, description: "The 6-digit code that was sent." }),
+    },
+    errors: { types: [E.OTPInvalid, E.RateLimited], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => completeReauthentication(ctx.deps, await ctx.user(), args),
   }),
   endSession: t.field({
     type: EndSessionsPayload,
     authScopes: { user: true },
-    description: "ends one of the account's sessions; its tokens fail on their next request",
-    args: { id: t.arg.id({ required: true }) },
-    errors: { types: [E.NotFound] },
+    description: `Ends one of the account's sessions (this one included); its tokens fail on their next request. ${NEEDS.user}`,
+    args: { id: t.arg.id({ required: true, description: "The session's id (Session.id)." }) },
+    errors: { types: [E.NotFound], union: resultOf("The EndSessionsPayload") },
     resolve: async (_, args, ctx) => {
       const { projectId, user } = await ctx.user();
       await endOwnSession(ctx.deps.prisma, { projectId, accountId: user.accountId }, String(args.id));
@@ -69,7 +83,7 @@ builder.mutationFields((t) => ({
   endOtherSessions: t.field({
     type: EndSessionsPayload,
     authScopes: { user: true },
-    description: "ends every session of the account but this one",
+    description: `Ends every session of the account but the one making the request. ${NEEDS.user}`,
     resolve: async (_, __, ctx) => {
       const { projectId, user } = await ctx.user();
       return { ended: await endOtherSessions(ctx.deps.prisma, { projectId, accountId: user.accountId }, user.sessionId) };

@@ -2,26 +2,37 @@ import { preferred } from "../../auth/accounts.ts";
 import { deleteAccount, updateProfile } from "../../auth/profile.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
+import { resultOf } from "./errors.ts";
+import { NEEDS } from "./root.ts";
 
-const IdentifierKind = builder.enumType("IdentifierKind", { values: ["email", "phone"] as const });
+// Enum values are written as stored and as the REST API and the webhook events spell them,
+// lower case (ApiKeyKind predates this and keeps its upper-case names).
+const IdentifierKind = builder.enumType("IdentifierKind", {
+  description: "What an identifier is.",
+  values: { email: { description: "an e-mail address" }, phone: { description: "a phone number, in E.164" } },
+});
 const IdentifierOrigin = builder.enumType("IdentifierOrigin", {
+  description: "How an identifier came to be on its account.",
   values: { own: { description: "the account signed up with it" }, attached: { description: "added by linking" } },
 });
 
 builder.prismaObject("Identifier", {
+  description: "An e-mail address or phone number that signs into the account it is on.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    kind: t.expose("kind", { type: IdentifierKind }),
-    value: t.exposeString("value"),
-    origin: t.expose("origin", { type: IdentifierOrigin }),
-    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    id: t.exposeID("id", { description: "The identifier's id." }),
+    kind: t.expose("kind", { type: IdentifierKind, description: "Whether it is an e-mail address or a phone number." }),
+    value: t.exposeString("value", { description: "The address: an e-mail address in lower case, or a phone number in E.164." }),
+    origin: t.expose("origin", { type: IdentifierOrigin, description: "Whether the account signed up with it or it was added by linking." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it came to this account." }),
   }),
 });
 
 type WithIdentifiers = { identifiers: Parameters<typeof preferred>[0] };
 const emailOf = (a: WithIdentifiers) => preferred(a.identifiers, "email")?.value ?? null;
 const phoneOf = (a: WithIdentifiers) => preferred(a.identifiers, "phone")?.value ?? null;
-const EMAIL_DESCRIPTION = "the e-mail tokens and events carry: the account's own, else its first attached";
+const EMAIL_DESCRIPTION = "The e-mail address tokens and events carry: the account's own, else its first attached; null when it has none.";
+const PHONE_DESCRIPTION = "The phone number tokens carry: the account's own, else its first attached; null when it has none.";
+const NAME_DESCRIPTION = "The display name the user gave; null when never set or cleared.";
 
 /**
  * The secondary of a merge, as the primary sees it. A type of its own with no way back to an
@@ -30,37 +41,48 @@ const EMAIL_DESCRIPTION = "the e-mail tokens and events carry: the account's own
  */
 const MergedAccount = builder.prismaObject("Account", {
   variant: "MergedAccount",
-  description: "the account merged into the viewer's",
+  description:
+    "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back exactly so. It has no way back to the viewer.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    name: t.exposeString("name", { nullable: true }),
+    id: t.exposeID("id", { description: "The secondary's own account id, which it keeps." }),
+    name: t.exposeString("name", { nullable: true, description: NAME_DESCRIPTION }),
     email: t.field({ type: "EmailAddress", nullable: true, description: EMAIL_DESCRIPTION, select: { identifiers: true }, resolve: emailOf }),
-    phoneNumber: t.field({ type: "PhoneNumber", nullable: true, select: { identifiers: true }, resolve: phoneOf }),
-    identifiers: t.relation("identifiers", { query: { orderBy: { createdAt: "asc" } } }),
-    mergeRole: t.exposeString("mergeRole", { nullable: true }),
-    createdAt: t.expose("createdAt", { type: "DateTime" }),
-    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
-    mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true }),
+    phoneNumber: t.field({ type: "PhoneNumber", nullable: true, description: PHONE_DESCRIPTION, select: { identifiers: true }, resolve: phoneOf }),
+    identifiers: t.relation("identifiers", {
+      description: "Its identifiers, oldest first: each signs into the viewer's account while merged.",
+      query: { orderBy: { createdAt: "asc" } },
+    }),
+    mergeRole: t.exposeString("mergeRole", { nullable: true, description: "Always `secondary` (the field is nullable because an account outside a merge has no role)." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When the account was created." }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When the account last changed." }),
+    mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true, description: "When it was merged into the viewer's account." }),
   }),
 });
 
 const Account = builder.prismaObject("Account", {
+  description: "A user's account in this project: the signed-in (primary) account, with its identifiers, passkeys and sessions.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    name: t.exposeString("name", { nullable: true }),
+    id: t.exposeID("id", { description: "The account id: the tokens' `sub` and the events' `user.user_id`." }),
+    name: t.exposeString("name", { nullable: true, description: NAME_DESCRIPTION }),
     email: t.field({ type: "EmailAddress", nullable: true, description: EMAIL_DESCRIPTION, select: { identifiers: true }, resolve: emailOf }),
-    phoneNumber: t.field({ type: "PhoneNumber", nullable: true, select: { identifiers: true }, resolve: phoneOf }),
-    status: t.exposeString("status"),
-    createdAt: t.expose("createdAt", { type: "DateTime" }),
-    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
-    lastLoginAt: t.expose("lastLoginAt", { type: "DateTime", nullable: true }),
-    identifiers: t.relation("identifiers", { query: { orderBy: { createdAt: "asc" } } }),
-    mergeRole: t.exposeString("mergeRole", { nullable: true }),
-    mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true }),
+    phoneNumber: t.field({ type: "PhoneNumber", nullable: true, description: PHONE_DESCRIPTION, select: { identifiers: true }, resolve: phoneOf }),
+    status: t.exposeString("status", { description: "`active`, or `disabled` when an operator marked it so outside the API (nothing in linkgate sets it)." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When the account was created (its first sign-in)." }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When the account last changed." }),
+    lastLoginAt: t.expose("lastLoginAt", { type: "DateTime", nullable: true, description: "Its last sign-in, by code or passkey; null when it has none." }),
+    identifiers: t.relation("identifiers", {
+      description: "Its own identifiers (signed up with or attached), oldest first; a merged secondary's are under mergedSecondary.",
+      query: { orderBy: { createdAt: "asc" } },
+    }),
+    mergeRole: t.exposeString("mergeRole", {
+      nullable: true,
+      description: "`primary` while another account is merged into this one; null when not merged. The viewer is never a secondary.",
+    }),
+    mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true, description: "When the merge happened; null when not merged." }),
     mergedSecondary: t.relation("mergedWith", {
       type: MergedAccount,
       nullable: true,
-      description: "the account merged into this one (the viewer is always the primary)",
+      description: "The account merged into this one (the viewer is always the primary); null when not merged.",
     }),
   }),
 });
@@ -69,7 +91,7 @@ builder.queryFields((t) => ({
   viewer: t.prismaField({
     type: Account,
     authScopes: { user: true },
-    description: "the signed-in (primary) account, its identifiers and its merged secondary",
+    description: `The signed-in (primary) account, its identifiers and its merged secondary. ${NEEDS.user}`,
     resolve: async (query, _, __, ctx) => {
       const { projectId, user } = await ctx.user();
       return ctx.deps.prisma.account.findFirstOrThrow({ ...query, where: { id: user.accountId, projectId } });
@@ -78,15 +100,17 @@ builder.queryFields((t) => ({
 }));
 
 const DeletePayload = builder.objectRef<{ deleted: boolean }>("DeleteAccountPayload").implement({
-  fields: (t) => ({ deleted: t.exposeBoolean("deleted") }),
+  description: "The account is deleted.",
+  fields: (t) => ({ deleted: t.exposeBoolean("deleted", { description: "Always true." }) }),
 });
 
 builder.mutationFields((t) => ({
   updateProfile: t.prismaField({
     type: Account,
     authScopes: { user: true },
-    args: { name: t.arg.string({ required: true }) },
-    errors: { types: [E.InvalidRequest] },
+    description: `Sets the account's display name; emits user.updated. ${NEEDS.user}`,
+    args: { name: t.arg.string({ required: true, description: "At most 200 characters; blank (or only spaces) clears the name." }) },
+    errors: { types: [E.InvalidRequest], union: resultOf("The updated Account") },
     resolve: async (query, _, args, ctx) => {
       const actor = await ctx.user();
       await updateProfile(ctx.deps, actor, args);
@@ -96,7 +120,8 @@ builder.mutationFields((t) => ({
   deleteAccount: t.field({
     type: DeletePayload,
     authScopes: { user: true },
-    errors: { types: [E.AccountMerged, E.ReauthenticationRequired] },
+    description: `Deletes the signed-in account with its identifiers, passkeys and sessions; emits user.deleted. A merged account must be unmerged first. ${NEEDS.recentUser}`,
+    errors: { types: [E.AccountMerged, E.ReauthenticationRequired], union: resultOf("The DeleteAccountPayload") },
     resolve: async (_, __, ctx) => deleteAccount(ctx.deps, await ctx.user()),
   }),
 }));

@@ -5,25 +5,45 @@ import {
   deleteWebhook,
   rotateWebhookSecret,
   sendTestWebhook,
+  TRANSITION_MS,
   updateWebhook,
 } from "../../webhooks/service.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
+import { pageOf } from "./connections.ts";
+import { resultOf } from "./errors.ts";
+import { NEEDS } from "./root.ts";
+
+const TRANSITION_DAYS = TRANSITION_MS / 86_400_000;
 
 export const Webhook = builder.prismaObject("Webhook", {
+  description:
+    "An endpoint of the project: every event of a type it is subscribed to is delivered to it, signed with its secret, while it is enabled.",
   fields: (t) => ({
-    id: t.exposeID("id"),
-    url: t.expose("url", { type: "URL" }),
-    events: t.exposeStringList("events"),
-    description: t.exposeString("description"),
-    enabled: t.exposeBoolean("enabled"),
-    disabledReason: t.exposeString("disabledReason", { nullable: true }),
-    createdAt: t.expose("createdAt", { type: "DateTime" }),
-    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    id: t.exposeID("id", { description: "The webhook's id." }),
+    url: t.expose("url", {
+      type: "URL",
+      description: "Where deliveries are POSTed: an https:// URL whose host resolves to public addresses only, checked again before every attempt.",
+    }),
+    events: t.exposeStringList("events", {
+      description: "The event types it is subscribed to (see eventTypes), each once, aliases stored under their canonical name.",
+    }),
+    description: t.exposeString("description", { description: "The project's note about it; empty when none was given." }),
+    enabled: t.exposeBoolean("enabled", {
+      description: "Whether it gets deliveries: false once the project disabled it, or after 24 hours in which every attempt failed.",
+    }),
+    disabledReason: t.exposeString("disabledReason", {
+      nullable: true,
+      description:
+        "Why it is disabled: `disabled by the project`, or that every delivery attempt failed for 24 hours (and since when); null while enabled.",
+    }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was created." }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When its settings last changed." }),
     transitionEndsAt: t.field({
       type: "DateTime",
       nullable: true,
-      description: "while set, the previous secret still verifies deliveries",
+      description:
+        "While set, a rotation's transition: the previous secret still signs deliveries, alongside the current one, until then. Null outside a transition.",
       select: { previousSecretExpiresAt: true },
       resolve: (w) => (w.previousSecretExpiresAt && w.previousSecretExpiresAt > new Date() ? w.previousSecretExpiresAt : null),
     }),
@@ -31,72 +51,95 @@ export const Webhook = builder.prismaObject("Webhook", {
 });
 
 const WebhookInput = builder.inputType("WebhookInput", {
+  description: "A webhook's settings. Creating one needs `url` and `events`; an update changes only the fields given (null counts as not given).",
   fields: (t) => ({
-    url: t.string(),
-    events: t.stringList(),
-    description: t.string(),
-    enabled: t.boolean({ description: "on update: false disables, true re-enables" }),
+    url: t.string({
+      description: "An absolute https:// URL of at most 2048 characters whose host resolves to public addresses only. Needed on create.",
+    }),
+    events: t.stringList({
+      description:
+        "The event types to subscribe to, at least one (see eventTypes); `auth.login.success` is taken as user.authentication.success. Needed on create.",
+    }),
+    description: t.string({ description: "A note for the project, at most 500 characters; empty when not given on create." }),
+    enabled: t.boolean({
+      description: "On update: false disables it (reason `disabled by the project`), true re-enables it and clears the reason. Ignored on create.",
+    }),
   }),
 });
 
 const CreateWebhookPayload = builder.objectRef<{ webhook: { id: string }; secret: string }>("CreateWebhookPayload").implement({
+  description: "The new webhook and its signing secret.",
   fields: (t) => ({
-    webhook: t.field({ type: Webhook, resolve: (p) => p.webhook as never }),
-    secret: t.exposeString("secret", { description: "shown on create and rotate only" }),
+    webhook: t.field({ type: Webhook, description: "The webhook created, enabled.", resolve: (p) => p.webhook as never }),
+    secret: t.exposeString("secret", { description: "Its signing secret (whsec_…), shown on create and rotate only: store it now." }),
   }),
 });
 
 const UpdateWebhookPayload = builder.objectRef<{ webhook: { id: string } }>("UpdateWebhookPayload").implement({
-  fields: (t) => ({ webhook: t.field({ type: Webhook, resolve: (p) => p.webhook as never }) }),
+  description: "The webhook's settings changed.",
+  fields: (t) => ({ webhook: t.field({ type: Webhook, description: "The webhook as it is now.", resolve: (p) => p.webhook as never }) }),
 });
 
 const DeleteWebhookPayload = builder.objectRef<{ id: string }>("DeleteWebhookPayload").implement({
-  fields: (t) => ({ deletedId: t.exposeID("id") }),
+  description: "The webhook is deleted, with its deliveries and their log; its events stay and can still be pulled.",
+  fields: (t) => ({ deletedId: t.exposeID("id", { description: "The id of the webhook deleted." }) }),
 });
 
 const RotateSecretPayload = builder
   .objectRef<{ webhookId: string; newSecret: string; transitionEndsAt: Date }>("RotateWebhookSecretPayload")
   .implement({
+    description: "The webhook has a new signing secret; the one it replaced keeps signing alongside it until transitionEndsAt.",
     fields: (t) => ({
-      success: t.boolean({ resolve: () => true }),
-      webhookId: t.exposeID("webhookId"),
-      newSecret: t.exposeString("newSecret"),
-      transitionEndsAt: t.expose("transitionEndsAt", { type: "DateTime" }),
+      success: t.boolean({ description: "Always true.", resolve: () => true }),
+      webhookId: t.exposeID("webhookId", { description: "The webhook's id." }),
+      newSecret: t.exposeString("newSecret", { description: "The new secret (whsec_…), shown this once: it signs from now on." }),
+      transitionEndsAt: t.expose("transitionEndsAt", {
+        type: "DateTime",
+        description: `When the previous secret stops signing, ${TRANSITION_DAYS} days from the rotation.`,
+      }),
     }),
   });
 
 const TestEventPayload = builder.objectRef<{ eventId: string; webhookId: string; eventType: string }>("SendTestWebhookPayload").implement({
+  description: "A sample event was recorded for this one webhook, and queued if it is enabled and subscribed to the type.",
   fields: (t) => ({
-    eventId: t.exposeID("eventId"),
-    webhookId: t.exposeID("webhookId"),
-    eventType: t.exposeString("eventType"),
+    eventId: t.exposeID("eventId", { description: "The test event's id: its envelope's `id`, and its delivery's eventId in the log." }),
+    webhookId: t.exposeID("webhookId", { description: "The webhook's id." }),
+    eventType: t.exposeString("eventType", { description: "The event type, under its canonical name." }),
   }),
 });
 
 builder.queryFields((t) => ({
-  webhooks: t.prismaConnection({
-    type: Webhook,
-    cursor: "id",
-    authScopes: { secret: true },
-    description: `the project's webhooks, oldest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE})`,
-    defaultSize: DEFAULT_PAGE,
-    maxSize: boundedPage,
-    resolve: async (query, _, __, ctx) => {
-      const { projectId } = await ctx.secret();
-      return ctx.deps.prisma.webhook.findMany({ ...query, where: { projectId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+  webhooks: t.prismaConnection(
+    {
+      type: Webhook,
+      cursor: "id",
+      authScopes: { secret: true },
+      description: `The project's webhooks, oldest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}). ${NEEDS.secret}`,
+      defaultSize: DEFAULT_PAGE,
+      maxSize: boundedPage,
+      resolve: async (query, _, __, ctx) => {
+        const { projectId } = await ctx.secret();
+        return ctx.deps.prisma.webhook.findMany({ ...query, where: { projectId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+      },
     },
-  }),
+    ...pageOf("the project's webhooks", "A webhook"),
+  ),
   webhook: t.prismaField({
     type: Webhook,
     nullable: true,
     authScopes: { secret: true },
-    args: { id: t.arg.id({ required: true }) },
+    description: `One webhook of the project; null when the project has none with that id (another project's included). ${NEEDS.secret}`,
+    args: { id: t.arg.id({ required: true, description: "The webhook's id." }) },
     resolve: async (query, _, { id }, ctx) => {
       const { projectId } = await ctx.secret();
       return ctx.deps.prisma.webhook.findFirst({ ...query, where: { id: String(id), projectId } });
     },
   }),
-  eventTypes: t.stringList({ resolve: () => [...EVENT_TYPES] }),
+  eventTypes: t.stringList({
+    description: `Every event type a webhook can subscribe to, such as user.created. ${NEEDS.nothing}`,
+    resolve: () => [...EVENT_TYPES],
+  }),
 }));
 
 const configErrors = [E.InvalidWebhookUrl, E.InvalidEventType, E.InvalidRequest];
@@ -105,15 +148,20 @@ builder.mutationFields((t) => ({
   createWebhook: t.field({
     type: CreateWebhookPayload,
     authScopes: { secret: true },
-    args: { input: t.arg({ type: WebhookInput, required: true }) },
-    errors: { types: configErrors },
+    description: `Adds a webhook to the project, enabled, with a new signing secret; it gets the events that happen from then on. ${NEEDS.secret}`,
+    args: { input: t.arg({ type: WebhookInput, required: true, description: "Its url and events, and optionally a description." }) },
+    errors: { types: configErrors, union: resultOf("The CreateWebhookPayload") },
     resolve: async (_, { input }, ctx) => createWebhook(ctx.deps, (await ctx.secret()).projectId, input),
   }),
   updateWebhook: t.field({
     type: UpdateWebhookPayload,
     authScopes: { secret: true },
-    args: { id: t.arg.id({ required: true }), input: t.arg({ type: WebhookInput, required: true }) },
-    errors: { types: [E.WebhookNotFound, ...configErrors] },
+    description: `Changes the settings given of a webhook; the others stay. ${NEEDS.secret}`,
+    args: {
+      id: t.arg.id({ required: true, description: "The webhook's id." }),
+      input: t.arg({ type: WebhookInput, required: true, description: "The settings to change." }),
+    },
+    errors: { types: [E.WebhookNotFound, ...configErrors], union: resultOf("The UpdateWebhookPayload") },
     resolve: async (_, { id, input }, ctx) => ({
       webhook: await updateWebhook(ctx.deps, (await ctx.secret()).projectId, String(id), input),
     }),
@@ -121,22 +169,28 @@ builder.mutationFields((t) => ({
   deleteWebhook: t.field({
     type: DeleteWebhookPayload,
     authScopes: { secret: true },
-    args: { id: t.arg.id({ required: true }) },
-    errors: { types: [E.WebhookNotFound] },
+    description: `Deletes a webhook with its deliveries and their log. ${NEEDS.secret}`,
+    args: { id: t.arg.id({ required: true, description: "The webhook's id." }) },
+    errors: { types: [E.WebhookNotFound], union: resultOf("The DeleteWebhookPayload") },
     resolve: async (_, { id }, ctx) => deleteWebhook(ctx.deps, (await ctx.secret()).projectId, String(id)),
   }),
   rotateWebhookSecret: t.field({
     type: RotateSecretPayload,
     authScopes: { secret: true },
-    args: { webhookId: t.arg.id({ required: true }) },
-    errors: { types: [E.WebhookNotFound, E.InvalidRequest] },
+    description: `Gives a webhook a new signing secret; the one it replaces keeps signing alongside it for ${TRANSITION_DAYS} days. Rotating during a transition drops the oldest secret. Of two rotations at the same moment, the loser gets InvalidRequest and can rotate again. ${NEEDS.secret}`,
+    args: { webhookId: t.arg.id({ required: true, description: "The webhook's id." }) },
+    errors: { types: [E.WebhookNotFound, E.InvalidRequest], union: resultOf("The RotateWebhookSecretPayload") },
     resolve: async (_, { webhookId }, ctx) => rotateWebhookSecret(ctx.deps, (await ctx.secret()).projectId, String(webhookId)),
   }),
   sendTestWebhook: t.field({
     type: TestEventPayload,
     authScopes: { secret: true },
-    args: { webhookId: t.arg.id({ required: true }), eventType: t.arg.string({ required: true }) },
-    errors: { types: [E.WebhookNotFound, E.InvalidEventType] },
+    description: `Records a sample event of a type for this one webhook, with fake data and \`"test": true\` in its envelope, signed, retried and logged like any delivery. It is sent only if the webhook is enabled and subscribed to the type, and it is never pulled with events. ${NEEDS.secret}`,
+    args: {
+      webhookId: t.arg.id({ required: true, description: "The webhook's id." }),
+      eventType: t.arg.string({ required: true, description: "The event type to send a sample of (see eventTypes)." }),
+    },
+    errors: { types: [E.WebhookNotFound, E.InvalidEventType], union: resultOf("The SendTestWebhookPayload") },
     resolve: async (_, args, ctx) => sendTestWebhook(ctx.deps, (await ctx.secret()).projectId, String(args.webhookId), args.eventType),
   }),
 }));
