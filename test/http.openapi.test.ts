@@ -11,6 +11,7 @@ import { Hono } from "hono";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { docsRoutes, DOCS_HEADERS } from "../src/http/routes/docs.ts";
+import { PAGE_SECURITY_HEADERS } from "../src/http/static-files.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -417,6 +418,7 @@ describe("the reference page at /docs", () => {
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toMatch(/^text\/html/);
     expect(page.headers.get("content-security-policy")).toBe(CSP);
+    expect(CSP).toBe(PAGE_SECURITY_HEADERS["content-security-policy"]); // the dashboard's
     expect(page.headers.get("x-frame-options")).toBe("DENY");
     const html = await page.text();
     expect(html).not.toMatch(/https?:\/\//);

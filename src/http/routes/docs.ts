@@ -11,6 +11,7 @@ import { gzip } from "node:zlib";
 import type { AppEnv } from "../env.ts";
 import { errorBody } from "../errors.ts";
 import { openApiDocument } from "../openapi.ts";
+import { PAGE_SECURITY_HEADERS } from "../static-files.ts";
 
 const require = createRequire(import.meta.url);
 const SWAGGER_DIR = path.dirname(require.resolve("swagger-ui-dist/package.json"));
@@ -22,17 +23,11 @@ export const DOCS_ASSET_BASE = `/docs/assets/${SWAGGER_VERSION}/`;
 const INIT_PATH = "/docs/init.js";
 
 /**
- * The dashboard's policy: Swagger UI sets its inline styles through the CSSOM (which
- * style-src does not govern) and its icons are data: URLs in its CSS, so it needs no
- * relaxation. "Try it out" calls this origin only.
+ * The dashboard's headers, unrelaxed: Swagger UI sets its inline styles through the CSSOM
+ * (which style-src does not govern) and its icons are data: URLs in its CSS. "Try it out"
+ * calls this origin only.
  */
-export const DOCS_HEADERS: Record<string, string> = {
-  "content-security-policy":
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-  "x-content-type-options": "nosniff",
-  "referrer-policy": "no-referrer",
-  "x-frame-options": "DENY",
-};
+export const DOCS_HEADERS = PAGE_SECURITY_HEADERS;
 
 const JS = "text/javascript; charset=utf-8";
 const CSS = "text/css; charset=utf-8";
