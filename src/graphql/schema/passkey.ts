@@ -1,3 +1,4 @@
+import type { CredentialDeviceType } from "@simplewebauthn/server";
 import {
   CHALLENGE_TTL_MS,
   finishPasskeyRegistration,
@@ -17,6 +18,15 @@ import { TokenPayload } from "./sign-in.ts";
 
 const CHALLENGE_MINUTES = CHALLENGE_TTL_MS / 60_000;
 
+// Spelled as WebAuthn (and the REST API's device_type) spell them.
+const PasskeyDeviceType = builder.enumType("PasskeyDeviceType", {
+  description: "Whether a passkey lives on one device or is synced between devices, as its authenticator reported when it was registered.",
+  values: {
+    singleDevice: { description: "bound to one authenticator (a security key, or a device that does not sync passkeys)" },
+    multiDevice: { description: "synced between the owner's devices (by a password manager or a platform account)" },
+  } satisfies Record<CredentialDeviceType, { description: string }>,
+});
+
 const Passkey = builder.prismaObject("Passkey", {
   description: "A passkey (WebAuthn credential) of the account. Signing in with it lands on the account's primary.",
   fields: (t) => ({
@@ -28,7 +38,13 @@ const Passkey = builder.prismaObject("Passkey", {
       nullable: true,
       description: "When it last signed in or re-authenticated; null until it first does.",
     }),
-    deviceType: t.exposeString("deviceType", { description: "`singleDevice`, or `multiDevice` for a passkey synced between devices." }),
+    deviceType: t.field({
+      type: PasskeyDeviceType,
+      description: "Whether it lives on one device or is synced.",
+      select: { deviceType: true },
+      // Written only from the verified registration, whose type is CredentialDeviceType.
+      resolve: (p) => p.deviceType as CredentialDeviceType,
+    }),
     backedUp: t.exposeBoolean("backedUp", {
       description: "Whether the passkey was backed up (synced to a password manager or platform account) when it was registered.",
     }),

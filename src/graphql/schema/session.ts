@@ -1,5 +1,5 @@
 import { completeReauthentication, startReauthentication } from "../../auth/reauthenticate.ts";
-import { endOtherSessions, endOwnSession } from "../../auth/sessions.ts";
+import { endOtherSessions, endOwnSession, type AuthMethod as Method } from "../../auth/sessions.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
 import { pageOf } from "./connections.ts";
@@ -7,13 +7,27 @@ import { identifierErrors, resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 import { identifierArgs, StateIdPayload, TokenPayload } from "./sign-in.ts";
 
+const AuthMethod = builder.enumType("AuthMethod", {
+  description: "How a session signed in or last re-authenticated; the ID token's `amr` carries the same word.",
+  values: {
+    otp: { description: "a one-time code sent to an e-mail address or phone number" },
+    passkey: { description: "a passkey" },
+  } satisfies Record<Method, { description: string }>,
+});
+
 const Session = builder.prismaObject("Session", {
   description: "A signed-in session of the account: every access token carries its id as `sid`.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The session's id: the `sid` of its tokens." }),
     createdAt: t.expose("createdAt", { type: "DateTime", description: "When it signed in." }),
     authTime: t.expose("authTime", { type: "DateTime", description: "Its last sign-in or re-authentication." }),
-    authMethod: t.exposeString("authMethod", { description: "How it last authenticated: `otp` (a code) or `passkey`." }),
+    authMethod: t.field({
+      type: AuthMethod,
+      description: "How it last authenticated.",
+      select: { authMethod: true },
+      // Written only through createSession and markReauthenticated, which take an AuthMethod.
+      resolve: (s) => s.authMethod as Method,
+    }),
     lastUsedAt: t.expose("lastUsedAt", { type: "DateTime", nullable: true, description: "Its last request, to the minute; null until then." }),
     clientAddress: t.exposeString("clientAddress", {
       nullable: true,

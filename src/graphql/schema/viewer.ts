@@ -16,6 +16,24 @@ const IdentifierOrigin = builder.enumType("IdentifierOrigin", {
   values: { own: { description: "the account signed up with it" }, attached: { description: "added by linking" } },
 });
 
+const AccountStatus = builder.enumType("AccountStatus", {
+  description: "Whether an account is in use. Webhook events carry the same word as `user.status`.",
+  values: {
+    active: { description: "the account is in use: every account linkgate creates is active" },
+    disabled: { description: "marked disabled by an operator, outside the API (nothing in linkgate sets it)" },
+  },
+});
+
+const MergeRole = builder.enumType("MergeRole", {
+  description: "An account's side of a merge: linking an identifier that another account signed up with merges the two.",
+  values: {
+    primary: { description: "another account was merged into this one: this one signs in and acts for both" },
+    secondary: {
+      description: "this account was merged into another (its primary): its identifiers and passkeys sign into the primary until they are unmerged",
+    },
+  },
+});
+
 builder.prismaObject("Identifier", {
   description: "An e-mail address or phone number that signs into the account it is on.",
   fields: (t) => ({
@@ -52,7 +70,7 @@ const MergedAccount = builder.prismaObject("Account", {
       description: "Its identifiers, oldest first: each signs into the viewer's account while merged.",
       query: { orderBy: { createdAt: "asc" } },
     }),
-    mergeRole: t.exposeString("mergeRole", { nullable: true, description: "Always `secondary` (the field is nullable because an account outside a merge has no role)." }),
+    mergeRole: t.expose("mergeRole", { type: MergeRole, nullable: true, description: "Always `secondary` (the field is nullable because an account outside a merge has no role)." }),
     createdAt: t.expose("createdAt", { type: "DateTime", description: "When the account was created." }),
     updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When the account last changed." }),
     mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true, description: "When it was merged into the viewer's account." }),
@@ -66,7 +84,7 @@ const Account = builder.prismaObject("Account", {
     name: t.exposeString("name", { nullable: true, description: NAME_DESCRIPTION }),
     email: t.field({ type: "EmailAddress", nullable: true, description: EMAIL_DESCRIPTION, select: { identifiers: true }, resolve: emailOf }),
     phoneNumber: t.field({ type: "PhoneNumber", nullable: true, description: PHONE_DESCRIPTION, select: { identifiers: true }, resolve: phoneOf }),
-    status: t.exposeString("status", { description: "`active`, or `disabled` when an operator marked it so outside the API (nothing in linkgate sets it)." }),
+    status: t.expose("status", { type: AccountStatus, description: "Whether the account is in use." }),
     createdAt: t.expose("createdAt", { type: "DateTime", description: "When the account was created (its first sign-in)." }),
     updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When the account last changed." }),
     lastLoginAt: t.expose("lastLoginAt", { type: "DateTime", nullable: true, description: "Its last sign-in, by code or passkey; null when it has none." }),
@@ -74,7 +92,8 @@ const Account = builder.prismaObject("Account", {
       description: "Its own identifiers (signed up with or attached), oldest first; a merged secondary's are under mergedSecondary.",
       query: { orderBy: { createdAt: "asc" } },
     }),
-    mergeRole: t.exposeString("mergeRole", {
+    mergeRole: t.expose("mergeRole", {
+      type: MergeRole,
       nullable: true,
       description: "`primary` while another account is merged into this one; null when not merged. The viewer is never a secondary.",
     }),
