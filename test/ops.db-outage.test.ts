@@ -280,16 +280,19 @@ describe("isConnectionFailure, on the errors the drivers really raise", () => {
       await db.close();
     }
   });
+});
 
-  it.each(backends)("input the database refuses (22021 on %s) and domain errors are not outages", async (backend) => {
-    const db = await openTestDatabase(backend);
-    try {
-      const err = await rejection(db.prisma.$queryRaw`SELECT ${"a\u0000b"}::text`);
-      expect(isConnectionFailure(err)).toBe(false);
-      expect(isConnectionFailure(new InvalidRequest())).toBe(false);
-      expect(isConnectionFailure(new Error("something else"))).toBe(false);
-    } finally {
-      await db.close();
-    }
+describe.each(backends)("isConnectionFailure on %s", (backend) => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await openTestDatabase(backend);
+  });
+  afterAll(() => db?.close());
+
+  it("input the database refuses (22021) and domain errors are not outages", async () => {
+    const err = await rejection(db.prisma.$queryRaw`SELECT ${"a\u0000b"}::text`);
+    expect(isConnectionFailure(err)).toBe(false);
+    expect(isConnectionFailure(new InvalidRequest())).toBe(false);
+    expect(isConnectionFailure(new Error("something else"))).toBe(false);
   });
 });
