@@ -175,12 +175,28 @@ export async function unmerge(deps: Deps, actor: UserActor) {
   return { message: "Accounts unmerged successfully" as const };
 }
 
-async function separate(tx: Tx, actor: UserActor, secondaryId: string): Promise<void> {
+/**
+ * Unmerge done for the user by someone else (src/linking/support.ts): the authority is theirs,
+ * not the user's session, so the user's recent-authentication check does not apply. Only the
+ * pair named (`actor`'s account the primary, `secondaryId` its secondary) is separated;
+ * `record`, who did it, goes into user.unmerged.
+ */
+export async function unmergeOnBehalf(deps: Deps, actor: UserActor, secondaryId: string, record: Record<string, string>) {
+  await transaction(deps.prisma, async (tx) => {
+    const me = await currentAccount(tx, actor);
+    if (me.merge_role !== "primary" || me.merged_with_id !== secondaryId) throw new NotMerged("these two accounts are not merged with each other");
+    return separate(tx, actor, secondaryId, record);
+  });
+  deps.notices.kick();
+  return { message: "Accounts unmerged successfully" as const };
+}
+
+async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
   await lockAccounts(tx, [user.accountId, secondaryId]);
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
-  await emit(tx, projectId, user.accountId, [["user.unmerged", pair], ["user.updated", {}]]);
+  await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ["user.updated", {}]]);
   await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...(await identifiersOf(tx, secondaryId))]);
 }
 

@@ -10,5 +10,6 @@ import "./linking.ts";
 import "./webhook.ts";
 import "./delivery.ts";
 import "./admin.ts";
+import "./console.ts";
 
 export const schema = builder.toSchema({ sortSchema: true });

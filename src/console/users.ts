@@ -1,0 +1,84 @@
+// The users view of the console, for a project's support staff (secret key only): find an
+// account, read its recent events, end its sessions. Every statement has the project in its
+// WHERE clause: another project's account is not found, exactly like no account.
+import { normalizeEmail, normalizePhone, type Identifier } from "../auth/identifiers.ts";
+import { sha256Hex } from "../crypto.ts";
+import type { Database } from "../db/client.ts";
+import type { Actor, Deps } from "../deps.ts";
+import { IdentifierRequired, InvalidRequest } from "../errors.ts";
+
+type DbLike = Pick<Database, "prisma">;
+
+export type AccountQuery = { email?: string | null; phone?: string | null; accountId?: string | null };
+
+/** What src/ids.ts makes for an account. */
+const ACCOUNT_ID = /^acc_[A-Za-z0-9_-]{1,64}$/;
+
+/** Exactly one of e-mail, phone and account id: an identifier normalized as sign-in does, or an id. */
+export function parseAccountQuery(q: AccountQuery): Identifier | { id: string } {
+  const given = (["email", "phone", "accountId"] as const).filter((k) => q[k] != null && q[k] !== "");
+  if (given.length === 0) throw new IdentifierRequired("give an e-mail address, a phone number or an account id");
+  if (given.length > 1) throw new InvalidRequest("give only one of email, phone and accountId");
+  if (q.email) return { kind: "email", value: normalizeEmail(q.email) };
+  if (q.phone) return { kind: "phone", value: normalizePhone(q.phone) };
+  return { id: q.accountId!.trim() };
+}
+
+/** The id of the project's account holding the identifier or with that id; null when none. */
+export async function findAccountId(db: DbLike, projectId: string, q: AccountQuery): Promise<string | null> {
+  const key = parseAccountQuery(q);
+  if ("id" in key) {
+    if (!ACCOUNT_ID.test(key.id)) return null;
+    const account = await db.prisma.account.findFirst({ where: { id: key.id, projectId }, select: { id: true } });
+    return account?.id ?? null;
+  }
+  const held = await db.prisma.identifier.findUnique({
+    where: { projectId_kind_value: { projectId, kind: key.kind, value: key.value } },
+    select: { accountId: true },
+  });
+  return held?.accountId ?? null;
+}
+
+export const MAX_RECENT_EVENTS = 50;
+
+/**
+ * The ids of the account's most recent events, newest first: those about it (its user object, or
+ * its id in a security event) and the merges and unmerges it was the secondary of. Read through
+ * the two partial indexes of the console migration, newest first, `limit` rows each.
+ */
+export async function recentEventIds(db: DbLike, projectId: string, accountId: string, limit: number): Promise<string[]> {
+  const rows = await db.prisma.$queryRaw<{ id: string }[]>`
+    SELECT id FROM (
+      (SELECT id, seq FROM outbox_events
+       WHERE project_id = ${projectId} AND NOT test AND console.event_account(body) = ${accountId}
+       ORDER BY seq DESC LIMIT ${limit}::int)
+      UNION ALL
+      (SELECT id, seq FROM outbox_events
+       WHERE project_id = ${projectId} AND NOT test AND event_type IN ('user.merged', 'user.unmerged')
+         AND console.event_secondary_account(body) = ${accountId}
+       ORDER BY seq DESC LIMIT ${limit}::int)
+    ) e
+    ORDER BY seq DESC LIMIT ${limit}::int`;
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Ends every live session of the project's account (its tokens fail from their next request);
+ * returns how many ended. NotFound is the caller's: an account of another project simply has
+ * none ended here.
+ */
+export async function endAccountSessions(deps: Deps, support: Actor, accountId: string, apiKeyId: string | null): Promise<number> {
+  const { count } = await deps.prisma.session.updateMany({
+    where: { accountId, projectId: support.projectId, endedAt: null },
+    data: { endedAt: new Date() },
+  });
+  deps.logger.info({ projectId: support.projectId, accountId, ended: count, by: "support", api_key_id: apiKeyId }, "sessions ended by support");
+  return count;
+}
+
+/** The id of the live API key the request was made with, to record who acted; null if none. */
+export async function apiKeyIdOf(db: DbLike, projectId: string, apiKey: string | null | undefined): Promise<string | null> {
+  if (!apiKey) return null;
+  const key = await db.prisma.apiKey.findFirst({ where: { keyHash: sha256Hex(apiKey), projectId, revokedAt: null }, select: { id: true } });
+  return key?.id ?? null;
+}

@@ -1,0 +1,116 @@
+// Delivery charts: per interval, the attempts that succeeded, were retried or failed for good,
+// and the p50 / p95 latency of the successful ones, for one webhook or a whole project.
+//
+// Read from the hourly rollups of the console schema (prisma/migrations/*_console_rollups), which
+// a trigger keeps as attempts are logged: a chart reads at most 168 rows an hour-scope, however
+// long the delivery log is. scripts/measure-charts.ts compares this with aggregating the log.
+import { Prisma } from "../generated/prisma/client.ts";
+import type { Database } from "../db/client.ts";
+
+type DbLike = Pick<Database, "prisma">;
+
+export type ChartRange = "day" | "week";
+
+/** Hourly points over the last 24 hours; six-hour points over the last 7 days (UTC boundaries). */
+export const CHART_RANGES: Record<ChartRange, { points: number; stepHours: number }> = {
+  day: { points: 24, stepHours: 1 },
+  week: { points: 28, stepHours: 6 },
+};
+
+export type ChartCounts = {
+  /** attempts answered 200, 201 or 202 */
+  succeeded: number;
+  /** failed attempts after which another was scheduled */
+  retried: number;
+  /** failed attempts after which the delivery gave up (schedule used up, or 410) */
+  failed: number;
+  /** latency of the successful attempts, in ms; null when there were none */
+  p50Ms: number | null;
+  p95Ms: number | null;
+};
+
+export type ChartPoint = ChartCounts & { start: Date; end: Date };
+
+export type DeliveryChart = {
+  range: ChartRange;
+  stepSeconds: number;
+  /** the first point's start and the last point's end (the last point is the current interval) */
+  from: Date;
+  to: Date;
+  points: ChartPoint[];
+  totals: ChartCounts;
+};
+
+/** Latency histograms have 128 buckets (see the migration): 0 ms, then 9 % wider each. */
+const BUCKETS = 128;
+const PER_DOUBLING = 8;
+
+type Row = { start: Date | null; succeeded: number; retried: number; failed: number; p50: number | null; p95: number | null };
+
+/**
+ * The chart of one webhook (`webhookId`) or of the whole project (null). The caller has scoped
+ * the webhook to the project already; the project is in the WHERE clause all the same.
+ */
+export async function deliveryChart(db: DbLike, projectId: string, range: ChartRange, webhookId: string | null): Promise<DeliveryChart> {
+  const { points, stepHours } = CHART_RANGES[range];
+  const step = `${stepHours} hours`;
+  const source = webhookId
+    ? Prisma.sql`console.webhook_hours h WHERE h.webhook_id = ${webhookId} AND h.project_id = ${projectId}`
+    : Prisma.sql`console.project_hours h WHERE h.project_id = ${projectId}`;
+  // Interval starts align to UTC multiples of the step; the last interval holds now. Percentiles
+  // come from the summed histogram: the bucket where the rank falls, interpolated geometrically
+  // within it (so within one bucket's width, 9 %, of the exact value).
+  const rows = await db.prisma.$queryRaw<Row[]>`
+    WITH bounds AS (
+      SELECT date_bin(${step}::interval, now(), timestamptz '2000-01-01 00:00:00+00') - ${points - 1}::int * ${step}::interval AS first,
+             ${step}::interval AS step
+    ), hours AS (
+      SELECT date_bin(b.step, h.hour, b.first) AS start, h.succeeded, h.retried, h.failed, h.latency
+      FROM bounds b, ${source} AND h.hour >= b.first AND h.hour < b.first + ${points}::int * b.step
+    ), counts AS (
+      SELECT start, sum(succeeded)::int AS succeeded, sum(retried)::int AS retried, sum(failed)::int AS failed
+      FROM hours GROUP BY GROUPING SETS ((start), ())
+    ), buckets AS (
+      SELECT start, k - 1 AS k, sum(n)::float8 AS n
+      FROM hours, unnest(latency) WITH ORDINALITY AS u(n, k) WHERE n > 0
+      GROUP BY GROUPING SETS ((start, k), (k))
+    ), cumulative AS (
+      SELECT start, k, n, sum(n) OVER (PARTITION BY start ORDER BY k) AS upto, sum(n) OVER (PARTITION BY start) AS total
+      FROM buckets
+    ), quantiles AS (
+      SELECT DISTINCT ON (c.start, q.q) c.start, q.q,
+             CASE WHEN c.k = 0 THEN 0
+                  WHEN c.k = ${BUCKETS - 1} THEN 2 ^ ((c.k - 1) / ${PER_DOUBLING}::float8)
+                  ELSE 2 ^ ((c.k - 1 + (q.q * c.total - (c.upto - c.n)) / c.n) / ${PER_DOUBLING}::float8) END AS ms
+      FROM cumulative c CROSS JOIN (VALUES (0.5::float8), (0.95::float8)) AS q(q)
+      WHERE c.upto >= q.q * c.total
+      ORDER BY c.start, q.q, c.k
+    ), starts AS (
+      SELECT generate_series(b.first, b.first + ${points - 1}::int * b.step, b.step) AS start FROM bounds b
+      UNION ALL SELECT NULL
+    )
+    SELECT s.start, coalesce(c.succeeded, 0) AS succeeded, coalesce(c.retried, 0) AS retried, coalesce(c.failed, 0) AS failed,
+           round(p50.ms)::int AS p50, round(p95.ms)::int AS p95
+    FROM starts s
+    LEFT JOIN counts c ON c.start IS NOT DISTINCT FROM s.start
+    LEFT JOIN quantiles p50 ON p50.start IS NOT DISTINCT FROM s.start AND p50.q = 0.5
+    LEFT JOIN quantiles p95 ON p95.start IS NOT DISTINCT FROM s.start AND p95.q = 0.95
+    ORDER BY s.start NULLS LAST`;
+  const stepMs = stepHours * 3600_000;
+  const counts = (r: Row): ChartCounts => ({
+    succeeded: Number(r.succeeded),
+    retried: Number(r.retried),
+    failed: Number(r.failed),
+    p50Ms: r.p50 === null ? null : Number(r.p50),
+    p95Ms: r.p95 === null ? null : Number(r.p95),
+  });
+  const series = rows.filter((r) => r.start !== null).map((r) => ({ ...counts(r), start: r.start!, end: new Date(r.start!.getTime() + stepMs) }));
+  return {
+    range,
+    stepSeconds: stepHours * 3600,
+    from: series[0].start,
+    to: series[series.length - 1].end,
+    points: series,
+    totals: counts(rows.find((r) => r.start === null)!),
+  };
+}
