@@ -3,6 +3,7 @@
 // cannot read it). Counters live in one process-wide registry, so every check compares two
 // scrapes; the backlog gauges come from each app's own database.
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimDue } from "../src/delivery/sql.ts";
 import { startWorker } from "../src/delivery/worker.ts";
@@ -362,14 +363,25 @@ describe.each(backends)("metrics behind LINKGATE_METRICS_TOKEN on %s", (backend)
   });
 });
 
-// Process-wide (the registry is), so it runs once, after the suites above have named theirs.
-describe("GraphQL operation names are a bounded label", () => {
+// Once per process: the registry is process-wide, and these run after the suites above.
+describe("metrics, once per process", () => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness("pglite");
   });
   afterAll(async () => {
     await h?.close();
+  });
+
+  it("every metric that docs/operations.md names, its alert rules included, is served", async () => {
+    const doc = readFileSync(new URL("../docs/operations.md", import.meta.url), "utf8");
+    const rules = /```yaml\n(groups:[\s\S]*?)```/.exec(doc)?.[1];
+    expect(rules).toBeDefined();
+    const { types } = (await scrape(h)).exposition;
+    const named = new Set(doc.match(/\blinkgate_[a-z_]+/g));
+    expect(named.size).toBeGreaterThan(10);
+    for (const name of named) expect(familyOf(name, types), name).toBeDefined();
+    for (const name of rules!.match(/\blinkgate_[a-z_]+/g)!) expect(familyOf(name, types), name).toBeDefined();
   });
 
   it(`gives at most ${MAX_OPERATION_NAMES} names their own series; more, and names that are too long, count as "other"`, async () => {
