@@ -1,16 +1,16 @@
--- Hand-written: what the dashboard's console reads, kept where a chart or a support lookup can
+-- Hand-written: what the console of the dashboard reads, kept where a chart or a support lookup can
 -- answer in milliseconds whatever the size of the delivery log.
 --
 -- Schema "console" holds derived data only: every row follows from delivery_attempts and can be
--- rebuilt from it. Triggers write it and src/delivery/charts.ts reads it with raw SQL; Prisma
--- neither reads nor writes it, so it stays out of schema.prisma (Prisma's datamodel and drift
+-- rebuilt from it. Triggers write it and src/delivery/charts.ts reads it with raw SQL, and Prisma
+-- neither reads nor writes it, so it stays out of schema.prisma (the Prisma datamodel and its drift
 -- check cover the public schema).
 CREATE SCHEMA IF NOT EXISTS console;
 
 -- Latency of successful attempts as a histogram of 128 buckets: bucket 0 holds 0 ms, bucket k ≥ 1
 -- holds [2^((k-1)/8), 2^(k/8)) ms (each 9 % wider than the last), bucket 127 everything from 55 s.
--- Histograms add up, so an interval's or a project's p50 and p95 come from summing hours, within
--- one bucket's width of the exact value.
+-- Histograms add up, so the p50 and p95 come from summing hours, within
+-- the width of one bucket of the exact value, for any interval or project.
 CREATE FUNCTION console.latency_bucket(ms integer) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT CASE WHEN ms IS NULL OR ms <= 0 THEN 0 ELSE least(127, 1 + floor(8 * ln(ms::float8) / ln(2::float8))::integer) END
@@ -31,7 +31,7 @@ $$;
 
 -- Per webhook and hour (UTC), the attempts started in it: succeeded (200/201/202), retried (failed,
 -- and another attempt was scheduled), failed (failed, and the delivery gave up: the schedule was
--- used up or the receiver answered 410); and the latency histogram of the successful ones.
+-- used up or the receiver answered 410), and the latency histogram of the successful ones.
 CREATE TABLE console.webhook_hours (
   webhook_id text NOT NULL REFERENCES public.webhooks (id) ON DELETE CASCADE,
   project_id text NOT NULL,
@@ -43,7 +43,7 @@ CREATE TABLE console.webhook_hours (
   PRIMARY KEY (webhook_id, hour)
 );
 
--- The same across all of a project's webhooks, so the overview reads one row an hour however many
+-- The same across all the webhooks of a project, so the overview reads one row an hour however many
 -- webhooks there are. It keeps counting the attempts of webhooks deleted since: they happened.
 CREATE TABLE console.project_hours (
   project_id text NOT NULL REFERENCES public.projects (id) ON DELETE CASCADE,
@@ -75,7 +75,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- Adds a batch of outcomes to both tables. Rows are upserted in key order, so concurrent batches
--- never deadlock on them. A row opened for a new hour also drops that key's rows older than
+-- never deadlock on them. A row opened for a new hour also drops the rows of that key older than
 -- 8 days: nothing reads them, and this keeps each webhook at ~200 rows with no sweeper.
 CREATE FUNCTION console.add_outcomes(batch console.attempt_outcome[]) RETURNS void
 LANGUAGE sql AS $$
@@ -114,15 +114,16 @@ $$;
 
 -- Fires once per statement that logs attempts (the delivery worker logs a whole batch in one),
 -- after it, so each delivery is read as that statement left it.
+-- (Its body is an escape string, semicolons written \x3B: Prisma applies a migration to Postgres
+-- by splitting it at every semicolon, quoted or not.)
 CREATE FUNCTION console.count_logged_attempts() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql AS E'
 BEGIN
   PERFORM console.add_outcomes(array_agg(console.outcome(d.project_id, d.webhook_id, d.status, d.attempts, n.attempt, n.started_at, n.status_code, n.duration_ms)))
   FROM logged n JOIN public.deliveries d ON d.id = n.delivery_id
-  HAVING count(*) > 0;
-  RETURN NULL;
-END
-$$;
+  HAVING count(*) > 0\x3B
+  RETURN NULL\x3B
+END';
 
 CREATE TRIGGER delivery_attempts_console_hours
 AFTER INSERT ON public.delivery_attempts
@@ -135,7 +136,7 @@ FROM public.delivery_attempts n JOIN public.deliveries d ON d.id = n.delivery_id
 WHERE n.started_at >= now() - interval '8 days'
 HAVING count(*) > 0;
 
--- An account's recent events, for the support view, without reading the whole outbox: the account
+-- The recent events of an account, for the support view, without reading the whole outbox: the account
 -- an event is about (data.user.user_id on every user.* event, data.user_id on a security event
 -- that names one), and the secondary of a merge or unmerge (which names the primary as its user).
 -- Partial: test events belong to nobody.
