@@ -35,8 +35,8 @@ import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { dbSnapshot, type DbSnapshot } from "./support/db-snapshot.ts";
 
-const REST_RUNS = 400;
-const RUNS_PER_GRAPHQL_TARGET = { mutation: 40, query: 80 };
+const REST_RUNS = 300;
+const RUNS_PER_GRAPHQL_TARGET = { mutation: 30, query: 60 };
 
 // ---------------------------------------------------------------------------------------------
 // Values
