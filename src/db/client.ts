@@ -28,6 +28,8 @@ export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
   return opts.databaseUrl ? openPostgres(opts.databaseUrl, opts.poolSize) : openPglite(opts.dataDir);
 }
 
+const CONNECT_TIMEOUT_MS = 5_000;
+
 const preparedNames = new Map<string, string>();
 
 /**
@@ -59,7 +61,10 @@ async function openPostgres(url: string, poolSize = 10): Promise<Database> {
   // each claim spent ~25 ms compiling 80 functions to run in 2 ms: 850 events/s instead of
   // 2,270 on the same database with 1,000,000 pending (bench/RESULTS.md).
   const options = /[?&]options=/.test(url) ? undefined : "-c jit=off";
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, options });
+  // A server that accepts connections but never answers (a partition, a hung host) must fail
+  // requests within seconds, as 503s, not hold them until the OS gives up. In pg this also
+  // bounds the wait for a free pool slot.
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, options, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
   // An idle client dying with the server (restart, failover) must not crash the process;
   // the pool replaces it on the next checkout.
   pool.on("error", () => {});
@@ -70,7 +75,7 @@ async function openPostgres(url: string, poolSize = 10): Promise<Database> {
     kind: "postgres",
     adapterFactory: new PrismaPg(url),
     async listen(channel, onNotify) {
-      const client = new pg.Client({ connectionString: url });
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
       client.on("error", () => {});
       await client.connect();
       client.on("notification", (n) => n.channel === channel && onNotify(n.payload ?? ""));
