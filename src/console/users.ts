@@ -69,7 +69,7 @@ export async function recentEventIds(db: DbLike, projectId: string, accountId: s
  */
 export async function endAccountSessions(deps: Deps, support: Actor, accountId: string, apiKeyId: string | null): Promise<number> {
   const { count } = await deps.prisma.session.updateMany({
-    where: { accountId, projectId: support.projectId, endedAt: null },
+    where: { accountId, projectId: support.projectId, endedAt: null, expiresAt: { gt: new Date() } },
     data: { endedAt: new Date() },
   });
   deps.logger.info({ projectId: support.projectId, accountId, ended: count, by: "support", api_key_id: apiKeyId }, "sessions ended by support");

@@ -8,14 +8,13 @@ import * as E from "../../errors.ts";
 import { unmergeForUser } from "../../linking/support.ts";
 import { builder } from "../builder.ts";
 import type { GraphQLContext } from "../context.ts";
+import { badUserInput } from "../pages.ts";
 import { resultOf } from "./errors.ts";
 import { Webhook } from "./webhook.ts";
 
 const SECRET = "Needs the project's secret key.";
 
 // ---- what was sent ------------------------------------------------------------------------------
-
-const EVENT_ID = /^evt_[A-Za-z0-9_-]{1,64}$/;
 
 const Event = builder.prismaObject("OutboxEvent", {
   name: "Event",
@@ -210,7 +209,7 @@ const SupportAccount = builder.prismaObject("Account", {
       select: { projectId: true },
       resolve: async (query, account, args, ctx) => {
         const first = args.first ?? 20;
-        if (first < 1 || first > MAX_RECENT_EVENTS) throw new E.InvalidRequest(`first must be between 1 and ${MAX_RECENT_EVENTS}`);
+        if (first < 1 || first > MAX_RECENT_EVENTS) throw badUserInput(`first must be between 1 and ${MAX_RECENT_EVENTS}`);
         const ids = await recentEventIds(ctx.deps.db, account.projectId, account.id, first);
         const rows = await ctx.deps.prisma.outboxEvent.findMany({ ...query, where: { id: { in: ids }, projectId: account.projectId } });
         return ids.map((id) => rows.find((r) => r.id === id)).filter((r) => r !== undefined);
@@ -226,8 +225,9 @@ const AccountLookup = builder.objectRef<{ accountId: string | null }>("AccountLo
       type: SupportAccount,
       nullable: true,
       description: "The account; null when the project has none with that identifier or id (another project's included).",
+      // With no account found, `in: []` matches nothing: the query Pothos built is used either way.
       resolve: async (query, l, _, ctx) =>
-        l.accountId ? ctx.deps.prisma.account.findFirst({ ...query, where: { id: l.accountId, projectId: (await ctx.secret()).projectId } }) : null,
+        ctx.deps.prisma.account.findFirst({ ...query, where: { id: l.accountId ?? { in: [] }, projectId: (await ctx.secret()).projectId } }),
     }),
   }),
 });
@@ -261,8 +261,7 @@ builder.queryFields((t) => ({
     args: { id: t.arg.id({ required: true, description: "The event's id (evt_…)." }) },
     resolve: async (query, _, args, ctx) => {
       const { projectId } = await ctx.secret();
-      const id = String(args.id).trim();
-      return EVENT_ID.test(id) ? ctx.deps.prisma.outboxEvent.findFirst({ ...query, where: { id, projectId } }) : null;
+      return ctx.deps.prisma.outboxEvent.findFirst({ ...query, where: { id: String(args.id).trim(), projectId } });
     },
   }),
   deliveryChart: t.field({
