@@ -35,10 +35,11 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
   if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
   if (!creds.bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
   const { sub, aud, sid } = await deps.keys.verifyAccessToken(creds.bearer);
+  const keyHash = sha256Hex(creds.apiKey);
   const [row] = await deps.prisma.$queryRaw<{ project_id: string; kind: KeyKind; auth_time: Date | null }[]>`
-    WITH touched AS (${touchSessionSql(sid)})
+    WITH touched AS (${touchSessionSql(sid, keyHash)})
     SELECT k.project_id, k.kind::text AS kind, ${liveSessionAuthTimeSql(sid, sub, Prisma.sql`k.project_id`)} AS auth_time
-    FROM api_keys k WHERE k.key_hash = ${sha256Hex(creds.apiKey)} AND k.revoked_at IS NULL`;
+    FROM api_keys k WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL`;
   if (!row) throw new Unauthenticated("unknown or revoked API key");
   if (aud !== row.project_id) throw new Forbidden("this access token belongs to another project");
   if (!row.auth_time) throw new Unauthenticated(ENDED);

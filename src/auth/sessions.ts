@@ -56,9 +56,11 @@ export function liveSessionAuthTimeSql(sessionId: string, accountId: string, pro
   return Prisma.sql`(SELECT s.auth_time FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
 }
 
-export function touchSessionSql(sessionId: string): Prisma.Sql {
+/** Touches last_used_at (at most once a minute) only when the request's API key is of the session's project. */
+export function touchSessionSql(sessionId: string, keyHash: string): Prisma.Sql {
   return Prisma.sql`UPDATE sessions SET last_used_at = now()
-    WHERE id = ${sessionId} AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')`;
+    WHERE id = ${sessionId} AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+      AND EXISTS (SELECT 1 FROM api_keys k WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL AND k.project_id = sessions.project_id)`;
 }
 
 export async function assertLiveSession(db: Db, projectId: string, sessionId: string, accountId: string): Promise<void> {
