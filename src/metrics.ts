@@ -112,11 +112,10 @@ export function recordRateLimitRefusal(limit: RateLimitName): void {
 export const PENDING_EXACT_UP_TO = 10_000;
 
 /**
- * How far into each webhook's due range live leases are looked for. The claim leases only the
- * first `cap` due deliveries of a webhook (20 by default; across simultaneous claims at most
- * workers × cap), and a lease stays there until its result is recorded (src/delivery/sql.ts).
+ * At most this many leases are counted per webhook. The claim leases a webhook's first `cap`
+ * due deliveries (20 by default; across simultaneous claims at most workers × cap).
  */
-export const LEASE_SCAN_PER_WEBHOOK = 200;
+export const LEASES_COUNTED_PER_WEBHOOK = 1_000;
 
 export type BacklogGauges = {
   pending: number;
@@ -170,13 +169,17 @@ export async function readBacklog(db: Db): Promise<BacklogGauges> {
  * The backlog in one statement (exported so the benchmark can EXPLAIN it), each part bounded
  * whatever the number of pending rows. Everything is read through the partial index
  * deliveries_webhook_due_idx (pending rows by webhook, then next_attempt_at), as the claim
- * reads it:
+ * reads it (src/delivery/sql.ts):
  * * hooks: the claim's loose index scan, one probe per webhook that has pending deliveries.
- * * per webhook, its head: the leases among its first LEASE_SCAN_PER_WEBHOOK rows in due order
- *   (a lease is only lease_until/leased_by, in no index: those rows are read from the table),
- *   and its first delivery that no live lease holds, i.e. the one that has waited longest
- *   (the scan steps over the few leased rows at the head and stops).
- * * oldest due: now() minus the earliest of those that is due, over enabled webhooks only:
+ * * heads: per webhook, its first delivery in due order that no live lease holds, i.e. the one
+ *   that has waited longest. A claimed delivery keeps its place at the head of the due range
+ *   until its result is recorded, so the scan steps over that webhook's leases (a lease is only
+ *   lease_until/leased_by, in no index: each is one row read) and stops at the first free row.
+ * * leases: the rows before that first free one (index entries only), at most
+ *   LEASES_COUNTED_PER_WEBHOOK per webhook. Not counted: a lease behind a free row (for a
+ *   moment, while a crashed worker's expired leases are taken over) or due at the very same
+ *   instant as the first free row (deliveries made due by one statement, e.g. a replay).
+ * * oldest due: now() minus the earliest first free row that is due, over enabled webhooks:
  *   a disabled webhook's deliveries wait on purpose and would read as a stuck worker.
  * * pending: counts at most PENDING_EXACT_UP_TO + 1 index entries; past that, the index's
  *   number of entries as last measured by (auto)vacuum or analyze (pg_class.reltuples).
@@ -195,16 +198,12 @@ export function backlogStatement(): Prisma.Sql {
       FROM hooks h
       WHERE h.webhook_id IS NOT NULL
     ),
-    heads AS (
-      SELECT w.enabled,
-             (SELECT count(*) FILTER (WHERE head.lease_until > now())::int
-              FROM (SELECT d.lease_until FROM deliveries d
-                    WHERE d.webhook_id = h.webhook_id AND d.status = 'pending'
-                    ORDER BY d.next_attempt_at LIMIT ${LEASE_SCAN_PER_WEBHOOK}::int) head) AS leases,
+    heads AS MATERIALIZED (
+      SELECT h.webhook_id, w.enabled,
              (SELECT d.next_attempt_at FROM deliveries d
               WHERE d.webhook_id = h.webhook_id AND d.status = 'pending'
                 AND (d.lease_until IS NULL OR d.lease_until <= now())
-              ORDER BY d.next_attempt_at LIMIT 1) AS first_waiting_at
+              ORDER BY d.next_attempt_at LIMIT 1) AS first_free_at
       FROM hooks h
       JOIN webhooks w ON w.id = h.webhook_id
     )
@@ -212,9 +211,15 @@ export function backlogStatement(): Prisma.Sql {
       (SELECT count(*)::int FROM (SELECT 1 FROM deliveries WHERE status = 'pending' LIMIT ${PENDING_EXACT_UP_TO + 1}::int) p) AS pending_counted,
       (SELECT c.reltuples::float8 FROM pg_class c
        WHERE c.oid = to_regclass(quote_ident(current_schema()) || '.deliveries_webhook_due_idx')) AS pending_estimate,
-      (SELECT extract(epoch FROM now() - min(first_waiting_at))::float8 FROM heads
-       WHERE enabled AND first_waiting_at <= now()) AS oldest_due_seconds,
-      (SELECT coalesce(sum(leases), 0)::int FROM heads) AS leases_held,
+      (SELECT extract(epoch FROM now() - min(first_free_at))::float8 FROM heads
+       WHERE enabled AND first_free_at <= now()) AS oldest_due_seconds,
+      (SELECT coalesce(sum(l.n), 0)::int FROM heads
+       CROSS JOIN LATERAL (
+         SELECT count(*)::int AS n FROM (
+           SELECT 1 FROM deliveries d
+           WHERE d.webhook_id = heads.webhook_id AND d.status = 'pending'
+             AND d.next_attempt_at < coalesce(heads.first_free_at, 'infinity')
+           LIMIT ${LEASES_COUNTED_PER_WEBHOOK}::int) held) l) AS leases_held,
       (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS NOT DISTINCT FROM 'disabled by the project') AS disabled_by_project,
       (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS DISTINCT FROM 'disabled by the project') AS disabled_by_failures`;
 }
