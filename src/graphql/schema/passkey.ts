@@ -11,6 +11,7 @@ import {
 } from "../../auth/passkeys.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
+import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 import { pageOf } from "./connections.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
@@ -56,10 +57,10 @@ builder.prismaObjectFields("Account", (t) => ({
     "passkeys",
     {
       description:
-        "The account's own passkeys, oldest first; at most 50 a page (default 20), a larger `first` is cut to 50. A merged secondary's passkeys are not listed here, though they sign into this account.",
+        `The account's own passkeys, oldest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}). A merged secondary's passkeys are not listed here, though they sign into this account.`,
       cursor: "id",
-      maxSize: 50,
-      defaultSize: 20,
+      maxSize: boundedPage,
+      defaultSize: DEFAULT_PAGE,
       query: () => ({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
     },
     ...pageOf("the account's passkeys", "A passkey"),

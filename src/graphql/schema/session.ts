@@ -2,6 +2,7 @@ import { completeReauthentication, startReauthentication } from "../../auth/reau
 import { endOtherSessions, endOwnSession, type AuthMethod as Method } from "../../auth/sessions.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
+import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 import { pageOf } from "./connections.ts";
 import { identifierErrors, resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
@@ -47,10 +48,10 @@ builder.prismaObjectFields("Account", (t) => ({
     "sessions",
     {
       description:
-        "The account's live sessions (neither ended nor expired), newest first; at most 50 a page (default 20), a larger `first` is cut to 50.",
+        `The account's live sessions (neither ended nor expired), newest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}).`,
       cursor: "id",
-      maxSize: 50,
-      defaultSize: 20,
+      maxSize: boundedPage,
+      defaultSize: DEFAULT_PAGE,
       query: () => ({ where: { endedAt: null, expiresAt: { gt: new Date() } }, orderBy: [{ createdAt: "desc" }, { id: "desc" }] }),
     },
     ...pageOf("the account's live sessions", "A session"),
