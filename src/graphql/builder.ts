@@ -10,6 +10,7 @@ import { createGraphQLError } from "graphql-yoga";
 import type PrismaTypes from "../generated/pothos-types.ts";
 import { getDatamodel } from "../generated/pothos-types.ts";
 import type { GraphQLContext } from "./context.ts";
+import { RELAY_DESCRIPTIONS } from "./relay-descriptions.ts";
 
 export const builder = new SchemaBuilder<{
   Context: GraphQLContext;
@@ -46,6 +47,6 @@ export const builder = new SchemaBuilder<{
   },
   // No generic node(id) lookup: it would load rows by id alone, outside the project-scoped
   // `where` every other query uses.
-  relay: { clientMutationId: "omit", cursorType: "String", nodeQueryOptions: false, nodesQueryOptions: false },
+  relay: { clientMutationId: "omit", cursorType: "String", nodeQueryOptions: false, nodesQueryOptions: false, ...RELAY_DESCRIPTIONS },
 });
 
