@@ -104,8 +104,8 @@ export function recordRateLimitRefusal(limit: RateLimitName): void {
 }
 
 /**
- * Below this many pending deliveries the gauge is an exact count; at or above it, Postgres'
- * own estimate. Counting is linear in the backlog (a million index entries take longer than
+ * Up to this many pending deliveries the gauge is an exact count; above it, Postgres' own
+ * estimate. Counting is linear in the backlog (a million index entries take longer than
  * a scrape should), and an operator needs the exact figure when it is small, the order of
  * magnitude when it is large.
  */
@@ -138,7 +138,7 @@ type BacklogRow = {
  * Runs backlogStatement with plans that do not depend on statistics. Every part of it is meant
  * to be an ordered index scan that stops early; with missing or stale statistics (a big batch
  * written since the last analyze) Postgres may instead bitmap-scan a whole webhook's range and
- * sort it: measured 4 s instead of 15 ms with 1,000,000 pending (bench/metrics-scrape.ts). Bitmap
+ * sort it: measured 3 to 4 s instead of about 10 ms with 1,000,000 pending (bench/metrics-scrape.ts). Bitmap
  * scans and sequential scans are ruled out for this transaction only, and a scrape that still
  * runs long is cut off rather than piling up behind the next one.
  */
@@ -230,7 +230,7 @@ function backlogRegistry(b: BacklogGauges | undefined): Registry {
   const gauge = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
   gauge("linkgate_metrics_database_up", "1 when this scrape read the backlog gauges from the database, 0 when the database failed").set(b ? 1 : 0);
   if (!b) return registry;
-  gauge("linkgate_deliveries_pending", `pending deliveries (exact below ${PENDING_EXACT_UP_TO}, Postgres' estimate above)`).set(b.pending);
+  gauge("linkgate_deliveries_pending", `pending deliveries (exact up to ${PENDING_EXACT_UP_TO}, Postgres' estimate above)`).set(b.pending);
   gauge("linkgate_deliveries_pending_estimated", "1 when linkgate_deliveries_pending is an estimate").set(b.pendingEstimated ? 1 : 0);
   gauge(
     "linkgate_deliveries_oldest_due_age_seconds",
