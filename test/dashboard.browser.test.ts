@@ -1,11 +1,13 @@
-// The webhook dashboard in a real browser (Debian's Chromium via playwright-core) against a whole
-// app on a loopback port, a delivery worker and a real receiver: what an owner does, checked on
-// the page and at the receiver. Screenshots go to a temporary folder (printed at the end).
+// The dashboard (the project's console) in a real browser (Debian's Chromium via playwright-core)
+// against a whole app on a loopback port, a delivery worker and a real receiver: what an owner and
+// support staff do, checked on the page, at the receiver and in the database; every control used
+// from the keyboard, nothing wider than a phone, no request leaving the origin and no CSP
+// violation. Screenshots at desktop and phone widths go to a temporary folder (printed at the end).
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Hono } from "hono";
-import type { Browser, Page } from "playwright-core";
+import type { Browser, Page, Request as PwRequest } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { dashboardRoutes } from "../src/http/routes/dashboard.ts";
@@ -70,6 +72,8 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
   let shots: ReturnType<typeof screenshots>;
   let secret = "";
   let oldSecret = "";
+  const requests: string[] = [];
+  const problems: string[] = [];
 
   beforeAll(async () => {
     shots = screenshots("linkgate-dashboard");
@@ -81,6 +85,17 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.setDefaultTimeout(10_000);
+    // Every request of the page and its workers, every console error and CSP violation.
+    page.context().on("request", (r: PwRequest) => requests.push(r.url()));
+    page.on("console", (m) => m.type() === "error" && problems.push(`console: ${m.text()}`));
+    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+    await page.exposeBinding("reportViolation", (_source, v: string) => problems.push(`CSP: ${v}`));
+    await page.addInitScript(() =>
+      document.addEventListener("securitypolicyviolation", (e) =>
+        (window as unknown as { reportViolation(v: string): void }).reportViolation(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`),
+      ),
+    );
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
   });
   afterAll(async () => {
     await browser?.close();
@@ -269,6 +284,330 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     await delivery(eventId, "succeeded").waitFor();
   });
 
+
+  // ---- the console: what was sent, charts, users ------------------------------------------------
+
+  /** Tabs through the page from the top; fails unless every visible control got the focus. */
+  async function everyControlTakesTheFocus(view: string) {
+    // Start from the top: the page's heading takes the focus for a moment (a blur alone would
+    // leave the browser's starting point where the focus was).
+    await page.evaluate(() => {
+      document.querySelectorAll("[data-reached]").forEach((el) => el.removeAttribute("data-reached"));
+      const top = document.querySelector<HTMLElement>("header h1")!;
+      top.tabIndex = -1;
+      top.focus();
+      top.removeAttribute("tabindex");
+    });
+    // Visible, enabled controls not reached yet (content of a closed <details> is not visible).
+    const unreached = () =>
+      page.evaluate(() =>
+        [...document.querySelectorAll<HTMLElement>("a[href], button, input, select, textarea, summary, [tabindex]:not([tabindex='-1'])")]
+          .filter((el) => !(el as HTMLButtonElement).disabled && el.checkVisibility({ visibilityProperty: true }) && !el.hasAttribute("data-reached"))
+          .map((el) => el.outerHTML.slice(0, 120)),
+      );
+    const count = (await unreached()).length;
+    expect(count, view).toBeGreaterThan(3);
+    // Scrolling boxes take a Tab stop of their own too: up to three presses a control.
+    for (let i = 0; i < 3 * count && (i < count || (await unreached()).length > 0); i++) {
+      await page.keyboard.press("Tab");
+      await page.evaluate(() => document.activeElement?.setAttribute("data-reached", ""));
+    }
+    const missed = await unreached();
+    expect(missed, `${view}: controls the keyboard never reached`).toEqual([]);
+  }
+
+  /** Nothing is wider than the viewport (only scrolling boxes such as <pre> may hold wider content). */
+  async function fitsTheWidth(view: string) {
+    const { width, scroll, wide } = await page.evaluate(() => {
+      const width = document.documentElement.clientWidth;
+      const wide = [...document.querySelectorAll<HTMLElement>("body *")]
+        .filter((el) => {
+          const r = el.getBoundingClientRect();
+          if (r.width === 0 || r.right <= width + 1) return false;
+          for (let p = el.parentElement; p; p = p.parentElement) if (["auto", "scroll", "hidden"].includes(getComputedStyle(p).overflowX)) return false;
+          return true;
+        })
+        .map((el) => el.outerHTML.slice(0, 100));
+      return { width, scroll: document.documentElement.scrollWidth, wide };
+    });
+    expect(scroll, view).toBeLessThanOrEqual(width);
+    expect(wide, view).toEqual([]);
+  }
+
+  const webhookIdOnPage = () => page.evaluate(() => location.hash.replace("#/webhooks/", ""));
+  const totals = (root: string) =>
+    page.evaluate(
+      (sel) =>
+        Object.fromEntries(
+          [...document.querySelectorAll(`${sel} [data-total]`)].map((el) => [el.getAttribute("data-total"), el.textContent]),
+        ) as Record<string, string>,
+      root,
+    );
+
+  it("shows what was sent: the envelope pretty and foldable, the exact bytes signed, copied from the keyboard", async () => {
+    const eventId = sent[0];
+    const row = page.locator(`li.delivery[data-event-id="${eventId}"]`);
+    const summary = row.locator("details.payload > summary");
+    await summary.focus();
+    await page.keyboard.press("Enter");
+    const envelope = row.locator("details.payload [data-json]");
+    await envelope.waitFor();
+    const got = await receiptOf(eventId);
+    const body = got.body.toString("utf8");
+    // Pretty: every key of the envelope on a line of its own, nested objects indented.
+    for (const key of ["id", "event_type", "created_at", "project_id", "data", "test"]) {
+      expect(await envelope.locator(".json-key", { hasText: `"${key}"` }).count(), key).toBeGreaterThan(0);
+    }
+    // Folding: the summary of `data` closes it from the keyboard, and opens it again.
+    const data = envelope.locator("details.json-node", { has: page.locator(":scope > summary .json-key", { hasText: '"data"' }) }).first();
+    await data.locator(":scope > summary").focus();
+    await page.keyboard.press("Enter");
+    expect(await data.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(false);
+    expect(await data.locator(":scope > summary").textContent()).toMatch(/"data": \{ \d+ keys? …\}/);
+    await shots.take(page, "envelope-folded");
+    await page.keyboard.press("Space");
+    expect(await data.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(true);
+
+    // The exact bytes: what the receiver got, byte for byte, and said to be what was signed.
+    const signed = row.locator("details.signed");
+    await signed.locator("summary").focus();
+    await page.keyboard.press("Enter");
+    expect(await signed.locator("[data-signed-bytes]").textContent()).toBe(body);
+    expect(await signed.locator("summary").textContent()).toBe(`Exact bytes signed (${Buffer.byteLength(body)} bytes)`);
+    expect(await signed.textContent()).toMatch(/X-Service-Signature is the HMAC-SHA256 of exactly these bytes/);
+
+    // Copy, from the keyboard: the clipboard holds the exact bytes.
+    await row.getByRole("button", { name: `Copy the envelope of event ${eventId}` }).focus();
+    await page.keyboard.press("Enter");
+    await row.getByText("Copied the envelope's exact bytes.").waitFor();
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(body);
+
+    // Each attempt says what webhook-signature signed: the id and its timestamp, then the bytes.
+    await row.locator("details.log > summary").click();
+    const ts = got.headers["webhook-timestamp"] as string;
+    expect(await row.locator("details.attempt").first().textContent()).toContain(`${eventId}.${ts}.`);
+    await shots.take(page, "envelope");
+  });
+
+  it("finds a delivery by its event id, and says when the project has no such event", async () => {
+    const eventId = sent[2];
+    const search = page.getByLabel("Find by event id");
+    await search.focus();
+    await page.keyboard.type(eventId);
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(
+      (id) => [...document.querySelectorAll("li.delivery")].map((li) => li.getAttribute("data-event-id")).join() === id,
+      eventId,
+    );
+    expect(await page.getByRole("status").filter({ hasText: "Showing the delivery of event" }).textContent()).toContain(eventId);
+    expect(await page.getByLabel("Show status").isDisabled()).toBe(true);
+    await shots.take(page, "event-search");
+
+    await search.fill("evt_nothing_like_it");
+    await page.keyboard.press("Enter");
+    await page.getByText("This project has no event evt_nothing_like_it.").waitFor();
+    expect(await page.locator("li.delivery").count()).toBe(0);
+
+    await search.fill("  ");
+    await page.keyboard.press("Enter");
+    expect(await page.locator("#event-search-error").textContent()).toContain("Enter an event id");
+    expect(await search.evaluate((el) => el === document.activeElement)).toBe(true);
+
+    await page.getByRole("button", { name: "Show all deliveries" }).focus();
+    await page.keyboard.press("Enter");
+    await page.waitForFunction((n) => document.querySelectorAll("li.delivery").length === n, sent.length);
+    expect(await search.evaluate((el) => el === document.activeElement)).toBe(true);
+  });
+
+  it("charts the webhook's attempts: succeeded, retried and failed, and the latency, over 24 hours and 7 days", async () => {
+    // So far: four deliveries succeeded at once or after a redelivery or replay; two failed all
+    // six attempts first (five retried, then failed).
+    const expected = { succeeded: "4", retried: "10", failed: "2" };
+    const chart = '[data-chart]:not([data-chart="project"])';
+    await page.waitForFunction(
+      ([sel, want]) => {
+        const got = Object.fromEntries([...document.querySelectorAll(`${sel} [data-total]`)].map((el) => [el.getAttribute("data-total"), el.textContent]));
+        return Object.entries(want).every(([k, v]) => got[k] === v);
+      },
+      [chart, expected] as const,
+    );
+    const day = await totals(chart);
+    expect(day.p50).toMatch(/^\d+ ms$/);
+    expect(day.p95).toMatch(/^\d+ ms$/);
+    expect(await page.locator(`${chart} svg.bars rect.bar-ok`).count()).toBeGreaterThan(0);
+    expect(await page.locator(`${chart} svg.bars rect.bar-retry`).count()).toBeGreaterThan(0);
+    expect(await page.locator(`${chart} svg.bars rect.bar-fail`).count()).toBeGreaterThan(0);
+    expect(await page.locator(`${chart} svg.latency polyline.line-p50`).count()).toBeGreaterThan(0);
+    expect(await page.locator(`${chart} svg.bars`).getAttribute("aria-label")).toContain("4 succeeded, 10 retried, 2 failed");
+    // The numbers as a table, opened from the keyboard: 24 hours.
+    const table = page.locator(`${chart} details.chart-table`);
+    await table.locator("summary").focus();
+    await page.keyboard.press("Enter");
+    expect(await table.locator("tbody tr").count()).toBe(24);
+    await shots.take(page, "webhook-chart-day");
+
+    const week = page.locator(chart).getByRole("button", { name: "7 days" });
+    await week.focus();
+    await page.keyboard.press("Space");
+    await page.locator(`${chart}[data-range="week"]`).waitFor();
+    expect(await week.getAttribute("aria-pressed")).toBe("true");
+    expect(await table.locator("tbody tr").count()).toBe(28);
+    expect(await totals(chart)).toMatchObject(expected);
+    await shots.take(page, "webhook-chart-week");
+    // Plain SVG and the style sheet: not one style attribute on the page (the CSP allows none;
+    // an empty one, which the browser leaves on inputs it has filled, sets nothing).
+    expect(await page.evaluate(() => [...document.querySelectorAll("[style]")].filter((el) => el.getAttribute("style") !== "").length)).toBe(0);
+
+    // The project's overview shows the same across all webhooks (one, here).
+    await page.getByRole("link", { name: "Webhooks", exact: true }).focus();
+    await page.keyboard.press("Enter");
+    await page.waitForFunction(() => location.hash === "#/");
+    await page.waitForFunction(
+      (want) => {
+        const got = Object.fromEntries([...document.querySelectorAll(`[data-chart="project"] [data-total]`)].map((el) => [el.getAttribute("data-total"), el.textContent]));
+        return Object.entries(want).every(([k, v]) => got[k] === v);
+      },
+      expected,
+    );
+    await shots.take(page, "overview-chart");
+    await everyControlTakesTheFocus("overview");
+    await page.getByRole("link", { name: /local receiver/ }).click();
+    await page.locator("#detail-title").waitFor();
+    await everyControlTakesTheFocus("webhook");
+  });
+
+  describe("users, for support staff", () => {
+    const adaEmail = "ada.console@example.com";
+    const adaPhone = "+12025550181";
+    const bobPhone = "+12025550182";
+    let ada = { token: "", accountId: "" };
+    let bob = { token: "", accountId: "" };
+
+    beforeAll(async () => {
+      // Ada signs up, adds a phone nobody had (attached), then Bob's (Bob is merged into her).
+      ada = await h.signIn({ email: adaEmail });
+      bob = await h.signIn({ phone: bobPhone });
+      for (const phone of [adaPhone, bobPhone]) {
+        const start = await h.call("POST", "/users/link/request", { body: { phone }, headers: { authorization: `Bearer ${ada.token}` } });
+        const verify = await h.call("POST", "/users/link/verify", {
+          body: { state_id: start.body.state_id, otp: await h.mailbox.otp(phone) },
+          headers: { authorization: `Bearer ${ada.token}` },
+        });
+        expect(verify.status).toBe(200);
+      }
+    });
+
+    const lookUp = async (text: string) => {
+      const field = page.getByLabel("E-mail address, phone number or account id");
+      await field.fill(text);
+      await field.press("Enter");
+    };
+
+    it("looks an account up by e-mail and shows its identifiers, merge, sessions, passkeys and recent events with deliveries", async () => {
+      await page.getByRole("link", { name: "Users", exact: true }).focus();
+      await page.keyboard.press("Enter");
+      await page.getByRole("heading", { name: "Users", exact: true }).waitFor();
+      await shots.take(page, "users");
+
+      await lookUp("nobody@example.com");
+      await page.getByText("No account of this project has nobody@example.com.").waitFor();
+      await lookUp("12345");
+      const err = page.locator("#account-search-error");
+      await err.waitFor();
+      expect(await err.textContent()).toMatch(/E\.164|\+ and country code/);
+      expect(await page.getByLabel("E-mail address, phone number or account id").evaluate((el) => el === document.activeElement)).toBe(true);
+
+      await lookUp(adaEmail.toUpperCase());
+      await page.waitForFunction((id) => location.hash === `#/users/${id}`, ada.accountId);
+      const account = page.locator(`section.account[data-account-id="${ada.accountId}"]`);
+      await account.waitFor();
+      const ids = await account.locator("#identifiers-title + ul li").allTextContents();
+      expect(ids[0]).toMatch(new RegExp(`E-mail ${adaEmail.replace(/[.]/g, "\\.")} own`));
+      expect(ids[1]).toMatch(/Phone \+12025550181 attached/);
+      const merge = await account.locator("section[aria-labelledby='merge-title']").textContent();
+      expect(merge).toContain("This account is the primary");
+      expect(merge).toContain(bob.accountId);
+      expect(merge).toContain(bobPhone);
+      expect(await account.locator("section[aria-labelledby='sessions-title'] li").count()).toBeGreaterThanOrEqual(1);
+      expect(await account.locator("section[aria-labelledby='passkeys-title']").textContent()).toContain("No passkeys.");
+      const types = await account.locator("li.event .etype").allTextContents();
+      expect(types).toEqual(expect.arrayContaining(["user.merged", "user.identifier.linked", "user.created", "user.authentication.success"]));
+      // Each event with its delivery to the webhook (subscribed to every type).
+      const created = account.locator("li.event", { has: page.locator(".etype", { hasText: /^user\.created$/ }) });
+      await created.getByRole("link", { name: receiver.url }).waitFor();
+      await created.locator("details.payload > summary").focus();
+      await page.keyboard.press("Enter");
+      expect(await created.locator("[data-json]").textContent()).toContain(ada.accountId);
+      await shots.take(page, "account");
+      await everyControlTakesTheFocus("account");
+
+      // The partner's link shows Bob, the secondary.
+      await account.getByRole("link", { name: bob.accountId }).focus();
+      await page.keyboard.press("Enter");
+      await page.locator(`section.account[data-account-id="${bob.accountId}"]`).waitFor();
+      expect(await page.locator("section[aria-labelledby='merge-title']").textContent()).toContain("This account is the secondary");
+      await lookUp(adaPhone);
+      await page.locator(`section.account[data-account-id="${ada.accountId}"]`).waitFor();
+    });
+
+    it("ends all of the account's sessions after a confirmation", async () => {
+      const opener = page.getByRole("button", { name: "End all sessions…" });
+      await opener.focus();
+      await page.keyboard.press("Enter");
+      // The question takes the focus on its safe choice; Cancel gives it back to the button.
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Cancel");
+      expect(await page.locator("#end-sessions-text").textContent()).toContain(ada.accountId);
+      await page.keyboard.press("Enter");
+      expect(await opener.evaluate((el) => el === document.activeElement)).toBe(true);
+
+      await page.keyboard.press("Enter");
+      await page.keyboard.press("Shift+Tab");
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("End all sessions");
+      await page.keyboard.press("Enter");
+      await page.getByText(/sessions? ended: (it is|they are) signed out on (its|their) next request\./).waitFor();
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toMatch(/ended/);
+      await page.getByText("No live sessions: nobody is signed in to this account.").waitFor();
+      const r = await h.gql(`{ viewer { id } }`, {}, { authorization: `Bearer ${ada.token}` });
+      expect(r.body.errors?.[0]?.extensions?.code).toBe("UNAUTHENTICATED");
+    });
+
+    it("unmerges for the user after a confirmation naming both accounts; user.unmerged records that support did it", async () => {
+      await page.getByRole("button", { name: "Unmerge…" }).focus();
+      await page.keyboard.press("Enter");
+      const question = await page.locator("#unmerge-text").textContent();
+      expect(question).toContain(`${ada.accountId} (${adaEmail})`);
+      expect(question).toContain(`${bob.accountId} (${bobPhone})`);
+      await shots.take(page, "confirm-unmerge");
+      await page.keyboard.press("Shift+Tab");
+      expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Unmerge the accounts");
+      await page.keyboard.press("Enter");
+      await page.getByText(/Accounts separated/).waitFor();
+      await page.getByText("Not merged with another account.").waitFor();
+      const unmerged = await h.db.prisma.outboxEvent.findFirstOrThrow({ where: { eventType: "user.unmerged", body: { contains: ada.accountId } } });
+      expect(JSON.parse(unmerged.body).data).toMatchObject({ primary_user_id: ada.accountId, secondary_user_id: bob.accountId, by: "support" });
+      await page.locator("li.event .etype", { hasText: "user.unmerged" }).waitFor();
+    });
+
+    it("is readable at phone width, nothing overflowing", async () => {
+      await page.setViewportSize({ width: 390, height: 844 });
+      await fitsTheWidth("account, phone");
+      await shots.take(page, "phone-account");
+      await page.getByRole("link", { name: "Webhooks", exact: true }).click();
+      await page.locator('[data-chart="project"] [data-total]').first().waitFor();
+      await fitsTheWidth("overview, phone");
+      await shots.take(page, "phone-overview");
+      await page.getByRole("link", { name: /local receiver/ }).click();
+      await page.locator('[data-chart]:not([data-chart="project"]) [data-total]').first().waitFor();
+      const first = page.locator("li.delivery").first();
+      await first.locator("details.payload > summary").click();
+      await first.locator("details.signed > summary").click();
+      await fitsTheWidth("webhook with an envelope open, phone");
+      await shots.take(page, "phone-webhook-chart");
+      await page.setViewportSize({ width: 1280, height: 900 });
+      await fitsTheWidth("webhook, desktop");
+    });
+  });
+
   it("is readable at phone width", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.locator("#detail-title").waitFor();
@@ -337,5 +676,12 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     await page.waitForFunction(() => document.querySelectorAll(".webhooks > li").length === 103);
     expect(await items.last().textContent()).toContain("hook 102");
     expect(await page.getByRole("button", { name: "Show more webhooks" }).count()).toBe(0);
+  });
+
+  it("made no request to another origin, and nothing broke the page's CSP", async () => {
+    const origin = new URL(server.url).origin;
+    expect(requests.length).toBeGreaterThan(0);
+    expect(requests.filter((u) => !u.startsWith("data:") && new URL(u).origin !== origin)).toEqual([]);
+    expect(problems.filter((p) => !/status of 4\d\d/.test(p))).toEqual([]);
   });
 });

@@ -1,5 +1,7 @@
-// The page: the API key gate, then the webhook list beside the selected webhook (or the create
-// form). Navigation is in the URL's hash (#/new, #/webhooks/<id>) so reloads and Back work.
+// The page: the API key gate, then the project's console: the webhook list beside the selected
+// webhook (or the create form, or the project's delivery chart), and the users view for support
+// staff. Navigation is in the URL's hash (#/new, #/webhooks/<id>, #/users, #/users/<id>) so
+// reloads and Back work.
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
   AuthError,
@@ -16,15 +18,20 @@ import {
   storedKey,
   type Webhook,
 } from "./api.ts";
+import { DeliveryChartCard } from "./Chart.tsx";
+import { Users } from "./Users.tsx";
 import { WebhookDetail } from "./WebhookDetail.tsx";
 import { WebhookForm } from "./WebhookForm.tsx";
 import { FieldError, StateBadge, fmtRate, message, usePoll, type SecretNotice } from "./ui.tsx";
 
-type Route = { kind: "home" } | { kind: "new" } | { kind: "webhook"; id: string };
+type Route = { kind: "home" } | { kind: "new" } | { kind: "webhook"; id: string } | { kind: "users"; accountId: string | null };
 
 function parseRoute(): Route {
   const h = location.hash.replace(/^#/, "");
   if (h === "/new") return { kind: "new" };
+  if (h === "/users") return { kind: "users", accountId: null };
+  const user = /^\/users\/([^/]+)$/.exec(h);
+  if (user) return { kind: "users", accountId: decodeURIComponent(user[1]) };
   const m = /^\/webhooks\/([^/]+)$/.exec(h);
   return m ? { kind: "webhook", id: decodeURIComponent(m[1]) } : { kind: "home" };
 }
@@ -57,12 +64,23 @@ export function App() {
     return () => setAuthLostHandler(null);
   }, [key]);
 
+  const route = useRoute();
   return (
     <>
       <header class="top">
         <h1>
-          linkgate <span>webhooks</span>
+          linkgate <span>console</span>
         </h1>
+        {key && (
+          <nav class="sections" aria-label="Sections">
+            <a href="#/" aria-current={route.kind !== "users" ? "page" : undefined}>
+              Webhooks
+            </a>
+            <a href="#/users" aria-current={route.kind === "users" ? "page" : undefined}>
+              Users
+            </a>
+          </nav>
+        )}
         {key && (
           <button
             type="button"
@@ -77,7 +95,11 @@ export function App() {
         )}
       </header>
       {key ? (
-        <Dashboard />
+        route.kind === "users" ? (
+          <Users accountId={route.accountId} />
+        ) : (
+          <Dashboard route={route} />
+        )
       ) : (
         <KeyForm
           notice={notice}
@@ -150,8 +172,7 @@ function KeyForm(props: { notice: string | null; onDone: (key: string) => void }
   );
 }
 
-function Dashboard() {
-  const route = useRoute();
+function Dashboard({ route }: { route: Exclude<Route, { kind: "users" }> }) {
   const [eventTypes, setEventTypes] = useState<string[]>([]);
   const [webhooks, setWebhooks] = useState<Webhook[] | null>(null);
   const [shown, setShown] = useState(MAX_PAGE);
@@ -260,13 +281,14 @@ function Dashboard() {
           }}
         />
       ) : (
-        <section class="detail intro">
+        <section class="detail intro" aria-labelledby="intro-title">
           <div class="card">
-            <h2>Webhooks send your project's events to your servers</h2>
+            <h2 id="intro-title">Webhooks send your project's events to your servers</h2>
             <p>
               Choose a webhook to see its deliveries, send a test event or rotate its secret, or <a href="#/new">create a webhook</a>.
             </p>
           </div>
+          <DeliveryChartCard webhookId={null} title="Delivery attempts across all webhooks" idPrefix="project-chart" />
         </section>
       )}
     </main>

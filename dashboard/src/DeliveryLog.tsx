@@ -1,8 +1,12 @@
-// One webhook's delivery log: filters, replay of failed deliveries since a time, and per
-// delivery its attempts (status, duration, response excerpt, headers sent) and redelivery.
-import { useEffect, useState } from "preact/hooks";
+// One webhook's delivery log: filters, a search by event id, replay of failed deliveries since a
+// time, and per delivery what was sent (the envelope, and the exact bytes signed), its attempts
+// (status, duration, response excerpt, headers sent) and redelivery.
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { DELIVERY_STATUSES, isError, redeliver, replayFailed, type Delivery, type DeliveryFilter, type DeliveryStatus } from "./api.ts";
-import { FieldError, StatusBadge, fmtTime, message } from "./ui.tsx";
+import { Envelope, FieldError, StatusBadge, fmtTime, message } from "./ui.tsx";
+
+/** The search the log shows, when it shows one: the event, and whether the project has it at all. */
+export type Search = { eventId: string; eventExists: boolean };
 
 /** `datetime-local` value for a Date, in local time. */
 const localInput = (d: Date) => new Date(d.getTime() - d.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
@@ -11,7 +15,6 @@ export function DeliveryLog(props: {
   webhookId: string;
   eventTypes: string[];
   deliveries: Delivery[];
-  totalCount: number;
   hasNextPage: boolean;
   filter: DeliveryFilter;
   onFilter: (f: DeliveryFilter) => void;
@@ -20,8 +23,10 @@ export function DeliveryLog(props: {
   onChanged: () => void;
   /** the event of the last test sent, highlighted */
   highlightEventId?: string;
+  search: Search | null;
 }) {
   const { filter } = props;
+  const searching = !!filter.eventId;
   const [since, setSince] = useState(() => localInput(new Date(Date.now() - 24 * 3600_000)));
   const [replay, setReplay] = useState<{ ok?: string; error?: string }>({});
 
@@ -45,14 +50,16 @@ export function DeliveryLog(props: {
       <div class="section-head">
         <h3 id="log-title">Deliveries</h3>
         <span class="muted" aria-live="off">
-          {props.totalCount} {filter.status || filter.eventType ? "matching" : "in all"} · updates every 2 s
+          {searching ? "search by event id" : filter.status || filter.eventType ? "matching, newest first" : "newest first"} · updates every 2 s
         </span>
       </div>
+
+      <EventSearch eventId={filter.eventId} onSearch={(eventId) => props.onFilter({ ...filter, eventId })} />
 
       <div class="toolbar">
         <div class="field inline">
           <label for="filter-status">Show status</label>
-          <select id="filter-status" value={filter.status} onChange={(e) => props.onFilter({ ...filter, status: e.currentTarget.value as DeliveryStatus | "" })}>
+          <select id="filter-status" value={filter.status} disabled={searching} onChange={(e) => props.onFilter({ ...filter, status: e.currentTarget.value as DeliveryStatus | "" })}>
             <option value="">All statuses</option>
             {DELIVERY_STATUSES.map((s) => (
               <option key={s} value={s}>
@@ -63,7 +70,7 @@ export function DeliveryLog(props: {
         </div>
         <div class="field inline">
           <label for="filter-event">Show event type</label>
-          <select id="filter-event" value={filter.eventType} onChange={(e) => props.onFilter({ ...filter, eventType: e.currentTarget.value })}>
+          <select id="filter-event" value={filter.eventType} disabled={searching} onChange={(e) => props.onFilter({ ...filter, eventType: e.currentTarget.value })}>
             <option value="">All event types</option>
             {props.eventTypes.map((t) => (
               <option key={t} value={t}>
@@ -93,7 +100,17 @@ export function DeliveryLog(props: {
       </div>
 
       {props.deliveries.length === 0 ? (
-        <p class="empty">{filter.status || filter.eventType ? "No deliveries match these filters." : "No deliveries yet. Send a test event to see one here."}</p>
+        <p class="empty" data-empty>
+          {searching && props.search?.eventId === filter.eventId
+            ? props.search.eventExists
+              ? `Event ${filter.eventId} was not sent to this webhook.`
+              : `This project has no event ${filter.eventId}.`
+            : searching
+              ? "Searching…"
+              : filter.status || filter.eventType
+                ? "No deliveries match these filters."
+                : "No deliveries yet. Send a test event to see one here."}
+        </p>
       ) : (
         <ul class="deliveries">
           {props.deliveries.map((d) => (
@@ -162,6 +179,10 @@ function DeliveryItem({ delivery: d, highlight, onChanged }: { delivery: Deliver
           {note.ok}
         </p>
       )}
+      <details class="payload">
+        <summary>What was sent: the envelope and the exact bytes signed</summary>
+        <Envelope body={d.body} eventId={d.eventId} idPrefix={d.id} />
+      </details>
       <details class="log">
         <summary>Attempts, responses and headers sent</summary>
         <p class="muted">Event {d.eventId}</p>
@@ -176,13 +197,76 @@ function DeliveryItem({ delivery: d, highlight, onChanged }: { delivery: Deliver
             <pre>{a.responseExcerpt || "(empty)"}</pre>
             <h5>Headers sent</h5>
             <pre>
-              {Object.entries(a.requestHeaders)
+              {Object.entries(a.requestHeaders ?? {})
                 .map(([k, v]) => `${k}: ${v}`)
                 .join("\n")}
             </pre>
+            {a.requestHeaders?.["webhook-timestamp"] && (
+              <p class="hint">
+                webhook-signature signed <code>{`${d.eventId}.${a.requestHeaders["webhook-timestamp"]}.`}</code> followed by the envelope's exact bytes;
+                X-Service-Signature signed those bytes alone.
+              </p>
+            )}
           </details>
         ))}
       </details>
     </li>
+  );
+}
+
+/** Finds one event's delivery in this log by the event's id (from a receiver's logs, or a customer). */
+function EventSearch(props: { eventId: string; onSearch: (eventId: string) => void }) {
+  const [value, setValue] = useState(props.eventId);
+  const [error, setError] = useState<string | null>(null);
+  const input = useRef<HTMLInputElement>(null);
+  // Back to the field in the render that says what is wrong with it (see Confirm in ui.tsx).
+  useLayoutEffect(() => {
+    if (error) input.current?.focus();
+  }, [error]);
+
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const id = value.trim();
+    if (!id) return setError("Enter an event id (evt_…).");
+    setError(null);
+    props.onSearch(id);
+  };
+  const clear = () => {
+    setValue("");
+    setError(null);
+    props.onSearch("");
+    input.current?.focus();
+  };
+
+  return (
+    <form class="search" role="search" aria-label="Find a delivery by event id" onSubmit={submit}>
+      <label for="event-search">Find by event id</label>
+      <div class="row">
+        <input
+          id="event-search"
+          ref={input}
+          type="search"
+          autoComplete="off"
+          spellcheck={false}
+          placeholder="evt_…"
+          value={value}
+          onInput={(e) => setValue(e.currentTarget.value)}
+          aria-invalid={error ? "true" : undefined}
+          aria-describedby={error ? "event-search-error" : undefined}
+        />
+        <button type="submit">Find</button>
+        {props.eventId && (
+          <button type="button" onClick={clear}>
+            Show all deliveries
+          </button>
+        )}
+      </div>
+      <FieldError id="event-search-error" text={error} />
+      {props.eventId && (
+        <p class="muted" role="status">
+          Showing the delivery of event <code>{props.eventId}</code>.
+        </p>
+      )}
+    </form>
   );
 }

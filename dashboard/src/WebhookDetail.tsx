@@ -1,6 +1,6 @@
 // One webhook: its state and health, edit, disable/enable, rotate, delete, test events and the
 // live delivery log (polled every 2 s).
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import {
   deleteWebhook,
   isError,
@@ -12,13 +12,14 @@ import {
   type DeliveryFilter,
   type Webhook,
 } from "./api.ts";
-import { DeliveryLog } from "./DeliveryLog.tsx";
+import { DeliveryChartCard } from "./Chart.tsx";
+import { DeliveryLog, type Search } from "./DeliveryLog.tsx";
 import { WebhookForm } from "./WebhookForm.tsx";
-import { FieldError, SecretBox, StateBadge, fmtRate, fmtTime, message, usePoll, type SecretNotice } from "./ui.tsx";
+import { Confirm, FieldError, SecretBox, StateBadge, fmtRate, fmtTime, message, usePoll, type SecretNotice } from "./ui.tsx";
 
 const PAGE = 20;
 type Mode = "view" | "edit" | "confirm-delete" | "confirm-rotate";
-type Loaded = Webhook & { deliveries: Delivery[]; totalCount: number; hasNextPage: boolean };
+type Loaded = Webhook & { deliveries: Delivery[]; hasNextPage: boolean; search: Search | null };
 
 export function WebhookDetail(props: {
   id: string;
@@ -34,7 +35,7 @@ export function WebhookDetail(props: {
   const { id } = props;
   const [data, setData] = useState<Loaded | null | undefined>(undefined);
   const [loadError, setLoadError] = useState<string | null>(null);
-  const [filter, setFilter] = useState<DeliveryFilter>({ status: "", eventType: "" });
+  const [filter, setFilter] = useState<DeliveryFilter>({ status: "", eventType: "", eventId: "" });
   const [first, setFirst] = useState(PAGE);
   const [mode, setMode] = useState<Mode>("view");
   const [actionError, setActionError] = useState<string | null>(null);
@@ -55,12 +56,12 @@ export function WebhookDetail(props: {
       setLoadError(null);
       if (!loaded) return setData(null);
       props.onLoaded(loaded.webhook);
-      setData({ ...loaded.webhook, deliveries: loaded.deliveries, totalCount: loaded.totalCount, hasNextPage: loaded.hasNextPage });
+      setData({ ...loaded.webhook, deliveries: loaded.deliveries, hasNextPage: loaded.hasNextPage, search: loaded.search });
     } catch (err) {
       if (n === seq.current) setLoadError(message(err));
     }
   };
-  usePoll(load, 2000, [id, first, filter.status, filter.eventType]);
+  usePoll(load, 2000, [id, first, filter.status, filter.eventType, filter.eventId]);
 
   const changed = () => {
     void load();
@@ -228,6 +229,13 @@ export function WebhookDetail(props: {
 
       {props.secret?.webhookId === id && <SecretBox notice={props.secret} onDismiss={() => props.onSecret(null)} />}
 
+      <DeliveryChartCard
+        webhookId={id}
+        title="Delivery attempts"
+        idPrefix="webhook-chart"
+        refreshKey={w.deliveries.map((d) => `${d.id}:${d.status}:${d.attempts}`).join(" ")}
+      />
+
       <TestEvent
         id={id}
         eventTypes={props.eventTypes}
@@ -247,8 +255,8 @@ export function WebhookDetail(props: {
         webhookId={id}
         eventTypes={props.eventTypes}
         deliveries={w.deliveries}
-        totalCount={w.totalCount}
         hasNextPage={w.hasNextPage}
+        search={w.search}
         filter={filter}
         onFilter={(f) => {
           setFilter(f);
@@ -259,27 +267,6 @@ export function WebhookDetail(props: {
         highlightEventId={highlight}
       />
     </section>
-  );
-}
-
-function Confirm(props: { text: string; action: string; danger?: boolean; busy: boolean; onConfirm: () => void; onCancel: () => void }) {
-  const cancel = useRef<HTMLButtonElement>(null);
-  // Cancel takes the focus in the render that shows the question, not after the next frame (as
-  // useEffect would): until then the focus stays on the button that opened it, and a key
-  // pressed meanwhile acts there instead of on the safe choice.
-  useLayoutEffect(() => cancel.current?.focus(), []);
-  return (
-    <div class="confirm" role="group" aria-labelledby="confirm-text">
-      <p id="confirm-text">{props.text}</p>
-      <div class="actions">
-        <button type="button" class={props.danger ? "danger" : "primary"} onClick={props.onConfirm} disabled={props.busy}>
-          {props.action}
-        </button>
-        <button type="button" ref={cancel} onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
-    </div>
   );
 }
 

@@ -95,13 +95,15 @@ export type Attempt = {
   durationMs: number;
   error: string | null;
   responseExcerpt: string | null;
-  requestHeaders: Record<string, string>;
+  requestHeaders: Record<string, string> | null;
   startedAt: string;
 };
 
 export type Delivery = {
   id: string;
   eventId: string;
+  /** the envelope exactly as sent: the bytes the signatures sign */
+  body: string;
   eventType: string;
   status: DeliveryStatus;
   attempts: number;
@@ -155,12 +157,22 @@ export async function loadOverview(want = MAX_PAGE) {
   return { eventTypes, webhooks: items, hasMoreWebhooks: hasNextPage };
 }
 
-export type DeliveryFilter = { status: DeliveryStatus | ""; eventType: string };
+/** `eventId`, when set, is a search: only that event's delivery is shown (status and type then do not apply). */
+export type DeliveryFilter = { status: DeliveryStatus | ""; eventType: string; eventId: string };
+
+/** A webhook with the delivery of one event to it (none when the event was not sent there), or null when it does not exist. */
+async function findEventDelivery(id: string, eventId: string) {
+  const d = await gql<{ webhook: Webhook | null; event: { id: string; deliveries: Delivery[] } | null }>(OPERATIONS.FindEvent, { webhookId: id, eventId });
+  if (!d.webhook) return null;
+  const deliveries = d.event?.deliveries ?? [];
+  return { webhook: d.webhook, deliveries, hasNextPage: false, search: { eventId, eventExists: !!d.event } };
+}
 
 /** A webhook with its first `want` deliveries (newest first), or null when it does not exist. */
 export async function loadWebhook(id: string, want: number, filter: DeliveryFilter) {
+  if (filter.eventId) return findEventDelivery(id, filter.eventId);
   const vars = { id, status: filter.status || null, eventType: filter.eventType || null };
-  type Hook = Webhook & { deliveries: Page<Delivery> & { totalCount: number } };
+  type Hook = Webhook & { deliveries: Page<Delivery> };
   let hook: Hook | null = null;
   const { items, hasNextPage } = await collect<Delivery>(want, async (first, after) => {
     if (after === null) {
@@ -171,9 +183,86 @@ export async function loadWebhook(id: string, want: number, filter: DeliveryFilt
     return more.webhook?.deliveries ?? null;
   });
   if (!hook) return null;
-  const { deliveries, ...webhook } = hook as Hook;
-  return { webhook: webhook as Webhook, deliveries: items, totalCount: deliveries.totalCount, hasNextPage };
+  // No totalCount: counting a busy webhook's whole log on every 2-second poll costs more than the
+  // page itself; the charts give the volume.
+  const { deliveries: _page, ...webhook } = hook as Hook;
+  return { webhook: webhook as Webhook, deliveries: items, hasNextPage, search: null };
 }
+
+// ---- charts -------------------------------------------------------------------------------------
+
+export type ChartRange = "day" | "week";
+export type ChartCounts = { succeeded: number; retried: number; failed: number; p50Ms: number | null; p95Ms: number | null };
+export type ChartPoint = ChartCounts & { start: string; end: string };
+export type DeliveryChart = { range: ChartRange; stepSeconds: number; from: string; to: string; points: ChartPoint[]; totals: ChartCounts };
+
+/** Every webhook's attempts (null `webhookId`: the project's), over the last 24 hours or 7 days. */
+export async function loadChart(webhookId: string | null, range: ChartRange): Promise<DeliveryChart | null> {
+  if (!webhookId) return (await gql<{ deliveryChart: DeliveryChart }>(OPERATIONS.ProjectChart, { range })).deliveryChart;
+  const d = await gql<{ webhook: { deliveryChart: DeliveryChart } | null }>(OPERATIONS.WebhookChart, { id: webhookId, range });
+  return d.webhook?.deliveryChart ?? null;
+}
+
+// ---- users, for support staff -------------------------------------------------------------------
+
+export type Identifier = { kind: "email" | "phone"; value: string; origin: "own" | "attached"; createdAt: string };
+export type MergeRole = "primary" | "secondary";
+
+export type EventDelivery = {
+  id: string;
+  status: DeliveryStatus;
+  attempts: number;
+  lastStatus: number | null;
+  createdAt: string;
+  webhook: { id: string; url: string };
+};
+
+export type AccountEvent = { id: string; eventType: string; createdAt: string; body: string; deliveries: EventDelivery[] };
+
+export type Account = {
+  id: string;
+  name: string | null;
+  email: string | null;
+  status: "active" | "disabled";
+  createdAt: string;
+  updatedAt: string;
+  lastLoginAt: string | null;
+  mergeRole: MergeRole | null;
+  mergedAt: string | null;
+  identifiers: Identifier[];
+  mergePartner: { id: string; name: string | null; mergeRole: MergeRole | null; identifiers: Identifier[] } | null;
+  passkeys: { id: string; name: string; createdAt: string; lastUsedAt: string | null; deviceType: string; backedUp: boolean }[];
+  sessions: { id: string; createdAt: string; authTime: string; lastUsedAt: string | null; expiresAt: string; clientAddress: string | null; userAgent: string | null }[];
+  recentEvents: AccountEvent[];
+};
+
+export type AccountQuery = { email?: string; phone?: string; accountId?: string };
+
+/**
+ * What a support person typed, as the lookup it names: an account id (acc_…), an e-mail address
+ * (has an @), or else a phone number.
+ */
+export function accountQueryOf(text: string): AccountQuery {
+  const t = text.trim();
+  if (/^acc_/.test(t)) return { accountId: t };
+  if (t.includes("@")) return { email: t };
+  return { phone: t };
+}
+
+export const lookupAccount = (q: AccountQuery) =>
+  gql<{ lookupAccount: Result<{ account: Account | null }> }>(OPERATIONS.LookupAccount, {
+    email: q.email ?? null,
+    phone: q.phone ?? null,
+    accountId: q.accountId ?? null,
+  }).then((d) => d.lookupAccount);
+
+export const endAccountSessions = (accountId: string) =>
+  gql<{ endAccountSessions: Result<{ ended: number }> }>(OPERATIONS.EndAccountSessions, { id: accountId }).then((d) => d.endAccountSessions);
+
+export const unmergeAccount = (accountId: string, partnerId: string) =>
+  gql<{ unmergeAccount: Result<{ primaryId: string; secondaryId: string }> }>(OPERATIONS.UnmergeAccount, { accountId, partnerId }).then(
+    (d) => d.unmergeAccount,
+  );
 
 export type WebhookInput = { url?: string; events?: string[]; description?: string; enabled?: boolean };
 

@@ -6,8 +6,20 @@ const WEBHOOK = `id url description events enabled disabledReason transitionEnds
 
 const ERR = `__typename ... on Error { message }`;
 
-const DELIVERY = `id eventId eventType status attempts lastStatus lastError createdAt completedAt nextAttemptAt
+const DELIVERY = `id eventId eventType status attempts lastStatus lastError createdAt completedAt nextAttemptAt body
   attemptLog { id attempt statusCode durationMs error responseExcerpt requestHeaders startedAt }`;
+
+const COUNTS = `succeeded retried failed p50Ms p95Ms`;
+const CHART = `range stepSeconds from to points { start end ${COUNTS} } totals { ${COUNTS} }`;
+
+const IDENTIFIER = `kind value origin createdAt`;
+
+const ACCOUNT = `id name email status createdAt updatedAt lastLoginAt mergeRole mergedAt
+  identifiers { ${IDENTIFIER} }
+  mergePartner { id name mergeRole identifiers { ${IDENTIFIER} } }
+  passkeys { id name createdAt lastUsedAt deviceType backedUp }
+  sessions { id createdAt authTime lastUsedAt expiresAt clientAddress userAgent }
+  recentEvents(first: 20) { id eventType createdAt body deliveries { id status attempts lastStatus createdAt webhook { id url } } }`;
 
 export const OPERATIONS = {
   Overview: `query Overview($first: Int!, $after: String) {
@@ -18,7 +30,6 @@ export const OPERATIONS = {
     webhook(id: $id) {
       ${WEBHOOK}
       deliveries(first: $first, status: $status, eventType: $eventType) {
-        totalCount
         pageInfo { hasNextPage endCursor }
         edges { node { ${DELIVERY} } }
       }
@@ -31,6 +42,19 @@ export const OPERATIONS = {
         edges { node { ${DELIVERY} } }
       }
     }
+  }`,
+  ProjectChart: `query ProjectChart($range: DeliveryChartRange!) { deliveryChart(range: $range) { ${CHART} } }`,
+  WebhookChart: `query WebhookChart($id: ID!, $range: DeliveryChartRange!) { webhook(id: $id) { id deliveryChart(range: $range) { ${CHART} } } }`,
+  FindEvent: `query FindEvent($eventId: ID!, $webhookId: ID!) {
+    webhook(id: $webhookId) { ${WEBHOOK} }
+    event(id: $eventId) { id deliveries(webhookId: $webhookId) { ${DELIVERY} } }
+  }`,
+  LookupAccount: `query LookupAccount($email: String, $phone: String, $accountId: ID) {
+    lookupAccount(email: $email, phone: $phone, accountId: $accountId) { ${ERR} ... on AccountLookup { account { ${ACCOUNT} } } }
+  }`,
+  EndAccountSessions: `mutation EndAccountSessions($id: ID!) { endAccountSessions(accountId: $id) { ${ERR} ... on EndAccountSessionsPayload { ended } } }`,
+  UnmergeAccount: `mutation UnmergeAccount($accountId: ID!, $partnerId: ID!) {
+    unmergeAccount(accountId: $accountId, partnerId: $partnerId) { ${ERR} ... on UnmergeAccountPayload { primaryId secondaryId } }
   }`,
   Create: `mutation Create($input: WebhookInput!) { createWebhook(input: $input) { ${ERR} ... on CreateWebhookPayload { secret webhook { ${WEBHOOK} } } } }`,
   Update: `mutation Update($id: ID!, $input: WebhookInput!) { updateWebhook(id: $id, input: $input) { ${ERR} ... on UpdateWebhookPayload { webhook { ${WEBHOOK} } } } }`,

@@ -1,5 +1,5 @@
-// Small shared pieces: formatting, polling, badges and the shown-once secret.
-import { useEffect, useRef, useState } from "preact/hooks";
+// Small shared pieces: formatting, polling, badges, confirmations, copying and the shown-once secret.
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { DeliveryStatus, Stats, Webhook } from "./api.ts";
 
 export const fmtTime = (iso: string | null | undefined) =>
@@ -8,6 +8,14 @@ export const fmtTime = (iso: string | null | undefined) =>
 export const fmtRate = (s: Stats) => (s.successRate === null ? "—" : `${Math.round(s.successRate * 1000) / 10} %`);
 
 export const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+export const fmtCount = (n: number) => n.toLocaleString();
+
+export const fmtMs = (ms: number | null) => (ms === null ? "—" : `${ms.toLocaleString()} ms`);
+
+/** A short local time for chart axes: "14:00", or "Tue 14:00" when `day` is asked for. */
+export const fmtClock = (iso: string, day = false) =>
+  new Date(iso).toLocaleString(undefined, day ? { weekday: "short", hour: "2-digit", minute: "2-digit" } : { hour: "2-digit", minute: "2-digit" });
 
 /**
  * Runs `fn` now, then `ms` after each run finishes (never two at once), while the tab is
@@ -88,5 +96,166 @@ export function SecretBox({ notice, onDismiss }: { notice: SecretNotice; onDismi
         I have stored it
       </button>
     </section>
+  );
+}
+
+/**
+ * A question in place of the button that asked it, with the safe choice focused. Cancel takes the
+ * focus in the render that shows the question, not after the next frame (as useEffect would):
+ * until then the focus stays on the button that opened it, and a key pressed meanwhile acts there
+ * instead of on the safe choice.
+ */
+export function Confirm(props: { id?: string; text: string; action: string; danger?: boolean; busy: boolean; onConfirm: () => void; onCancel: () => void }) {
+  const cancel = useRef<HTMLButtonElement>(null);
+  useLayoutEffect(() => cancel.current?.focus(), []);
+  const textId = `${props.id ?? "confirm"}-text`;
+  return (
+    <div class="confirm" role="group" aria-labelledby={textId}>
+      <p id={textId}>{props.text}</p>
+      <div class="actions">
+        <button type="button" class={props.danger ? "danger" : "primary"} onClick={props.onConfirm} disabled={props.busy}>
+          {props.action}
+        </button>
+        <button type="button" ref={cancel} onClick={props.onCancel}>
+          Cancel
+        </button>
+      </div>
+    </div>
+  );
+}
+
+/** Puts text on the clipboard; where the Clipboard API is refused, through a selected text area. */
+async function copyText(text: string): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    const area = document.createElement("textarea");
+    area.value = text;
+    area.className = "sr-only";
+    area.setAttribute("readonly", "");
+    document.body.append(area);
+    area.select();
+    const ok = document.execCommand("copy");
+    area.remove();
+    return ok;
+  }
+}
+
+/** A copy button that says, for screen readers too, whether it worked. */
+export function CopyButton(props: { text: string; label: string; what: string }) {
+  const [said, setSaid] = useState<string | null>(null);
+  useEffect(() => {
+    if (!said) return;
+    const t = setTimeout(() => setSaid(null), 4000);
+    return () => clearTimeout(t);
+  }, [said]);
+  return (
+    <span class="copy">
+      <button
+        type="button"
+        class="small"
+        aria-label={props.label}
+        onClick={async () => setSaid((await copyText(props.text)) ? `Copied ${props.what}.` : `Select ${props.what} and copy it yourself.`)}
+      >
+        Copy
+      </button>
+      <span class="muted" role="status">
+        {said}
+      </span>
+    </span>
+  );
+}
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/**
+ * JSON, pretty-printed, each object and array a disclosure that folds (open to start with): the
+ * summary names the key and how many entries it holds.
+ */
+export function JsonView({ value }: { value: unknown }) {
+  return (
+    <div class="json" data-json>
+      <JsonNode value={value as Json} name={null} last />
+    </div>
+  );
+}
+
+function JsonNode({ value, name, last }: { value: Json; name: string | null; last: boolean }) {
+  const key = name === null ? null : <span class="json-key">{JSON.stringify(name)}: </span>;
+  const comma = last ? "" : ",";
+  if (value === null || typeof value !== "object") {
+    const kind = value === null ? "null" : typeof value;
+    return (
+      <div class="json-line">
+        {key}
+        <span class={`json-${kind}`}>{JSON.stringify(value)}</span>
+        {comma}
+      </div>
+    );
+  }
+  const entries: [string | null, Json][] = Array.isArray(value) ? value.map((v) => [null, v]) : Object.entries(value);
+  const [open, close] = Array.isArray(value) ? ["[", "]"] : ["{", "}"];
+  if (entries.length === 0) {
+    return (
+      <div class="json-line">
+        {key}
+        {open + close}
+        {comma}
+      </div>
+    );
+  }
+  const count = `${entries.length} ${Array.isArray(value) ? (entries.length === 1 ? "item" : "items") : entries.length === 1 ? "key" : "keys"}`;
+  return (
+    <details class="json-node" open>
+      <summary>
+        {key}
+        {open}
+        <span class="json-count"> {count} </span>
+        <span class="json-folded">…{close}{comma}</span>
+      </summary>
+      <div class="json-children">
+        {entries.map(([k, v], i) => (
+          <JsonNode key={k ?? i} value={v} name={k} last={i === entries.length - 1} />
+        ))}
+      </div>
+      <div class="json-line">
+        {close}
+        {comma}
+      </div>
+    </details>
+  );
+}
+
+/** The envelope as sent: pretty and foldable, with a copy of the exact bytes. */
+export function Envelope(props: { body: string; eventId: string; idPrefix: string }) {
+  let parsed: unknown;
+  let readable = true;
+  try {
+    parsed = JSON.parse(props.body);
+  } catch {
+    readable = false;
+  }
+  const bytes = new TextEncoder().encode(props.body).length;
+  return (
+    <div class="envelope">
+      <div class="section-head">
+        <h5 id={`${props.idPrefix}-envelope`}>Envelope</h5>
+        <CopyButton text={props.body} label={`Copy the envelope of event ${props.eventId}`} what="the envelope's exact bytes" />
+      </div>
+      {readable ? <JsonView value={parsed} /> : <pre>{props.body}</pre>}
+      <details class="signed">
+        <summary>Exact bytes signed ({bytes.toLocaleString()} bytes)</summary>
+        <p class="hint">
+          X-Service-Signature is the HMAC-SHA256 of exactly these bytes (UTF-8, as sent, nothing re-serialized); webhook-signature signs{" "}
+          <code>{props.eventId}.</code>
+          <code>&lt;webhook-timestamp&gt;</code>
+          <code>.</code> followed by them (each attempt's timestamp is in its headers).
+        </p>
+        <pre class="raw" data-signed-bytes>
+          {props.body}
+        </pre>
+      </details>
+    </div>
   );
 }
