@@ -13,9 +13,16 @@ import { PrismaClient } from "../generated/prisma/client.ts";
 export type Db = PrismaClient;
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
 
+/**
+ * The driver under Prisma's adapter, for the few statements that run per delivery (src/db/fast.ts):
+ * the same pool of connections, or the same PGlite instance, without Prisma's query path.
+ */
+export type Driver = { kind: "postgres"; pool: pg.Pool } | { kind: "pglite"; pglite: PGlite };
+
 export type Database = {
   prisma: PrismaClient;
   kind: "postgres" | "pglite";
+  driver: Driver;
   adapterFactory: SqlMigrationAwareDriverAdapterFactory;
   /** LISTEN on a channel; returns an unsubscribe function. */
   listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
@@ -35,13 +42,13 @@ const preparedNames = new Map<string, string>();
 /**
  * Raw statements whose SQL starts with the comment "prepared: <name>" (in SQL comment markers)
  * run as named prepared statements: each pooled connection parses and plans them once, and
- * after Postgres' first five custom plans runs them from a cached generic plan. Meant for the
- * delivery engine's hot statements, which cost more to plan than to run (claimDue: ~3 ms of
- * planning, ~1.5 ms of execution). Everything else stays unnamed, Prisma's own SQL included:
- * it varies too much to cache. The name carries a hash of the text, so a changed statement
- * never meets a stale one. (Named statements live on a server connection: a pooler in front
- * of Postgres must keep them, e.g. PgBouncer in session mode, or 1.21+ with prepared
- * statement support.)
+ * after Postgres' first five custom plans runs them from a cached generic plan. Meant for hot
+ * raw statements that must run inside a Prisma transaction (the outbox's enqueue); the
+ * delivery engine's own statements go through src/db/fast.ts, which names them the same way.
+ * Everything else stays unnamed, Prisma's own SQL included: it varies too much to cache. The
+ * name carries a hash of the text, so a changed statement never meets a stale one. (Named
+ * statements live on a server connection: a pooler in front of Postgres must keep them, e.g.
+ * PgBouncer in session mode, or 1.21+ with prepared statement support.)
  */
 function preparedName(query: { sql: string }): string {
   let name = preparedNames.get(query.sql);
@@ -73,6 +80,7 @@ async function openPostgres(url: string, poolSize = 10): Promise<Database> {
   return {
     prisma,
     kind: "postgres",
+    driver: { kind: "postgres", pool },
     adapterFactory: new PrismaPg(url),
     async listen(channel, onNotify) {
       const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
@@ -100,6 +108,7 @@ async function openPglite(dataDir: string): Promise<Database> {
   return {
     prisma,
     kind: "pglite",
+    driver: { kind: "pglite", pglite },
     adapterFactory,
     async listen(channel, onNotify) {
       const unsub = await pglite.listen(channel, onNotify);
