@@ -112,7 +112,11 @@ describe.each(backends)("delivery end to end on %s", (backend) => {
     expect(failed.attempts).toBe(6);
     expect(failed.attemptLog.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5, 6]);
     expect(failed.attemptLog[0]).toMatchObject({ statusCode: 500, responseExcerpt: "receiver is down" });
-    expect((failed.attemptLog[0].requestHeaders as Record<string, string>)["x-service-event-id"] ?? (failed.attemptLog[0].requestHeaders as Record<string, string>)["X-Service-Event-Id"]).toBe(eventId);
+    // The headers shown are the ones the receiver got, signatures included (rebuilt from what the attempt stored).
+    const shown = failed.attemptLog[0].requestHeaders as Record<string, string>;
+    const got = receiver.receipts.find((r) => r.headers["x-service-event-id"] === eventId && r.headers["x-service-delivery-attempt"] === "1")!;
+    expect(shown["X-Service-Event-Id"]).toBe(eventId);
+    for (const name of ["X-Service-Signature", "X-Service-Signature-Previous", "webhook-timestamp", "webhook-signature"]) expect(shown[name], name).toBe(got.headers[name.toLowerCase()]);
 
     receiver.setFallback({ status: 200 });
     const again = await h.op(RedeliverDocument, { deliveryId: failed.id });

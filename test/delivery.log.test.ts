@@ -2,12 +2,15 @@
 // and that every one of them keeps projects apart.
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { disableDeadWebhooks, pullEvents, redeliver, replayFailed, webhookStats } from "../src/delivery/log.ts";
+import { seal } from "../src/crypto.ts";
+import { attemptRequestHeaders, disableDeadWebhooks, pullEvents, redeliver, replayFailed, SIGNATURE_NOT_SHOWN, webhookStats } from "../src/delivery/log.ts";
 import { claimDue } from "../src/delivery/sql.ts";
 import { startWorker, type DeliveryWorker, type WorkerOptions } from "../src/delivery/worker.ts";
 import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../src/errors.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { verifyWebhook } from "../src/webhooks/receiver.ts";
+import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
 import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver, type Behaviour } from "./support/receiver.ts";
 
 const CONFIG = { retryScheduleMs: [20, 40], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
@@ -201,6 +204,63 @@ describe.each(backends)("delivery log on %s", (backend) => {
       expect(Date.now() - s.lastSuccessAt!.getTime()).toBeLessThan(60_000);
       const other = await seedWebhook(db, masterKey, { url: r.url });
       await expect(webhookStats(db, other.projectId, hook.webhookId)).rejects.toBeInstanceOf(WebhookNotFound);
+    });
+  });
+
+  describe("attemptRequestHeaders", () => {
+    /** The headers as the receiver got them, under the names the sender used. */
+    const asSent = (got: Record<string, unknown>, names: string[]) => Object.fromEntries(names.map((n) => [n, got[n.toLowerCase()]]));
+
+    it("rebuilds the headers each attempt sent, during and after a rotation, from what the attempt stored", async () => {
+      const r = await receiver({ status: 500 });
+      const old = generateWebhookSecret();
+      const hook = await seedWebhook(db, masterKey, { url: r.url, previous: { secret: old, expiresAt: new Date(Date.now() + HOUR) } });
+      worker();
+      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      await statusIs(hook.webhookId, "failed", 1);
+      const d = await db.prisma.delivery.findUniqueOrThrow({
+        where: { eventId_webhookId: { eventId, webhookId: hook.webhookId } },
+        include: { attemptLog: { orderBy: { attempt: "asc" } } },
+      });
+      const ids = d.attemptLog.map((a) => a.id);
+      const shown = await attemptRequestHeaders(db, masterKey, hook.projectId, ids);
+      expect(r.receipts).toHaveLength(3);
+      for (const [i, got] of r.receipts.entries()) {
+        const h = shown.get(ids[i])!;
+        expect(Object.keys(h)).toContain("X-Service-Signature-Previous");
+        expect(h).toEqual(asSent(got.headers, Object.keys(h)));
+        expect(verifyWebhook(got.body, h, old).ok && verifyWebhook(got.body, h, hook.secret).ok).toBe(true);
+      }
+
+      // Another project's caller finds nothing; unknown ids are left out.
+      const other = await seedWebhook(db, masterKey, { url: r.url });
+      expect((await attemptRequestHeaders(db, masterKey, other.projectId, ids)).size).toBe(0);
+      expect([...(await attemptRequestHeaders(db, masterKey, hook.projectId, [ids[0], "att_nope"])).keys()]).toEqual([ids[0]]);
+
+      // Rotated twice since: the secrets that signed are gone, so are their signatures; the rest stays.
+      await db.prisma.webhook.update({
+        where: { id: hook.webhookId },
+        data: { secretSealed: seal(masterKey, generateWebhookSecret()), previousSecretSealed: seal(masterKey, hook.secret) },
+      });
+      const later = (await attemptRequestHeaders(db, masterKey, hook.projectId, [ids[0]])).get(ids[0])!;
+      const before = shown.get(ids[0])!;
+      expect(later).toEqual({
+        ...before,
+        "X-Service-Signature-Previous": SIGNATURE_NOT_SHOWN,
+        "webhook-signature": `${before["webhook-signature"].split(" ")[0]} ${SIGNATURE_NOT_SHOWN}`,
+      });
+    });
+
+    it("shows the headers stored by attempts logged before signed_with, and none for an attempt that sent nothing", async () => {
+      const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      const deliveryId = (await db.prisma.delivery.create({ data: { id: newId("dlv"), eventId, webhookId: hook.webhookId, projectId: hook.projectId, eventType: "user.created" } })).id;
+      const stored = { "X-Service-Event-Id": eventId, "X-Service-Delivery-Attempt": "1" };
+      const legacy = await db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: 1, startedAt: new Date(), durationMs: 3, requestHeaders: stored } });
+      const refused = await db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: 2, startedAt: new Date(), durationMs: 0, error: "target refused" } });
+      const shown = await attemptRequestHeaders(db, masterKey, hook.projectId, [legacy.id, refused.id]);
+      expect(shown.get(legacy.id)).toEqual(stored);
+      expect(shown.get(refused.id)).toEqual({});
     });
   });
 

@@ -1,6 +1,7 @@
 // The claim/lease/record statements on their own, without HTTP.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { claimDue, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "../src/delivery/sql.ts";
+import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { enqueueEvents, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
@@ -10,6 +11,7 @@ const URL_ = "http://127.0.0.1:9/hook";
 function result(c: ClaimedDelivery, over: Partial<DeliveryResult> = {}): DeliveryResult {
   return {
     deliveryId: c.deliveryId,
+    attemptId: newId("att"),
     attempt: c.attempt,
     status: "succeeded",
     delayMs: null,
@@ -18,7 +20,7 @@ function result(c: ClaimedDelivery, over: Partial<DeliveryResult> = {}): Deliver
     startedAt: new Date(),
     durationMs: 12,
     responseExcerpt: "ok",
-    requestHeaders: { "X-Service-Delivery-Attempt": String(c.attempt) },
+    signedWith: ["0123456789abcdef"],
     ...over,
   };
 }
@@ -55,10 +57,12 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
       previousSecretExpiresAt: null,
     });
     expect(c.secretSealed).toMatch(/^v1\./);
+    expect(c.eventCreatedMs).toBe(event.createdAt.getTime());
     const row = await db.prisma.delivery.findUniqueOrThrow({ where: { id: c.deliveryId } });
     expect(row.leasedBy).toBe("w1");
     expect(row.leaseUntil!.getTime()).toBeGreaterThan(Date.now() + 25_000);
-    expect(row.nextAttemptAt.getTime()).toBe(row.leaseUntil!.getTime());
+    // The lease is all a claim changes: the delivery keeps its due time (and its place in line).
+    expect(row.nextAttemptAt.getTime()).toBeLessThanOrEqual(Date.now());
     expect(await claim("w2")).toEqual([]);
   });
 
@@ -101,7 +105,7 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     const row = await db.prisma.delivery.findUniqueOrThrow({ where: { id: c.deliveryId }, include: { attemptLog: true } });
     expect(row).toMatchObject({ status: "pending", attempts: 1, leasedBy: null, leaseUntil: null, lastStatus: 500, lastError: "HTTP 500", completedAt: null });
     expect(row.attemptLog).toHaveLength(1);
-    expect(row.attemptLog[0]).toMatchObject({ attempt: 1, statusCode: 500, durationMs: 12, responseExcerpt: "ok", requestHeaders: { "X-Service-Delivery-Attempt": "1" } });
+    expect(row.attemptLog[0]).toMatchObject({ attempt: 1, statusCode: 500, durationMs: 12, responseExcerpt: "ok", signedWith: "0123456789abcdef", requestHeaders: null });
     expect(await claim("w1")).toEqual([]);
     await new Promise((r) => setTimeout(r, 350));
     const [again] = await claim("w2");
@@ -128,14 +132,41 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     expect(await recordResults(db, "w2", [result(taken)])).toEqual([]);
   });
 
+  it("a lease that runs out puts its delivery first in line again, with the same attempt number", async () => {
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    const ids = await enqueueEvents(db, hook.projectId, 6, { perTx: 1 });
+    const crashed = await claim("w1", 2, 10, 50); // the two oldest, then w1 dies
+    expect(crashed.map((c) => c.eventId)).toEqual(ids.slice(0, 2));
+    const alive = await claim("w2", 2, 10);
+    expect(alive.map((c) => c.eventId)).toEqual(ids.slice(2, 4));
+    await new Promise((r) => setTimeout(r, 80));
+    const next = await claim("w3", 3, 10);
+    expect(next.map((c) => [c.eventId, c.attempt])).toEqual([[ids[0], 1], [ids[1], 1], [ids[4], 1]]);
+  });
+
+  it("counts live leases at the head of a webhook's queue against its cap", async () => {
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    const ids = await enqueueEvents(db, hook.projectId, 10, { perTx: 1 });
+    const first = await claim("w1", 3, 4);
+    expect(first).toHaveLength(3);
+    expect(await claim("w2", 3, 4)).toHaveLength(1);
+    expect(await claim("w3", 3, 4)).toEqual([]);
+    // A result frees its room, whether the delivery is done or retried later.
+    await recordResults(db, "w1", [result(first[0], { status: "pending", delayMs: 60_000, statusCode: 503 })]);
+    const next = await claim("w3", 3, 4);
+    expect(next.map((c) => c.eventId)).toEqual([ids[4]]);
+  });
+
   it("release makes a worker's unsent claims due for everyone at once", async () => {
     const hook = await seedWebhook(db, masterKey, { url: URL_ });
     await enqueueEvents(db, hook.projectId, 3, { perTx: 3 });
     const mine = await claim("w1");
     expect(mine).toHaveLength(3);
     expect(await releaseLeases(db, "w1", [mine[0].deliveryId])).toBe(1);
-    expect(await claim("w2")).toHaveLength(1);
-    expect(await releaseLeases(db, "w1")).toBe(2);
+    const [again] = await claim("w2");
+    expect(again.deliveryId).toBe(mine[0].deliveryId);
+    // Only the worker's own leases: w2 now holds the first one.
+    expect(await releaseLeases(db, "w1", mine.map((c) => c.deliveryId))).toBe(2);
     expect(await claim("w2")).toHaveLength(2);
   });
 

@@ -1,7 +1,9 @@
 // The delivery worker end to end: real receivers on loopback, a real database per backend,
 // events enqueued through the outbox in business transactions.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { attemptRequestHeaders } from "../src/delivery/log.ts";
 import { startWorker, type DeliveryWorker, type Logger, type WorkerOptions } from "../src/delivery/worker.ts";
+import { metrics } from "../src/metrics.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
@@ -124,6 +126,35 @@ describe.each(backends)("delivery worker on %s", (backend) => {
     expect(verifyWebhook(second.body, second.headers, hook.secret).ok).toBe(true);
   });
 
+  it("reports every attempt to the metrics, a success with its commit → 2xx latency", async () => {
+    const outcomes = async () => {
+      const values = (await metrics.deliveries.get()).values;
+      return Object.fromEntries(["succeeded", "retried", "failed", "gone"].map((o) => [o, values.find((v) => v.labels.outcome === o)?.value ?? 0]));
+    };
+    const latency = async () => {
+      const values = (await metrics.deliveryLatency.get()).values;
+      const of = (name: string) => values.find((v) => v.metricName === `linkgate_delivery_latency_seconds_${name}`)?.value ?? 0;
+      return { count: of("count"), sum: of("sum") };
+    };
+    const [before, latencyBefore] = [await outcomes(), await latency()];
+    const r = await receiver();
+    r.enqueue({ status: 500 });
+    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    worker();
+    const t0 = Date.now();
+    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    await settled(eventId, hook.webhookId);
+    const elapsedSec = (Date.now() - t0) / 1000;
+    const after = await outcomes();
+    expect(Object.fromEntries(Object.keys(after).map((o) => [o, after[o] - before[o]]))).toEqual({ succeeded: 1, retried: 1, failed: 0, gone: 0 });
+    const latencyAfter = await latency();
+    expect(latencyAfter.count - latencyBefore.count).toBe(1);
+    // From the outbox row's time to the 2xx: at least the first retry's delay, at most the whole test.
+    const observed = latencyAfter.sum - latencyBefore.sum;
+    expect(observed).toBeGreaterThanOrEqual((SCHEDULE[0] * 0.8) / 1000);
+    expect(observed).toBeLessThanOrEqual(elapsedSec + 1);
+  });
+
   it("410 stops retries", async () => {
     const r = await receiver({ status: 410 });
     const hook = await seedWebhook(db, masterKey, { url: r.url });
@@ -223,13 +254,17 @@ describe.each(backends)("delivery worker on %s", (backend) => {
       expect(a.durationMs).toBeGreaterThanOrEqual(0);
       expect(a.startedAt.getTime()).toBeGreaterThan(Date.now() - 60_000);
     }
-    const sent = second.requestHeaders as Record<string, string>;
+    // Rebuilt for display from what the attempt stored: exactly what the receiver got.
+    const shown = await attemptRequestHeaders(db, masterKey, hook.projectId, [first.id, second.id]);
+    const sent = shown.get(second.id)!;
     const received = r.receipts[1].headers;
     for (const name of ["X-Service-Signature", "X-Service-Event-Id", "X-Service-Delivery-Attempt", "webhook-id", "webhook-timestamp", "webhook-signature", "Content-Type"]) {
       expect(sent[name], name).toBe(header(received, name.toLowerCase()));
     }
     expect(sent["X-Service-Delivery-Attempt"]).toBe("2");
+    expect(shown.get(first.id)!["webhook-signature"]).toBe(header(r.receipts[0].headers, "webhook-signature"));
     expect(JSON.stringify(d.attemptLog)).not.toContain(hook.secret);
+    expect(d.attemptLog.every((a) => a.requestHeaders === null && /^[0-9a-f]{16}$/.test(a.signedWith!))).toBe(true);
   });
 
   it("refuses a target the guard forbids, as a failed attempt with a clear error", async () => {
@@ -241,7 +276,8 @@ describe.each(backends)("delivery worker on %s", (backend) => {
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "failed", attempts: 2 });
     expect(d.lastError).toMatch(/^target refused: webhook URL must use https:\/\//);
-    expect(d.attemptLog[0].requestHeaders).toEqual({});
+    expect(d.attemptLog[0].signedWith).toBeNull();
+    expect((await attemptRequestHeaders(db, masterKey, hook.projectId, [d.attemptLog[0].id])).get(d.attemptLog[0].id)).toEqual({});
     expect(r.receipts).toHaveLength(0);
   });
 

@@ -7,6 +7,7 @@
 // connection to an internal address. Redirects are never followed (undici's request() does
 // not follow them without the redirect interceptor, which is not installed): a 3xx is a
 // failed attempt like any other non-2xx.
+import { createHash } from "node:crypto";
 import type { LookupAddress } from "node:dns";
 import { isIP } from "node:net";
 import { Agent, errors as undiciErrors, request } from "undici";
@@ -31,6 +32,7 @@ export type SendInput = {
 };
 
 export type SendResult = {
+  /** When the attempt began; its whole seconds are the signature timestamp (`webhook-timestamp`). */
   startedAt: Date;
   durationMs: number;
   /** Null when no HTTP response arrived. */
@@ -50,7 +52,7 @@ export type SenderOptions = {
   allowPrivate: boolean;
   /** DNS resolution for the target check; defaults to the system resolver. */
   lookup?: LookupFn;
-  /** Clock for signature timestamps (ms). */
+  /** Clock (ms) for startedAt and the signature timestamp. */
   now?: () => number;
 };
 
@@ -89,7 +91,8 @@ export function createSender(opts: SenderOptions): Sender {
   });
 
   async function send(input: SendInput, signal?: AbortSignal): Promise<SendResult> {
-    const startedAt = new Date();
+    const startedMs = now();
+    const startedAt = new Date(startedMs);
     const t0 = performance.now();
     const elapsed = () => Math.round(performance.now() - t0);
     const base = { startedAt, retryAfter: null, responseExcerpt: null };
@@ -104,17 +107,7 @@ export function createSender(opts: SenderOptions): Sender {
       return { ...base, durationMs: elapsed(), statusCode: null, error: message, requestHeaders: {} };
     }
 
-    const headers: Record<string, string> = {
-      ...signatureHeaders({
-        body: input.body,
-        eventId: input.eventId,
-        eventType: input.eventType,
-        attempt: input.attempt,
-        timestamp: Math.floor(now() / 1000),
-        secrets: input.secrets,
-      }),
-      "User-Agent": USER_AGENT,
-    };
+    const headers = requestHeaders({ ...input, timestamp: Math.floor(startedMs / 1000) });
 
     // One deadline for the whole attempt: connect, headers and the excerpt.
     const deadline = new AbortController();
@@ -159,6 +152,23 @@ export function createSender(opts: SenderOptions): Sender {
       await agent.close().catch(() => agent.destroy());
     },
   };
+}
+
+/**
+ * Every header of one attempt: the signatures of contract §5 and the User-Agent. A function of
+ * the body, the event, the attempt number, the timestamp and the secrets alone, which is why
+ * the attempt log stores none of it (log.ts rebuilds it for display).
+ */
+export function requestHeaders(input: Omit<SendInput, "url"> & { timestamp: number }): Record<string, string> {
+  return { ...signatureHeaders(input), "User-Agent": USER_AGENT };
+}
+
+/**
+ * Names a secret in the attempt log without revealing it: the first 16 hex digits of its
+ * SHA-256. The secret is 32 random bytes, so this says which secret signed and nothing more.
+ */
+export function secretRef(secret: string): string {
+  return createHash("sha256").update(secret, "utf8").digest("hex").slice(0, 16);
 }
 
 function hostOf(url: string): string | null {

@@ -22,17 +22,17 @@
 // delivery is at-least-once.
 import { setMaxListeners } from "node:events";
 import { hostname } from "node:os";
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomFillSync } from "node:crypto";
 import type { Config } from "../config.ts";
 import { unseal, type MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
-import { newId } from "../ids.ts";
+import { recordDelivery, type DeliveryOutcome } from "../metrics.ts";
 import { liveSecrets, type LiveSecrets } from "../webhooks/signing.ts";
 import type { LookupFn } from "../webhooks/target-guard.ts";
 import { DELIVERY_CHANNEL } from "./outbox.ts";
 import { decide } from "./schedule.ts";
-import { createSender, type Sender, type SendResult } from "./sender.ts";
-import { claimDue, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";
+import { createSender, secretRef, type Sender, type SendResult } from "./sender.ts";
+import { claimDue, DEFAULT_PER_WEBHOOK_CAP, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";
 import { disableDeadWebhooks } from "./log.ts";
 
 /** pino-compatible subset. */
@@ -111,6 +111,24 @@ export type DeliveryWorker = {
 };
 
 const MAX_RECORD_BATCH = 500;
+
+/**
+ * Attempt-log ids, `att_` + 16 random bytes in base64url like newId("att"), cut from one
+ * buffer of random bytes filled 256 ids at a time: one call into the system's randomness per
+ * id cost ~2–6 µs per delivery on a busy machine.
+ */
+const ID_BYTES = 16;
+const idPool = Buffer.alloc(ID_BYTES * 256);
+let idNext = idPool.length;
+function attemptId(): string {
+  if (idNext === idPool.length) {
+    randomFillSync(idPool);
+    idNext = 0;
+  }
+  const id = `att_${idPool.toString("base64url", idNext, idNext + ID_BYTES)}`;
+  idNext += ID_BYTES;
+  return id;
+}
 /** Results not yet recorded beyond which no more is claimed (memory stays bounded). */
 const MAX_UNRECORDED = 1_000;
 const RECORD_DELAY_MS = 10;
@@ -153,7 +171,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
   const id = opts.workerId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`;
   const concurrency = Math.max(1, opts.concurrency ?? 50);
   const batchSize = Math.max(1, Math.min(opts.batchSize ?? 50, concurrency));
-  const perWebhookCap = Math.max(1, opts.perWebhookCap ?? 20);
+  const perWebhookCap = Math.max(1, Math.floor(opts.perWebhookCap ?? DEFAULT_PER_WEBHOOK_CAP));
   const leaseMs = opts.leaseMs ?? 30_000 + config.webhookTimeoutMs;
   const pollMs = opts.pollMs ?? 1_000;
   const maintenanceMs = opts.maintenanceIntervalMs ?? 60_000;
@@ -205,6 +223,11 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
 
   /** Claimed, leased, not started yet: the next sends start from here without a round trip. */
   const queued: ClaimedDelivery[] = [];
+  /**
+   * Every delivery this worker leased and has not recorded yet (queued, sending, waiting to be
+   * recorded, or handed back by abandon()): what it renews, and what stop() releases.
+   */
+  const held = new Set<string>();
   const prefetch = batchSize;
   /** How many more deliveries this worker can take on now. */
   const claimRoom = () =>
@@ -282,34 +305,35 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
 
   /**
    * Webhook secrets, unsealed once per sealed value (a rotation seals a new value, so a stale
-   * entry is never used). Unsealing derives the key with HKDF every time: ~50 µs, a tenth of a
-   * delivery's CPU when done per attempt. Bounded; the oldest entry goes first.
+   * entry is never used), with the ref the attempt log names them by. Unsealing derives the
+   * key with HKDF every time: ~50 µs, a tenth of a delivery's CPU when done per attempt.
+   * Bounded; the oldest entry goes first.
    */
-  const unsealed = new Map<string, string>();
-  function openSecret(sealed: string): string {
-    let plain = unsealed.get(sealed);
-    if (plain === undefined) {
-      plain = unseal(masterKey, sealed);
-      unsealed.set(sealed, plain);
+  const unsealed = new Map<string, { plain: string; ref: string }>();
+  function openSecret(sealed: string): { plain: string; ref: string } {
+    let secret = unsealed.get(sealed);
+    if (secret === undefined) {
+      const plain = unseal(masterKey, sealed);
+      secret = { plain, ref: secretRef(plain) };
+      unsealed.set(sealed, secret);
       if (unsealed.size > 10_000) unsealed.delete(unsealed.keys().next().value!);
     }
-    return plain;
+    return secret;
   }
 
   /** The attempt's result, or null when abandon() cut the send short (nothing to record). */
   async function attempt(c: ClaimedDelivery): Promise<DeliveryResult | null> {
-    const base = { deliveryId: c.deliveryId, attempt: c.attempt };
     let sent: SendResult;
     let secrets: LiveSecrets | null = null;
+    let refs: string[] = [];
     try {
+      const current = openSecret(c.secretSealed);
+      const previous = c.previousSecretSealed ? openSecret(c.previousSecretSealed) : null;
       secrets = liveSecrets(
-        {
-          secret: openSecret(c.secretSealed),
-          previousSecret: c.previousSecretSealed ? openSecret(c.previousSecretSealed) : null,
-          previousSecretExpiresAt: c.previousSecretExpiresAt,
-        },
+        { secret: current.plain, previousSecret: previous?.plain ?? null, previousSecretExpiresAt: c.previousSecretExpiresAt },
         new Date(),
       );
+      refs = secrets.previous ? [current.ref, previous!.ref] : [current.ref];
     } catch (err) {
       // Never log the sealed or plain secret; a wrong LINKGATE_SECRET_KEY is the usual cause.
       log.error({ err: errorSummary(err), deliveryId: c.deliveryId, webhookId: c.webhookId }, "delivery worker: cannot unseal the webhook secret");
@@ -332,13 +356,15 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       }
     }
     const decision = decide({ attempt: c.attempt, statusCode: sent.statusCode, retryAfter: sent.retryAfter }, schedule, { random });
+    report(decision.status, c, sent);
     log.debug(
       { deliveryId: c.deliveryId, eventId: c.eventId, webhookId: c.webhookId, attempt: c.attempt, status: sent.statusCode, error: sent.error, outcome: decision.status, durationMs: sent.durationMs },
       "delivery attempt",
     );
     return {
-      ...base,
-      attemptId: newId("att"),
+      deliveryId: c.deliveryId,
+      attemptId: attemptId(),
+      attempt: c.attempt,
       status: decision.status,
       delayMs: decision.status === "pending" ? decision.delayMs : null,
       statusCode: sent.statusCode,
@@ -346,8 +372,15 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       startedAt: sent.startedAt,
       durationMs: sent.durationMs,
       responseExcerpt: sent.responseExcerpt,
-      requestHeaders: sent.requestHeaders,
+      // The sender returns no headers when it made no request (refused target, no secret).
+      signedWith: sent.requestHeaders["X-Service-Signature"] ? refs : null,
     };
+  }
+
+  /** Every attempt to the metrics, with commit → 2xx for a success (both on this clock's terms). */
+  function report(status: DeliveryResult["status"], c: ClaimedDelivery, sent: SendResult): void {
+    const outcome: DeliveryOutcome = status === "pending" ? "retried" : status;
+    recordDelivery(outcome, status === "succeeded" ? Math.max(0, sent.startedAt.getTime() + sent.durationMs - c.eventCreatedMs) : undefined);
   }
 
   /** Starts queued deliveries while send slots are free (never once stopping). */
@@ -411,6 +444,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
             continue;
           }
           for (const r of recording) {
+            held.delete(r.deliveryId);
             stats.recorded++;
             if (!applied.has(r.deliveryId)) {
               stats.lostLeases++;
@@ -461,6 +495,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
         await sleep(dbFailed("claiming deliveries", err));
         continue;
       }
+      for (const c of claimed) held.add(c.deliveryId);
       if (stopping) break; // stop() releases what was just claimed
       stats.claimed += claimed.length;
       queued.push(...claimed);
@@ -474,11 +509,11 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
   // ---- timers --------------------------------------------------------------------------------
 
   const renewTimer = setInterval(() => {
-    const ids = [...sending.keys(), ...queued.map((c) => c.deliveryId), ...recording.map((r) => r.deliveryId), ...unrecorded.map((r) => r.deliveryId)];
+    const ids = [...held];
     if (ids.length === 0 || stopping) return;
     renewLeases(db, id, ids, leaseMs).then(
-      (held) => {
-        if (held.length < ids.length) log.debug({ workerId: id, lost: ids.length - held.length }, "delivery worker: some leases were not renewed");
+      (kept) => {
+        if (kept.length < ids.length) log.debug({ workerId: id, lost: ids.length - kept.length }, "delivery worker: some leases were not renewed");
       },
       (err) => dbFailed("renewing leases", err),
     );
@@ -540,7 +575,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     if (unrecorded.length > 0) log.warn({ workerId: id, results: unrecorded.length }, "delivery worker: results not recorded; those deliveries will be sent again");
 
     try {
-      const released = await releaseLeases(db, id);
+      const released = await releaseLeases(db, id, [...held]);
       if (released > 0) log.info({ workerId: id, released, inFlight: handedBack }, "delivery worker: released unsent claims");
     } catch (err) {
       dbFailed("releasing leases", err);
