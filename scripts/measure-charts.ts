@@ -6,6 +6,7 @@
 //   3. what keeping the rollups costs the delivery worker: the rollup trigger's share of logging a
 //      batch of 50 attempts, and what the two event indexes of the users view cost an enqueue.
 // A measurement, not a test: it prints tables. Part 3 leaves the data set as it found it.
+import os from "node:os";
 import pg from "pg";
 import { CHART_RANGES, deliveryChart, type ChartRange } from "../src/delivery/charts.ts";
 import { BUSY_WEBHOOK, openMeasured, summary } from "./measure-seed.ts";
@@ -160,6 +161,7 @@ const withoutIndexes = await inRolledBack("DROP INDEX outbox_events_account_idx;
 const rollupRows = (await client.query(`SELECT (SELECT count(*) FROM console.webhook_hours)::int AS hooks, (SELECT count(*) FROM console.project_hours)::int AS projects`)).rows[0];
 const size = (await client.query(`SELECT pg_size_pretty(pg_total_relation_size('console.webhook_hours') + pg_total_relation_size('console.project_hours')) AS size`)).rows[0].size;
 
+console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" ")} (other processes share it)`);
 console.log(`\n## chart reads (${RUNS} runs each; "from the log" is the same series aggregated from deliveries and attempts)\n`);
 console.table(reads);
 console.log("\nthe rollup and the log agree (succeeded/retried/failed, p50 and p95 within 9 %):\n  " + agreement.join("\n  "));

@@ -4,6 +4,7 @@
 // (dashboard/src/operations.ts), in parallel as the page does, through the whole app (HTTP
 // handling, credentials, limits, Pothos, Prisma); the time is until the last answer is read.
 // A measurement, not a test: it prints a table and says which views, if any, took 200 ms or more.
+import os from "node:os";
 import { OPERATIONS } from "../dashboard/src/operations.ts";
 import { BUSY_WEBHOOK, openMeasured, summary } from "./measure-seed.ts";
 
@@ -88,6 +89,7 @@ for (const v of views) {
 const counts = await m.db.prisma.$queryRaw<{ deliveries: bigint; attempts: bigint; accounts: bigint; events: bigint }[]>`
   SELECT (SELECT count(*) FROM deliveries) AS deliveries, (SELECT count(*) FROM delivery_attempts) AS attempts,
          (SELECT count(*) FROM accounts) AS accounts, (SELECT count(*) FROM outbox_events) AS events`;
+console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" ")} (other processes share it)`);
 console.log(
   `\n${Object.entries(counts[0]).map(([k, v]) => `${Number(v).toLocaleString("en")} ${k}`).join(", ")}; ${RUNS} runs per view after ${WARMUP} warm-up runs\n`,
 );
