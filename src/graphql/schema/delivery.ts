@@ -1,7 +1,7 @@
 // The delivery log: each webhook's deliveries with every attempt, redelivery and replay, a
 // project's events pulled after a cursor, and per-webhook health.
 import DataLoader from "dataloader";
-import { pullEvents, redeliver, replayFailed, webhooksStats, type WebhookStats as Stats } from "../../delivery/log.ts";
+import { attemptRequestHeaders, pullEvents, redeliver, replayFailed, webhooksStats, type WebhookStats as Stats } from "../../delivery/log.ts";
 import * as E from "../../errors.ts";
 import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
@@ -43,9 +43,12 @@ const DeliveryAttempt = builder.prismaObject("DeliveryAttempt", {
       nullable: true,
       description: "The first 1 KiB of the response body; null when no answer came.",
     }),
-    requestHeaders: t.expose("requestHeaders", {
+    requestHeaders: t.field({
       type: "JSON",
-      description: "The headers sent, as an object of names to values, signatures included (never the secret); empty when no request was made.",
+      description:
+        "The headers sent, as an object of names to values, signatures included (never the secret); empty when no request was made. Rebuilt from the body, the attempt's time and the secrets that signed it; a signature by a secret rotated out since is not shown.",
+      select: { id: true },
+      resolve: (a, _, ctx) => headersLoader(ctx).load(a.id),
     }),
   }),
 });
@@ -115,6 +118,25 @@ type StatsKey = { projectId: string; webhookId: string };
  * One loader per request (keyed by its context, which lives as long as the request): every
  * webhook of a list asks for its stats, and they are read in one statement per project.
  */
+const headersLoaders = new WeakMap<GraphQLContext, DataLoader<string, Record<string, string>>>();
+
+/**
+ * An attempt stores which secrets signed it, not its headers (they follow from the body, the
+ * time and the secrets): every attempt of a page is rebuilt in one statement per request.
+ */
+function headersLoader(ctx: GraphQLContext): DataLoader<string, Record<string, string>> {
+  let loader = headersLoaders.get(ctx);
+  if (!loader) {
+    loader = new DataLoader(async (ids) => {
+      const { projectId } = await ctx.secret();
+      const headers = await attemptRequestHeaders(ctx.deps.db, ctx.deps.master, projectId, ids);
+      return ids.map((id) => headers.get(id) ?? {});
+    });
+    headersLoaders.set(ctx, loader);
+  }
+  return loader;
+}
+
 const statsLoaders = new WeakMap<GraphQLContext, DataLoader<StatsKey, Stats, string>>();
 
 function statsLoader(ctx: GraphQLContext): DataLoader<StatsKey, Stats, string> {
