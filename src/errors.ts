@@ -36,6 +36,11 @@ export class WebhookNotFound extends domain("WebhookNotFound", "no such webhook"
 export class DeliveryNotFound extends domain("DeliveryNotFound", "no such delivery") {}
 export class InvalidWebhookUrl extends domain("InvalidWebhookUrl", "that webhook URL is not allowed") {}
 export class InvalidEventType extends domain("InvalidEventType", "unknown event type") {}
+/** An events-pull cursor with events after it already removed by retention: read from the start again. */
+export class CursorExpired extends domain(
+  "CursorExpired",
+  "that cursor is older than the events' retention: events after it have been removed; pull again without a cursor to read from the oldest event kept",
+) {}
 export class PasskeyInvalid extends domain(
   "PasskeyInvalid",
   "that passkey response is not valid: it may be malformed, forged, replayed, expired or from another site",

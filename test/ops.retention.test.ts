@@ -73,6 +73,72 @@ describe.each(backends)("retention on %s", (backend) => {
     expect(attempts.map((a) => a.id)).toEqual([`att_${recent}_1day`]);
   });
 
+  const PULL = `query($after: String) { events(after: $after, first: 100) {
+    __typename ... on Error { message } ... on EventPage { endCursor hasMore events { body cursor } } } }`;
+  const pull = async (after?: string | null) => (await h.gql(PULL, { after })).body.data.events;
+  /** A user's events become 40 days old, their deliveries long since settled. */
+  const age = async (email: string) => {
+    await sql(`UPDATE outbox_events SET created_at = now() - interval '40 days' WHERE body LIKE $1`, `%${email}%`);
+    await sql(
+      `UPDATE deliveries SET status = 'succeeded', completed_at = now() - interval '40 days'
+       WHERE event_id IN (SELECT id FROM outbox_events WHERE body LIKE $1)`,
+      `%${email}%`,
+    );
+  };
+  const lastCursorOf = (page: { events: { body: string; cursor: string }[] }, email: string) =>
+    page.events.filter((e) => e.body.includes(email)).at(-1)!.cursor;
+
+  // The events pull reaches back as far as the events' retention: a reader whose cursor has
+  // events after it removed is told so (CursorExpired), never handed a page with a silent gap,
+  // while a quiet project's reader whose own last event aged out carries on.
+  it("refuses a cursor with events after it removed, serves one at the edge, and starts from the oldest event kept", async () => {
+    for (const who of ["first", "second", "third"]) await h.signIn({ email: `${who}@example.com` });
+    const all = await pull();
+    expect(all.__typename).toBe("EventPage");
+    const [first, second] = [lastCursorOf(all, "first@example.com"), lastCursorOf(all, "second@example.com")];
+
+    await age("first@example.com");
+    await age("second@example.com");
+    expect((await sweepOnce(h.db, h.config.retention)).deleted.outbox_events).toBeGreaterThan(0);
+
+    const expired = await pull(first);
+    expect(expired.__typename).toBe("CursorExpired");
+    expect(expired.message).toContain(`(${h.config.retention.eventsDays} days)`);
+    expect((await pull(all.events[0].cursor)).__typename).toBe("CursorExpired");
+
+    // nothing after the second user's last event was removed: the reader carries on
+    const atEdge = await pull(second);
+    expect(atEdge.__typename).toBe("EventPage");
+    expect(atEdge.events.length).toBeGreaterThan(0);
+    expect(atEdge.events.every((e: { body: string }) => e.body.includes("third@example.com"))).toBe(true);
+    const oldestKept = (await pull()).events.map((e: { body: string }) => e.body).join("\n");
+    expect(oldestKept).not.toContain("first@example.com");
+    expect(oldestKept).not.toContain("second@example.com");
+    expect(oldestKept).toContain("third@example.com");
+  });
+
+  it("a quiet project's reader whose last event aged out carries on, and sees what comes next", async () => {
+    const caughtUp = (await pull()).endCursor;
+    await age("third@example.com");
+    await sweepOnce(h.db, h.config.retention);
+    expect(JSON.stringify((await pull()).events)).not.toContain("third@example.com");
+
+    const quiet = await pull(caughtUp);
+    expect(quiet).toMatchObject({ __typename: "EventPage", events: [], hasMore: false, endCursor: caughtUp });
+    await h.signIn({ email: "fourth@example.com" });
+    const next = await pull(caughtUp);
+    expect(next.events.length).toBeGreaterThan(0);
+    expect(next.events.every((e: { body: string }) => e.body.includes("fourth@example.com"))).toBe(true);
+  });
+
+  it("another project's retention does not expire this project's cursors", async () => {
+    const mine = (await pull()).endCursor;
+    await h.db.prisma.$executeRawUnsafe(
+      `INSERT INTO event_retention (project_id, swept_seq) VALUES ('prj_someone_else', 9223372036854775807)`,
+    );
+    expect((await pull(mine)).__typename).toBe("EventPage");
+  });
+
   it.runIf(backend === "postgres")("one sweeper at a time across processes: a second one skips its run", async () => {
     await h.db.prisma.$transaction(async (tx) => {
       await tx.$queryRaw`SELECT pg_advisory_xact_lock(${0x6c6b6774}) IS NULL AS held`;

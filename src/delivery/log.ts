@@ -6,7 +6,7 @@
 // DeliveryNotFound / WebhookNotFound, never as "forbidden", which would confirm they exist).
 import { unseal, type MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
-import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
+import { CursorExpired, DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
 import { DELIVERY_CHANNEL } from "./outbox.ts";
 import { requestHeaders, secretRef } from "./sender.ts";
 
@@ -161,11 +161,15 @@ export function decodeCursor(cursor: string): bigint {
  * that is not older (by a 1 s margin) than the oldest transaction that is still writing to this
  * database; such events are returned by a later call. With no transaction in progress, there is
  * no delay at all.
+ *
+ * The pull reaches back as far as the events' retention (LINKGATE_RETENTION_EVENTS_DAYS). A
+ * cursor with events after it removed by retention is CursorExpired, never a page with a
+ * silent gap. The mark is read after the events, so a sweep committed in between is seen.
  */
 export async function pullEvents(
   db: DbLike,
   projectId: string,
-  opts: { after?: string | null; limit?: number } = {},
+  opts: { after?: string | null; limit?: number; retentionDays?: number } = {},
 ): Promise<EventPage> {
   const afterSeq = opts.after ? decodeCursor(opts.after) : 0n;
   const limit = Math.min(MAX_PULL_LIMIT, Math.max(1, Math.floor(opts.limit ?? 100)));
@@ -176,6 +180,7 @@ export async function pullEvents(
     take: limit + 1,
     select: { id: true, seq: true, eventType: true, createdAt: true, body: true },
   });
+  if (opts.after) await assertCursorKept(db, projectId, afterSeq, opts.retentionDays);
   let hasMore = rows.length > limit;
   const page = rows.slice(0, limit);
   const safe = horizon === null ? page.length : page.findIndex((r) => r.createdAt.getTime() >= horizon);
@@ -188,6 +193,16 @@ export async function pullEvents(
   }));
   if (events.length < page.length) hasMore = true;
   return { events, endCursor: events.at(-1)?.cursor ?? opts.after ?? null, hasMore };
+}
+
+/** Throws CursorExpired when retention has removed one of the project's events after `afterSeq`. */
+async function assertCursorKept(db: DbLike, projectId: string, afterSeq: bigint, retentionDays?: number): Promise<void> {
+  const mark = await db.prisma.eventRetention.findUnique({ where: { projectId }, select: { sweptSeq: true } });
+  if (!mark || mark.sweptSeq <= afterSeq) return;
+  const reach = retentionDays ? ` (${retentionDays} days)` : "";
+  throw new CursorExpired(
+    `that cursor is older than the events' retention${reach}: events after it have been removed; pull again without \`after\` to read from the oldest event kept`,
+  );
 }
 
 /**

@@ -13,6 +13,7 @@ export const STATUS: Record<string, number> = {
   OTPInvalid: 400,
   InvalidWebhookUrl: 400,
   InvalidEventType: 400,
+  CursorExpired: 400,
   Unauthenticated: 401,
   Forbidden: 403,
   SecretKeyRequired: 403,

@@ -54,9 +54,29 @@ function targets(r: RetentionSettings): Target[] {
 
 /** Deletes one batch of a table's expired rows; returns how many went. */
 async function deleteBatch(db: Db, t: Target): Promise<number> {
-  return db.$executeRawUnsafe(
-    `DELETE FROM ${t.table} WHERE ${t.key} IN (SELECT ${t.key} FROM ${t.table} WHERE ${t.where} LIMIT ${BATCH})`,
+  const pick = `SELECT ${t.key} FROM ${t.table} WHERE ${t.where} LIMIT ${BATCH}`;
+  if (t.table === "outbox_events") return deleteEvents(db, pick);
+  return db.$executeRawUnsafe(`DELETE FROM ${t.table} WHERE ${t.key} IN (${pick})`);
+}
+
+/**
+ * Events go with a mark, in the same statement: per project, the highest seq removed
+ * (event_retention). The events pull refuses a cursor below the mark, because events after it
+ * are gone, and accepts one at or above it, so a quiet project's reader whose last event aged
+ * out is not told to start over.
+ */
+async function deleteEvents(db: Db, pick: string): Promise<number> {
+  const rows = await db.$queryRawUnsafe<{ n: number }[]>(
+    `WITH gone AS (DELETE FROM outbox_events WHERE id IN (${pick}) RETURNING project_id, seq),
+     marked AS (
+       INSERT INTO event_retention (project_id, swept_seq, swept_at)
+       SELECT project_id, max(seq), now() FROM gone GROUP BY project_id
+       ON CONFLICT (project_id) DO UPDATE
+         SET swept_seq = greatest(event_retention.swept_seq, excluded.swept_seq), swept_at = excluded.swept_at
+     )
+     SELECT count(*)::int AS n FROM gone`,
   );
+  return Number(rows[0]?.n ?? 0);
 }
 
 export type SweepReport = { swept: boolean; deleted: Record<string, number>; more: string[] };

@@ -67,6 +67,7 @@ export type EventsQueryVariables = Exact<{
 
 
 export type EventsQuery = { events:
+    | { __typename: 'CursorExpired', message: string }
     | { __typename: 'EventPage', endCursor: string | null, hasMore: boolean, events: Array<{ id: string, eventType: string, cursor: string, envelope: unknown }> }
     | { __typename: 'InvalidRequest', message: string }
    };

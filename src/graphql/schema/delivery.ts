@@ -245,16 +245,20 @@ builder.queryFields((t) => ({
   events: t.field({
     type: EventPage,
     authScopes: { secret: true },
-    description: `The project's events in commit order after a cursor, so a receiver that was down can catch up. ${NEEDS.secret}`,
+    description: `The project's events in commit order after a cursor, so a receiver that was down can catch up. It reaches back as far as the events' retention (LINKGATE_RETENTION_EVENTS_DAYS, 30 days by default). ${NEEDS.secret}`,
     args: {
-      after: t.arg.string({ description: "The endCursor (or an event's cursor) already processed; from the first event when not given. Another cursor is InvalidRequest." }),
+      after: t.arg.string({
+        description:
+          "The endCursor (or an event's cursor) already processed; from the oldest event kept when not given. Another cursor is InvalidRequest; one with events after it already removed by retention is CursorExpired.",
+      }),
       first: t.arg.int({ description: `How many events at most, 1 to ${MAX_PAGE} (default ${MAX_PAGE}); outside that, InvalidRequest.` }),
     },
-    errors: { types: [E.InvalidRequest], union: resultOf("The EventPage") },
+    errors: { types: [E.InvalidRequest, E.CursorExpired], union: resultOf("The EventPage") },
     resolve: async (_, args, ctx) => {
       const first = args.first ?? MAX_PAGE;
       if (first < 1 || first > MAX_PAGE) throw new E.InvalidRequest(`first must be between 1 and ${MAX_PAGE}`);
-      return pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after: args.after, limit: first });
+      const retentionDays = ctx.deps.config.retention.eventsDays;
+      return pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after: args.after, limit: first, retentionDays });
     },
   }),
 }));

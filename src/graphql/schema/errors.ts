@@ -29,6 +29,7 @@ const simple = [
   E.AccountMerged,
   E.PasskeyInvalid,
   E.ReauthenticationRequired,
+  E.CursorExpired,
 ] as const;
 
 const MEANING: Record<InstanceType<(typeof simple)[number]>["code"], string> = {
@@ -53,6 +54,8 @@ const MEANING: Record<InstanceType<(typeof simple)[number]>["code"], string> = {
   AccountMerged: "The account is merged with another: unmerge before deleting it.",
   PasskeyInvalid:
     "The passkey response is malformed, forged, replayed, expired, from another site, for an unknown challenge or of another account; when registering, also a passkey already registered.",
+  CursorExpired:
+    "The events pull reaches back as far as the events' retention (LINKGATE_RETENTION_EVENTS_DAYS, 30 days by default): events after this cursor have already been removed. Pull again without `after` to read from the oldest event kept, and reconcile anything older another way.",
   ReauthenticationRequired:
     "The session's last sign-in or re-authentication is too old for this sensitive change: re-authenticate (startReauthentication or reauthenticateWithPasskey), then try again.",
 };
