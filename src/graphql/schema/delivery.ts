@@ -165,12 +165,19 @@ function eventTypeFilter(eventType: string | null | undefined) {
   return { eventType: canonical };
 }
 
+/** The where of a webhook's deliveries: its own, in its project, matching the filters given. */
+function deliveriesWhere(webhook: { id: string; projectId: string }, args: { status?: typeof DeliveryStatus.$inferType | null; eventType?: string | null }) {
+  return { webhookId: webhook.id, projectId: webhook.projectId, ...(args.status ? { status: args.status } : {}), ...eventTypeFilter(args.eventType) };
+}
+
 builder.prismaObjectFields(Webhook, (t) => ({
-  deliveries: t.relatedConnection(
-    "deliveries",
+  // A findMany of deliveries, not the relation nested in the webhook's query: Prisma's cursor on a
+  // nested relation took 5.4 s for a page after the first at 500,000 deliveries (measured with
+  // scripts/measure-console.ts), the same cursor on a top-level findMany 27 ms.
+  deliveries: t.prismaConnection(
     {
+      type: Delivery,
       cursor: "id",
-      totalCount: true,
       description: `Its deliveries, newest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}).`,
       defaultSize: DEFAULT_PAGE,
       maxSize: boundedPage,
@@ -180,19 +187,19 @@ builder.prismaObjectFields(Webhook, (t) => ({
           description: "Only deliveries of this event type (see eventTypes); all when not given. A name that is no event type is refused (BAD_USER_INPUT).",
         }),
       },
-      query: (args) => ({
-        where: { ...(args.status ? { status: args.status } : {}), ...eventTypeFilter(args.eventType) },
-        orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-      }),
+      resolve: (query, webhook, args, ctx) =>
+        ctx.deps.prisma.delivery.findMany({ ...query, where: deliveriesWhere(webhook, args), orderBy: [{ createdAt: "desc" }, { id: "desc" }] }),
+      totalCount: (webhook, args, ctx) => ctx.deps.prisma.delivery.count({ where: deliveriesWhere(webhook, args) }),
     },
     {
       ...pageOf("a webhook's deliveries", "A delivery")[0],
       fields: (c) => ({
         // Pothos' own totalCount field (it takes no description), redefined with one: the plugin
-        // counts the relation when `totalCount` is selected and puts the number on the connection.
+        // puts a function on the connection that counts when the field is selected.
         totalCount: c.int({
           description: "How many deliveries match the filters, across all pages.",
-          resolve: (connection) => (connection as typeof connection & { totalCount: number }).totalCount,
+          extensions: { pothosPrismaTotalCount: true },
+          resolve: (connection) => (connection as typeof connection & { totalCount: () => Promise<number> }).totalCount(),
         }),
       }),
     },

@@ -1,0 +1,185 @@
+// What the dashboard's webhook list and log read, on PGlite and Postgres, with deliveries written
+// straight into the database at chosen times and states: each webhook's stats count the
+// deliveries created in the last 24 hours once each by state, with the newest success of any
+// time; a webhook's deliveries page newest first (ties by id) with the filters, the same rows
+// whatever the page size, and totalCount counts what the filters match. Another project's
+// webhooks and deliveries are never counted or shown.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { webhooksStats } from "../src/delivery/log.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { backends } from "./support/db.ts";
+
+type Status = "pending" | "succeeded" | "failed" | "gone";
+type Row = { id: string; status: Status; hoursAgo: number; completedHoursAgo?: number; type?: string };
+
+const HOUR = 3_600_000;
+const PAGE = `pageInfo { hasNextPage endCursor } edges { node { id status eventType } }`;
+const Q = {
+  log: `query($id: ID!, $first: Int, $after: String, $status: DeliveryStatus, $eventType: String) {
+    webhook(id: $id) { deliveries(first: $first, after: $after, status: $status, eventType: $eventType) { totalCount ${PAGE} } }
+  }`,
+  stats: `query($first: Int!) { webhooks(first: $first) { edges { node { id stats { succeeded failed gone pending successRate lastSuccessAt } } } } }`,
+};
+
+describe.each(backends)("the console's webhook list and log on %s", (backend) => {
+  let h: Harness;
+  let otherProject = "";
+  const now = Date.now();
+  const at = (hoursAgo: number) => new Date(now - hoursAgo * HOUR);
+
+  async function webhook(id: string, projectId: string): Promise<void> {
+    await h.db.prisma.webhook.create({
+      data: { id, projectId, url: `https://${id}.example.com/hook`, events: ["user.created", "user.updated"], secretSealed: "unused" },
+    });
+  }
+
+  async function deliveries(webhookId: string, projectId: string, rows: Row[]): Promise<void> {
+    for (const r of rows) {
+      const type = r.type ?? "user.created";
+      await h.db.prisma.outboxEvent.create({
+        data: { id: `evt_${r.id}`, projectId, eventType: type, body: JSON.stringify({ id: `evt_${r.id}` }), createdAt: at(r.hoursAgo) },
+      });
+      const done = r.status !== "pending";
+      await h.db.prisma.delivery.create({
+        data: {
+          id: r.id,
+          eventId: `evt_${r.id}`,
+          webhookId,
+          projectId,
+          eventType: type,
+          status: r.status,
+          attempts: done ? 1 : 0,
+          createdAt: at(r.hoursAgo),
+          completedAt: done ? at(r.completedHoursAgo ?? r.hoursAgo) : null,
+        },
+      });
+    }
+  }
+
+  beforeAll(async () => {
+    h = await startHarness(backend);
+    otherProject = (await h.db.prisma.project.create({ data: { id: "prj_other_log", name: "other" } })).id;
+    await webhook("wh_busy", h.projectId);
+    await webhook("wh_quiet", h.projectId);
+    await webhook("wh_never", h.projectId);
+    await webhook("wh_theirs", otherProject);
+    // wh_busy, in the window: 3 succeeded, 2 failed, 1 gone, 2 pending. Outside it: more of each.
+    // Its newest success by creation (23 h ago) completed before an older one (20 h ago … 1 h ago).
+    await deliveries("wh_busy", h.projectId, [
+      { id: "dlv_b01", status: "succeeded", hoursAgo: 23, completedHoursAgo: 22.5 },
+      { id: "dlv_b02", status: "succeeded", hoursAgo: 20, completedHoursAgo: 1, type: "user.updated" },
+      { id: "dlv_b03", status: "succeeded", hoursAgo: 2 },
+      { id: "dlv_b04", status: "failed", hoursAgo: 10, type: "user.updated" },
+      { id: "dlv_b05", status: "failed", hoursAgo: 3 },
+      { id: "dlv_b06", status: "gone", hoursAgo: 5 },
+      { id: "dlv_b07", status: "pending", hoursAgo: 0.5, type: "user.updated" },
+      { id: "dlv_b08", status: "pending", hoursAgo: 0.1 },
+      { id: "dlv_b09", status: "succeeded", hoursAgo: 24.2 },
+      { id: "dlv_b10", status: "failed", hoursAgo: 30 },
+      { id: "dlv_b11", status: "pending", hoursAgo: 48, type: "user.updated" },
+      { id: "dlv_b12", status: "gone", hoursAgo: 100 },
+    ]);
+    // wh_quiet: nothing in the window; its last success 3 days ago.
+    await deliveries("wh_quiet", h.projectId, [
+      { id: "dlv_q1", status: "succeeded", hoursAgo: 72 },
+      { id: "dlv_q2", status: "failed", hoursAgo: 30 },
+    ]);
+    // wh_theirs (another project), in the window.
+    await deliveries("wh_theirs", otherProject, [{ id: "dlv_t1", status: "succeeded", hoursAgo: 1 }]);
+    // Many deliveries at the same instant, to page through ties (ordered by id among themselves).
+    const tie = 6;
+    await deliveries(
+      "wh_never",
+      h.projectId,
+      Array.from({ length: 23 }, (_, i) => ({
+        id: `dlv_n${String(i).padStart(2, "0")}`,
+        status: (["pending", "failed", "gone"] as const)[i % 3],
+        hoursAgo: i < 9 ? tie : 30 + i,
+        type: i % 2 ? "user.updated" : "user.created",
+      })),
+    );
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  const empty = { windowHours: 24, succeeded: 0, failed: 0, gone: 0, pending: 0, successRate: null, lastSuccessAt: null };
+
+  it("counts each webhook's deliveries of the last 24 hours by state, with its newest success of any time", async () => {
+    const stats = await webhooksStats(h.db, h.projectId, ["wh_busy", "wh_quiet", "wh_never", "wh_theirs", "wh_nothing"]);
+    expect(stats.get("wh_busy")).toEqual({
+      windowHours: 24,
+      succeeded: 3,
+      failed: 2,
+      gone: 1,
+      pending: 2,
+      successRate: 3 / 6,
+      lastSuccessAt: at(1),
+    });
+    expect(stats.get("wh_quiet")).toEqual({ ...empty, lastSuccessAt: at(72) });
+    expect(stats.get("wh_never")).toEqual({ ...empty, failed: 3, gone: 3, pending: 3, successRate: 0 });
+    // Another project's webhook, and no webhook at all: nothing counted.
+    expect(stats.get("wh_theirs")).toEqual(empty);
+    expect(stats.get("wh_nothing")).toEqual(empty);
+    expect((await webhooksStats(h.db, otherProject, ["wh_theirs"])).get("wh_theirs")).toMatchObject({ succeeded: 1, lastSuccessAt: at(1) });
+  });
+
+  it("gives the same stats through GraphQL, one statement for the whole list", async () => {
+    const r = await h.gql(Q.stats, { first: 10 });
+    expect(r.body.errors).toBeUndefined();
+    const byId = Object.fromEntries(r.body.data.webhooks.edges.map((e: any) => [e.node.id, e.node.stats]));
+    expect(byId.wh_busy).toEqual({ succeeded: 3, failed: 2, gone: 1, pending: 2, successRate: 0.5, lastSuccessAt: at(1).toISOString() });
+    expect(byId.wh_quiet).toMatchObject({ succeeded: 0, successRate: null, lastSuccessAt: at(72).toISOString() });
+    expect(byId.wh_theirs).toBeUndefined();
+  });
+
+  /** Every page of a webhook's log with this page size and filters, and the totalCount of each. */
+  async function allPages(id: string, first: number, filters: { status?: Status; eventType?: string } = {}) {
+    const ids: string[] = [];
+    const counts = new Set<number>();
+    let after: string | null = null;
+    for (let pages = 0; pages < 50; pages++) {
+      const r = await h.gql(Q.log, { id, first, after, ...filters });
+      expect(r.body.errors, JSON.stringify(r.body.errors)).toBeUndefined();
+      const c = r.body.data.webhook.deliveries;
+      counts.add(c.totalCount);
+      ids.push(...c.edges.map((e: any) => e.node.id));
+      if (!c.pageInfo.hasNextPage) return { ids, counts: [...counts] };
+      after = c.pageInfo.endCursor;
+    }
+    throw new Error("the log never ended");
+  }
+
+  /** The log's order, straight from the table: newest first, ties by id (descending). */
+  async function expected(webhookId: string, where: { status?: Status; eventType?: string } = {}) {
+    const rows = await h.db.prisma.delivery.findMany({ where: { webhookId, ...where }, orderBy: [{ createdAt: "desc" }, { id: "desc" }], select: { id: true } });
+    return rows.map((r) => r.id);
+  }
+
+  it("pages a webhook's deliveries newest first, ties by id, the same rows at any page size", async () => {
+    for (const id of ["wh_busy", "wh_never"]) {
+      const all = await expected(id);
+      for (const first of [2, 7, 100]) expect(await allPages(id, first)).toEqual({ ids: all, counts: [all.length] });
+    }
+    expect((await allPages("wh_never", 2)).ids.slice(0, 9)).toEqual(
+      Array.from({ length: 9 }, (_, i) => `dlv_n0${8 - i}`),
+    );
+  });
+
+  it("pages with the filters, and totalCount counts what they match", async () => {
+    for (const filters of [{ status: "failed" as const }, { eventType: "user.updated" }, { status: "pending" as const, eventType: "user.updated" }]) {
+      const all = await expected("wh_never", filters);
+      expect(all.length).toBeGreaterThan(2);
+      expect(await allPages("wh_never", 2, filters)).toEqual({ ids: all, counts: [all.length] });
+    }
+    const none = await h.gql(Q.log, { id: "wh_quiet", first: 5, status: "pending" });
+    expect(none.body.data.webhook.deliveries).toEqual({ totalCount: 0, pageInfo: { hasNextPage: false, endCursor: null }, edges: [] });
+  });
+
+  it("shows another project's webhook as none, and counts alone when only totalCount is asked", async () => {
+    const theirs = await h.gql(Q.log, { id: "wh_theirs", first: 5 });
+    expect(theirs.body.data.webhook).toBeNull();
+    const count = await h.gql(`query($id: ID!) { webhook(id: $id) { deliveries(status: failed) { totalCount } } }`, { id: "wh_busy" });
+    expect(count.body.data.webhook.deliveries).toEqual({ totalCount: 3 });
+  });
+});
