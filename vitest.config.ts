@@ -6,6 +6,7 @@ export default defineConfig({
   resolve: { alias: [{ find: /^graphql$/, replacement: "graphql/index.js" }] },
   test: {
     include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
+    globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Files run in parallel processes, each on its own databases (test/support/db.ts).

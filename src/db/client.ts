@@ -29,10 +29,20 @@ export type Database = {
   close(): Promise<void>;
 };
 
-export type DatabaseOptions = { databaseUrl?: string; dataDir: string; poolSize?: number };
+export type DatabaseOptions = {
+  databaseUrl?: string;
+  dataDir: string;
+  poolSize?: number;
+  /**
+   * An embedded database's data directory as dumped by PGlite's dumpDataDir: starting from it
+   * skips initdb and every migration, ~4× faster than an empty database (the test suite opens
+   * one per test file from a single migrated snapshot).
+   */
+  pgliteSnapshot?: Blob;
+};
 
 export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
-  return opts.databaseUrl ? openPostgres(opts.databaseUrl, opts.poolSize) : openPglite(opts.dataDir);
+  return opts.databaseUrl ? openPostgres(opts.databaseUrl, opts.poolSize) : openPglite(opts.dataDir, opts.pgliteSnapshot);
 }
 
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -99,10 +109,10 @@ async function openPostgres(url: string, poolSize = 10): Promise<Database> {
   };
 }
 
-async function openPglite(dataDir: string): Promise<Database> {
+async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
   const dir = dataDir.startsWith("memory://") ? dataDir : path.resolve(dataDir, "pglite");
   if (!dir.startsWith("memory://")) mkdirSync(dir, { recursive: true });
-  const pglite = await PGlite.create({ dataDir: dir });
+  const pglite = await PGlite.create({ dataDir: dir, ...(snapshot ? { loadDataDir: snapshot } : {}) });
   const adapterFactory = new PrismaPGlite(pglite);
   const prisma = new PrismaClient({ adapter: adapterFactory });
   return {

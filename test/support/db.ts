@@ -1,14 +1,29 @@
 // Every test file gets its own database: a fresh in-memory PGlite, and, when DATABASE_URL or
 // TEST_DATABASE_URL names a Postgres server, a freshly created database on it that is
-// dropped afterwards. Migrations are applied the way `npm start` applies them.
+// dropped afterwards. Migrations are applied the way `npm start` applies them: once per run by
+// test/support/global-setup.ts, whose migrated databases every file then copies; outside
+// vitest (benchmarks) each database is migrated on its own.
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import pg from "pg";
 import { openDatabase, type Database } from "../../src/db/client.ts";
 import { applyMigrations } from "../../src/db/migrations.ts";
 
 export type Backend = "pglite" | "postgres";
 
-const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+export const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
+
+/** Where the global setup leaves the migrated PGlite data directory and Postgres template. */
+export const SNAPSHOT_ENV = "LINKGATE_TEST_PGLITE_SNAPSHOT";
+export const TEMPLATE_ENV = "LINKGATE_TEST_PG_TEMPLATE";
+
+let snapshot: Blob | undefined;
+
+function migratedSnapshot(): Blob | undefined {
+  const file = process.env[SNAPSHOT_ENV];
+  if (file && !snapshot) snapshot = new Blob([readFileSync(file)]);
+  return snapshot;
+}
 
 /** The backends this run covers; use with describe.each. */
 export const backends: Backend[] = serverUrl ? ["pglite", "postgres"] : ["pglite"];
@@ -17,16 +32,18 @@ export type TestDatabase = Database & { url?: string };
 
 export async function openTestDatabase(backend: Backend, opts: { poolSize?: number } = {}): Promise<TestDatabase> {
   if (backend === "pglite") {
-    const db = await openDatabase({ dataDir: "memory://" });
-    await applyMigrations(db.adapterFactory);
+    const from = migratedSnapshot();
+    const db = await openDatabase({ dataDir: "memory://", pgliteSnapshot: from });
+    if (!from) await applyMigrations(db.adapterFactory);
     return db;
   }
   if (!serverUrl) throw new Error("postgres backend needs TEST_DATABASE_URL or DATABASE_URL");
   const name = `lg_test_${randomBytes(6).toString("hex")}`;
-  await adminQuery(`CREATE DATABASE ${name}`);
+  const template = process.env[TEMPLATE_ENV];
+  await adminQuery(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
   const url = withDatabase(serverUrl, name);
   const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: opts.poolSize });
-  await applyMigrations(db.adapterFactory);
+  if (!template) await applyMigrations(db.adapterFactory);
   return {
     ...db,
     url,
@@ -37,7 +54,7 @@ export async function openTestDatabase(backend: Backend, opts: { poolSize?: numb
   };
 }
 
-function withDatabase(url: string, name: string): string {
+export function withDatabase(url: string, name: string): string {
   const u = new URL(url);
   u.pathname = `/${name}`;
   return u.toString();
