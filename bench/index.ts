@@ -27,6 +27,11 @@ if (all || wanted.includes("link")) {
   console.log("\n## link flows (REST request + verify) vs trivial GraphQL requests\n");
   console.table(await run(backends));
 }
+if (wanted.includes("soak")) {
+  // Postgres only, and only when asked for: 30 simulated days in a few minutes.
+  const { main: soak } = await import("./soak.ts");
+  await soak();
+}
 if (all || wanted.includes("delivery")) {
   const mod = await import("./delivery.ts").catch(() => null);
   if (mod && "main" in mod) await (mod as { main: () => Promise<void> }).main();

@@ -37,6 +37,7 @@ const envSchema = z.object({
   LINKGATE_METRICS_TOKEN: z.string().min(16).optional(),
   LINKGATE_RETENTION_EVENTS_DAYS: z.coerce.number().int().positive().max(3650).default(30),
   LINKGATE_RETENTION_DELIVERY_LOG_DAYS: z.coerce.number().int().positive().max(3650).default(30),
+  LINKGATE_RETENTION_SWEEP_SECONDS: z.coerce.number().int().min(0).max(86400).default(60),
   LINKGATE_RECENT_AUTH_SECONDS: z.coerce.number().int().positive().default(600),
   LINKGATE_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30000),
   LINKGATE_ADMIN_TOKEN: z.string().min(16).optional(),
@@ -78,7 +79,8 @@ export type Config = {
   /** the publishable key the hosted /login and /account pages use; unset: the bootstrap publishable key */
   pagesPublishableKey?: string;
   /** how long events (with their deliveries) and delivery attempts are kept */
-  retention: { eventsDays: number; deliveryLogDays: number };
+  /** sweepSeconds: how often this process sweeps; 0 leaves sweeping to other processes */
+  retention: { eventsDays: number; deliveryLogDays: number; sweepSeconds: number };
   /** bearer token for /metrics; unset: metrics are served to loopback clients only */
   metricsToken?: string;
   /** how recent a session's sign-in must be for sensitive operations */
@@ -151,7 +153,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webauthnOrigins: list(e.LINKGATE_WEBAUTHN_ORIGINS),
     recentAuthSeconds: e.LINKGATE_RECENT_AUTH_SECONDS,
     metricsToken: e.LINKGATE_METRICS_TOKEN,
-    retention: { eventsDays: e.LINKGATE_RETENTION_EVENTS_DAYS, deliveryLogDays: e.LINKGATE_RETENTION_DELIVERY_LOG_DAYS },
+    retention: {
+      eventsDays: e.LINKGATE_RETENTION_EVENTS_DAYS,
+      deliveryLogDays: e.LINKGATE_RETENTION_DELIVERY_LOG_DAYS,
+      sweepSeconds: e.LINKGATE_RETENTION_SWEEP_SECONDS,
+    },
     pagesPublishableKey: e.LINKGATE_PAGES_PUBLISHABLE_KEY ?? e.LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY,
     adminToken: e.LINKGATE_ADMIN_TOKEN,
     issuer: e.LINKGATE_ISSUER,

@@ -22,7 +22,12 @@ const GRACE_SECONDS = 60;
 /** Any value shared by every linkgate process: only one sweeps at a time. */
 const ADVISORY_LOCK = 0x6c6b6774; // "lkgt"
 
-export type RetentionSettings = { eventsDays: number; deliveryLogDays: number };
+export type RetentionSettings = {
+  eventsDays: number;
+  deliveryLogDays: number;
+  /** How often startSweeper sweeps (default 60); 0: never in this process, others sweep. */
+  sweepSeconds?: number;
+};
 
 type Target = { table: string; key: string; where: string };
 
@@ -31,24 +36,24 @@ type Target = { table: string; key: string; where: string };
  * when none of its deliveries is pending (its deliveries and their attempts go with it, by
  * cascade).
  */
-function targets(r: RetentionSettings): Target[] {
+function targets(r: RetentionSettings, now = "now()"): Target[] {
   return [
-    { table: "otp_states", key: "id", where: `expires_at < now() - interval '${GRACE_SECONDS} seconds'` },
-    { table: "webauthn_challenges", key: "challenge", where: `expires_at < now() - interval '${GRACE_SECONDS} seconds'` },
-    { table: "rate_limits", key: "key", where: `window_start + make_interval(secs => window_seconds) < now() - interval '${GRACE_SECONDS} seconds'` },
+    { table: "otp_states", key: "id", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
+    { table: "webauthn_challenges", key: "challenge", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
+    { table: "rate_limits", key: "key", where: `window_start + make_interval(secs => window_seconds) < ${now} - interval '${GRACE_SECONDS} seconds'` },
     {
       table: "sessions",
       key: "id",
-      where: `(ended_at < now() - interval '${GRACE_SECONDS} seconds' OR expires_at < now() - interval '${GRACE_SECONDS} seconds')`,
+      where: `(ended_at < ${now} - interval '${GRACE_SECONDS} seconds' OR expires_at < ${now} - interval '${GRACE_SECONDS} seconds')`,
     },
-    { table: "delivery_attempts", key: "id", where: `started_at < now() - make_interval(days => ${r.deliveryLogDays})` },
+    { table: "delivery_attempts", key: "id", where: `started_at < ${now} - make_interval(days => ${r.deliveryLogDays})` },
     {
       table: "outbox_events",
       key: "id",
-      where: `created_at < now() - make_interval(days => ${r.eventsDays})
+      where: `created_at < ${now} - make_interval(days => ${r.eventsDays})
         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = outbox_events.id AND d.status = 'pending')`,
     },
-    { table: "notices", key: "id", where: `status <> 'pending' AND created_at < now() - make_interval(days => ${r.eventsDays})` },
+    { table: "notices", key: "id", where: `status <> 'pending' AND created_at < ${now} - make_interval(days => ${r.eventsDays})` },
   ];
 }
 
@@ -79,7 +84,13 @@ async function deleteEvents(db: Db, pick: string): Promise<number> {
   return Number(rows[0]?.n ?? 0);
 }
 
-export type SweepReport = { swept: boolean; deleted: Record<string, number>; more: string[] };
+export type SweepReport = {
+  swept: boolean;
+  deleted: Record<string, number>;
+  more: string[];
+  /** The slowest DELETE statement of the run, in ms: the longest any row lock of the sweep was held. */
+  longestBatchMs?: number;
+};
 
 /**
  * Runs `fn` while this process holds the sweep lock, or not at all. On Postgres the lock is a
@@ -100,23 +111,31 @@ async function withSweepLock(database: Database, fn: () => Promise<SweepReport>)
   return report;
 }
 
-/** One bounded run: each table's expired rows, BATCH at a time, at most MAX_BATCHES batches. */
-export async function sweepOnce(database: Database, settings: RetentionSettings, logger?: Logger): Promise<SweepReport> {
+/**
+ * One bounded run: each table's expired rows, BATCH at a time, at most MAX_BATCHES batches.
+ * `opts.now` sweeps as if it were that time (bench/soak.ts compresses a month into minutes).
+ */
+export async function sweepOnce(database: Database, settings: RetentionSettings, logger?: Logger, opts: { now?: Date } = {}): Promise<SweepReport> {
+  const clock = opts.now ? `'${opts.now.toISOString()}'::timestamptz` : "now()";
   return withSweepLock(database, async () => {
     const deleted: Record<string, number> = {};
     const more: string[] = [];
-    for (const t of targets(settings)) {
+    let longestBatchMs = 0;
+    for (const t of targets(settings, clock)) {
       let total = 0;
       for (let i = 0; i < MAX_BATCHES; i++) {
+        const t0 = performance.now();
         const n = await deleteBatch(database.prisma, t);
+        longestBatchMs = Math.max(longestBatchMs, performance.now() - t0);
         total += n;
         if (n < BATCH) break;
         if (i === MAX_BATCHES - 1) more.push(t.table);
       }
       if (total) deleted[t.table] = total;
     }
-    if (Object.keys(deleted).length) logger?.info({ deleted, more }, "retention sweep");
-    return { swept: true, deleted, more };
+    longestBatchMs = Math.round(longestBatchMs);
+    if (Object.keys(deleted).length) logger?.info({ deleted, more, longestBatchMs }, "retention sweep");
+    return { swept: true, deleted, more, longestBatchMs };
   });
 }
 
@@ -124,7 +143,8 @@ export type Sweeper = { stop(): Promise<void> };
 
 /** Sweeps every `intervalMs` (sooner when the last run was cut off by its bound). */
 export function startSweeper(opts: { db: Database; settings: RetentionSettings; logger: Logger; intervalMs?: number }): Sweeper {
-  const interval = opts.intervalMs ?? 60_000;
+  const interval = opts.intervalMs ?? (opts.settings.sweepSeconds ?? 60) * 1000;
+  if (interval <= 0) return { stop: async () => {} };
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<unknown> = Promise.resolve();
