@@ -49,6 +49,9 @@ const envSchema = z.object({
   LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: csvMs.default([10000, 30000, 60000, 300000, 1800000]),
   LINKGATE_NOTICE_RETRY_SCHEDULE_MS: csvMs.default([30000, 120000, 600000, 3600000, 21600000]),
   LINKGATE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
+  LINKGATE_WEBHOOK_BREAKER_FAILURES: z.coerce.number().int().positive().default(5),
+  LINKGATE_WEBHOOK_BREAKER_OPEN_MS: z.coerce.number().int().positive().default(1000),
+  LINKGATE_WEBHOOK_BREAKER_MAX_OPEN_MS: z.coerce.number().int().positive().default(60000),
   LINKGATE_WORKER: z.enum(["0", "1"]).default("1"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
@@ -93,6 +96,8 @@ export type Config = {
   webhookAllowPrivate: boolean;
   retryScheduleMs: number[];
   webhookTimeoutMs: number;
+  /** per-endpoint circuit breaker of the delivery worker (src/delivery/breaker.ts) */
+  webhookBreaker: { failures: number; openMs: number; maxOpenMs: number };
   /** delays before security notices are retried */
   noticeRetryScheduleMs: number[];
   worker: boolean;
@@ -167,6 +172,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookAllowPrivate: e.LINKGATE_WEBHOOK_ALLOW_PRIVATE === "1",
     retryScheduleMs: e.LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS,
     webhookTimeoutMs: e.LINKGATE_WEBHOOK_TIMEOUT_MS,
+    webhookBreaker: {
+      failures: e.LINKGATE_WEBHOOK_BREAKER_FAILURES,
+      openMs: e.LINKGATE_WEBHOOK_BREAKER_OPEN_MS,
+      maxOpenMs: Math.max(e.LINKGATE_WEBHOOK_BREAKER_OPEN_MS, e.LINKGATE_WEBHOOK_BREAKER_MAX_OPEN_MS),
+    },
     noticeRetryScheduleMs: e.LINKGATE_NOTICE_RETRY_SCHEDULE_MS,
     worker: e.LINKGATE_WORKER === "1",
     logLevel: e.LOG_LEVEL,

@@ -47,7 +47,15 @@ export type ClaimOptions = {
   leaseMs: number;
   /** Most deliveries of one webhook leased at once, across all workers. */
   perWebhookCap: number;
+  /**
+   * How many more deliveries of each webhook this worker may take (its breakers, breaker.ts):
+   * `rooms[i]` for `webhookIds[i]`, `otherwise` for every other webhook; 0 skips a webhook.
+   * Absent: the cap alone decides.
+   */
+  endpointRooms?: EndpointRooms;
 };
+
+export type EndpointRooms = { webhookIds: string[]; rooms: number[]; otherwise: number };
 
 type ClaimRow = {
   delivery_id: string;
@@ -89,6 +97,15 @@ type ClaimRow = {
  *   be. The due/lease conditions are repeated there: under READ COMMITTED a row another worker
  *   claimed after our snapshot is re-checked against its new version and dropped. Concurrent
  *   workers never wait for each other and never claim the same row.
+ * * A webhook's room is also bounded by what this worker may still send it (`endpointRooms`,
+ *   the per-endpoint concurrency of breaker.ts): rows of an endpoint whose breaker is open are
+ *   not taken at all, so they occupy no send slot and stay due in the database. Measured on
+ *   the fairness benchmark (bench/fairness.ts): three webhooks that never answer took 60 of 50
+ *   slots for the whole timeout with the cap alone; with this, one probe each once open. The
+ *   rooms travel as two arrays joined to the enabled webhooks before the head scan (a skipped
+ *   webhook costs no range scan) and the room of unlisted webhooks as a parameter, so the
+ *   generic plan is the same whatever they hold; the worker lists only webhooks whose room
+ *   differs from an unknown one's (those it sent to in the last minute, at most).
  * * The cap is soft across simultaneous claims (two claims can both see the same free room);
  *   the worst case is workers × cap leases for one webhook for one round.
  * * Prepared (see db/fast.ts): planning it cost about twice its execution. It must run from its
@@ -126,9 +143,14 @@ function claimStatement(cap: number) {
        WHERE h.webhook_id IS NOT NULL
      ),
      head AS MATERIALIZED (
-       SELECT w.id AS webhook_id, c.id, c.next_attempt_at, c.leased
+       SELECT w.id AS webhook_id, c.id, c.next_attempt_at, c.leased, w.mine
        FROM hooks h
-       JOIN webhooks w ON w.id = h.webhook_id AND w.enabled
+       CROSS JOIN LATERAL (
+         SELECT w.id, coalesce(r.room, $6::int) AS mine
+         FROM webhooks w
+         LEFT JOIN unnest($4::text[], $5::int[]) AS r(webhook_id, room) ON r.webhook_id = w.id
+         WHERE w.id = h.webhook_id AND w.enabled AND coalesce(r.room, $6::int) > 0
+       ) w
        CROSS JOIN LATERAL (
          SELECT d.id, d.next_attempt_at, coalesce(d.lease_until > now(), false) AS leased
          FROM deliveries d
@@ -140,7 +162,7 @@ function claimStatement(cap: number) {
      ranked AS (
        SELECT id, next_attempt_at, leased,
               row_number() OVER (PARTITION BY webhook_id, leased ORDER BY next_attempt_at) AS rn,
-              ${cap} - count(*) FILTER (WHERE leased) OVER (PARTITION BY webhook_id) AS room
+              least(${cap} - count(*) FILTER (WHERE leased) OVER (PARTITION BY webhook_id), mine) AS room
        FROM head
      ),
      picked AS (
@@ -186,7 +208,8 @@ claimStatementFor(DEFAULT_PER_WEBHOOK_CAP);
 export async function claimDue(db: DbLike, opts: ClaimOptions): Promise<ClaimedDelivery[]> {
   const { workerId, limit, leaseMs, perWebhookCap } = opts;
   if (limit <= 0) return [];
-  const rows = await run(db, claimStatementFor(perWebhookCap), [limit, leaseMs, workerId]);
+  const rooms = opts.endpointRooms ?? { webhookIds: [], rooms: [], otherwise: perWebhookCap };
+  const rows = await run(db, claimStatementFor(perWebhookCap), [limit, leaseMs, workerId, rooms.webhookIds, rooms.rooms, rooms.otherwise]);
   return rows.map((r) => ({
     deliveryId: r.delivery_id,
     attempt: r.attempt,

@@ -34,6 +34,7 @@ import { decide } from "./schedule.ts";
 import { createSender, secretRef, type Sender, type SendResult } from "./sender.ts";
 import { claimDue, DEFAULT_PER_WEBHOOK_CAP, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";
 import { disableDeadWebhooks } from "./log.ts";
+import { DEFAULT_BREAKER, EndpointBreakers, verdictOf, type BreakerSettings, type Transition } from "./breaker.ts";
 
 /** pino-compatible subset. */
 export type Logger = {
@@ -47,7 +48,7 @@ const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
 export type WorkerOptions = {
   db: Database;
-  config: Pick<Config, "retryScheduleMs" | "webhookTimeoutMs" | "webhookAllowPrivate">;
+  config: Pick<Config, "retryScheduleMs" | "webhookTimeoutMs" | "webhookAllowPrivate"> & { webhookBreaker?: Partial<BreakerSettings> };
   masterKey: MasterKey;
   logger?: Logger;
   /** Names this worker's leases; unique per instance. */
@@ -60,7 +61,10 @@ export type WorkerOptions = {
   concurrency?: number;
   /** Most deliveries per claim. Default 50. */
   batchSize?: number;
-  /** Most leased deliveries per webhook across all workers. Default 20. */
+  /**
+   * Most leased deliveries per webhook across all workers. Default 20. Within it, each
+   * endpoint gets the concurrency its answers earn (breaker.ts).
+   */
   perWebhookCap?: number;
   /** Lease length. Default 30 s + the webhook timeout. */
   leaseMs?: number;
@@ -92,6 +96,8 @@ export type WorkerStats = {
   readonly unrecorded: number;
   /** Claimed deliveries waiting for a send slot. */
   readonly queued: number;
+  /** Claimed deliveries handed back unsent because their endpoint's breaker had opened. */
+  breakerReleased: number;
 };
 
 export type DeliveryWorker = {
@@ -108,6 +114,8 @@ export type DeliveryWorker = {
   /** Look for due deliveries now. */
   wake(): void;
   readonly stats: WorkerStats;
+  /** This worker's view of one endpoint (breaker.ts). */
+  endpoint(webhookId: string): { state: "closed" | "open" | "half-open"; limit: number; active: number };
 };
 
 const MAX_RECORD_BATCH = 500;
@@ -210,6 +218,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     lostLeases: 0,
     dbErrors: 0,
     webhooksDisabled: 0,
+    breakerReleased: 0,
     get inFlight() {
       return sending.size;
     },
@@ -220,6 +229,15 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       return queued.length;
     },
   };
+
+  const breakers = new EndpointBreakers(perWebhookCap, { ...DEFAULT_BREAKER, ...config.webhookBreaker }, breakerMoved);
+  function breakerMoved(t: Transition): void {
+    const fields = { event: `webhook.breaker.${t.to}`, webhookId: t.webhookId, from: t.from, failuresInRow: t.failures, openMs: t.openMs, workerId: id };
+    if (t.to === "open") {
+      log.warn(fields, "webhook breaker opened: no deliveries to this endpoint until a probe answers");
+      wakeAt(t.openMs ?? 0); // the probe goes when it falls due, not at the next poll
+    } else log.info(fields, `webhook breaker ${t.to}`);
+  }
 
   /** Claimed, leased, not started yet: the next sends start from here without a round trip. */
   const queued: ClaimedDelivery[] = [];
@@ -348,13 +366,18 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
         );
         // Cut short by abandon(): not the receiver's fault, so not an attempt; releaseLeases
         // hands the delivery back untouched.
-        if (abandoned && sent.statusCode === null) return null;
+        if (abandoned && sent.statusCode === null) {
+          breakers.finished(c.webhookId, null, Date.now());
+          return null;
+        }
       } catch (err) {
         // sender.send reports every network outcome as a result; this is a bug, not a receiver's fault.
         log.error({ err: errorSummary(err), deliveryId: c.deliveryId }, "delivery worker: send failed unexpectedly");
         sent = internalFailure(`internal: ${errorSummary(err).message}`);
       }
     }
+    const reached = sent.requestHeaders["X-Service-Signature"] !== undefined;
+    breakers.finished(c.webhookId, verdictOf({ statusCode: sent.statusCode, durationMs: sent.durationMs, reached }, config.webhookTimeoutMs), Date.now());
     const decision = decide({ attempt: c.attempt, statusCode: sent.statusCode, retryAfter: sent.retryAfter }, schedule, { random });
     report(decision.status, c, sent);
     log.debug(
@@ -373,7 +396,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       durationMs: sent.durationMs,
       responseExcerpt: sent.responseExcerpt,
       // The sender returns no headers when it made no request (refused target, no secret).
-      signedWith: sent.requestHeaders["X-Service-Signature"] ? refs : null,
+      signedWith: reached ? refs : null,
     };
   }
 
@@ -383,9 +406,33 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     recordDelivery(outcome, status === "succeeded" ? Math.max(0, sent.startedAt.getTime() + sent.durationMs - c.eventCreatedMs) : undefined);
   }
 
-  /** Starts queued deliveries while send slots are free (never once stopping). */
+  /**
+   * Starts queued deliveries while send slots are free (never once stopping). Those whose
+   * endpoint's breaker opened since they were claimed are handed back instead.
+   */
   function pump(): void {
-    while (!stopping && sending.size < concurrency && queued.length > 0) startSend(queued.shift()!);
+    const now = Date.now();
+    const back: string[] = [];
+    while (!stopping && sending.size < concurrency && queued.length > 0) {
+      const c = queued.shift()!;
+      if (breakers.mayStart(c.webhookId, now)) startSend(c);
+      else {
+        breakers.finished(c.webhookId, null, now);
+        back.push(c.deliveryId);
+      }
+    }
+    if (back.length > 0) handBack(back);
+  }
+
+  /**
+   * Gives back leases without an attempt: the deliveries stay due, first in line, for whoever
+   * may send to their endpoint. Should the release fail, the leases are no longer renewed and
+   * run out instead.
+   */
+  function handBack(ids: string[]): void {
+    for (const d of ids) held.delete(d);
+    stats.breakerReleased += ids.length;
+    releaseLeases(db, id, ids).catch((err) => dbFailed("handing back claims", err));
   }
 
   function startSend(c: ClaimedDelivery): void {
@@ -489,13 +536,17 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       const limit = Math.min(batchSize, free);
       let claimed: ClaimedDelivery[];
       try {
-        claimed = await claimDue(db, { workerId: id, limit, leaseMs, perWebhookCap });
+        claimed = await claimDue(db, { workerId: id, limit, leaseMs, perWebhookCap, endpointRooms: breakers.claimRooms(Date.now()) });
         dbOk();
       } catch (err) {
         await sleep(dbFailed("claiming deliveries", err));
         continue;
       }
-      for (const c of claimed) held.add(c.deliveryId);
+      const now = Date.now();
+      for (const c of claimed) {
+        held.add(c.deliveryId);
+        breakers.taken(c.webhookId, now);
+      }
       if (stopping) break; // stop() releases what was just claimed
       stats.claimed += claimed.length;
       queued.push(...claimed);
@@ -591,6 +642,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     id,
     stats,
     wake: () => kick.notify(),
+    endpoint: (webhookId) => breakers.stateOf(webhookId, Date.now()),
     stop,
     abandon() {
       abandoned = true;
