@@ -23,6 +23,7 @@ import { graphiqlRoutes } from "./http/routes/graphiql.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { hostedPageRoutes } from "./http/routes/pages.ts";
 import { linkRoutes } from "./http/routes/link.ts";
+import { CLIENT_CORS_PATHS, oauthRoutes } from "./http/routes/oauth.ts";
 import { httpMetrics, metricsRoutes } from "./http/routes/metrics.ts";
 import { passkeyRoutes } from "./http/routes/passkey.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
@@ -107,12 +108,16 @@ function routes(deps: Deps, expectedMigrations: number) {
   app.notFound((c) => c.json(errorBody("NotFound", `no route for ${c.req.method} ${c.req.path}`), 404));
 
   app.use("/.well-known/*", cors({ origin: "*" })); // public keys and discovery, no credentials
-  app.use(apiCors(deps.config.corsOrigins));
+  // The token and revocation endpoints answer CORS per client (a public client's own origins);
+  // oidc-provider decides that, so the API's origin list does not apply to them.
+  const api = apiCors(deps.config.corsOrigins);
+  app.use((c, next) => (CLIENT_CORS_PATHS.has(c.req.path) ? next() : api(c, next)));
 
   app.route("/", healthRoutes(expectedMigrations));
   app.route("/", metricsRoutes());
   app.route("/", authRoutes());
   app.route("/", linkRoutes());
+  app.route("/", oauthRoutes());
   app.route("/", passkeyRoutes());
   app.route("/", webhookRoutes());
   app.route("/", docsRoutes());

@@ -43,16 +43,31 @@ export async function openKeyStore(db: Db, master: MasterKey, issuer: string): P
       try {
         // jose checks exp only when present and never looks at a future iat: a token without
         // an expiry, or minted "in the future" by someone holding a key, must not pass.
-        const { payload } = await jwtVerify(token, keySet, { issuer, algorithms: [ALG], typ: "JWT", requiredClaims: ["exp", "iat"] });
+        const { payload, protectedHeader } = await jwtVerify(token, keySet, { issuer, algorithms: [ALG], requiredClaims: ["exp", "iat"] });
         if (payload.iat! > Math.floor(Date.now() / 1000) + CLOCK_SKEW_SECONDS) throw new Error("issued in the future");
         const aud = Array.isArray(payload.aud) ? payload.aud[0] : payload.aud;
-        if (payload.token_use !== "access" || !payload.sub || !aud || typeof payload.sid !== "string") throw new Error("not an access token");
+        if (!isAccessToken(protectedHeader.typ, payload) || !payload.sub || !aud || typeof payload.sid !== "string") throw new Error("not an access token");
         return { sub: payload.sub, aud, sid: payload.sid };
       } catch {
         throw new Unauthenticated("the access token is missing, malformed, expired or forged");
       }
     },
   };
+}
+
+/**
+ * Our own sign-in tokens say `token_use: access` under `typ: JWT`; the OpenID Connect provider's
+ * are RFC 9068 (`typ: at+jwt` with `client_id`). An ID token is neither, so it never passes.
+ */
+function isAccessToken(typ: string | undefined, payload: Record<string, unknown>): boolean {
+  if (typ === "JWT") return payload.token_use === "access";
+  return typ?.toLowerCase() === "at+jwt" && typeof payload.client_id === "string";
+}
+
+/** The live signing keys with their private halves, newest first, for the OpenID Connect provider. */
+export async function signingJwks(db: Db, master: MasterKey): Promise<JWK[]> {
+  const rows = await db.signingKey.findMany({ where: { retiredAt: null }, orderBy: { createdAt: "desc" } });
+  return rows.map((r) => ({ ...(JSON.parse(unseal(master, r.privateSealed)) as JWK), kid: r.id, alg: r.alg, use: "sig" }));
 }
 
 async function createSigningKey(db: Db, master: MasterKey): Promise<void> {

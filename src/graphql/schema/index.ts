@@ -8,6 +8,7 @@ import "./passkey.ts";
 import "./session.ts";
 import "./linking.ts";
 import "./webhook.ts";
+import "./oauth-client.ts";
 import "./delivery.ts";
 import "./admin.ts";
 import "./console.ts";

@@ -1,0 +1,118 @@
+// The OpenID Connect endpoints (CONTRACT section 2a). oidc-provider (a Koa app) serves the
+// protocol's own routes through the app's fetch handler, with the app's request id, logs and
+// error policy; the interaction routes below are what the hosted /login page calls while a
+// client waits for a code. Userinfo, JWKS and discovery are linkgate's own (routes/auth.ts).
+import { Hono, type Context } from "hono";
+import { toFetchResponse, toReqRes } from "fetch-to-node";
+import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkeys.ts";
+import { completeSignIn, startSignIn } from "../../auth/sign-in.ts";
+import { answerConsent, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
+import { providerFor } from "../../oidc/provider.ts";
+import { oidcRequest } from "../../oidc/request-context.ts";
+import { BODY_LIMIT, jsonBody, str } from "../body.ts";
+import { PayloadTooLarge } from "../../errors.ts";
+import type { AppEnv } from "../env.ts";
+
+type C = Context<AppEnv>;
+
+/** Endpoints a public client calls from its own origin; oidc-provider answers their CORS. */
+export const CLIENT_CORS_PATHS = new Set(["/oauth/token", "/oauth/revoke"]);
+
+/**
+ * Node's req/res for a fetch Request. There is no socket in app.fetch; Koa reads whether the
+ * connection is TLS and the peer's address from one, so it gets what the app already resolved.
+ */
+function nodeReqRes(c: C, request: Request): InteractionHttp {
+  const pair = toReqRes(request);
+  const socket = { encrypted: new URL(request.url).protocol === "https:", remoteAddress: c.get("clientAddress") };
+  Object.defineProperty(pair.req, "socket", { value: socket, configurable: true });
+  return pair;
+}
+
+/**
+ * Koa only reads a body it is told the length of (a fetch Request built in-process often has no
+ * Content-Length); the protocol's bodies are small forms, so it is read here first, within the
+ * app's body limit.
+ */
+async function withLength(c: C): Promise<Request> {
+  const raw = c.req.raw;
+  if (raw.method === "GET" || raw.method === "OPTIONS" || raw.method === "HEAD") return raw;
+  const body = new Uint8Array(await raw.arrayBuffer());
+  if (body.byteLength > BODY_LIMIT) throw new PayloadTooLarge(`the body is larger than ${BODY_LIMIT} bytes`);
+  const headers = new Headers(raw.headers);
+  headers.set("content-length", String(body.byteLength));
+  headers.delete("transfer-encoding");
+  return new Request(raw.url, { method: raw.method, headers, body });
+}
+
+/** Hands the request to oidc-provider inside the app's request context. */
+async function serveProtocol(c: C): Promise<Response> {
+  const provider = await providerFor(c.get("deps"));
+  const { req, res } = nodeReqRes(c, await withLength(c));
+  const handled = oidcRequest.run({ log: c.get("log"), clientAddress: c.get("clientAddress") }, () => provider.callback()(req, res));
+  handled.catch((err: unknown) => c.get("log").error({ err }, "OpenID Connect provider failed"));
+  return toFetchResponse(res);
+}
+
+/** The interaction's cookie travels on the browser's request; its body is read by Hono. */
+function interactionHttp(c: C): InteractionHttp {
+  return nodeReqRes(c, new Request(c.req.url, { method: "GET", headers: c.req.raw.headers }));
+}
+
+const origin = (c: C) => ({ clientAddress: c.get("clientAddress"), userAgent: c.req.header("user-agent") });
+
+export function oauthRoutes() {
+  const r = new Hono<AppEnv>();
+  for (const path of ["/oauth/authorize", "/oauth/authorize/*", "/oauth/token", "/oauth/revoke", "/oauth/logout", "/oauth/logout/*"]) {
+    r.on(["GET", "POST", "OPTIONS"], path, serveProtocol);
+  }
+
+  // oidc-provider scopes the interaction cookie to this path; the page lives at /login.
+  r.get("/oauth/interaction/:uid", (c) => c.redirect(`/login?interaction=${encodeURIComponent(c.req.param("uid"))}`, 303));
+
+  r.get("/oauth/interaction/:uid/details", async (c) => {
+    const provider = await providerFor(c.get("deps"));
+    return c.json(await describeInteraction(provider, interactionHttp(c)), 200, { "cache-control": "no-store" });
+  });
+
+  r.post("/oauth/interaction/:uid/otp/start", async (c) => {
+    const provider = await providerFor(c.get("deps"));
+    const actor = await interactionActor(provider, interactionHttp(c), origin(c));
+    const { stateId } = await startSignIn(c.get("deps"), actor, await jsonBody(c, ["email", "phone"]));
+    return c.json({ state_id: stateId }, 200);
+  });
+
+  r.post("/oauth/interaction/:uid/otp/verify", async (c) => {
+    const deps = c.get("deps");
+    const provider = await providerFor(deps);
+    const http = interactionHttp(c);
+    const actor = await interactionActor(provider, http, origin(c));
+    const body = await jsonBody(c, ["state_id", "otp"]);
+    const tokens = await completeSignIn(deps, actor, { stateId: str(body, "state_id") ?? "", otp: str(body, "otp") ?? "" });
+    return c.json(await signedIn(deps, provider, http, tokens), 200);
+  });
+
+  r.post("/oauth/interaction/:uid/passkey/options", async (c) => {
+    const provider = await providerFor(c.get("deps"));
+    const actor = await interactionActor(provider, interactionHttp(c), origin(c));
+    return c.json(await startPasskeySignIn(c.get("deps"), actor), 200);
+  });
+
+  r.post("/oauth/interaction/:uid/passkey/verify", async (c) => {
+    const deps = c.get("deps");
+    const provider = await providerFor(deps);
+    const http = interactionHttp(c);
+    const actor = await interactionActor(provider, http, origin(c));
+    const body = await jsonBody(c, ["response"]);
+    const tokens = await finishPasskeySignIn(deps, actor, { response: body.response });
+    return c.json(await signedIn(deps, provider, http, tokens), 200);
+  });
+
+  r.post("/oauth/interaction/:uid/consent", async (c) => {
+    const deps = c.get("deps");
+    const provider = await providerFor(deps);
+    const body = await jsonBody(c, ["allow"]);
+    return c.json(await answerConsent(deps, provider, interactionHttp(c), body.allow === true), 200);
+  });
+  return r;
+}

@@ -1,0 +1,118 @@
+// oidc-provider's storage over the project's database (one table, oidc_payloads). Rows are keyed
+// by SHA-256 of kind and id and the payload never holds the id (`jti`): a copy of the table holds
+// no usable code or refresh token. A Grant belongs to a linkgate session (sessions row): it is
+// found only while that session is live, so signing out, a merge, or any other end of the session
+// ends its refresh tokens too, and destroying a grant (revocation, logout, a replayed code or
+// refresh token) ends the session, and with it every access token carrying its `sid`.
+import type { Adapter, AdapterPayload } from "oidc-provider";
+import type { Deps } from "../deps.ts";
+import { sha256Hex } from "../crypto.ts";
+import { transaction } from "../db/transaction.ts";
+import { enqueue } from "../delivery/outbox.ts";
+import { Prisma } from "../generated/prisma/client.ts";
+import { liveSessionSql, endSessions } from "../auth/sessions.ts";
+import { findByClientId } from "./clients.ts";
+import { clientMetadata } from "./client-metadata.ts";
+import { oidcRequest } from "./request-context.ts";
+
+const rowId = (kind: string, id: string) => sha256Hex(`${kind}:${id}`);
+const epoch = (d: Date) => Math.floor(d.getTime() / 1000);
+
+export function adapterFor(deps: Deps) {
+  return class DatabaseAdapter implements Adapter {
+    constructor(readonly kind: string) {}
+
+    async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
+      const { jti: _jti, ...rest } = payload;
+      const data = {
+        payload: rest as Prisma.InputJsonValue,
+        grantId: payload.grantId ?? null,
+        uid: payload.uid ?? null,
+        expiresAt: expiresIn ? new Date(Date.now() + expiresIn * 1000) : null,
+      };
+      await deps.prisma.oidcPayload.upsert({ where: { id: rowId(this.kind, id) }, create: { id: rowId(this.kind, id), kind: this.kind, ...data }, update: data });
+    }
+
+    async find(id: string): Promise<AdapterPayload | undefined> {
+      if (this.kind === "Client") {
+        const client = await findByClientId(deps, id);
+        return client ? clientMetadata(client) : undefined;
+      }
+      const row = await deps.prisma.oidcPayload.findUnique({ where: { id: rowId(this.kind, id) } });
+      if (!row || (row.expiresAt && row.expiresAt <= new Date())) return undefined;
+      const payload = row.payload as AdapterPayload;
+      if (this.kind === "Grant" && !(await sessionLive(deps, row.sessionId, payload.accountId))) return undefined;
+      return { ...payload, jti: id, ...(row.consumedAt ? { consumed: epoch(row.consumedAt) } : {}) };
+    }
+
+    async findByUid(uid: string): Promise<AdapterPayload | undefined> {
+      const row = await deps.prisma.oidcPayload.findFirst({ where: { kind: this.kind, uid, OR: [{ expiresAt: null }, { expiresAt: { gt: new Date() } }] } });
+      // Found by uid only to check that a session still exists and whose it is: its id (the
+      // cookie's value) is not stored and not needed for that.
+      return row ? (row.payload as AdapterPayload) : undefined;
+    }
+
+    async findByUserCode(): Promise<AdapterPayload | undefined> {
+      return undefined; // no device flow
+    }
+
+    async consume(id: string): Promise<void> {
+      await deps.prisma.oidcPayload.updateMany({ where: { id: rowId(this.kind, id), consumedAt: null }, data: { consumedAt: new Date() } });
+    }
+
+    async destroy(id: string): Promise<void> {
+      if (this.kind === "Grant") return destroyGrant(deps, id);
+      await deps.prisma.oidcPayload.deleteMany({ where: { id: rowId(this.kind, id) } });
+    }
+
+    async revokeByGrantId(grantId: string): Promise<void> {
+      await deps.prisma.oidcPayload.deleteMany({ where: { kind: this.kind, grantId } });
+    }
+  };
+}
+
+async function sessionLive(deps: Deps, sessionId: string | null, accountId: unknown): Promise<boolean> {
+  if (!sessionId || typeof accountId !== "string") return false;
+  const [row] = await deps.prisma.$queryRaw<{ live: boolean }[]>`SELECT ${liveSessionSql(sessionId, accountId, Prisma.sql`s.project_id`)} AS live`;
+  return !!row?.live;
+}
+
+/** Ties a new grant to the linkgate session it was given in; until then it is never found. */
+export async function bindGrantToSession(deps: Deps, grantId: string, sessionId: string): Promise<void> {
+  await deps.prisma.oidcPayload.updateMany({ where: { id: rowId("Grant", grantId) }, data: { sessionId } });
+}
+
+/**
+ * A grant ends with its session. At the token endpoint a grant is revoked only because a used
+ * code or refresh token came back: someone holds a copy, so the project hears about it.
+ */
+async function destroyGrant(deps: Deps, grantId: string): Promise<void> {
+  const req = oidcRequest.getStore();
+  const replay = req?.koa?.oidc?.route === "token";
+  await transaction(deps.prisma, async (tx) => {
+    const [row] = await tx.$queryRaw<{ session_id: string | null; client_id: string | null }[]>`
+      DELETE FROM oidc_payloads WHERE id = ${rowId("Grant", grantId)} RETURNING session_id, payload->>'clientId' AS client_id`;
+    await tx.$executeRaw`DELETE FROM oidc_payloads WHERE grant_id = ${grantId}`;
+    if (!row?.session_id) return;
+    const session = await tx.session.findUnique({ where: { id: row.session_id }, select: { projectId: true, accountId: true } });
+    await endSessions(tx, { id: row.session_id });
+    if (!replay || !session) return;
+    await enqueue(tx, {
+      projectId: session.projectId,
+      eventType: "security.suspicious_activity",
+      data: {
+        reason: req?.koa?.oidc?.params?.grant_type === "refresh_token" ? "refresh_token_reused" : "authorization_code_reused",
+        user_id: session.accountId,
+        client_id: row.client_id,
+        client_address: req?.clientAddress,
+      },
+    });
+    req?.log.warn({ grantId, clientId: row.client_id }, "a used code or refresh token was presented again; its grant and session are ended");
+  });
+}
+
+/** The linkgate session a grant belongs to. */
+export async function sessionOfGrant(deps: Deps, grantId: string): Promise<string | null> {
+  const row = await deps.prisma.oidcPayload.findUnique({ where: { id: rowId("Grant", grantId) }, select: { sessionId: true } });
+  return row?.sessionId ?? null;
+}

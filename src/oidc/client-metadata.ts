@@ -1,0 +1,35 @@
+// A client row as oidc-provider client metadata. Every client: the code flow only, PKCE (the
+// provider requires it for all), ES256 ID tokens with auth_time. A confidential client's
+// `client_secret` here is the secret's hash; src/oidc/provider.ts compares presented secrets
+// against it in constant time.
+import type { ClientMetadata } from "oidc-provider";
+import type { OAuthClient } from "../generated/prisma/client.ts";
+
+/** Extra metadata every client carries, read back with projectOf / isFirstParty. */
+export const EXTRA_METADATA = ["project_id", "first_party"];
+
+const isWebUri = (u: string) => u.startsWith("https:") || u.startsWith("http:");
+
+export function clientMetadata(c: OAuthClient): ClientMetadata {
+  return {
+    client_id: c.clientId,
+    client_name: c.name,
+    redirect_uris: c.redirectUris,
+    post_logout_redirect_uris: c.redirectUris,
+    response_types: ["code"],
+    grant_types: ["authorization_code", "refresh_token"],
+    // an app's private-use scheme makes it a native client; otherwise matching is exact
+    application_type: c.redirectUris.every(isWebUri) ? "web" : "native",
+    token_endpoint_auth_method: c.type === "public" ? "none" : "client_secret_basic",
+    ...(c.type === "confidential" && c.secretHash ? { client_secret: c.secretHash } : {}),
+    id_token_signed_response_alg: "ES256",
+    require_auth_time: true,
+    project_id: c.projectId,
+    first_party: c.firstParty,
+  };
+}
+
+type WithMetadata = { metadata(): Record<string, unknown> };
+
+export const projectOf = (client: WithMetadata) => String(client.metadata().project_id);
+export const isFirstParty = (client: WithMetadata) => client.metadata().first_party === true;

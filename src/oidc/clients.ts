@@ -1,0 +1,122 @@
+// OpenID Connect clients of a project (CONTRACT section 2a), managed with the secret key. A
+// confidential client's secret is shown once and kept as its SHA-256; another project's client
+// is simply not found (the project is in every `where`).
+import { randomBytes } from "node:crypto";
+import type { Actor, Deps } from "../deps.ts";
+import { safeEqual, sha256Hex } from "../crypto.ts";
+import { InvalidRequest, NotFound } from "../errors.ts";
+import type { OAuthClient } from "../generated/prisma/client.ts";
+
+export type ClientType = "public" | "confidential";
+export type ClientInput = { name?: string | null; redirectUris?: readonly string[] | null; type?: ClientType | null; firstParty?: boolean | null };
+export type ClientWithSecret = { client: OAuthClient; clientSecret: string | null };
+
+const MAX_REDIRECT_URIS = 20;
+const MAX_NAME = 100;
+const NOT_FOUND = "no OAuth client with that id in this project";
+
+const newClientId = () => `lgc_${randomBytes(16).toString("base64url")}`;
+const newSecret = () => `lgcs_${randomBytes(32).toString("base64url")}`;
+const newRowId = () => `oac_${randomBytes(12).toString("base64url")}`;
+
+/** Whether `presented` is the client's secret, compared in constant time on the hashes. */
+export function secretMatches(secretHash: string | null | undefined, presented: string): boolean {
+  return !!secretHash && safeEqual(sha256Hex(presented), secretHash);
+}
+
+function checkName(name: unknown): string {
+  const n = typeof name === "string" ? name.trim() : "";
+  if (!n || n.length > MAX_NAME) throw new InvalidRequest(`name must be 1 to ${MAX_NAME} characters`);
+  return n;
+}
+
+/**
+ * Redirect URIs are matched exactly, so they are stored exactly as given: absolute, no fragment,
+ * https, or http only for a loopback host (RFC 8252 native apps and local development), or a
+ * private-use scheme with a dot (com.example.app:/callback) for mobile apps.
+ */
+export function checkRedirectUris(uris: unknown): string[] {
+  if (!Array.isArray(uris) || uris.length === 0 || uris.length > MAX_REDIRECT_URIS) {
+    throw new InvalidRequest(`redirectUris needs 1 to ${MAX_REDIRECT_URIS} absolute URIs`);
+  }
+  const out = uris.map((raw) => {
+    if (typeof raw !== "string" || raw.length > 2048) throw new InvalidRequest("a redirect URI must be a string of at most 2048 characters");
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw new InvalidRequest(`redirect URI ${JSON.stringify(raw)} is not an absolute URI`);
+    }
+    if (url.hash || raw.includes("#")) throw new InvalidRequest(`redirect URI ${raw} must not have a fragment`);
+    const loopback = ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
+    const ok = url.protocol === "https:" || (url.protocol === "http:" && loopback) || /^[a-z][a-z0-9+-]*\.[a-z0-9.+-]+:$/.test(url.protocol);
+    if (!ok) throw new InvalidRequest(`redirect URI ${raw} must be https (http only on a loopback host) or an app's private-use scheme`);
+    return raw;
+  });
+  return [...new Set(out)];
+}
+
+function checkType(type: unknown): ClientType {
+  if (type !== "public" && type !== "confidential") throw new InvalidRequest("type must be PUBLIC or CONFIDENTIAL");
+  return type;
+}
+
+export async function createClient(deps: Deps, actor: Actor, input: ClientInput): Promise<ClientWithSecret> {
+  const name = checkName(input.name);
+  const redirectUris = checkRedirectUris(input.redirectUris);
+  const type = checkType(input.type);
+  const clientSecret = type === "confidential" ? newSecret() : null;
+  const client = await deps.prisma.oAuthClient.create({
+    data: {
+      id: newRowId(),
+      projectId: actor.projectId,
+      clientId: newClientId(),
+      name,
+      redirectUris,
+      type,
+      secretHash: clientSecret ? sha256Hex(clientSecret) : null,
+      firstParty: input.firstParty ?? false,
+    },
+  });
+  return { client, clientSecret };
+}
+
+/** Changes what was given; the type of a client is fixed at creation (its secret depends on it). */
+export async function updateClient(deps: Deps, actor: Actor, id: string, input: ClientInput): Promise<OAuthClient> {
+  if (input.type != null) throw new InvalidRequest("a client's type cannot change; create another client");
+  const data = {
+    ...(input.name != null ? { name: checkName(input.name) } : {}),
+    ...(input.redirectUris != null ? { redirectUris: checkRedirectUris(input.redirectUris) } : {}),
+    ...(input.firstParty != null ? { firstParty: input.firstParty } : {}),
+  };
+  const { count } = await deps.prisma.oAuthClient.updateMany({ where: { id, projectId: actor.projectId }, data });
+  if (!count) throw new NotFound(NOT_FOUND);
+  return deps.prisma.oAuthClient.findFirstOrThrow({ where: { id, projectId: actor.projectId } });
+}
+
+/** Deleting a client ends what it was given: its codes, tokens and remembered consents. */
+export async function deleteClient(deps: Deps, actor: Actor, id: string): Promise<{ id: string }> {
+  const client = await deps.prisma.oAuthClient.findFirst({ where: { id, projectId: actor.projectId } });
+  if (!client) throw new NotFound(NOT_FOUND);
+  await deps.prisma.$transaction([
+    deps.prisma.oAuthClient.delete({ where: { id } }),
+    deps.prisma.oAuthConsent.deleteMany({ where: { clientId: client.clientId } }),
+    deps.prisma.$executeRaw`DELETE FROM oidc_payloads WHERE payload->>'clientId' = ${client.clientId}`,
+  ]);
+  return { id };
+}
+
+/** A new secret for a confidential client; the old one stops working at once. */
+export async function rotateClientSecret(deps: Deps, actor: Actor, id: string): Promise<ClientWithSecret> {
+  const client = await deps.prisma.oAuthClient.findFirst({ where: { id, projectId: actor.projectId } });
+  if (!client) throw new NotFound(NOT_FOUND);
+  if (client.type !== "confidential") throw new InvalidRequest("a public client has no secret to rotate");
+  const clientSecret = newSecret();
+  const updated = await deps.prisma.oAuthClient.update({ where: { id }, data: { secretHash: sha256Hex(clientSecret) } });
+  return { client: updated, clientSecret };
+}
+
+/** The client by its public client_id, whatever its project: oidc-provider's lookup. */
+export function findByClientId(deps: Deps, clientId: string): Promise<OAuthClient | null> {
+  return deps.prisma.oAuthClient.findUnique({ where: { clientId } });
+}

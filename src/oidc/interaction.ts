@@ -1,0 +1,120 @@
+// A sign-in inside an OpenID Connect authorization: the hosted /login page signs the user in to
+// the client's project with the ordinary sign-in services (same OTP limits, same events, sub is
+// the primary), then linkgate answers oidc-provider's interaction: who signed in, when and how
+// (auth_time, amr), and the grant, tied to the new linkgate session. First-party clients and
+// answers the user gave before skip the consent page.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type Provider from "oidc-provider";
+import type { Actor, Deps } from "../deps.ts";
+import { endSessions } from "../auth/sessions.ts";
+import type { TokenResponse } from "../auth/sign-in.ts";
+import { InvalidRequest } from "../errors.ts";
+import { bindGrantToSession } from "./adapter.ts";
+import { isFirstParty, projectOf } from "./client-metadata.ts";
+import { resourceFor, SCOPES } from "./provider.ts";
+
+/** The browser's request and response, carrying the interaction cookie oidc-provider checks. */
+export type InteractionHttp = { req: IncomingMessage; res: ServerResponse };
+type SignedIn = { accountId: string; sessionId: string };
+type Details = Awaited<ReturnType<Provider["interactionDetails"]>>;
+type Client = NonNullable<Awaited<ReturnType<Provider["Client"]["find"]>>>;
+
+export type InteractionView = { client: { name: string; firstParty: boolean }; scopes: string[] };
+export type Outcome = { redirectTo: string } | { consent: InteractionView };
+
+export class InteractionExpired extends InvalidRequest {
+  constructor() {
+    super("this sign-in has expired or was opened in another browser; go back to the app and start again");
+  }
+}
+
+async function load(provider: Provider, http: InteractionHttp): Promise<{ details: Details; client: Client }> {
+  const details = await provider.interactionDetails(http.req, http.res).catch(() => {
+    throw new InteractionExpired();
+  });
+  const client = await provider.Client.find(String(details.params.client_id));
+  if (!client) throw new InteractionExpired();
+  return { details, client };
+}
+
+const requestedScopes = (details: Details) =>
+  String(details.params.scope ?? "")
+    .split(" ")
+    .filter((s): s is (typeof SCOPES)[number] => (SCOPES as readonly string[]).includes(s));
+
+const view = (client: Client, details: Details): InteractionView => ({
+  client: { name: client.clientName ?? client.clientId, firstParty: isFirstParty(client) },
+  scopes: requestedScopes(details),
+});
+
+export async function describeInteraction(provider: Provider, http: InteractionHttp): Promise<InteractionView> {
+  const { details, client } = await load(provider, http);
+  return view(client, details);
+}
+
+/** Who signs in inside this interaction: a user of the client's project, from this address. */
+export async function interactionActor(provider: Provider, http: InteractionHttp, origin: { clientAddress: string; userAgent?: string }): Promise<Actor> {
+  const { client } = await load(provider, http);
+  return { projectId: projectOf(client), keyKind: "publishable", clientAddress: origin.clientAddress, userAgent: origin.userAgent };
+}
+
+/** After the sign-in services signed the user in: finish, or ask for consent first. */
+export async function signedIn(deps: Deps, provider: Provider, http: InteractionHttp, tokens: TokenResponse): Promise<Outcome> {
+  const { sid } = await deps.keys.verifyAccessToken(tokens.access_token);
+  const user = { accountId: tokens.account_id, sessionId: sid };
+  const { details, client } = await load(provider, http);
+  const scopes = requestedScopes(details);
+  if (isFirstParty(client) || (await consentRemembered(deps, user.accountId, client.clientId, scopes))) {
+    return { redirectTo: await finish(deps, provider, http, client, user, scopes) };
+  }
+  const interaction = await provider.Interaction.find(details.uid);
+  if (!interaction) throw new InteractionExpired();
+  interaction.result = { ...interaction.result, pendingSignIn: user };
+  await interaction.persist();
+  return { consent: view(client, details) };
+}
+
+/** The user's answer on the consent page; a yes is remembered for this client. */
+export async function answerConsent(deps: Deps, provider: Provider, http: InteractionHttp, allow: boolean): Promise<{ redirectTo: string }> {
+  const { details, client } = await load(provider, http);
+  const pending = (details.result as { pendingSignIn?: SignedIn } | undefined)?.pendingSignIn;
+  if (!pending) throw new InvalidRequest("sign in first");
+  if (!allow) {
+    await endSessions(deps.prisma, { id: pending.sessionId });
+    const redirectTo = await provider.interactionResult(http.req, http.res, { error: "access_denied", error_description: "the user did not allow access" });
+    return { redirectTo };
+  }
+  const scopes = requestedScopes(details);
+  await rememberConsent(deps, projectOf(client), pending.accountId, client.clientId, scopes);
+  return { redirectTo: await finish(deps, provider, http, client, pending, scopes) };
+}
+
+async function finish(deps: Deps, provider: Provider, http: InteractionHttp, client: Client, user: SignedIn, scopes: string[]): Promise<string> {
+  const session = await deps.prisma.session.findUnique({ where: { id: user.sessionId }, select: { authTime: true, authMethod: true } });
+  if (!session) throw new InteractionExpired();
+  const grant = new provider.Grant({ accountId: user.accountId, clientId: client.clientId });
+  grant.addOIDCScope(scopes.join(" "));
+  grant.addResourceScope(resourceFor(projectOf(client)), scopes.join(" "));
+  const grantId = await grant.save();
+  await bindGrantToSession(deps, grantId, user.sessionId);
+  const result = {
+    login: { accountId: user.accountId, amr: [session.authMethod], ts: Math.floor(session.authTime.getTime() / 1000), remember: true },
+    consent: { grantId },
+  };
+  return provider.interactionResult(http.req, http.res, result, { mergeWithLastSubmission: false });
+}
+
+async function consentRemembered(deps: Deps, accountId: string, clientId: string, scopes: string[]): Promise<boolean> {
+  const row = await deps.prisma.oAuthConsent.findUnique({ where: { accountId_clientId: { accountId, clientId } } });
+  return !!row && !row.revokedAt && scopes.every((s) => row.scopes.includes(s));
+}
+
+async function rememberConsent(deps: Deps, projectId: string, accountId: string, clientId: string, scopes: string[]): Promise<void> {
+  const row = await deps.prisma.oAuthConsent.findUnique({ where: { accountId_clientId: { accountId, clientId } } });
+  const all = [...new Set([...(row && !row.revokedAt ? row.scopes : []), ...scopes])];
+  await deps.prisma.oAuthConsent.upsert({
+    where: { accountId_clientId: { accountId, clientId } },
+    create: { accountId, clientId, projectId, scopes: all },
+    update: { scopes: all, revokedAt: null },
+  });
+}

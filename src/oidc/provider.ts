@@ -1,0 +1,203 @@
+// linkgate as an OpenID Connect provider (CONTRACT section 2a), built on oidc-provider (OpenID
+// Certified). This file is its whole configuration: what it issues and how each RFC rule is set.
+// The protocol itself (PKCE, code and refresh-token handling, error codes) is the library's.
+//
+// oidc-provider 9 prints "Unsupported runtime" on Node 20 because it only checks the LTS codename;
+// it uses no API newer than Node 20 (checked by grep and by test/oidc.*.test.ts running it here).
+import Provider, { errors, type Client, type Configuration, type KoaContextWithOIDC } from "oidc-provider";
+
+type Ctx = KoaContextWithOIDC;
+import type { Deps } from "../deps.ts";
+import { deriveKey } from "../crypto.ts";
+import { loadAccount, oidcClaims } from "../auth/accounts.ts";
+import { ACCESS_TOKEN_TTL_SECONDS, signingJwks } from "../auth/tokens.ts";
+import { adapterFor, sessionOfGrant } from "./adapter.ts";
+import { clientMetadata, EXTRA_METADATA, projectOf } from "./client-metadata.ts";
+import { secretMatches } from "./clients.ts";
+import { errorPage, logoutPage, signedOutPage } from "./pages.ts";
+import { oidcRequest } from "./request-context.ts";
+
+export const SCOPES = ["openid", "email", "phone", "profile", "offline_access"] as const;
+
+/** The resource indicator of a project's API: access tokens for it have `aud` = the project id. */
+export const resourceFor = (projectId: string) => `urn:linkgate:project:${projectId}`;
+
+const DAY = 24 * 3600;
+export const TTL = {
+  AuthorizationCode: 60,
+  AccessToken: ACCESS_TOKEN_TTL_SECONDS,
+  IdToken: ACCESS_TOKEN_TTL_SECONDS,
+  RefreshToken: 30 * DAY,
+  Grant: 30 * DAY,
+  Session: 30 * DAY,
+  Interaction: 15 * 60,
+};
+
+export const ROUTES = {
+  authorization: "/oauth/authorize",
+  token: "/oauth/token",
+  revocation: "/oauth/revoke",
+  end_session: "/oauth/logout",
+  // served by linkgate itself (src/http/routes/auth.ts); these paths are never forwarded
+  jwks: "/.well-known/jwks.json",
+  userinfo: "/oauth/userinfo",
+};
+
+const providers = new WeakMap<Deps, Promise<Provider>>();
+
+/** One provider per app, made on first use (it needs the signing keys from the database). */
+export function providerFor(deps: Deps): Promise<Provider> {
+  let p = providers.get(deps);
+  if (!p) {
+    p = createProvider(deps);
+    providers.set(deps, p);
+  }
+  return p;
+}
+
+async function createProvider(deps: Deps): Promise<Provider> {
+  const provider = new Provider(deps.keys.issuer, await configuration(deps));
+  provider.proxy = deps.config.trustedProxies.length > 0;
+  // Secrets are kept hashed, so the presented one is hashed and compared in constant time.
+  provider.Client.prototype.compareClientSecret = function (this: { clientSecret?: string }, actual: string) {
+    return secretMatches(this.clientSecret, actual);
+  };
+  addAtHash(provider);
+  provider.use(offlineAccessAsksConsent);
+  provider.use(async (ctx, next) => {
+    const req = oidcRequest.getStore();
+    if (req) req.koa = ctx as KoaContextWithOIDC;
+    await next();
+  });
+  provider.on("server_error", (_ctx, err) => oidcRequest.getStore()?.log.error({ err }, "OpenID Connect provider error"));
+  return provider;
+}
+
+/**
+ * The ID token from the token endpoint carries `at_hash` of the access token issued with it
+ * (CONTRACT section 2a); oidc-provider adds it only at the authorization endpoint. The access
+ * token's value is noted as it is saved and the ID token issued next in the same request hashes
+ * it (the library computes the hash of whatever `at_hash` holds).
+ */
+function addAtHash(provider: Provider) {
+  const AccessToken = (provider as unknown as { AccessToken: { prototype: { save(): Promise<string> } } }).AccessToken;
+  const IdToken = (provider as unknown as { IdToken: { prototype: { issue(o: { use: string }): Promise<string>; set(k: string, v: unknown): void } } }).IdToken;
+  const save = AccessToken.prototype.save;
+  AccessToken.prototype.save = async function (this: unknown) {
+    const value = await save.call(this);
+    const req = oidcRequest.getStore();
+    if (req) req.accessToken = value;
+    return value;
+  };
+  const issue = IdToken.prototype.issue;
+  IdToken.prototype.issue = function (this: { set(k: string, v: unknown): void }, opts: { use: string }) {
+    const accessToken = oidcRequest.getStore()?.accessToken;
+    if (opts?.use === "idtoken" && accessToken) this.set("at_hash", accessToken);
+    return issue.call(this, opts);
+  };
+}
+
+/**
+ * OpenID Connect issues a refresh token for `offline_access` only when consent was asked
+ * (Core 11); every authorization with it asks, and first-party clients and remembered answers
+ * are answered by linkgate without showing a page.
+ */
+async function offlineAccessAsksConsent(ctx: { path: string; method: string; query: Record<string, unknown> }, next: () => Promise<unknown>) {
+  if (ctx.path === ROUTES.authorization && ctx.method === "GET") {
+    const { scope, prompt } = ctx.query;
+    if (typeof scope === "string" && scope.split(" ").includes("offline_access")) {
+      const prompts = typeof prompt === "string" ? prompt.split(" ").filter(Boolean) : [];
+      if (!prompts.includes("consent") && !prompts.includes("none")) ctx.query = { ...ctx.query, prompt: [...prompts, "consent"].join(" ") };
+    }
+  }
+  await next();
+}
+
+async function configuration(deps: Deps): Promise<Configuration> {
+  return {
+    adapter: adapterFor(deps),
+    jwks: { keys: (await signingJwks(deps.prisma, deps.master)) as never },
+    cookies: {
+      keys: [deriveKey(deps.master, "oidc-cookies").toString("base64url")],
+      names: { session: "lg_oidc_session", interaction: "lg_oidc_interaction", resume: "lg_oidc_resume" },
+    },
+    claims: {
+      // amr: how the session signed in (otp or passkey), from the interaction's result
+      openid: ["sub", "amr"],
+      email: ["email", "email_verified"],
+      phone: ["phone_number", "phone_number_verified"],
+      profile: ["name", "updated_at"],
+    },
+    scopes: [...SCOPES],
+    responseTypes: ["code"],
+    pkce: { required: () => true },
+    clientAuthMethods: ["none", "client_secret_basic", "client_secret_post"],
+    clientDefaults: { id_token_signed_response_alg: "ES256", grant_types: ["authorization_code", "refresh_token"], response_types: ["code"] },
+    enabledJWA: { idTokenSigningAlgValues: ["ES256"] },
+    extraClientMetadata: { properties: EXTRA_METADATA },
+    // A browser may call the token and revocation endpoints only for a public client, from the
+    // origin of one of its redirect URIs.
+    clientBasedCORS: (_ctx: Ctx, origin: string, client: Client & { clientAuthMethod?: string; redirectUris?: string[] }) =>
+      origin !== "null" && client.clientAuthMethod === "none" && (client.redirectUris ?? []).some((uri) => URL.canParse(uri) && new URL(uri).origin === origin),
+    features: {
+      devInteractions: { enabled: false },
+      userinfo: { enabled: false },
+      introspection: { enabled: false },
+      revocation: { enabled: true },
+      rpInitiatedLogout: {
+        enabled: true,
+        logoutSource: (ctx: Ctx, form: string) => {
+          ctx.type = "html";
+          ctx.body = logoutPage(form);
+        },
+        postLogoutSuccessSource: (ctx: Ctx) => {
+          ctx.type = "html";
+          ctx.body = signedOutPage();
+        },
+      },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: (_ctx: Ctx, client: Client) => resourceFor(projectOf(client)),
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx: Ctx, resource: string, client: Client) => {
+          const projectId = projectOf(client);
+          if (resource !== resourceFor(projectId)) throw new errors.InvalidTarget("this client's tokens are for its own project only");
+          return {
+            scope: SCOPES.join(" "),
+            audience: projectId,
+            accessTokenFormat: "jwt",
+            accessTokenTTL: TTL.AccessToken,
+            jwt: { sign: { alg: "ES256" } },
+          };
+        },
+      },
+    },
+    findAccount: async (ctx: Ctx, sub: string) => {
+      const client = ctx.oidc.client;
+      if (!client) return undefined;
+      const account = await loadAccount(deps.prisma, projectOf(client), sub);
+      // a merged secondary never acts; its sign-ins land on the primary
+      if (!account || account.mergeRole === "secondary") return undefined;
+      return { accountId: sub, claims: () => ({ ...oidcClaims(account), name: account.name ?? undefined }) };
+    },
+    // Every access token carries the linkgate session it was given in: each API call checks it.
+    extraTokenClaims: async (_ctx: Ctx, token: { kind: string; grantId?: string }) => {
+      if (token.kind !== "AccessToken" || !token.grantId) return undefined;
+      const sid = await sessionOfGrant(deps, token.grantId);
+      return sid ? { sid } : undefined;
+    },
+    expiresWithSession: () => true,
+    rotateRefreshToken: true,
+    revokeGrantPolicy: () => true,
+    ttl: TTL,
+    interactions: { url: (_ctx: Ctx, interaction: { uid: string }) => `/oauth/interaction/${interaction.uid}` },
+    routes: ROUTES,
+    renderError: (ctx: Ctx, out: { error: string; error_description?: string }, err: unknown) => {
+      oidcRequest.getStore()?.log.info({ error: out.error, description: out.error_description, err: (err as Error)?.message }, "OpenID Connect request refused");
+      ctx.type = "html";
+      ctx.body = errorPage(out.error, out.error_description);
+    },
+  };
+}
+
+export { clientMetadata };
