@@ -1,8 +1,11 @@
 // /login: sign in with a passkey (discoverable: nothing to type) or with a code sent to an
 // e-mail address or phone number; then on to ?return_to= (a path on this site) or /account.
+// Opened by an app's OpenID Connect authorization (?interaction=…), it signs in for that app,
+// asks for consent when the app is a third party's, and goes back to the app.
 import { render } from "preact";
 import { useState } from "preact/hooks";
 import { completeSignIn, finishPasskeySignIn, publishableKey, returnTo, startPasskeySignIn, startSignIn, storedSession } from "./api.ts";
+import { answerConsent, flowCompleteSignIn, flowPasskeyOptions, flowPasskeySignIn, flowStartSignIn, interactionId, SCOPE_WORDS, type Consent, type Outcome } from "./flow.ts";
 import { assertWithPasskey, passkeysSupported } from "./webauthn.ts";
 import { Alert, Field, Frame, NotConfigured, useAction, useFocusOnShow } from "./ui.tsx";
 import "./style.css";
@@ -45,14 +48,30 @@ function SignIn() {
   );
 }
 
-function PasskeySignIn(props: { onDone: () => void }) {
+type SignInWith = {
+  startCode: (identifier: string) => Promise<string>;
+  completeCode: (stateId: string, otp: string) => Promise<unknown>;
+  passkey: () => Promise<unknown>;
+};
+
+/** On its own, the page keeps the session for /account; in an app's flow, the server answers what's next. */
+const ON_ITS_OWN: SignInWith = {
+  startCode: startSignIn,
+  completeCode: completeSignIn,
+  passkey: async () => finishPasskeySignIn(await assertWithPasskey(await startPasskeySignIn())),
+};
+const IN_FLOW: SignInWith = {
+  startCode: flowStartSignIn,
+  completeCode: flowCompleteSignIn,
+  passkey: async () => flowPasskeySignIn(await assertWithPasskey(await flowPasskeyOptions())),
+};
+
+function PasskeySignIn(props: { onDone: (result: unknown) => void; via?: SignInWith }) {
   const { busy, error, run } = useAction();
   if (!passkeysSupported()) return <p class="muted">This browser does not support passkeys; use a code instead.</p>;
   const go = () =>
     run(async () => {
-      const options = await startPasskeySignIn();
-      await finishPasskeySignIn(await assertWithPasskey(options));
-      props.onDone();
+      props.onDone(await (props.via ?? ON_ITS_OWN).passkey());
     });
   return (
     <div class="passkey-signin">
@@ -67,7 +86,7 @@ function PasskeySignIn(props: { onDone: () => void }) {
   );
 }
 
-function CodeRequest(props: { onSent: (identifier: string, stateId: string) => void }) {
+function CodeRequest(props: { onSent: (identifier: string, stateId: string) => void; via?: SignInWith }) {
   const [value, setValue] = useState("");
   const { busy, error, setError, run } = useAction();
   const input = useFocusOnShow<HTMLInputElement>(error);
@@ -75,7 +94,7 @@ function CodeRequest(props: { onSent: (identifier: string, stateId: string) => v
     e.preventDefault();
     const identifier = value.trim();
     if (!identifier) return setError("Enter your e-mail address or phone number.");
-    void run(async () => props.onSent(identifier, await startSignIn(identifier)));
+    void run(async () => props.onSent(identifier, await (props.via ?? ON_ITS_OWN).startCode(identifier)));
   };
   return (
     <form onSubmit={submit} noValidate>
@@ -97,7 +116,7 @@ function CodeRequest(props: { onSent: (identifier: string, stateId: string) => v
   );
 }
 
-function CodeEntry(props: { identifier: string; stateId: string; onDone: () => void; onBack: () => void }) {
+function CodeEntry(props: { identifier: string; stateId: string; onDone: (result: unknown) => void; onBack: () => void; via?: SignInWith }) {
   const [code, setCode] = useState("");
   const { busy, error, setError, run } = useAction();
   const input = useFocusOnShow<HTMLInputElement>(error);
@@ -105,8 +124,7 @@ function CodeEntry(props: { identifier: string; stateId: string; onDone: () => v
     e.preventDefault();
     if (!/^\d{6}$/.test(code.trim())) return setError("Enter the 6-digit code.");
     void run(async () => {
-      await completeSignIn(props.stateId, code);
-      props.onDone();
+      props.onDone(await (props.via ?? ON_ITS_OWN).completeCode(props.stateId, code));
     });
   };
   return (
@@ -137,6 +155,70 @@ function CodeEntry(props: { identifier: string; stateId: string; onDone: () => v
   );
 }
 
-// Already signed in: straight on.
-if (publishableKey() && storedSession()) location.replace(returnTo());
+// ---- inside an app's OpenID Connect flow ------------------------------------------------------
+
+function FlowPage() {
+  const [step, setStep] = useState<Step>({ kind: "identifier" });
+  const [consent, setConsent] = useState<Consent | null>(null);
+  const next = (result: unknown) => {
+    const outcome = result as Outcome;
+    if ("redirectTo" in outcome) location.assign(outcome.redirectTo);
+    else setConsent(outcome.consent);
+  };
+  return (
+    <Frame title="sign in">
+      {consent ? (
+        <ConsentCard consent={consent} />
+      ) : (
+        <div class="card narrow">
+          <h1>Sign in</h1>
+          {step.kind === "identifier" ? (
+            <>
+              <PasskeySignIn onDone={next} via={IN_FLOW} />
+              <p class="or" aria-hidden="true">
+                <span>or</span>
+              </p>
+              <CodeRequest via={IN_FLOW} onSent={(identifier, stateId) => setStep({ kind: "code", identifier, stateId })} />
+            </>
+          ) : (
+            <CodeEntry via={IN_FLOW} identifier={step.identifier} stateId={step.stateId} onDone={next} onBack={() => setStep({ kind: "identifier" })} />
+          )}
+        </div>
+      )}
+    </Frame>
+  );
+}
+
+/** A third party's app asks: the user sees who and what, and the answer is remembered. */
+function ConsentCard({ consent }: { consent: Consent }) {
+  const { busy, error, run } = useAction();
+  const answer = (allow: boolean) => run(async () => location.assign((await answerConsent(allow)).redirectTo));
+  return (
+    <div class="card narrow">
+      <h1>
+        Allow <span class="value">{consent.client.name}</span>?
+      </h1>
+      <p>It will be able to see:</p>
+      <ul class="scopes">
+        {consent.scopes.map((s) => (
+          <li key={s}>{SCOPE_WORDS[s] ?? s}</li>
+        ))}
+      </ul>
+      <p class="hint">We remember your answer for this app.</p>
+      <Alert text={error} />
+      <div class="actions">
+        <button type="button" class="primary" disabled={busy} onClick={() => answer(true)}>
+          Allow
+        </button>
+        <button type="button" disabled={busy} onClick={() => answer(false)}>
+          Deny
+        </button>
+      </div>
+    </div>
+  );
+}
+
+// Inside an app's flow the page always signs in for that app; on its own, already signed in: straight on.
+if (interactionId()) render(<FlowPage />, document.getElementById("app")!);
+else if (publishableKey() && storedSession()) location.replace(returnTo());
 else render(<LoginPage />, document.getElementById("app")!);

@@ -143,7 +143,8 @@ async function configuration(deps: Deps): Promise<Configuration> {
       devInteractions: { enabled: false },
       userinfo: { enabled: false },
       introspection: { enabled: false },
-      revocation: { enabled: true },
+      // RFC 7009: a client revokes only its own tokens; another's is answered 200 and left alone
+      revocation: { enabled: true, allowedPolicy: (_ctx: Ctx, client: Client, token: { clientId?: string }) => token.clientId === client.clientId },
       rpInitiatedLogout: {
         enabled: true,
         logoutSource: (ctx: Ctx, form: string) => {

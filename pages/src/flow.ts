@@ -1,0 +1,45 @@
+// /login inside an OpenID Connect authorization (/login?interaction=…): the page signs the user
+// in through the interaction's own endpoints, which act for the project of the app that asked
+// (no publishable key needed) and answer where to go next: back to the app, or the consent page.
+import { identifierInput, sentence } from "./api.ts";
+
+export type Consent = { client: { name: string; firstParty: boolean }; scopes: string[] };
+export type Outcome = { redirectTo: string } | { consent: Consent };
+
+/** The interaction this page was opened for, if any. */
+export function interactionId(search = location.search): string | null {
+  const uid = new URLSearchParams(search).get("interaction");
+  return uid && /^[\w-]{1,128}$/.test(uid) ? uid : null;
+}
+
+async function post<T>(path: string, body: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(`/oauth/interaction/${interactionId()}/${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json" },
+      body: JSON.stringify(body),
+      credentials: "same-origin",
+    });
+  } catch {
+    throw new Error("The server cannot be reached. Check your connection and try again.");
+  }
+  const data = (await res.json().catch(() => null)) as (T & { message?: string }) | null;
+  if (!res.ok || !data) throw new Error(sentence(data?.message ?? `The server answered ${res.status}.`));
+  return data;
+}
+
+export const flowStartSignIn = async (identifier: string) => (await post<{ state_id: string }>("otp/start", identifierInput(identifier))).state_id;
+export const flowCompleteSignIn = (stateId: string, otp: string) => post<Outcome>("otp/verify", { state_id: stateId, otp: otp.trim() });
+export const flowPasskeyOptions = () => post<unknown>("passkey/options", {});
+export const flowPasskeySignIn = (response: unknown) => post<Outcome>("passkey/verify", { response });
+export const answerConsent = (allow: boolean) => post<{ redirectTo: string }>("consent", { allow });
+
+/** What each scope lets the app see, in the user's words. */
+export const SCOPE_WORDS: Record<string, string> = {
+  openid: "Know that it is you (your account id)",
+  email: "Your e-mail address",
+  phone: "Your phone number",
+  profile: "Your name",
+  offline_access: "Stay signed in when you are not using it",
+};
