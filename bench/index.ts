@@ -37,3 +37,8 @@ if (all || wanted.includes("delivery")) {
   if (mod && "main" in mod) await (mod as { main: () => Promise<void> }).main();
   else console.log("\n(delivery benchmark not available)");
 }
+if (wanted.includes("console")) {
+  // Postgres only, and only when asked for: seeding its data set takes minutes (BENCH_KEEP=1 keeps it).
+  const { main: consoleViews } = await import("./console.ts");
+  await consoleViews();
+}

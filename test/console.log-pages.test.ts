@@ -5,7 +5,7 @@
 // whatever the page size, and totalCount counts what the filters match. Another project's
 // webhooks and deliveries are never counted or shown.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { webhooksStats } from "../src/delivery/log.ts";
+import { webhooksStats } from "../src/delivery/charts.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 
@@ -122,6 +122,66 @@ describe.each(backends)("the console's webhook list and log on %s", (backend) =>
     expect(stats.get("wh_theirs")).toEqual(empty);
     expect(stats.get("wh_nothing")).toEqual(empty);
     expect((await webhooksStats(h.db, otherProject, ["wh_theirs"])).get("wh_theirs")).toMatchObject({ succeeded: 1, lastSuccessAt: at(1) });
+  });
+
+  /** The stats' definition, counted straight from deliveries (what the rollup must equal). */
+  async function counted(webhookId: string) {
+    const rows = await h.db.prisma.$queryRaw<{ succeeded: number; failed: number; gone: number; pending: number; last_ok: Date | null }[]>`
+      SELECT count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded, count(*) FILTER (WHERE status = 'failed')::int AS failed,
+             count(*) FILTER (WHERE status = 'gone')::int AS gone, count(*) FILTER (WHERE status = 'pending')::int AS pending,
+             greatest(max(completed_at) FILTER (WHERE status = 'succeeded' AND created_at >= now() - interval '24 hours'),
+                      (SELECT completed_at FROM deliveries n WHERE n.webhook_id = ${webhookId} AND n.status = 'succeeded' ORDER BY created_at DESC LIMIT 1)) AS last_ok
+      FROM deliveries WHERE webhook_id = ${webhookId} AND created_at >= now() - interval '24 hours'`;
+    const { last_ok, ...c } = rows[0];
+    return { ...c, lastSuccessAt: last_ok };
+  }
+  const statsOf = async (id: string) => {
+    const { succeeded, failed, gone, pending, lastSuccessAt } = (await webhooksStats(h.db, h.projectId, [id])).get(id)!;
+    return { succeeded, failed, gone, pending, lastSuccessAt };
+  };
+
+  it("keeps the stats exact through every change of state: records, redeliveries, claims, disabling, deletions", async () => {
+    await webhook("wh_changes", h.projectId);
+    const hours = [0.2, 1, 3, 12, 23.5, 23.99, 24.5, 30];
+    await deliveries(
+      "wh_changes",
+      h.projectId,
+      hours.flatMap((hoursAgo, i) => [
+        { id: `dlv_c${i}a`, status: "pending" as const, hoursAgo },
+        { id: `dlv_c${i}b`, status: "pending" as const, hoursAgo },
+        { id: `dlv_c${i}c`, status: "succeeded" as const, hoursAgo, completedHoursAgo: hoursAgo / 2 },
+      ]),
+    );
+    const same = async () => expect(await statsOf("wh_changes")).toEqual(await counted("wh_changes"));
+    await same();
+    const rollup = () => h.db.prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM console.webhook_delivery_hours WHERE webhook_id = 'wh_changes'`;
+    expect((await rollup())[0].n).toBeGreaterThan(3);
+    const sql = (text: string) => h.db.prisma.$executeRawUnsafe(text);
+    // the worker records results: a success, a retry, a failure, a gone
+    await sql(`UPDATE deliveries SET status = 'succeeded', attempts = 1, completed_at = now() WHERE id IN ('dlv_c0a', 'dlv_c4a', 'dlv_c6a')`);
+    await sql(`UPDATE deliveries SET attempts = 1, next_attempt_at = now() + interval '1 minute' WHERE id = 'dlv_c1a'`);
+    await sql(`UPDATE deliveries SET status = 'failed', completed_at = now() WHERE id IN ('dlv_c2a', 'dlv_c5a')`);
+    await sql(`UPDATE deliveries SET status = 'gone', completed_at = now() WHERE id = 'dlv_c3a'`);
+    await same();
+    // a claim writes only the lease
+    await sql(`UPDATE deliveries SET leased_by = 'w1', lease_until = now() + interval '30 seconds' WHERE status = 'pending' AND webhook_id = 'wh_changes'`);
+    await same();
+    // a redelivery starts succeeded and failed ones over, the newest success among them
+    await sql(`UPDATE deliveries SET status = 'pending', attempts = 0, completed_at = NULL WHERE id IN ('dlv_c0a', 'dlv_c0c', 'dlv_c2a', 'dlv_c5c')`);
+    await same();
+    // the webhook is disabled: its pending deliveries fail
+    await sql(`UPDATE deliveries SET status = 'failed', completed_at = now() WHERE webhook_id = 'wh_changes' AND status = 'pending'`);
+    await same();
+    // deliveries removed, one statement for several hours
+    await sql(`DELETE FROM deliveries WHERE id IN ('dlv_c1c', 'dlv_c4c', 'dlv_c3b', 'dlv_c7a')`);
+    await same();
+    expect((await statsOf("wh_changes")).succeeded).toBeGreaterThan(0);
+    // the webhook deleted with its deliveries and its rows; the other webhooks' stats stay
+    const busy = await statsOf("wh_busy");
+    await sql(`DELETE FROM webhooks WHERE id = 'wh_changes'`);
+    expect(await statsOf("wh_changes")).toEqual({ succeeded: 0, failed: 0, gone: 0, pending: 0, lastSuccessAt: null });
+    expect(await statsOf("wh_busy")).toEqual(busy);
+    expect((await rollup())[0].n).toBe(0);
   });
 
   it("gives the same stats through GraphQL, one statement for the whole list", async () => {

@@ -6,6 +6,7 @@
 // long the delivery log is. scripts/measure-charts.ts compares this with aggregating the log.
 import { Prisma } from "../generated/prisma/client.ts";
 import type { Database } from "../db/client.ts";
+import type { WebhookStats } from "./log.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -112,5 +113,64 @@ export async function deliveryChart(db: DbLike, projectId: string, range: ChartR
     to: series[series.length - 1].end,
     points: series,
     totals: counts(rows.find((r) => r.start === null)!),
+  };
+}
+
+// ---- the webhook list's stats ------------------------------------------------------------------
+
+/**
+ * The stats of many webhooks of one project (see WebhookStats: deliveries created in the last 24
+ * hours, each once by its state, and the newest success of any time), in one statement. The
+ * whole hours of the window come from console.webhook_delivery_hours (kept by triggers on
+ * deliveries), the part of the window's oldest hour from deliveries itself, so the counts are
+ * exactly those of the window while reading at most an hour of deliveries. Ids of other
+ * projects, or of no webhook, get empty stats.
+ */
+export async function webhooksStats(db: DbLike, projectId: string, webhookIds: readonly string[]): Promise<Map<string, WebhookStats>> {
+  const ids = [...new Set(webhookIds)];
+  if (ids.length === 0) return new Map();
+  const rows = await db.prisma.$queryRaw<StatsRow[]>`
+    WITH bounds AS (
+      SELECT now() - interval '24 hours' AS since, date_trunc('hour', now() - interval '24 hours') + interval '1 hour' AS whole
+    ), hooks AS (
+      SELECT w.id FROM webhooks w WHERE w.id = ANY (${ids}::text[]) AND w.project_id = ${projectId}
+    )
+    SELECT h.id,
+           (coalesce(r.succeeded, 0) + e.succeeded)::int AS succeeded, (coalesce(r.failed, 0) + e.failed)::int AS failed,
+           (coalesce(r.gone, 0) + e.gone)::int AS gone, (coalesce(r.pending, 0) + e.pending)::int AS pending,
+           greatest(r.last_ok, e.last_ok, newest.completed_at) AS last_ok
+    FROM hooks h CROSS JOIN bounds b
+    LEFT JOIN LATERAL (
+      SELECT sum(succeeded) AS succeeded, sum(failed) AS failed, sum(gone) AS gone, sum(pending) AS pending, max(last_ok) AS last_ok
+      FROM console.webhook_delivery_hours s WHERE s.webhook_id = h.id AND s.hour >= b.whole
+    ) r ON true
+    CROSS JOIN LATERAL (
+      SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded, count(*) FILTER (WHERE status = 'failed') AS failed,
+             count(*) FILTER (WHERE status = 'gone') AS gone, count(*) FILTER (WHERE status = 'pending') AS pending,
+             max(completed_at) FILTER (WHERE status = 'succeeded') AS last_ok
+      FROM deliveries d WHERE d.webhook_id = h.id AND d.created_at >= b.since AND d.created_at < b.whole
+    ) e
+    LEFT JOIN LATERAL (
+      SELECT completed_at FROM deliveries d
+      WHERE d.webhook_id = h.id AND d.status = 'succeeded'
+      ORDER BY d.created_at DESC LIMIT 1
+    ) newest ON true`;
+  const found = new Map(rows.map((r) => [r.id, statsOf(r)]));
+  return new Map(ids.map((id) => [id, found.get(id) ?? statsOf(NONE)]));
+}
+
+type StatsRow = { id: string; succeeded: number; failed: number; gone: number; pending: number; last_ok: Date | null };
+const NONE: StatsRow = { id: "", succeeded: 0, failed: 0, gone: 0, pending: 0, last_ok: null };
+
+function statsOf(counts: StatsRow): WebhookStats {
+  const finished = counts.succeeded + counts.failed + counts.gone;
+  return {
+    windowHours: 24,
+    succeeded: counts.succeeded,
+    failed: counts.failed,
+    gone: counts.gone,
+    pending: counts.pending,
+    successRate: finished === 0 ? null : counts.succeeded / finished,
+    lastSuccessAt: counts.last_ok,
   };
 }
