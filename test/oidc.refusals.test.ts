@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as client from "openid-client";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { SoftAuthenticator } from "./support/authenticator.ts";
 import { Agent, authorizationUrl, authorize, callback, discover, ORIGIN, registerClient, signInByCode, startInteraction, type RegisteredClient } from "./support/oidc.ts";
 
 const VIEWER = "{ viewer { id } }";
@@ -187,6 +188,44 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
     const denied = await callback(agent2, no.body.redirectTo);
     expect(denied.searchParams.get("error")).toBe("access_denied");
     expect(codeOf(denied)).toBeNull();
+  });
+
+  it("the OTP abuse limits apply on the sign-in page inside the flow: too many codes for one address is 429 RateLimited", async () => {
+    const agent = new Agent(h);
+    const uid = await startInteraction(agent, (await authorizationUrl(config, app)).url);
+    const who = email("limited");
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await agent.json(`/oauth/interaction/${uid}/otp/start`, { email: who })).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+    expect((await agent.json(`/oauth/interaction/${uid}/otp/start`, { email: who })).body.error).toBe("RateLimited");
+  });
+
+  it("the sign-in endpoints of an interaction refuse a browser without its cookie (400 InvalidRequest), and the page for it is /login", async () => {
+    const agent = new Agent(h);
+    const uid = await startInteraction(agent, (await authorizationUrl(config, app)).url);
+    const stranger = await new Agent(h).json(`/oauth/interaction/${uid}/otp/start`, { email: email() });
+    expect(stranger).toMatchObject({ status: 400, body: { error: "InvalidRequest" } });
+    const page = await agent.fetch(`/oauth/interaction/${uid}`);
+    expect(page.headers.get("location")).toBe(`/login?interaction=${uid}`);
+    expect((await agent.fetch(`/oauth/interaction/${uid}/details`)).status).toBe(200);
+  });
+
+  it("signs in with a passkey inside the flow: amr passkey, the same account", async () => {
+    const who = email("passkey");
+    const first = await signIn(who);
+    const headers = { authorization: `Bearer ${first.tokens.access_token}` };
+    const auth = new SoftAuthenticator(ORIGIN);
+    const opts = await h.call("POST", "/auth/passkey/registration/options", { headers });
+    expect((await h.call("POST", "/auth/passkey/registration/verify", { body: { response: auth.create(opts.body), name: "Laptop" }, headers })).status).toBe(200);
+    const agent = new Agent(h);
+    const authz = await authorizationUrl(config, app);
+    const uid = await startInteraction(agent, authz.url);
+    const options = await agent.json(`/oauth/interaction/${uid}/passkey/options`, {});
+    const signed = await agent.json(`/oauth/interaction/${uid}/passkey/verify`, { response: auth.get(options.body) });
+    expect(signed.status, JSON.stringify(signed.body)).toBe(200);
+    const cb = await callback(agent, signed.body.redirectTo);
+    const tokens = await client.authorizationCodeGrant(config, cb, { pkceCodeVerifier: authz.verifier, expectedState: authz.state, expectedNonce: authz.nonce });
+    expect(tokens.claims()).toMatchObject({ sub: first.tokens.claims()!.sub, amr: ["passkey"] });
   });
 
   it("a merge in the middle: the secondary's refresh token stops, and its e-mail now signs into the primary", async () => {
