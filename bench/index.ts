@@ -1,4 +1,4 @@
-// `npm run bench -- <name…>`: link, delivery (default: all), fairness (only when named). Prints a table per benchmark.
+// `npm run bench -- <name…>`: link, delivery (default: all). Prints a table per benchmark.
 import os from "node:os";
 import pg from "pg";
 import type { Backend } from "../test/support/db.ts";
@@ -25,7 +25,11 @@ if (all || wanted.includes("link")) {
   // test/support/db.ts reads the server URL at import; import it after it is set.
   const { benchLink: run } = await import("./link.ts");
   console.log("\n## link flows (REST request + verify) vs trivial GraphQL requests\n");
-  console.table(await run(backends));
+  const { rows, goalLines } = await run(backends);
+  // one column per backend: the figures are too many to read side by side
+  const figures = Object.keys(rows[0] ?? {}).filter((k) => k !== "backend");
+  console.table(Object.fromEntries(figures.map((f) => [f, Object.fromEntries(rows.map((r) => [r.backend, r[f]]))])));
+  console.log(`goals (issue 11):\n${goalLines.map((l) => `  ${l}`).join("\n")}`);
 }
 if (wanted.includes("soak")) {
   // Postgres only, and only when asked for: 30 simulated days in a few minutes.
@@ -36,14 +40,4 @@ if (all || wanted.includes("delivery")) {
   const mod = await import("./delivery.ts").catch(() => null);
   if (mod && "main" in mod) await (mod as { main: () => Promise<void> }).main();
   else console.log("\n(delivery benchmark not available)");
-}
-if (wanted.includes("fairness")) {
-  // On Postgres only, and only when asked for: about 1.5 minutes.
-  const { main: fairness } = await import("./fairness.ts");
-  await fairness();
-}
-if (wanted.includes("console")) {
-  // Postgres only, and only when asked for: seeding its data set takes minutes (BENCH_KEEP=1 keeps it).
-  const { main: consoleViews } = await import("./console.ts");
-  await consoleViews();
 }

@@ -9,11 +9,11 @@
 import type { Deps } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../delivery/outbox.ts";
-import { OTPInvalid } from "../errors.ts";
+import { OTPInvalid, RateLimited } from "../errors.ts";
 import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
 import type { Identifier } from "./identifiers.ts";
-import { checkOtp, createOtpState, type CheckedOtp, type OtpBinding } from "./otp.ts";
-import { assertNoneOver, countAll, countFailures, type Check, type Counter } from "./rate-limit.ts";
+import { checkOtp, codeHash, newOtpState, OTP_MAX_TRIES, type CheckedOtp, type OtpBinding } from "./otp.ts";
+import { assertNoneOver, countAll, countAndWrite, countFailures, type Check, type Counter } from "./rate-limit.ts";
 
 const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${address}`;
 
@@ -52,12 +52,18 @@ const ALARMS: Array<[prefix: string, reason: string]> = [
   ["send:prj:", "send_ceiling_per_project"],
 ];
 
+/**
+ * Counts the send against every limit and, when none refuses, writes the state: one statement.
+ * `notOwnedBy` (linking) first checks, in the same statement, that the identifier does not
+ * already sign into that account; when it does, nothing is counted and `refuse()` is thrown.
+ */
 export async function sendOtp(
   deps: Deps,
   binding: OtpBinding,
   identifier: Identifier,
   subject: string,
   clientAddress: string,
+  notOwnedBy?: { accountId: string; refuse: () => Error },
 ): Promise<{ stateId: string }> {
   const { projectId } = binding;
   const l = deps.limits;
@@ -68,10 +74,14 @@ export async function sendOtp(
   if (binding.accountId) count.push({ key: keys.sendAccount(binding.accountId), limit: l.sendsPerAccount });
   const ceilings = [{ key: keys.sendProject(projectId, identifier.kind), limit: identifier.kind === "phone" ? l.smsPerProject : l.emailsPerProject }];
   const peek = [{ key: keys.failIdentifier(projectId, identifier, clientAddress), limit: l.failuresPerSubject }];
-  const counters = await countAll(deps.prisma, { count, ceilings, peek });
+  const { state, code } = newOtpState(deps.otpKey, binding, identifier);
+  const unlessOwnedBy = notOwnedBy && { projectId, accountId: notOwnedBy.accountId, identifier };
+  const { counters, owned, stateWritten } = await countAndWrite(deps.db, { count, ceilings, peek, otpState: state, unlessOwnedBy });
+  if (owned) throw notOwnedBy!.refuse();
   await raiseAlarms(deps, projectId, counters, clientAddress, identifier.kind);
   refuseIfOver(counters);
-  const { stateId, code } = await createOtpState(deps.prisma, deps.otpKey, binding, identifier);
+  if (!stateWritten) throw new Error("the OTP state was not written although no limit refused");
+  const stateId = state.id;
   await deps.messenger.send({
     to: identifier,
     subject,
@@ -109,7 +119,7 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
     throw new OTPInvalid("send the state_id and the six-digit code");
   }
   if (binding.accountId) {
-    refuseIfOver(await countAll(deps.prisma, { count: [], peek: [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }] }));
+    refuseIfOver(await countAll(deps.db, { count: [], peek: [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }] }));
   }
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, stateId, otp);
@@ -121,6 +131,39 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
 
 type WrongCode = OTPInvalid & { exhausted?: boolean; identifier?: Identifier };
 
+/**
+ * The OTP rules of a verify that its caller decides in one statement with the change it makes
+ * (linking's link_verify): that statement peeks `failKey` (refusing at `failMax`), counts the
+ * try under the state's row lock with `hash` and `maxTries` exactly as checkOtp does, and then
+ * reports through refuseForWrongCodes / wrongCode. Null when the input cannot be a code at all:
+ * verifyOtp then gives the usual answer.
+ */
+export type VerifyInStatement = { stateId: string; hash: string; maxTries: number; failKey: string; failMax: number };
+
+export function verifyInStatement(deps: Deps, binding: OtpBinding & { accountId: string }, stateId: unknown, otp: unknown): VerifyInStatement | null {
+  if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !/^\d{6}$/.test(otp)) return null;
+  return {
+    stateId,
+    hash: codeHash(deps.otpKey, stateId, otp),
+    maxTries: OTP_MAX_TRIES,
+    failKey: keys.failAccount(binding.accountId),
+    failMax: deps.limits.failuresPerSubject.max,
+  };
+}
+
+/** The account's wrong codes reached the limit: counted as a refusal, answered RateLimited. */
+export function refuseForWrongCodes(resetsIn: number): never {
+  recordRateLimitRefusal("wrong_codes_per_account");
+  throw new RateLimited(Math.max(1, resetsIn));
+}
+
+/** A wrong code, already counted against its state: counted against the subjects too, then OTPInvalid. */
+export async function wrongCode(deps: Deps, binding: OtpBinding, stateId: string, identifier: Identifier, tries: number, clientAddress: string): Promise<never> {
+  const err: WrongCode = Object.assign(new OTPInvalid(), { exhausted: tries >= OTP_MAX_TRIES, identifier });
+  await onWrongCode(deps, binding, stateId, err, clientAddress);
+  throw err;
+}
+
 // Wrong codes count against the account (checked before every verify) and against the
 // identifier at this address (checked before every send), so opening many states buys no
 // extra guesses, and a stranger's guesses never block the owner.
@@ -130,7 +173,7 @@ async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err
   if (err.identifier) {
     failures.push({ key: keys.failIdentifier(binding.projectId, err.identifier, clientAddress), limit: deps.limits.failuresPerSubject });
   }
-  await countFailures(deps.prisma, failures);
+  await countFailures(deps.db, failures);
   if (!err.exhausted) return;
   await transaction(deps.prisma, (tx) =>
     enqueue(tx, {

@@ -8,6 +8,7 @@ import { hmacHex, safeEqual } from "../crypto.ts";
 import { OTPInvalid } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { Identifier } from "./identifiers.ts";
+import type { NewOtpState } from "./rate-limit.ts";
 
 export const OTP_TTL_MS = 10 * 60 * 1000;
 export const OTP_MAX_TRIES = 5;
@@ -20,27 +21,28 @@ export function generateCode(): string {
   return randomInt(0, 1_000_000).toString().padStart(6, "0");
 }
 
-function codeHash(key: Buffer, stateId: string, code: string): string {
+export function codeHash(key: Buffer, stateId: string, code: string): string {
   return hmacHex(key, `${stateId}:${code}`);
 }
 
-export async function createOtpState(db: Db | Tx, key: Buffer, binding: OtpBinding, identifier: Identifier) {
+/**
+ * A new state and its code, for the send's own statement to write (src/auth/rate-limit.ts
+ * countAndWrite writes it only when no limit refuses the send).
+ */
+export function newOtpState(key: Buffer, binding: OtpBinding, identifier: Identifier): { state: NewOtpState; code: string } {
   const id = newId("otp");
   const code = generateCode();
-  await db.otpState.create({
-    data: {
-      id,
-      projectId: binding.projectId,
-      accountId: binding.accountId,
-      sessionId: binding.sessionId ?? null,
-      purpose: binding.purpose,
-      kind: identifier.kind,
-      value: identifier.value,
-      codeHash: codeHash(key, id, code),
-      expiresAt: new Date(Date.now() + OTP_TTL_MS),
-    },
-  });
-  return { stateId: id, code };
+  const state: NewOtpState = {
+    id,
+    projectId: binding.projectId,
+    accountId: binding.accountId,
+    sessionId: binding.sessionId ?? null,
+    purpose: binding.purpose,
+    identifier,
+    codeHash: codeHash(key, id, code),
+    ttlSeconds: OTP_TTL_MS / 1000,
+  };
+  return { state, code };
 }
 
 export type CheckedOtp = { identifier: Identifier; /** set when this state already succeeded */ result: unknown | null };

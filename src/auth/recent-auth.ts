@@ -22,7 +22,7 @@ export function isRecent(deps: Deps, actor: UserActor, now = Date.now()): boolea
  */
 export async function requireRecentAuth(deps: Deps, actor: UserActor): Promise<void> {
   if (isRecent(deps, actor)) return;
-  const [counter] = await countAll(deps.prisma, { count: [{ key: `reauth:ses:${actor.user.sessionId}`, limit: REFUSALS_BEFORE_ALARM }] });
+  const [counter] = await countAll(deps.db, { count: [{ key: `reauth:ses:${actor.user.sessionId}`, limit: REFUSALS_BEFORE_ALARM }] });
   if (counter?.tripped) {
     await transaction(deps.prisma, (tx) =>
       enqueue(tx, {

@@ -35,32 +35,47 @@ export async function endSessions(tx: Db | Tx, where: { accountId: string } | { 
  * The one definition of a live session, as an SQL condition on `s` (sessions) and `a` (its
  * account): not ended, not expired, of this account and project, and the account is not a
  * merged secondary (a secondary never acts, even through a session that slipped past the
- * merge). `project` is an SQL expression so callers can check it in the same statement as the
- * API key.
+ * merge). Its arguments are SQL expressions (parameters, columns), so callers can check the
+ * project in the same statement as the API key; the fast path (authenticateUser) and Prisma's
+ * queries (liveSessionSql, liveSessionAuthTimeSql) both use this text.
  */
-function liveSessionWhere(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
-  return Prisma.sql`s.id = ${sessionId} AND s.account_id = ${accountId} AND s.project_id = ${project}
+export function liveSessionCondition(session: string, account: string, project: string): string {
+  return `s.id = ${session} AND s.account_id = ${account} AND s.project_id = ${project}
       AND s.ended_at IS NULL AND s.expires_at > now() AND a.merge_role IS DISTINCT FROM 'secondary'`;
+}
+
+/**
+ * Touches last_used_at at most once a minute, only when the request's API key (by its hash) is
+ * of the session's project: an UPDATE for a data-modifying CTE, so authenticating stays one
+ * round trip and most calls write nothing.
+ */
+export function touchSessionStatement(session: string, keyHash: string): string {
+  return `UPDATE sessions SET last_used_at = now()
+    WHERE id = ${session} AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
+      AND EXISTS (SELECT 1 FROM api_keys k WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL AND k.project_id = sessions.project_id)`;
+}
+
+/** `text` with its "\0" holes filled by values (or SQL fragments), as a Prisma fragment. */
+function withHoles(text: string, ...values: unknown[]): Prisma.Sql {
+  return Prisma.sql(text.split("\0"), ...(values as Prisma.Sql[]));
+}
+
+function liveSessionWhere(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
+  return withHoles(liveSessionCondition("\0", "\0", "\0"), sessionId, accountId, project);
 }
 
 export function liveSessionSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
   return Prisma.sql`EXISTS (SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
 }
 
-/**
- * The live session's auth_time, or NULL when it is not live; touches last_used_at at most once a
- * minute on the way (a data-modifying CTE, so authenticating stays one round trip and most
- * calls write nothing).
- */
+/** The live session's auth_time, or NULL when it is not live. */
 export function liveSessionAuthTimeSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
   return Prisma.sql`(SELECT s.auth_time FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
 }
 
 /** Touches last_used_at (at most once a minute) only when the request's API key is of the session's project. */
 export function touchSessionSql(sessionId: string, keyHash: string): Prisma.Sql {
-  return Prisma.sql`UPDATE sessions SET last_used_at = now()
-    WHERE id = ${sessionId} AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
-      AND EXISTS (SELECT 1 FROM api_keys k WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL AND k.project_id = sessions.project_id)`;
+  return withHoles(touchSessionStatement("\0", "\0"), sessionId, keyHash);
 }
 
 export async function assertLiveSession(db: Db, projectId: string, sessionId: string, accountId: string): Promise<void> {

@@ -19,10 +19,15 @@ function isConflict(err: unknown): boolean {
 }
 
 export async function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  return retryingConflicts(() => db.$transaction(fn, { timeout: 15_000, maxWait: 15_000 }));
+}
+
+/** Runs `attempt` (one transaction, or one statement that is its own) again after a conflict, as transaction() does. */
+export async function retryingConflicts<T>(attempt: () => Promise<T>): Promise<T> {
   return pRetry(
     async () => {
       try {
-        return await db.$transaction(fn, { timeout: 15_000, maxWait: 15_000 });
+        return await attempt();
       } catch (err) {
         if (isConflict(err)) throw err;
         throw new AbortError(err as Error);

@@ -21,7 +21,8 @@ export function nanoTimestamp(now = new Date()): string {
   return now.toISOString().replace(/\.(\d{3})Z$/, `.$1${ns}Z`);
 }
 
-function envelope(id: string, input: OutboxEventInput): string {
+/** The exact bytes of an event: every attempt of every delivery sends them. */
+export function envelope(id: string, input: OutboxEventInput): string {
   const body: Record<string, unknown> = {
     id,
     event_type: input.eventType,

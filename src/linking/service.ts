@@ -1,10 +1,12 @@
-// Identifier linking (CONTRACT section 3): request, verify (attach or merge, decided here
-// alone), remove and unmerge. GraphQL and REST both call these functions; no rule lives
-// anywhere else.
+// Identifier linking (CONTRACT section 3): request, verify (attach or merge, decided by the
+// link_verify statement alone, see verifyLink), remove and unmerge. GraphQL and REST both call
+// these functions; no rule lives anywhere else.
+import { randomBytes } from "node:crypto";
 import type { Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
-import { transaction } from "../db/transaction.ts";
-import { enqueueAll } from "../delivery/outbox.ts";
+import { prepared, run } from "../db/fast.ts";
+import { retryingConflicts, transaction } from "../db/transaction.ts";
+import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../delivery/outbox.ts";
 import type { EventType } from "../webhooks/event-types.ts";
 import {
   AlreadyLinked,
@@ -19,14 +21,12 @@ import {
 } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { parseIdentifier, type Identifier } from "../auth/identifiers.ts";
-import { consumeOtp, storedResult, storeResult } from "../auth/otp.ts";
-import { sendOtp, verifyOtp } from "../auth/otp-flow.ts";
-import { endSessions } from "../auth/sessions.ts";
+import { refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
 import { userEventData } from "../auth/accounts.ts";
-import { announce, identifiersOf, others, signInIdentifiers } from "../auth/change-notices.ts";
+import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { lockAccounts, type LockedAccount } from "../db/locks.ts";
-import { markMerged, clearMerge, MergeConflict } from "./sql.ts";
+import { clearMerge, runLinkVerify } from "./sql.ts";
 
 export type LinkOutcome = "attached" | "merged";
 export type VerifyResult = { message: "Account linked successfully"; outcome: LinkOutcome };
@@ -54,90 +54,136 @@ export async function requestLink(deps: Deps, actor: UserActor, input: Identifie
   const identifier = parseIdentifier(input);
   // Checked when the link starts; the verify of a state issued now needs no fresh check.
   await requireRecentAuth(deps, actor);
-  const own = await deps.prisma.identifier.findFirst({
-    where: {
-      projectId: actor.projectId,
-      kind: identifier.kind,
-      value: identifier.value,
-      account: { OR: [{ id: actor.user.accountId }, { mergedWithId: actor.user.accountId, mergeRole: "secondary" }] },
-    },
-    select: { id: true },
-  });
-  // Only what the caller already knows is checked here; who else holds the identifier is
-  // decided at verify, after the code proved ownership, so this answer reveals nothing.
-  if (own) throw new CannotLinkSelf();
   const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
-  return sendOtp(deps, binding, identifier, "Confirm the address you are adding", actor.clientAddress);
+  // Only what the caller already knows is checked here (in the send's own statement, before
+  // anything is counted); who else holds the identifier is decided at verify, after the code
+  // proved ownership, so this answer reveals nothing.
+  const notOwnedBy = { accountId: actor.user.accountId, refuse: () => new CannotLinkSelf() };
+  return sendOtp(deps, binding, identifier, "Confirm the address you are adding", actor.clientAddress, notOwnedBy);
 }
 
+const LINKED = "Account linked successfully" as const;
+
+/**
+ * The verify is decided in one statement, link_verify (migration
+ * 20261123100100_link_verify_function), which holds the rules: the account's wrong-code limit,
+ * the try counted under the state's row lock (a retried verify of a state that succeeded gets
+ * its stored answer), the current account and the identifier's holder locked together in id
+ * order (two accounts merging each other cannot deadlock) and the holder read again under the
+ * locks, then the decision table (CannotLinkSelf, TargetSecondaryIdentity, TargetAlreadyLinked,
+ * AlreadyLinked), attach or merge (the secondary's sessions ended), the events with their
+ * deliveries, the notices and the stored result. A refusal is an outcome, not an error, so
+ * the try it counted commits; a state that moved under the locks is a conflict, run again.
+ * What it writes that is text (event envelopes, notices) is made here, before the call, for
+ * every outcome that could need it.
+ */
 export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId: unknown; otp: unknown }): Promise<VerifyResult> {
   const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
-  const checked = await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
-  if (checked.result) return checked.result as VerifyResult;
-  const stateId = input.stateId as string;
-  const result = await transaction(deps.prisma, async (tx) => {
-    // Consuming first: a concurrent verify of the same state waits on its row lock and then
-    // returns the stored result instead of deciding twice.
-    if (!(await consumeOtp(tx, stateId))) {
-      const done = await storedResult(tx, stateId);
-      if (done == null) throw new OTPInvalid();
-      return done as VerifyResult;
-    }
-    const decided = await decide(deps, tx, actor, checked.identifier);
-    await storeResult(tx, stateId, decided);
-    return decided;
-  });
-  deps.notices.kick();
-  return result;
+  const check = verifyInStatement(deps, binding, input.stateId, input.otp);
+  const identifier = check && (await stateIdentifier(deps, binding, check.stateId));
+  if (!check || !identifier) {
+    // not a code, or no such state: the usual checks give the usual answer
+    await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
+    throw new OTPInvalid();
+  }
+  const row = await retryingConflicts(() => runLinkVerify(deps.db, linkVerifyArguments(actor, check, identifier)));
+  switch (row.outcome) {
+    case "attached":
+    case "merged":
+      deps.notices.kick();
+      return JSON.parse(row.stored!) as VerifyResult;
+    case "replay":
+      return JSON.parse(row.stored!) as VerifyResult;
+    case "rate_limited":
+      return refuseForWrongCodes(row.retry_after ?? 1);
+    case "wrong":
+      return wrongCode(deps, binding, check.stateId, identifier, row.tries ?? 0, actor.clientAddress);
+    case "invalid":
+      throw new OTPInvalid();
+    case "gone":
+      throw new Unauthenticated("this account no longer exists");
+    case "ended":
+      throw new Unauthenticated("this session has ended; sign in again");
+    default:
+      throw refusal(row.outcome);
+  }
 }
 
-async function decide(deps: Deps, tx: Tx, actor: UserActor, identifier: Identifier) {
-  const where = { projectId_kind_value: { projectId: actor.projectId, kind: identifier.kind, value: identifier.value } };
-  const seen = await tx.identifier.findUnique({ where, select: { accountId: true } });
-  // The current account and the holder's are locked together, in id order (two accounts
-  // merging each other cannot deadlock), and the holder is read again under the locks: an
-  // account's identifiers only change while its row is locked, so this read is the truth.
-  const ids = [actor.user.accountId, ...(seen && seen.accountId !== actor.user.accountId ? [seen.accountId] : [])];
-  const locked = await lockAccounts(tx, ids);
-  const me = checkedCurrent(locked.find((r) => r.id === actor.user.accountId), actor);
-  const holder = await tx.identifier.findUnique({ where });
-  if ((holder?.accountId ?? null) !== (seen?.accountId ?? null)) throw new MergeConflict("the identifier moved; deciding again");
-  if (holder && (holder.accountId === me.id || holder.accountId === me.merged_with_id)) throw new CannotLinkSelf();
-  if (!holder) return attach(tx, actor, identifier);
-  if (holder.origin === "attached") throw new TargetSecondaryIdentity();
-  const other = locked.find((r) => r.id === holder.accountId);
-  if (!other) throw new MergeConflict("the identifier's account is gone; deciding again");
-  if (other.merge_role) throw new TargetAlreadyLinked();
-  if (me.merge_role) throw new AlreadyLinked();
-  return merge(tx, actor, other.id, identifier);
+/** The decision table's refusals, by the name link_verify reports. */
+function refusal(outcome: string): Error {
+  switch (outcome) {
+    case "CannotLinkSelf":
+      return new CannotLinkSelf();
+    case "TargetSecondaryIdentity":
+      return new TargetSecondaryIdentity();
+    case "TargetAlreadyLinked":
+      return new TargetAlreadyLinked();
+    case "AlreadyLinked":
+      return new AlreadyLinked();
+    default:
+      return new Error(`link_verify: unknown outcome ${outcome}`);
+  }
 }
 
-async function attach(tx: Tx, actor: UserActor, identifier: Identifier) {
+/** The identifier a link state was issued for (null: no such state of this account). */
+async function stateIdentifier(deps: Deps, binding: { projectId: string; accountId: string }, stateId: string): Promise<Identifier | null> {
+  const [row] = await run(deps.db, LINK_STATE, [stateId, binding.projectId, binding.accountId]);
+  return row ? { kind: row.kind as Identifier["kind"], value: row.value } : null;
+}
+
+const LINK_STATE = prepared<{ kind: string; value: string }>(
+  "link_state",
+  { kind: "text", value: "text" },
+  `SELECT kind::text AS kind, value FROM otp_states WHERE id = $1 AND project_id = $2 AND account_id = $3 AND purpose = 'link'`,
+);
+
+/** link_verify's arguments: the checks, and the events and notices of both possible changes. */
+function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identifier: Identifier): unknown[] {
   const { projectId, user } = actor;
-  // The unique index on (project, kind, value) is the arbiter: of two accounts attaching the
-  // same identifier at once, the second insert fails and its retry sees the first's row.
-  await tx.identifier.create({
-    data: { id: newId("idt"), projectId, accountId: user.accountId, kind: identifier.kind, value: identifier.value, origin: "attached" },
-  });
-  await tx.account.update({ where: { id: user.accountId }, data: { updatedAt: new Date() } });
-  await emit(tx, projectId, user.accountId, [
+  const nonce = randomBytes(12).toString("hex");
+  // placeholders the statement replaces with the user object (and the secondary's id) it reads
+  // after the change; random, so no value anywhere in an event can imitate them
+  const userMark = `lg-user-${nonce}`;
+  const secondaryMark = `lg-secondary-${nonce}`;
+  const ids = [newId("evt"), newId("evt")];
+  const bodies = (events: Array<[EventType, object]>) =>
+    events.map(([eventType, extra], i) => envelope(ids[i], { projectId, eventType, data: { user: userMark, ...extra } }));
+  const attach: Array<[EventType, object]> = [
     ["user.identifier.linked", { identifier: { type: identifier.kind, value: identifier.value } }],
     ["user.updated", {}],
-  ]);
-  // everyone who signs in here but the new identifier: whoever added it already knows
-  await announce(tx, actor, { kind: "attached", identifier }, others(await signInIdentifiers(tx, user.accountId), identifier));
-  return { message: "Account linked successfully" as const, outcome: "attached" as const };
-}
-
-async function merge(tx: Tx, actor: UserActor, secondaryId: string, identifier: Identifier) {
-  const { projectId, user } = actor;
-  await markMerged(tx, user.accountId, secondaryId);
-  await endSessions(tx, { accountId: secondaryId });
-  const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
-  await emit(tx, projectId, user.accountId, [["user.merged", pair], ["user.updated", {}]]);
-  await announce(tx, actor, { kind: "merged", identifier }, await identifiersOf(tx, user.accountId));
-  await announce(tx, actor, { kind: "merged_away" }, await identifiersOf(tx, secondaryId));
-  return { message: "Account linked successfully" as const, outcome: "merged" as const };
+  ];
+  const merge: Array<[EventType, object]> = [
+    ["user.merged", { secondary_user_id: secondaryMark, primary_user_id: user.accountId }],
+    ["user.updated", {}],
+  ];
+  const now = new Date();
+  const notices = [
+    noticeText({ kind: "attached", identifier }, now, actor.clientAddress),
+    noticeText({ kind: "merged", identifier }, now, actor.clientAddress),
+    noticeText({ kind: "merged_away" }, now, actor.clientAddress),
+  ];
+  return [
+    projectId,
+    user.accountId,
+    check.stateId,
+    check.hash,
+    check.maxTries,
+    check.failKey,
+    check.failMax,
+    newId("idt"),
+    ids,
+    DELIVERY_CHANNEL,
+    userMark,
+    secondaryMark,
+    attach.map(([t]) => t),
+    bodies(attach),
+    merge.map(([t]) => t),
+    bodies(merge),
+    notices.map((n) => n.subject),
+    notices.map((n) => n.text),
+    JSON.stringify({ message: LINKED, outcome: "attached" }),
+    JSON.stringify({ message: LINKED, outcome: "merged" }),
+  ];
 }
 
 export async function removeLink(deps: Deps, actor: UserActor, input: IdentifierInput) {

@@ -47,8 +47,9 @@ async function claimDue(db: Db): Promise<Claimed[]> {
     RETURNING id, kind::text AS kind, value, subject, text, attempts`;
 }
 
-async function recordSent(db: Db, id: string) {
-  await db.notice.update({ where: { id }, data: { status: "sent", sentAt: new Date(), lastError: null } });
+/** The notices of one batch that went out, in one statement (a link flow's change queues several). */
+async function recordSent(db: Db, ids: string[]) {
+  if (ids.length) await db.notice.updateMany({ where: { id: { in: ids } }, data: { status: "sent", sentAt: new Date(), lastError: null } });
 }
 
 async function recordFailure(db: Db, n: Claimed, error: string, schedule: number[]) {
@@ -69,12 +70,11 @@ export function startNoticeSender(opts: { db: Db; messenger: Messenger; logger: 
   let wake: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
 
-  /** Sends one notice; returns the delay until its retry, if it failed and will be retried. */
-  async function sendOne(n: Claimed): Promise<number | undefined> {
+  /** Sends one notice; returns the delay until its retry if it failed, "sent" if it went out. */
+  async function sendOne(n: Claimed): Promise<number | "sent" | undefined> {
     try {
       await opts.messenger.send({ to: { kind: n.kind, value: n.value }, subject: n.subject, text: n.text });
-      await recordSent(opts.db, n.id);
-      return undefined;
+      return "sent";
     } catch (err) {
       opts.logger.warn({ notice: n.id, attempt: n.attempts, kind: n.kind, err: String(err) }, "notice not sent; will retry");
       await recordFailure(opts.db, n, String(err).slice(0, 500), schedule);
@@ -87,7 +87,9 @@ export function startNoticeSender(opts: { db: Db; messenger: Messenger; logger: 
     let soonest = pollMs;
     for (;;) {
       const batch = await claimDue(opts.db);
-      for (const retryIn of await Promise.all(batch.map(sendOne))) if (retryIn !== undefined) soonest = Math.min(soonest, retryIn);
+      const results = await Promise.all(batch.map(sendOne));
+      await recordSent(opts.db, batch.filter((_, i) => results[i] === "sent").map((n) => n.id));
+      for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
       if (batch.length < BATCH || stopped) return soonest;
     }
   }
