@@ -77,7 +77,11 @@ export type Actor = {
   clientAddress: string;
   userAgent?: string;
   user?: SignedInUser;
+  /** The API key it came with (api_keys.id), to record who acted; absent for an access token alone. */
+  apiKeyId?: string;
 };
+/** An actor that came with an API key: every one but an access token's alone (userinfo). */
+export type KeyActor = Actor & { apiKeyId: string };
 /** `authTime`: the session's last sign-in or re-authentication */
 export type SignedInUser = { accountId: string; sessionId: string; authTime: Date };
 export type UserActor = Actor & { user: SignedInUser };

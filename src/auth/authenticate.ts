@@ -1,7 +1,7 @@
 // Turns request credentials into an Actor. REST and GraphQL both call this; neither checks
 // credentials any other way.
 import { safeEqual, sha256Hex } from "../crypto.ts";
-import type { Actor, Deps, KeyKind, UserActor } from "../deps.ts";
+import type { Actor, Deps, KeyActor, KeyKind, UserActor } from "../deps.ts";
 import { Forbidden, SecretKeyRequired, Unauthenticated } from "../errors.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { prepared, run } from "../db/fast.ts";
@@ -14,12 +14,12 @@ export function bearerToken(authorization: string | null | undefined): string | 
   return m ? m[1] : null;
 }
 
-export async function authenticateProject(deps: Deps, creds: Omit<Credentials, "bearer">): Promise<Actor> {
+export async function authenticateProject(deps: Deps, creds: Omit<Credentials, "bearer">): Promise<KeyActor> {
   if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
-  const [row] = await deps.prisma.$queryRaw<{ project_id: string; kind: KeyKind }[]>`
-    SELECT project_id, kind::text AS kind FROM api_keys WHERE key_hash = ${sha256Hex(creds.apiKey)} AND revoked_at IS NULL`;
+  const [row] = await deps.prisma.$queryRaw<{ id: string; project_id: string; kind: KeyKind }[]>`
+    SELECT id, project_id, kind::text AS kind FROM api_keys WHERE key_hash = ${sha256Hex(creds.apiKey)} AND revoked_at IS NULL`;
   if (!row) throw new Unauthenticated("unknown or revoked API key");
-  return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress, userAgent: creds.userAgent ?? undefined };
+  return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress, userAgent: creds.userAgent ?? undefined, apiKeyId: row.id };
 }
 
 /** Operations about the project itself (webhooks, deliveries, events) need its secret key. */

@@ -2,9 +2,8 @@
 // account, read its recent events, end its sessions. Every statement has the project in its
 // WHERE clause: another project's account is not found, exactly like no account.
 import { normalizeEmail, normalizePhone, type Identifier } from "../auth/identifiers.ts";
-import { sha256Hex } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
-import type { Actor, Deps } from "../deps.ts";
+import type { Deps, KeyActor } from "../deps.ts";
 import { IdentifierRequired, InvalidRequest } from "../errors.ts";
 
 type DbLike = Pick<Database, "prisma">;
@@ -67,18 +66,11 @@ export async function recentEventIds(db: DbLike, projectId: string, accountId: s
  * returns how many ended. NotFound is the caller's: an account of another project simply has
  * none ended here.
  */
-export async function endAccountSessions(deps: Deps, support: Actor, accountId: string, apiKeyId: string | null): Promise<number> {
+export async function endAccountSessions(deps: Deps, support: KeyActor, accountId: string): Promise<number> {
   const { count } = await deps.prisma.session.updateMany({
     where: { accountId, projectId: support.projectId, endedAt: null, expiresAt: { gt: new Date() } },
     data: { endedAt: new Date() },
   });
-  deps.logger.info({ projectId: support.projectId, accountId, ended: count, by: "support", api_key_id: apiKeyId }, "sessions ended by support");
+  deps.logger.info({ projectId: support.projectId, accountId, ended: count, by: "support", api_key_id: support.apiKeyId }, "sessions ended by support");
   return count;
-}
-
-/** The id of the live API key the request was made with, to record who acted; null if none. */
-export async function apiKeyIdOf(db: DbLike, projectId: string, apiKey: string | null | undefined): Promise<string | null> {
-  if (!apiKey) return null;
-  const key = await db.prisma.apiKey.findFirst({ where: { keyHash: sha256Hex(apiKey), projectId, revokedAt: null }, select: { id: true } });
-  return key?.id ?? null;
 }

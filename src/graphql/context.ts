@@ -4,14 +4,15 @@
 // checks when deciding what to mask, whichever copy of graphql the caller loaded.
 import { createGraphQLError } from "graphql-yoga";
 import { authenticateProject, authenticateUser, bearerToken, isAdmin, requireSecretKey } from "../auth/authenticate.ts";
-import type { Actor, Deps, UserActor } from "../deps.ts";
+import type { Deps, KeyActor, UserActor } from "../deps.ts";
 import { Forbidden, SecretKeyRequired, Unauthenticated } from "../errors.ts";
 
 export type GraphQLContext = {
   deps: Deps;
-  project(): Promise<Actor>;
+  /** the project, with the key the request came with (apiKeyId: who acted) */
+  project(): Promise<KeyActor>;
   /** the project, called with its secret key (webhooks, deliveries, events) */
-  secret(): Promise<Actor>;
+  secret(): Promise<KeyActor>;
   user(): Promise<UserActor>;
   admin: boolean;
 };

@@ -1,7 +1,7 @@
 // What a REST request says about its caller, read in one place for every route.
 import type { Context } from "hono";
 import { authenticateProject, authenticateUser, bearerToken } from "../auth/authenticate.ts";
-import type { Actor, UserActor } from "../deps.ts";
+import type { KeyActor, UserActor } from "../deps.ts";
 import type { AppEnv } from "./env.ts";
 
 function credentials(c: Context<AppEnv>) {
@@ -13,8 +13,8 @@ function credentials(c: Context<AppEnv>) {
   };
 }
 
-/** The project, from X-API-Key. */
-export function projectActor(c: Context<AppEnv>): Promise<Actor> {
+/** The project, from X-API-Key, with the key's id (apiKeyId: who acted). */
+export function projectActor(c: Context<AppEnv>): Promise<KeyActor> {
   return authenticateProject(c.get("deps"), credentials(c));
 }
 

@@ -1,15 +1,14 @@
 // The dashboard as the project's console: what an event sent, delivery charts, and the users view
 // for support staff. Everything here needs the project's secret key.
-import type { YogaInitialContext } from "graphql-yoga";
 import { preferred } from "../../auth/accounts.ts";
-import { apiKeyIdOf, endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../console/users.ts";
+import { endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../console/users.ts";
 import { CHART_RANGES, deliveryChart, type ChartCounts, type ChartPoint, type ChartRange, type DeliveryChart } from "../../delivery/charts.ts";
 import * as E from "../../errors.ts";
 import { unmergeForUser } from "../../linking/support.ts";
 import { builder } from "../builder.ts";
-import type { GraphQLContext } from "../context.ts";
 import { badUserInput } from "../pages.ts";
 import { resultOf } from "./errors.ts";
+import { AccountStatus, MergeRole } from "./viewer.ts";
 import { Webhook } from "./webhook.ts";
 
 const SECRET = "Needs the project's secret key.";
@@ -119,13 +118,6 @@ builder.prismaObjectFields(Webhook, (t) => ({
 
 // ---- users, for support staff -------------------------------------------------------------------
 
-/**
- * An enum of viewer.ts, which does not export its refs: Pothos resolves a type by its name when
- * the schema is built. (With `export` on MergeRole and AccountStatus there, their refs can be
- * imported instead.)
- */
-const byName = (name: "MergeRole" | "AccountStatus") => name as never;
-
 type WithIdentifiers = { identifiers: Parameters<typeof preferred>[0] };
 
 const MergePartner = builder.prismaObject("Account", {
@@ -134,12 +126,10 @@ const MergePartner = builder.prismaObject("Account", {
   fields: (t) => ({
     id: t.exposeID("id", { description: "Its account id." }),
     name: t.exposeString("name", { nullable: true, description: "Its display name; null when none." }),
-    mergeRole: t.field({
-      type: byName("MergeRole"),
+    mergeRole: t.expose("mergeRole", {
+      type: MergeRole,
       nullable: true,
       description: "`primary` (it signs in and acts for both) or `secondary` (merged into the other).",
-      select: { mergeRole: true },
-      resolve: (a) => a.mergeRole as never,
     }),
     identifiers: t.relation("identifiers", { description: "Its identifiers, oldest first.", query: { orderBy: { createdAt: "asc" } } }),
   }),
@@ -172,7 +162,7 @@ const SupportAccount = builder.prismaObject("Account", {
       select: { identifiers: true },
       resolve: (a: WithIdentifiers) => preferred(a.identifiers, "email")?.value ?? null,
     }),
-    status: t.field({ type: byName("AccountStatus"), description: "Whether the account is in use.", select: { status: true }, resolve: (a) => a.status as never }),
+    status: t.expose("status", { type: AccountStatus, description: "Whether the account is in use." }),
     createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was created (its first sign-in)." }),
     updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When it last changed." }),
     lastLoginAt: t.expose("lastLoginAt", { type: "DateTime", nullable: true, description: "Its last sign-in; null when none." }),
@@ -180,12 +170,10 @@ const SupportAccount = builder.prismaObject("Account", {
       description: "Its own identifiers, oldest first: `origin` says whether it signed up with each (own) or added it by linking (attached).",
       query: { orderBy: { createdAt: "asc" } },
     }),
-    mergeRole: t.field({
-      type: byName("MergeRole"),
+    mergeRole: t.expose("mergeRole", {
+      type: MergeRole,
       nullable: true,
       description: "`primary` or `secondary` while merged with mergePartner; null when not merged.",
-      select: { mergeRole: true },
-      resolve: (a) => a.mergeRole as never,
     }),
     mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true, description: "When the merge happened; null when not merged." }),
     mergePartner: t.relation("mergedWith", {
@@ -231,12 +219,6 @@ const AccountLookup = builder.objectRef<{ accountId: string | null }>("AccountLo
     }),
   }),
 });
-
-/** The API key of the request, recorded with what support staff did. */
-async function supportKeyId(ctx: GraphQLContext, projectId: string): Promise<string | null> {
-  const request = (ctx as GraphQLContext & Partial<YogaInitialContext>).request;
-  return apiKeyIdOf(ctx.deps.db, projectId, request?.headers.get("x-api-key"));
-}
 
 const EndSessionsPayload = builder.objectRef<{ ended: number }>("EndAccountSessionsPayload").implement({
   description: "The account's sessions were ended: their tokens fail from their next request.",
@@ -302,7 +284,7 @@ builder.mutationFields((t) => ({
       const support = await ctx.secret();
       const accountId = await findAccountId(ctx.deps.db, support.projectId, { accountId: String(args.accountId) });
       if (!accountId) throw new E.NotFound("no such account");
-      return { ended: await endAccountSessions(ctx.deps, support, accountId, await supportKeyId(ctx, support.projectId)) };
+      return { ended: await endAccountSessions(ctx.deps, support, accountId) };
     },
   }),
   unmergeAccount: t.field({
@@ -315,9 +297,7 @@ builder.mutationFields((t) => ({
     },
     errors: { types: [E.NotFound, E.NotMerged], union: resultOf("The UnmergeAccountPayload") },
     resolve: async (_, args, ctx) => {
-      const support = await ctx.secret();
-      const keyId = (await supportKeyId(ctx, support.projectId)) ?? "unknown";
-      return unmergeForUser(ctx.deps, support, String(args.accountId), String(args.partnerId), { by: "support", api_key_id: keyId });
+      return unmergeForUser(ctx.deps, await ctx.secret(), String(args.accountId), String(args.partnerId));
     },
   }),
 }));

@@ -16,7 +16,7 @@ const IdentifierOrigin = builder.enumType("IdentifierOrigin", {
   values: { own: { description: "the account signed up with it" }, attached: { description: "added by linking" } },
 });
 
-const AccountStatus = builder.enumType("AccountStatus", {
+export const AccountStatus = builder.enumType("AccountStatus", {
   description: "Whether an account is in use. Webhook events carry the same word as `user.status`.",
   values: {
     active: { description: "the account is in use: every account linkgate creates is active" },
@@ -24,7 +24,7 @@ const AccountStatus = builder.enumType("AccountStatus", {
   },
 });
 
-const MergeRole = builder.enumType("MergeRole", {
+export const MergeRole = builder.enumType("MergeRole", {
   description: "An account's side of a merge: linking an identifier that another account signed up with merges the two.",
   values: {
     primary: { description: "another account was merged into this one: this one signs in and acts for both" },
