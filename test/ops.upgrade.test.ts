@@ -16,7 +16,11 @@ import { TestReceiver } from "./support/receiver.ts";
 const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
 const repo = process.cwd();
 
-/** The newest migration of this tree, and the commit just before the one that added it. */
+/**
+ * The previous build: LINKGATE_UPGRADE_FROM (a commit or tag) when set, else the newest release
+ * tag (v*), else the commit just before the one that added this tree's newest migration; and
+ * the newest migration, which the upgrade must apply.
+ */
 function previousBuild(): { commit: string; migration: string } | null {
   const migration = readdirSync(path.join(repo, "prisma/migrations"), { withFileTypes: true })
     .filter((d) => d.isDirectory())
@@ -26,8 +30,10 @@ function previousBuild(): { commit: string; migration: string } | null {
   const git = (...args: string[]) => spawnSync("git", args, { cwd: repo, encoding: "utf8" });
   if (git("rev-parse", "--git-dir").status !== 0) return null;
   const added = git("log", "-1", "--format=%H", "--diff-filter=A", "--", `prisma/migrations/${migration}/migration.sql`).stdout.trim();
+  const release = git("describe", "--tags", "--abbrev=0", "--match", "v*").stdout.trim();
   // Not committed yet (a migration being written): the previous build is HEAD.
-  const commit = git("rev-parse", added ? `${added}^` : "HEAD").stdout.trim();
+  const from = process.env.LINKGATE_UPGRADE_FROM || release || (added ? `${added}^` : "HEAD");
+  const commit = git("rev-parse", "--verify", `${from}^{commit}`).stdout.trim();
   return commit ? { commit, migration } : null;
 }
 
