@@ -18,8 +18,8 @@ const repo = process.cwd();
 
 /**
  * The previous build: LINKGATE_UPGRADE_FROM (a commit or tag) when set, else the newest release
- * tag (v*), else the commit just before the one that added this tree's newest migration; and
- * the newest migration, which the upgrade must apply.
+ * tag (v*) unless it already has this tree's newest migration, else the commit just before the
+ * one that added that migration; and the newest migration, which the upgrade must apply.
  */
 function previousBuild(): { commit: string; migration: string } | null {
   const migration = readdirSync(path.join(repo, "prisma/migrations"), { withFileTypes: true })
@@ -30,7 +30,9 @@ function previousBuild(): { commit: string; migration: string } | null {
   const git = (...args: string[]) => spawnSync("git", args, { cwd: repo, encoding: "utf8" });
   if (git("rev-parse", "--git-dir").status !== 0) return null;
   const added = git("log", "-1", "--format=%H", "--diff-filter=A", "--", `prisma/migrations/${migration}/migration.sql`).stdout.trim();
-  const release = git("describe", "--tags", "--abbrev=0", "--match", "v*").stdout.trim();
+  let release = git("describe", "--tags", "--abbrev=0", "--match", "v*").stdout.trim();
+  // A release that already has the newest migration has nothing left to upgrade through.
+  if (release && added && git("merge-base", "--is-ancestor", added, release).status === 0) release = "";
   // Not committed yet (a migration being written): the previous build is HEAD.
   const from = process.env.LINKGATE_UPGRADE_FROM || release || (added ? `${added}^` : "HEAD");
   const commit = git("rev-parse", "--verify", `${from}^{commit}`).stdout.trim();
@@ -121,7 +123,7 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
       LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: "100000",
     };
     oldDir = extractBuild(build.commit);
-  }, 60_000);
+  }, 120_000);
 
   afterAll(async () => {
     for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGTERM");
@@ -196,5 +198,5 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
       expect(await p.exited, p.output()).toBe(0);
       expect(p.output()).not.toContain('"level":50');
     }
-  }, 90_000);
+  }, 180_000);
 });
