@@ -179,6 +179,16 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
     auth = await authorizationUrl(cfg, third);
     const again = await authorize(h, new Agent(h), auth, who);
     expect(codeOf(again)).toBeTruthy();
+    const tokens = await client.authorizationCodeGrant(cfg, again, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
+    // the user withdraws it: the app's refresh token ends, and the consent page asks again
+    const revoke = await h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename ... on RevokeOAuthConsentPayload { clientId } } }`, { c: third.clientId }, {
+      authorization: `Bearer ${tokens.access_token}`,
+    });
+    expect(revoke.body.data.revokeOAuthConsent).toEqual({ __typename: "RevokeOAuthConsentPayload", clientId: third.clientId });
+    expect(await grantError(client.refreshTokenGrant(cfg, tokens.refresh_token!))).toEqual({ error: "invalid_grant" });
+    const agent3 = new Agent(h);
+    uid = await startInteraction(agent3, (await authorizationUrl(cfg, third)).url);
+    expect((await signInByCode(h, agent3, uid, who)).body).toHaveProperty("consent");
     // another user says no
     const agent2 = new Agent(h);
     auth = await authorizationUrl(cfg, third);

@@ -12,7 +12,7 @@ import { deriveKey } from "../crypto.ts";
 import { loadAccount, oidcClaims } from "../auth/accounts.ts";
 import { ACCESS_TOKEN_TTL_SECONDS, signingJwks } from "../auth/tokens.ts";
 import { adapterFor, sessionOfGrant } from "./adapter.ts";
-import { clientMetadata, EXTRA_METADATA, projectOf } from "./client-metadata.ts";
+import { EXTRA_METADATA, projectOf } from "./client-metadata.ts";
 import { secretMatches } from "./clients.ts";
 import { errorPage, logoutPage, signedOutPage } from "./pages.ts";
 import { oidcRequest } from "./request-context.ts";
@@ -200,5 +200,3 @@ async function configuration(deps: Deps): Promise<Configuration> {
     },
   };
 }
-
-export { clientMetadata };

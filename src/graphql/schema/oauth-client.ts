@@ -1,6 +1,7 @@
 // OpenID Connect clients of the project (CONTRACT section 2a); the rules live in src/oidc/clients.ts.
 import * as E from "../../errors.ts";
 import { createClient, deleteClient, rotateClientSecret, updateClient, type ClientWithSecret } from "../../oidc/clients.ts";
+import { revokeConsent } from "../../oidc/consents.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 import { pageOf } from "./connections.ts";
@@ -82,7 +83,20 @@ builder.queryFields((t) => ({
   ),
 }));
 
+const RevokeOAuthConsentPayload = builder.objectRef<{ clientId: string }>("RevokeOAuthConsentPayload").implement({
+  description: "The app's access is withdrawn: the consent page asks again, and what the app held for the user (refresh tokens, sessions) has ended.",
+  fields: (t) => ({ clientId: t.exposeString("clientId", { description: "The app's OAuth client_id." }) }),
+});
+
 builder.mutationFields((t) => ({
+  revokeOAuthConsent: t.field({
+    type: RevokeOAuthConsentPayload,
+    authScopes: { user: true },
+    description: `Withdraws what the signed-in user allowed a third-party app on the consent page, and ends its refresh tokens and sessions for the user. ${NEEDS.user}`,
+    args: { clientId: t.arg.string({ required: true, description: "The app's OAuth client_id (lgc_…)." }) },
+    errors: { types: [E.NotFound], union: resultOf("The RevokeOAuthConsentPayload") },
+    resolve: async (_, { clientId }, ctx) => revokeConsent(ctx.deps, await ctx.user(), clientId),
+  }),
   createOAuthClient: t.field({
     type: OAuthClientSecretPayload,
     authScopes: { secret: true },
