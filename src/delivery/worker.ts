@@ -4,8 +4,13 @@
 //
 // Timing: a worker wakes on NOTIFY linkgate_deliveries (sent by enqueue and by redelivery),
 // on its own retries falling due, after recording results (which frees per-webhook room), on
-// free capacity while there is a backlog, and on a short poll (the backstop for everything
-// else, e.g. other workers' retries or a lost LISTEN connection).
+// free capacity while there is a backlog, when an open breaker lets its probe go, and on a short
+// poll (the backstop for everything else, e.g. other workers' retries or a lost LISTEN
+// connection).
+//
+// Fairness: how many of an endpoint's deliveries this worker claims is up to its breaker
+// (breaker.ts): an endpoint earns concurrency by answering, and one that stalls is left alone
+// but for one probe at a time, so dead receivers cannot fill the send slots.
 //
 // Pipelining: sending, claiming and recording overlap. Up to one batch of claimed deliveries
 // waits in a local queue while `concurrency` sends are in flight, so a finished send is
