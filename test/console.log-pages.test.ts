@@ -184,6 +184,38 @@ describe.each(backends)("the console's webhook list and log on %s", (backend) =>
     expect((await rollup())[0].n).toBe(0);
   });
 
+  it("keeps the stats exact with concurrent writers: events fanned out to two webhooks while their deliveries finish", async () => {
+    await webhook("wh_con_a", h.projectId);
+    await webhook("wh_con_b", h.projectId);
+    const ids = Array.from({ length: 40 }, (_, i) => `dlv_con${i}`);
+    // Each transaction writes an event's deliveries to both webhooks (in either order), as the
+    // outbox does, and another finishes some deliveries of both, as the worker does.
+    await Promise.all(
+      Array.from({ length: 8 }, (_, t) =>
+        h.db.prisma.$transaction(async (tx) => {
+          for (let k = 0; k < 5; k++) {
+            const n = t * 5 + k;
+            await tx.outboxEvent.create({ data: { id: `evt_con${n}`, projectId: h.projectId, eventType: "user.created", body: "{}" } });
+            const hooks = t % 2 ? ["wh_con_b", "wh_con_a"] : ["wh_con_a", "wh_con_b"];
+            await tx.delivery.createMany({
+              data: hooks.map((webhookId) => ({ id: `${ids[n]}_${webhookId}`, eventId: `evt_con${n}`, webhookId, projectId: h.projectId, eventType: "user.created" })),
+            });
+          }
+          await tx.$executeRawUnsafe(
+            `UPDATE deliveries SET status = $1::delivery_status, completed_at = now() WHERE webhook_id IN ('wh_con_a', 'wh_con_b') AND status = 'pending' AND id LIKE $2`,
+            t % 3 ? "succeeded" : "failed",
+            `dlv_con${t}%`,
+          );
+        }),
+      ),
+    );
+    for (const id of ["wh_con_a", "wh_con_b"]) {
+      const stats = await statsOf(id);
+      expect(stats).toEqual(await counted(id));
+      expect(stats.succeeded + stats.failed + stats.pending).toBe(40);
+    }
+  });
+
   it("gives the same stats through GraphQL, one statement for the whole list", async () => {
     const r = await h.gql(Q.stats, { first: 10 });
     expect(r.body.errors).toBeUndefined();
