@@ -142,6 +142,8 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
     const res = await new Agent(h).fetch(auth.url.toString());
     expect(res.status).toBe(400);
     expect(res.headers.get("location")).toBeNull();
+    expect(res.headers.get("x-frame-options")).toBe("DENY");
+    expect(res.headers.get("x-request-id")).toBeTruthy();
   });
 
   it("a client of another project cannot redeem this project's codes, and its tokens are refused with this project's key", async () => {

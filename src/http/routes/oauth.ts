@@ -51,7 +51,13 @@ async function serveProtocol(c: C): Promise<Response> {
   const { req, res } = nodeReqRes(c, await withLength(c));
   const handled = oidcRequest.run({ log: c.get("log"), clientAddress: c.get("clientAddress") }, () => provider.callback()(req, res));
   handled.catch((err: unknown) => c.get("log").error({ err }, "OpenID Connect provider failed"));
-  return toFetchResponse(res);
+  const response = await toFetchResponse(res);
+  // Its pages (an error, the logout confirmation) are never to be framed by another site.
+  if (response.headers.get("content-type")?.startsWith("text/html")) {
+    response.headers.set("x-frame-options", "DENY");
+    response.headers.set("content-security-policy", "frame-ancestors 'none'");
+  }
+  return response;
 }
 
 /** The interaction's cookie travels on the browser's request; its body is read by Hono. */
