@@ -2,11 +2,18 @@
 // delivery still pending is never removed. Rows are made by real flows, then aged by moving
 // their timestamps into the past, as a month of traffic would leave them.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sweepOnce } from "../src/retention/sweep.ts";
+import { metrics } from "../src/metrics.ts";
+import { SWEPT_TABLES, sweepOnce } from "../src/retention/sweep.ts";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 
 const SETTINGS = { eventsDays: 30, deliveryLogDays: 7 };
+
+/** This process's metric values by table (tests read differences: several apps share the registry). */
+async function deletedSoFar(): Promise<Record<string, number>> {
+  const { values } = await metrics.registry.getSingleMetric("linkgate_retention_rows_deleted_total")!.get();
+  return Object.fromEntries(values.map((v) => [String(v.labels.table), v.value]));
+}
 
 describe.each(backends)("retention on %s", (backend) => {
   let h: Harness;
@@ -29,8 +36,16 @@ describe.each(backends)("retention on %s", (backend) => {
     await sql(`UPDATE rate_limits SET window_start = now() - interval '2 days'`);
     await sql(`INSERT INTO rate_limits (key, window_start, window_seconds, count) VALUES ('send:ida:current', now(), 600, 1)`);
 
+    const before = await deletedSoFar();
+    const sweptAt = Date.now() / 1000;
     const report = await sweepOnce(h.db, SETTINGS);
     expect(report.swept).toBe(true);
+    // progress in the metrics: rows deleted per table, and when this process last swept
+    const after = await deletedSoFar();
+    for (const table of SWEPT_TABLES) expect(after[table] - before[table], table).toBe(report.deleted[table] ?? 0);
+    expect(report.deleted.sessions).toBeGreaterThan(0);
+    const { values } = await metrics.registry.getSingleMetric("linkgate_retention_last_sweep_timestamp_seconds")!.get();
+    expect(values[0].value).toBeGreaterThanOrEqual(Math.floor(sweptAt));
     expect(await h.db.prisma.otpState.findMany({ select: { value: true } })).toEqual([{ value: "pending-code@example.com" }]);
     expect(await h.db.prisma.webauthnChallenge.count()).toBe(0);
     expect((await h.db.prisma.rateLimit.findMany({ select: { key: true } })).map((r) => r.key)).toEqual(["send:ida:current"]);

@@ -10,8 +10,10 @@
 // maintenance in migrations. Deleting in batches of BATCH rows by primary key keeps every lock
 // short (a batch is one statement, a few milliseconds), so claims never wait behind a sweep, and
 // the per-run bound keeps one run from monopolising the database; the next run continues.
+import { Counter, Gauge } from "prom-client";
 import type { Database, Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
+import { metrics } from "../metrics.ts";
 
 /** Rows per DELETE statement. */
 const BATCH = 2_000;
@@ -84,6 +86,27 @@ async function deleteEvents(db: Db, pick: string): Promise<number> {
   return Number(rows[0]?.n ?? 0);
 }
 
+/** Every table the sweep removes rows from (the metric's label values). */
+export const SWEPT_TABLES = ["otp_states", "webauthn_challenges", "rate_limits", "sessions", "delivery_attempts", "outbox_events", "notices"] as const;
+
+const rowsDeleted = new Counter({
+  name: "linkgate_retention_rows_deleted_total",
+  help: "rows the retention sweep of this process deleted, by table (an event's deliveries go with it by cascade, not counted)",
+  labelNames: ["table"],
+  registers: [metrics.registry],
+});
+const lastSweep = new Gauge({
+  name: "linkgate_retention_last_sweep_timestamp_seconds",
+  help: "when this process last completed a retention sweep run (0: never; a run another process held the lock for does not count)",
+  registers: [metrics.registry],
+});
+const behind = new Gauge({
+  name: "linkgate_retention_tables_behind",
+  help: "tables the last sweep run of this process left rows in because of its bound (0 when it caught up)",
+  registers: [metrics.registry],
+});
+for (const table of SWEPT_TABLES) rowsDeleted.inc({ table }, 0);
+
 export type SweepReport = {
   swept: boolean;
   deleted: Record<string, number>;
@@ -134,6 +157,9 @@ export async function sweepOnce(database: Database, settings: RetentionSettings,
       if (total) deleted[t.table] = total;
     }
     longestBatchMs = Math.round(longestBatchMs);
+    for (const [table, n] of Object.entries(deleted)) rowsDeleted.inc({ table }, n);
+    lastSweep.set(Date.now() / 1000);
+    behind.set(more.length);
     if (Object.keys(deleted).length) logger?.info({ deleted, more, longestBatchMs }, "retention sweep");
     return { swept: true, deleted, more, longestBatchMs };
   });
