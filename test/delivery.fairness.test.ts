@@ -5,6 +5,7 @@
 // counts and order, never on speed.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { EndpointBreakers, INITIAL_LIMIT, verdictOf, type Transition } from "../src/delivery/breaker.ts";
+import { claimDue, releaseLeases } from "../src/delivery/sql.ts";
 import { startWorker, type DeliveryWorker, type Logger, type WorkerOptions } from "../src/delivery/worker.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver, type Behaviour, type SeededWebhook } from "./support/receiver.ts";
@@ -128,6 +129,26 @@ describe.each(backends)("fair delivery under slow receivers on %s", (backend) =>
   const breakerMoves = (webhookId: string) => logs.filter((l) => l.obj.webhookId === webhookId && String(l.obj.event).startsWith("webhook.breaker.")).map((l) => l.obj.event);
   const attemptsOf = (webhookId: string) =>
     db.prisma.deliveryAttempt.findMany({ where: { delivery: { webhookId } }, orderBy: { startedAt: "asc" } });
+
+  it("the claim takes no delivery of an endpoint with no room, at most its room of a listed one, and the default of the rest", async () => {
+    const a = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/a" });
+    const project = a.projectId;
+    const b = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/b", projectId: project });
+    const c = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/c", projectId: project });
+    await enqueueEvents(db, project, 10, { perTx: 10 });
+    const claimed = await claimDue(db, {
+      workerId: "fair",
+      limit: 100,
+      leaseMs: 30_000,
+      perWebhookCap: 20,
+      endpointRooms: { webhookIds: [a.webhookId, b.webhookId], rooms: [0, 2], otherwise: 3 },
+    });
+    const per = (id: string) => claimed.filter((x) => x.webhookId === id).length;
+    expect([per(a.webhookId), per(b.webhookId), per(c.webhookId)]).toEqual([0, 2, 3]);
+    // Out of the way of the tests below.
+    await releaseLeases(db, "fair", claimed.map((x) => x.deliveryId));
+    await db.prisma.webhook.updateMany({ where: { projectId: project }, data: { enabled: false } });
+  });
 
   it("opens on a receiver that hangs, probes it with one delivery, and closes when it answers again", async () => {
     const r = await receiver(HANG);
