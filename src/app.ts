@@ -66,7 +66,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     otpKey: deriveKey(master, "otp"),
     keys: await openKeyStore(db.prisma, master, issuer),
     messenger,
-    notices: startNoticeSender({ db: db.prisma, messenger, logger, scheduleMs: config.noticeRetryScheduleMs }),
+    notices: startNoticeSender({ db, messenger, logger, scheduleMs: config.noticeRetryScheduleMs }),
     logger,
     limits: { ...limitsFrom(config.abuse), ...opts.limits },
   };

@@ -7,9 +7,10 @@ import { preparedStatements, type PgType } from "../src/db/fast.ts";
 import "../src/auth/authenticate.ts";
 import "../src/auth/rate-limit.ts";
 import "../src/linking/service.ts";
+import "../src/messaging/notices.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 
-const LINK_FLOW = ["authenticate_user", "count_all", "count_failures", "link_state", "link_verify"];
+const LINK_FLOW = ["authenticate_user", "claim_notices", "count_all", "count_failures", "link_state", "link_verify", "record_notices_sent"];
 
 /** Type OIDs (pg_type) of the types row types may use. */
 const OIDS: Record<string, number> = { bool: 16, int4: 23, text: 25, float8: 701, timestamptz: 1184 };

@@ -3,7 +3,8 @@
 // schedule. A mail server that is down delays a notice and never the change; a restart loses
 // nothing, because the schedule lives in each notice's next_attempt_at.
 
-import type { Db, Tx } from "../db/client.ts";
+import type { Database, Db, Tx } from "../db/client.ts";
+import { prepared, run } from "../db/fast.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import type { Messenger, Recipient } from "./transport.ts";
@@ -36,20 +37,33 @@ type Claimed = { id: string; kind: Recipient["kind"]; value: string; subject: st
 
 /**
  * Due notices, claimed by pushing their next attempt past a lease: SKIP LOCKED lets several
- * processes share the queue without waiting on each other's rows.
+ * processes share the queue without waiting on each other's rows. On the fast path: every
+ * change to how an account signs in queues notices, so this runs once per change. $1 lease
+ * seconds, $2 batch size.
  */
-async function claimDue(db: Db): Promise<Claimed[]> {
-  return db.$queryRaw<Claimed[]>`
-    UPDATE notices SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => ${CLAIM_LEASE_SECONDS})
+const CLAIM_NOTICES = prepared<Claimed>(
+  "claim_notices",
+  { id: "text", kind: "text", value: "text", subject: "text", text: "text", attempts: "int4" },
+  `UPDATE notices SET attempts = attempts + 1, next_attempt_at = (now() + make_interval(secs => $1::int)) AT TIME ZONE 'UTC'
     WHERE id IN (
-      SELECT id FROM notices WHERE status = 'pending' AND next_attempt_at <= now()
-      ORDER BY next_attempt_at LIMIT ${BATCH} FOR UPDATE SKIP LOCKED)
-    RETURNING id, kind::text AS kind, value, subject, text, attempts`;
+      SELECT id FROM notices WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
+      ORDER BY next_attempt_at LIMIT $2::int FOR UPDATE SKIP LOCKED)
+    RETURNING id, kind::text AS kind, value, subject, text, attempts`,
+);
+
+async function claimDue(db: Database): Promise<Claimed[]> {
+  return run(db, CLAIM_NOTICES, [CLAIM_LEASE_SECONDS, BATCH]);
 }
 
-/** The notices of one batch that went out, in one statement (a link flow's change queues several). */
-async function recordSent(db: Db, ids: string[]) {
-  if (ids.length) await db.notice.updateMany({ where: { id: { in: ids } }, data: { status: "sent", sentAt: new Date(), lastError: null } });
+const RECORD_SENT = prepared<{ id: string }>(
+  "record_notices_sent",
+  { id: "text" },
+  `UPDATE notices SET status = 'sent', sent_at = now() AT TIME ZONE 'UTC', last_error = NULL WHERE id = ANY ($1::text[]) RETURNING id`,
+);
+
+/** The notices of one batch that went out, in one statement (a change queues several). */
+async function recordSent(db: Database, ids: string[]) {
+  if (ids.length) await run(db, RECORD_SENT, [ids]);
 }
 
 async function recordFailure(db: Db, n: Claimed, error: string, schedule: number[]) {
@@ -62,7 +76,7 @@ async function recordFailure(db: Db, n: Claimed, error: string, schedule: number
 
 export type NoticeSender = { kick(): void; stop(): Promise<void> };
 
-export function startNoticeSender(opts: { db: Db; messenger: Messenger; logger: Logger; scheduleMs?: number[]; pollMs?: number }): NoticeSender {
+export function startNoticeSender(opts: { db: Database; messenger: Messenger; logger: Logger; scheduleMs?: number[]; pollMs?: number }): NoticeSender {
   const schedule = opts.scheduleMs ?? NOTICE_RETRY_SCHEDULE_MS;
   const pollMs = opts.pollMs ?? 5_000;
   let stopped = false;
@@ -77,7 +91,7 @@ export function startNoticeSender(opts: { db: Db; messenger: Messenger; logger: 
       return "sent";
     } catch (err) {
       opts.logger.warn({ notice: n.id, attempt: n.attempts, kind: n.kind, err: String(err) }, "notice not sent; will retry");
-      await recordFailure(opts.db, n, String(err).slice(0, 500), schedule);
+      await recordFailure(opts.db.prisma, n, String(err).slice(0, 500), schedule);
       return schedule[n.attempts - 1];
     }
   }
