@@ -1,4 +1,4 @@
-// `npm run bench -- <name…>`: link, delivery (default: all). Prints a table per benchmark.
+// `npm run bench -- <name…>`: link, delivery (default: all), fairness (only when named). Prints a table per benchmark.
 import os from "node:os";
 import pg from "pg";
 import type { Backend } from "../test/support/db.ts";
@@ -40,4 +40,9 @@ if (all || wanted.includes("delivery")) {
   const mod = await import("./delivery.ts").catch(() => null);
   if (mod && "main" in mod) await (mod as { main: () => Promise<void> }).main();
   else console.log("\n(delivery benchmark not available)");
+}
+if (wanted.includes("fairness")) {
+  // On Postgres only, and only when asked for: about 1.5 minutes.
+  const { main: fairness } = await import("./fairness.ts");
+  await fairness();
 }
