@@ -46,3 +46,8 @@ if (wanted.includes("fairness")) {
   const { main: fairness } = await import("./fairness.ts");
   await fairness();
 }
+if (wanted.includes("console")) {
+  // Postgres only, and only when asked for: seeding its data set takes minutes (BENCH_KEEP=1 keeps it).
+  const { main: consoleViews } = await import("./console.ts");
+  await consoleViews();
+}
