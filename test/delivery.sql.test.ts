@@ -100,14 +100,21 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     const hook = await seedWebhook(db, masterKey, { url: URL_ });
     await enqueueEvents(db, hook.projectId, 1);
     const [c] = await claim("w1");
-    const applied = await recordResults(db, "w1", [result(c, { status: "pending", delayMs: 300, statusCode: 500, error: "HTTP 500" })]);
+    const before = Date.now();
+    const applied = await recordResults(db, "w1", [result(c, { status: "pending", delayMs: 60_000, statusCode: 500, error: "HTTP 500" })]);
+    const after = Date.now();
     expect(applied).toEqual([c.deliveryId]);
     const row = await db.prisma.delivery.findUniqueOrThrow({ where: { id: c.deliveryId }, include: { attemptLog: true } });
     expect(row).toMatchObject({ status: "pending", attempts: 1, leasedBy: null, leaseUntil: null, lastStatus: 500, lastError: "HTTP 500", completedAt: null });
+    // Due one delay after the result was recorded (database and test share this machine's clock).
+    expect(row.nextAttemptAt.getTime()).toBeGreaterThanOrEqual(before + 60_000 - 1_000);
+    expect(row.nextAttemptAt.getTime()).toBeLessThanOrEqual(after + 60_000 + 1_000);
     expect(row.attemptLog).toHaveLength(1);
     expect(row.attemptLog[0]).toMatchObject({ attempt: 1, statusCode: 500, durationMs: 12, responseExcerpt: "ok", signedWith: "0123456789abcdef", requestHeaders: null });
     expect(await claim("w1")).toEqual([]);
-    await new Promise((r) => setTimeout(r, 350));
+    // The delay passes: moved in the database rather than waited for, so a slow machine can't
+    // make the "not due yet" claim above see it due.
+    await db.prisma.$executeRaw`UPDATE deliveries SET next_attempt_at = now() - interval '1 second' WHERE id = ${c.deliveryId}`;
     const [again] = await claim("w2");
     expect(again).toMatchObject({ deliveryId: c.deliveryId, attempt: 2 });
   });
