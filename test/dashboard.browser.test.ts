@@ -678,6 +678,27 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     expect(await page.getByRole("button", { name: "Show more webhooks" }).count()).toBe(0);
   });
 
+  it("registers a sign-in app, shows its redirect URI, its secret once, and rotates it", async () => {
+    await page.getByRole("link", { name: "Sign-in apps", exact: true }).click();
+    await page.getByLabel("Name").fill("Acme server");
+    await page.getByLabel("Redirect URIs").fill("https://acme.example/callback");
+    await page.getByLabel(/Confidential/).check();
+    await page.getByRole("button", { name: "Register the app" }).click();
+    const first = await page.getByRole("textbox", { name: "Client secret", exact: true }).inputValue();
+    expect(first).toMatch(/^lgcs_/);
+    const item = page.locator("li.app-item", { hasText: "Acme server" });
+    await expect.poll(() => item.textContent()).toContain("https://acme.example/callback");
+    const stored = await h.db.prisma.oAuthClient.findFirstOrThrow({ where: { name: "Acme server" } });
+    expect(await item.textContent()).toContain(stored.clientId);
+    await page.getByRole("button", { name: "I stored it" }).click();
+    page.once("dialog", (d) => void d.accept());
+    await item.getByRole("button", { name: "Rotate the secret of Acme server" }).click();
+    await expect.poll(() => page.getByRole("textbox", { name: "Client secret", exact: true }).inputValue()).not.toBe(first);
+    await shots.take(page, "sign-in-apps");
+    await page.getByRole("button", { name: "I stored it" }).click();
+    await page.getByRole("link", { name: "Webhooks", exact: true }).click();
+  });
+
   it("made no request to another origin, and nothing broke the page's CSP", async () => {
     const origin = new URL(server.url).origin;
     expect(requests.length).toBeGreaterThan(0);

@@ -1,7 +1,7 @@
 // The page: the API key gate, then the project's console: the webhook list beside the selected
 // webhook (or the create form, or the project's delivery chart), and the users view for support
-// staff. Navigation is in the URL's hash (#/new, #/webhooks/<id>, #/users, #/users/<id>) so
-// reloads and Back work.
+// staff, and the sign-in apps (OpenID Connect clients). Navigation is in the URL's hash (#/new,
+// #/webhooks/<id>, #/users, #/users/<id>, #/apps) so reloads and Back work.
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
   AuthError,
@@ -18,18 +18,20 @@ import {
   storedKey,
   type Webhook,
 } from "./api.ts";
+import { Apps } from "./Apps.tsx";
 import { DeliveryChartCard } from "./Chart.tsx";
 import { Users } from "./Users.tsx";
 import { WebhookDetail } from "./WebhookDetail.tsx";
 import { WebhookForm } from "./WebhookForm.tsx";
 import { FieldError, StateBadge, fmtRate, message, usePoll, type SecretNotice } from "./ui.tsx";
 
-type Route = { kind: "home" } | { kind: "new" } | { kind: "webhook"; id: string } | { kind: "users"; accountId: string | null };
+type Route = { kind: "home" } | { kind: "new" } | { kind: "webhook"; id: string } | { kind: "users"; accountId: string | null } | { kind: "apps" };
 
 function parseRoute(): Route {
   const h = location.hash.replace(/^#/, "");
   if (h === "/new") return { kind: "new" };
   if (h === "/users") return { kind: "users", accountId: null };
+  if (h === "/apps") return { kind: "apps" };
   const user = /^\/users\/([^/]+)$/.exec(h);
   if (user) return { kind: "users", accountId: decodeURIComponent(user[1]) };
   const m = /^\/webhooks\/([^/]+)$/.exec(h);
@@ -73,11 +75,14 @@ export function App() {
         </h1>
         {key && (
           <nav class="sections" aria-label="Sections">
-            <a href="#/" aria-current={route.kind !== "users" ? "page" : undefined}>
+            <a href="#/" aria-current={route.kind !== "users" && route.kind !== "apps" ? "page" : undefined}>
               Webhooks
             </a>
             <a href="#/users" aria-current={route.kind === "users" ? "page" : undefined}>
               Users
+            </a>
+            <a href="#/apps" aria-current={route.kind === "apps" ? "page" : undefined}>
+              Sign-in apps
             </a>
           </nav>
         )}
@@ -97,6 +102,8 @@ export function App() {
       {key ? (
         route.kind === "users" ? (
           <Users accountId={route.accountId} />
+        ) : route.kind === "apps" ? (
+          <Apps />
         ) : (
           <Dashboard route={route} />
         )
@@ -172,7 +179,7 @@ function KeyForm(props: { notice: string | null; onDone: (key: string) => void }
   );
 }
 
-function Dashboard({ route }: { route: Exclude<Route, { kind: "users" }> }) {
+function Dashboard({ route }: { route: Exclude<Route, { kind: "users" } | { kind: "apps" }> }) {
   const [eventTypes, setEventTypes] = useState<string[]>([]);
   const [webhooks, setWebhooks] = useState<Webhook[] | null>(null);
   const [shown, setShown] = useState(MAX_PAGE);

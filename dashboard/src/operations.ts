@@ -21,7 +21,16 @@ const ACCOUNT = `id name email status createdAt updatedAt lastLoginAt mergeRole 
   sessions { id createdAt authTime lastUsedAt expiresAt clientAddress userAgent }
   recentEvents(first: 20) { id eventType createdAt body deliveries { id status attempts lastStatus createdAt webhook { id url } } }`;
 
+const OAUTH_CLIENT = `id clientId name redirectUris type firstParty createdAt`;
+
 export const OPERATIONS = {
+  OAuthClients: `query OAuthClients($first: Int!) { oauthClients(first: $first) { edges { node { ${OAUTH_CLIENT} } } } }`,
+  CreateOAuthClient: `mutation CreateOAuthClient($input: OAuthClientInput!) {
+    createOAuthClient(input: $input) { ${ERR} ... on OAuthClientWithSecret { client { ${OAUTH_CLIENT} } clientSecret } }
+  }`,
+  RotateOAuthClientSecret: `mutation RotateOAuthClientSecret($id: ID!) {
+    rotateOAuthClientSecret(id: $id) { ${ERR} ... on OAuthClientWithSecret { client { ${OAUTH_CLIENT} } clientSecret } }
+  }`,
   Overview: `query Overview($first: Int!, $after: String) {
     eventTypes
     webhooks(first: $first, after: $after) { pageInfo { hasNextPage endCursor } edges { node { ${WEBHOOK} } } }
