@@ -8,6 +8,11 @@ import { bulkEnqueue, enqueueEvents, eventually, newMasterKey, seedWebhook, Test
 
 const CONFIG = { retryScheduleMs: [50, 100, 150, 200, 250], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
 const EVENTS = 5_000;
+// "Nothing twice" is about leases: no two workers may claim one delivery. A send that times out
+// is resent by design (at least once), so these runs give sends a timeout no loaded machine
+// reaches; with 2 s, a test process starved of CPU made the receiver answer late and counted
+// those legitimate resends as double claims.
+const NO_TIMEOUTS = { ...CONFIG, webhookTimeoutMs: 30_000 };
 
 const WEBHOOKS = 4;
 
@@ -61,7 +66,7 @@ describe.runIf(backends.includes("postgres"))("delivery workers sharing Postgres
       const spawn = async () => {
         const conn = await openDatabase({ databaseUrl: db.url, dataDir: "", poolSize: 4 });
         connections.push(conn);
-        const w = startWorker({ db: conn, config: CONFIG, masterKey, concurrency: 32, batchSize: 32, pollMs: 250, maintenanceIntervalMs: 0 });
+        const w = startWorker({ db: conn, config: NO_TIMEOUTS, masterKey, concurrency: 32, batchSize: 32, pollMs: 250, maintenanceIntervalMs: 0 });
         workers.push(w);
         return w;
       };
