@@ -282,7 +282,9 @@ builder.mutationFields((t) => ({
     errors: { types: [E.NotFound], union: resultOf("The EndAccountSessionsPayload") },
     resolve: async (_, args, ctx) => {
       const support = await ctx.secret();
-      const accountId = await findAccountId(ctx.deps.db, support.projectId, { accountId: String(args.accountId) });
+      // A blank id names no account (findAccountId would ask for an identifier instead).
+      const id = String(args.accountId).trim();
+      const accountId = id ? await findAccountId(ctx.deps.db, support.projectId, { accountId: id }) : null;
       if (!accountId) throw new E.NotFound("no such account");
       return { ended: await endAccountSessions(ctx.deps, support, accountId) };
     },
