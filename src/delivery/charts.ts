@@ -6,7 +6,6 @@
 // long the delivery log is. scripts/measure-charts.ts compares this with aggregating the log.
 import { Prisma } from "../generated/prisma/client.ts";
 import type { Database } from "../db/client.ts";
-import type { WebhookStats } from "./log.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -117,6 +116,19 @@ export async function deliveryChart(db: DbLike, projectId: string, range: ChartR
 }
 
 // ---- the webhook list's stats ------------------------------------------------------------------
+
+export type WebhookStats = {
+  /** Deliveries created in the last 24 hours, by state. */
+  windowHours: 24;
+  succeeded: number;
+  failed: number;
+  gone: number;
+  pending: number;
+  /** succeeded / (succeeded + failed + gone) over the window; null when none finished. */
+  successRate: number | null;
+  /** When the most recent successful delivery completed (any time, not only in the window). */
+  lastSuccessAt: Date | null;
+};
 
 /**
  * The stats of many webhooks of one project (see WebhookStats: deliveries created in the last 24

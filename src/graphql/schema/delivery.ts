@@ -1,8 +1,8 @@
 // The delivery log: each webhook's deliveries with every attempt, redelivery and replay, a
 // project's events pulled after a cursor, and per-webhook health.
 import DataLoader from "dataloader";
-import { webhooksStats } from "../../delivery/charts.ts";
-import { attemptRequestHeaders, pullEvents, redeliver, replayFailed, type WebhookStats as Stats } from "../../delivery/log.ts";
+import { webhooksStats, type WebhookStats as Stats } from "../../delivery/charts.ts";
+import { attemptRequestHeaders, pullEvents, redeliver, replayFailed } from "../../delivery/log.ts";
 import * as E from "../../errors.ts";
 import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
