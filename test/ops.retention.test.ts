@@ -55,6 +55,21 @@ describe.each(backends)("retention on %s", (backend) => {
     expect((await h.call("GET", "/oauth/userinfo", { headers: { authorization: `Bearer ${old.token}` } })).status).toBe(401);
   });
 
+  it("sweeps the OpenID Connect provider's expired codes and tokens, and keeps live ones and those without an expiry", async () => {
+    const row = (id: string, expires: string | null) =>
+      sql(
+        `INSERT INTO oidc_payloads (id, kind, payload, expires_at) VALUES ($1, 'RefreshToken', '{}'::jsonb, ${expires ?? "NULL"})`,
+        id,
+      );
+    await row("expired-refresh-token", "now() - interval '5 minutes'");
+    await row("live-refresh-token", "now() + interval '1 day'");
+    await row("grant-without-expiry", null);
+    const report = await sweepOnce(h.db, SETTINGS);
+    expect(report.deleted.oidc_payloads).toBe(1);
+    const kept = await h.db.prisma.oidcPayload.findMany({ select: { id: true }, orderBy: { id: "asc" } });
+    expect(kept.map((r) => r.id)).toEqual(["grant-without-expiry", "live-refresh-token"]);
+  });
+
   it("drops events (with their deliveries) after their retention, attempts after the log's, and never a pending delivery", async () => {
     const hook = await h.gql(`mutation { createWebhook(input: { url: "http://127.0.0.1:9/hook", events: ["user.created"] }) { ... on CreateWebhookPayload { webhook { id } } } }`);
     const webhookId = hook.body.data.createWebhook.webhook.id;

@@ -1,5 +1,5 @@
 // Retention: nothing in linkgate grows for ever. Expired OTP states, WebAuthn challenges,
-// rate-limit windows and ended or expired sessions go within minutes; events (with their
+// rate-limit windows, OpenID Connect codes and tokens, and ended or expired sessions go within minutes; events (with their
 // deliveries) after LINKGATE_RETENTION_EVENTS_DAYS, delivery attempts (the delivery log) after
 // LINKGATE_RETENTION_DELIVERY_LOG_DAYS, settled notices after the events' retention.
 //
@@ -58,6 +58,9 @@ function targets(r: RetentionSettings, now = "now()"): Target[] {
         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = outbox_events.id AND d.status = 'pending')`,
     },
     { table: "notices", key: "id", where: `status <> 'pending' AND created_at < ${now} - make_interval(days => ${r.eventsDays})` },
+    // The OpenID Connect provider's codes, refresh tokens, grants and interactions: it ignores
+    // expired ones, so they only need to go (rows without an expiry live as long as their session).
+    { table: "oidc_payloads", key: "id", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
   ];
 }
 
@@ -89,7 +92,16 @@ async function deleteEvents(db: Db, pick: string): Promise<number> {
 }
 
 /** Every table the sweep removes rows from (the metric's label values). */
-export const SWEPT_TABLES = ["otp_states", "webauthn_challenges", "rate_limits", "sessions", "delivery_attempts", "outbox_events", "notices"] as const;
+export const SWEPT_TABLES = [
+  "otp_states",
+  "webauthn_challenges",
+  "rate_limits",
+  "sessions",
+  "delivery_attempts",
+  "outbox_events",
+  "notices",
+  "oidc_payloads",
+] as const;
 
 const rowsDeleted = new Counter({
   name: "linkgate_retention_rows_deleted_total",
