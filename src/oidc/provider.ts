@@ -4,7 +4,8 @@
 //
 // oidc-provider 9 prints "Unsupported runtime" on Node 20 because it only checks the LTS codename;
 // it uses no API newer than Node 20 (checked by grep and by test/oidc.*.test.ts running it here).
-import Provider, { errors, type Client, type Configuration, type KoaContextWithOIDC } from "oidc-provider";
+import type Provider from "oidc-provider";
+import type { Client, Configuration, KoaContextWithOIDC } from "oidc-provider";
 
 type Ctx = KoaContextWithOIDC;
 import type { Deps } from "../deps.ts";
@@ -55,7 +56,31 @@ export function providerFor(deps: Deps): Promise<Provider> {
   return p;
 }
 
+type OidcModule = typeof import("oidc-provider");
+let oidc: OidcModule | undefined;
+
+/**
+ * Loads oidc-provider on the first OpenID Connect request, without its import-time warning about
+ * Node 20 (above): printed on stderr, it was a second, non-JSON line beside the logs, and broke
+ * the one-line message of a start that fails. Loading late also keeps processes that never serve
+ * the flow (the worker, the CLI) from loading Koa at all.
+ */
+async function loadOidcProvider(): Promise<OidcModule> {
+  if (oidc) return oidc;
+  const warn = console.warn;
+  console.warn = (...args: unknown[]) => {
+    if (!String(args[0]).startsWith("oidc-provider WARNING: Unsupported runtime")) warn(...args);
+  };
+  try {
+    oidc = await import("oidc-provider");
+  } finally {
+    console.warn = warn;
+  }
+  return oidc;
+}
+
 async function createProvider(deps: Deps): Promise<Provider> {
+  const { default: Provider } = await loadOidcProvider();
   const provider = new Provider(deps.keys.issuer, await configuration(deps));
   provider.proxy = deps.config.trustedProxies.length > 0;
   // Secrets are kept hashed, so the presented one is hashed and compared in constant time.
@@ -162,7 +187,7 @@ async function configuration(deps: Deps): Promise<Configuration> {
         useGrantedResource: () => true,
         getResourceServerInfo: (_ctx: Ctx, resource: string, client: Client) => {
           const projectId = projectOf(client);
-          if (resource !== resourceFor(projectId)) throw new errors.InvalidTarget("this client's tokens are for its own project only");
+          if (resource !== resourceFor(projectId)) throw new oidc!.errors.InvalidTarget("this client's tokens are for its own project only");
           return {
             scope: SCOPES.join(" "),
             audience: projectId,
