@@ -1,4 +1,4 @@
-// `npm run bench -- <name…>`: link, delivery (default: all), fairness (only when named). Prints a table per benchmark.
+// `npm run bench -- <name…>`: link and delivery by default; soak, fairness and console only when named. Prints a table per benchmark.
 import os from "node:os";
 import pg from "pg";
 import type { Backend } from "../test/support/db.ts";
