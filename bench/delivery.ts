@@ -51,7 +51,7 @@ import pg from "pg";
 import { parseMasterKey, seal, unseal, type MasterKey } from "../src/crypto.ts";
 import { openDatabase, type Database, type Tx } from "../src/db/client.ts";
 import { applyMigrations } from "../src/db/migrations.ts";
-import { DELIVERY_CHANNEL, enqueue } from "../src/delivery/outbox.ts";
+import { DELIVERY_CHANNEL, enqueue } from "../src/webhooks/outbox.ts";
 import { createSender } from "../src/delivery/sender.ts";
 import { startWorker } from "../src/delivery/worker.ts";
 import { liveSecrets } from "../src/webhooks/signing.ts";

@@ -21,7 +21,7 @@
 //
 // BENCH_FAIRNESS_BACKLOG overrides the backlog (default 10,000 per webhook, as the issue asks).
 import { loadavg } from "node:os";
-import { enqueue } from "../src/delivery/outbox.ts";
+import { enqueue } from "../src/webhooks/outbox.ts";
 import { startWorker } from "../src/delivery/worker.ts";
 import { openTestDatabase, type TestDatabase } from "../test/support/db.ts";
 import { bulkEnqueue, newMasterKey, seedWebhook, TestReceiver, type Receipt, type SeededWebhook } from "../test/support/receiver.ts";

@@ -8,7 +8,7 @@
 // one client, and all clients together, can make the service send.
 import type { Deps } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
-import { enqueue } from "../delivery/outbox.ts";
+import { enqueue } from "../webhooks/outbox.ts";
 import { OTPInvalid, RateLimited } from "../errors.ts";
 import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
 import type { Identifier } from "./identifiers.ts";

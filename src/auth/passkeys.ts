@@ -17,7 +17,7 @@ import { z } from "zod";
 import type { Config } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import { transaction } from "../db/transaction.ts";
-import { enqueue, enqueueAll } from "../delivery/outbox.ts";
+import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
 import type { Actor, Deps, UserActor } from "../deps.ts";
 import { InvalidRequest, NotFound, PasskeyInvalid } from "../errors.ts";
 import { newId } from "../ids.ts";

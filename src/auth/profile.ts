@@ -1,7 +1,7 @@
 // The signed-in user's own account: profile changes and deletion, each with its event.
 import type { Deps, UserActor } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
-import { enqueue } from "../delivery/outbox.ts";
+import { enqueue } from "../webhooks/outbox.ts";
 import { AccountMerged, InvalidRequest, Unauthenticated } from "../errors.ts";
 import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, userEventData, userObject } from "./accounts.ts";

@@ -3,7 +3,7 @@
 // account can be signed into need the session's last sign-in or re-authentication to be
 // recent; re-authenticating keeps the session and moves its auth_time.
 import { transaction } from "../db/transaction.ts";
-import { enqueue } from "../delivery/outbox.ts";
+import { enqueue } from "../webhooks/outbox.ts";
 import type { Deps, UserActor } from "../deps.ts";
 import { ReauthenticationRequired } from "../errors.ts";
 import { countAll } from "./rate-limit.ts";

@@ -3,7 +3,7 @@
 import type { Actor, Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { transaction } from "../db/transaction.ts";
-import { enqueue, enqueueAll } from "../delivery/outbox.ts";
+import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
 import type { EventType } from "../webhooks/event-types.ts";
 import { OTPInvalid, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";

@@ -4,7 +4,7 @@
 // `failed` delivery of the webhook created at or after `since` becomes pending, due now, with
 // its attempt counter reset; `gone`, pending and succeeded deliveries are left alone.
 import type { Database } from "../db/client.ts";
-import { DELIVERY_CHANNEL } from "../delivery/outbox.ts";
+import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
 import { WebhookNotFound } from "../errors.ts";
 
 type DbLike = Pick<Database, "prisma">;

@@ -7,7 +7,7 @@
 import { unseal, type MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
 import { CursorExpired, DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
-import { DELIVERY_CHANNEL } from "./outbox.ts";
+import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
 import { requestHeaders, secretRef } from "./sender.ts";
 
 type DbLike = Pick<Database, "prisma">;

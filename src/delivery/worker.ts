@@ -34,7 +34,7 @@ import type { Database } from "../db/client.ts";
 import { recordDelivery, type DeliveryOutcome } from "../metrics.ts";
 import { liveSecrets, type LiveSecrets } from "../webhooks/signing.ts";
 import type { LookupFn } from "../webhooks/target-guard.ts";
-import { DELIVERY_CHANNEL } from "./outbox.ts";
+import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
 import { decide } from "./schedule.ts";
 import { createSender, secretRef, type Sender, type SendResult } from "./sender.ts";
 import { claimDue, DEFAULT_PER_WEBHOOK_CAP, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";

@@ -6,7 +6,7 @@ import type { Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { retryingConflicts, transaction } from "../db/transaction.ts";
-import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../delivery/outbox.ts";
+import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
 import type { EventType } from "../webhooks/event-types.ts";
 import {
   AlreadyLinked,

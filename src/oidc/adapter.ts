@@ -8,7 +8,7 @@ import type { Adapter, AdapterPayload } from "oidc-provider";
 import type { Deps } from "../deps.ts";
 import { sha256Hex } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
-import { enqueue } from "../delivery/outbox.ts";
+import { enqueue } from "../webhooks/outbox.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { liveSessionSql, endSessions } from "../auth/sessions.ts";
 import { findByClientId } from "./clients.ts";

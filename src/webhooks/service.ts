@@ -3,7 +3,7 @@
 import type { Deps } from "../deps.ts";
 import { seal } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
-import { enqueue } from "../delivery/outbox.ts";
+import { enqueue } from "./outbox.ts";
 import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, WebhookNotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { canonicalEventType, type EventType } from "./event-types.ts";

@@ -5,7 +5,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { parseMasterKey, seal, type MasterKey } from "../../src/crypto.ts";
 import type { Database } from "../../src/db/client.ts";
-import { DELIVERY_CHANNEL, enqueue } from "../../src/delivery/outbox.ts";
+import { DELIVERY_CHANNEL, enqueue } from "../../src/webhooks/outbox.ts";
 import { newId } from "../../src/ids.ts";
 import type { EventType } from "../../src/webhooks/event-types.ts";
 import { generateWebhookSecret } from "../../src/webhooks/secrets.ts";

@@ -3,7 +3,7 @@
 // every attempt of every delivery sends these bytes.
 import type { Tx } from "../db/client.ts";
 import { newId } from "../ids.ts";
-import type { EventType } from "../webhooks/event-types.ts";
+import type { EventType } from "./event-types.ts";
 
 export const DELIVERY_CHANNEL = "linkgate_deliveries";
 
