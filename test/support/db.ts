@@ -60,7 +60,8 @@ export function withDatabase(url: string, name: string): string {
   return u.toString();
 }
 
-async function adminQuery(sql: string): Promise<void> {
+/** One statement on the server's admin database (CREATE and DROP DATABASE). */
+export async function adminQuery(sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: serverUrl });
   await client.connect();
   try {

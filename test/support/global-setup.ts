@@ -7,10 +7,9 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
-import pg from "pg";
 import { openDatabase } from "../../src/db/client.ts";
 import { applyMigrations } from "../../src/db/migrations.ts";
-import { SNAPSHOT_ENV, TEMPLATE_ENV, serverUrl, withDatabase } from "./db.ts";
+import { adminQuery as admin, SNAPSHOT_ENV, TEMPLATE_ENV, serverUrl, withDatabase } from "./db.ts";
 
 let dir: string | undefined;
 let template: string | undefined;
@@ -52,14 +51,4 @@ async function migratedTemplate(): Promise<void> {
   }
   // CREATE DATABASE … TEMPLATE refuses a template that has connections: all are closed now.
   process.env[TEMPLATE_ENV] = name;
-}
-
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
 }
