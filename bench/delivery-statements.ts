@@ -13,11 +13,13 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import pg from "pg";
-import { seal } from "../src/crypto.ts";
+import { seal, type MasterKey } from "../src/crypto.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { applyMigrations } from "../src/db/migrations.ts";
 import * as sql from "../src/delivery/sql.ts";
 import { newId } from "../src/ids.ts";
+import { enqueue } from "../src/webhooks/outbox.ts";
+import type { Tx } from "../src/db/client.ts";
 import { newMasterKey } from "../test/support/receiver.ts";
 
 export type StatementCost = {
@@ -169,11 +171,47 @@ export async function measureStatements(serverUrl: string, url: string, database
       await db.prisma.$executeRawUnsafe(`ALTER TABLE delivery_attempts ENABLE TRIGGER ${trigger}`);
       rows.push(row(`record (${LIMIT} per call), ${trigger} off`, off.record, off.hot));
     }
+    rows.push(...(await measureEnqueue(db, projectId, masterKey, timed, row)));
     return rows;
   } finally {
     await admin.end();
     await db.close();
   }
+}
+
+/**
+ * The outbox's statement (enqueue(): the event, its one delivery and the NOTIFY), one event per
+ * call and per commit as in the open loop, with every trigger on `deliveries` that an enqueue can
+ * fire, and then with them off: what the console's counters cost the path from commit to send.
+ */
+async function measureEnqueue(
+  db: Database,
+  projectId: string,
+  masterKey: MasterKey,
+  timed: <T>(a: Acc, n: (r: T) => number, fn: () => Promise<T>) => Promise<T>,
+  row: (statement: string, a: Acc, hot: string) => StatementCost,
+): Promise<StatementCost[]> {
+  await db.prisma.webhook.create({
+    data: { id: newId("wh"), projectId, url: "http://127.0.0.1:9/hook", events: ["user.updated"], secretSealed: seal(masterKey, "whsec_" + randomBytes(32).toString("base64")) },
+  });
+  const autocommit = db.prisma as unknown as Tx;
+  const loop = async () => {
+    const a = acc();
+    for (let i = 0; i < 520; i++) {
+      if (i === 20) Object.assign(a, acc());
+      await timed(a, () => 1, () => enqueue(autocommit, { projectId, eventType: "user.updated", data: { user: { user_id: `acc_${i}` } } }));
+    }
+    return a;
+  };
+  const rows = [row("enqueue (1 event, 1 delivery per call)", await loop(), "-")];
+  const triggers = await db.prisma.$queryRaw<{ tgname: string }[]>`
+    SELECT tgname FROM pg_trigger WHERE tgrelid = 'deliveries'::regclass AND NOT tgisinternal AND (tgtype & 4) <> 0`;
+  if (triggers.length > 0) {
+    for (const t of triggers) await db.prisma.$executeRawUnsafe(`ALTER TABLE deliveries DISABLE TRIGGER ${t.tgname}`);
+    rows.push(row(`enqueue, insert triggers off (${triggers.map((t) => t.tgname).join(", ")})`, await loop(), "-"));
+    for (const t of triggers) await db.prisma.$executeRawUnsafe(`ALTER TABLE deliveries ENABLE TRIGGER ${t.tgname}`);
+  }
+  return rows;
 }
 
 /**

@@ -485,6 +485,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
           unrecorded = unrecorded.slice(recording.length);
           let applied: Set<string>;
           try {
+            await renewing;
             applied = new Set(await recordResults(db, id, recording));
             dbOk();
           } catch (err) {
@@ -564,15 +565,26 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
 
   // ---- timers --------------------------------------------------------------------------------
 
+  /**
+   * Lease renewals skip the deliveries whose results are waiting to be recorded, and a record
+   * waits for a renewal under way: the two statements never update the same rows at once. They
+   * used to, from two pool connections, each locking its rows in its own order, and a chaos run
+   * ended a record batch in "deadlock detected" (retried, so nothing was lost).
+   */
+  let renewing: Promise<unknown> | null = null;
   const renewTimer = setInterval(() => {
-    const ids = [...held];
-    if (ids.length === 0 || stopping) return;
-    renewLeases(db, id, ids, leaseMs).then(
-      (kept) => {
-        if (kept.length < ids.length) log.debug({ workerId: id, lost: ids.length - kept.length }, "delivery worker: some leases were not renewed");
-      },
-      (err) => dbFailed("renewing leases", err),
-    );
+    if (renewing || stopping) return;
+    const recordingIds = new Set([...recording, ...unrecorded].map((r) => r.deliveryId));
+    const ids = [...held].filter((d) => !recordingIds.has(d));
+    if (ids.length === 0) return;
+    renewing = renewLeases(db, id, ids, leaseMs)
+      .then(
+        (kept) => {
+          if (kept.length < ids.length) log.debug({ workerId: id, lost: ids.length - kept.length }, "delivery worker: some leases were not renewed");
+        },
+        (err) => dbFailed("renewing leases", err),
+      )
+      .finally(() => (renewing = null));
   }, Math.max(50, Math.floor(leaseMs / 3)));
 
   const listenTimer = setInterval(() => {
@@ -631,6 +643,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     if (unrecorded.length > 0) log.warn({ workerId: id, results: unrecorded.length }, "delivery worker: results not recorded; those deliveries will be sent again");
 
     try {
+      await renewing;
       const released = await releaseLeases(db, id, [...held]);
       if (released > 0) log.info({ workerId: id, released, inFlight: handedBack }, "delivery worker: released unsent claims");
     } catch (err) {

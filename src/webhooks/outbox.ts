@@ -39,30 +39,18 @@ export async function enqueue(tx: Tx, input: OutboxEventInput): Promise<string> 
 }
 
 /**
- * Writes events and fans them out in ONE statement: the events, one delivery per subscribed
- * enabled webhook (seen in this transaction's snapshot), and a NOTIFY that fires at commit
- * only when there is something to deliver. A link verify writes two events; as separate
- * INSERTs plus fan-out plus notify that was six round trips inside the business
- * transaction, now it is one.
+ * Writes events and fans them out in ONE statement: outbox_enqueue (migration
+ * 20261123120000_enqueue_without_counters; link_verify calls the same function) writes the
+ * events, one delivery per subscribed enabled webhook (seen in this transaction's snapshot), and
+ * a NOTIFY that fires at commit only when there is something to deliver. A link verify writes
+ * two events; as separate INSERTs plus fan-out plus notify that was six round trips inside the
+ * business transaction, now it is one.
  */
 export async function enqueueAll(tx: Tx, inputs: OutboxEventInput[]): Promise<string[]> {
   const ids = inputs.map(() => newId("evt"));
   await tx.$queryRaw`/* prepared: enqueue_events */
-    WITH ev AS (
-      INSERT INTO outbox_events (id, project_id, event_type, body, test)
-      SELECT * FROM unnest(${ids}::text[], ${inputs.map((i) => i.projectId)}::text[], ${inputs.map((i) => i.eventType)}::text[],
-                           ${inputs.map((i, n) => envelope(ids[n], i))}::text[], ${inputs.map((i) => !!i.test)}::boolean[])
-      RETURNING id, project_id, event_type
-    ), target AS (
-      SELECT * FROM unnest(${ids}::text[], ${inputs.map((i) => i.test?.webhookId ?? null)}::text[]) AS t(event_id, only_webhook)
-    ), dl AS (
-      INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
-      SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ev.id, w.id, w.project_id, ev.event_type
-      FROM ev JOIN target t ON t.event_id = ev.id
-      JOIN webhooks w ON w.project_id = ev.project_id AND w.enabled AND ev.event_type = ANY (w.events)
-      WHERE t.only_webhook IS NULL OR w.id = t.only_webhook
-      RETURNING 1
-    )
-    SELECT pg_notify(${DELIVERY_CHANNEL}, '')::text AS notified FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery`;
+    SELECT outbox_enqueue(${DELIVERY_CHANNEL}, ${ids}::text[], ${inputs.map((i) => i.projectId)}::text[],
+                          ${inputs.map((i) => i.eventType)}::text[], ${inputs.map((i, n) => envelope(ids[n], i))}::text[],
+                          ${inputs.map((i) => !!i.test)}::boolean[], ${inputs.map((i) => i.test?.webhookId ?? null)}::text[])::text AS done`;
   return ids;
 }
