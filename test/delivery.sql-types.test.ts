@@ -1,54 +1,6 @@
-// The fast path's hand-written row types against the schema: every statement of src/db/fast.ts's
-// registry runs on a migrated database (arguments all null, in a transaction rolled back) and
-// must return exactly the columns its row type names, with the Postgres types declared for them.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { preparedStatements, type PgType } from "../src/db/fast.ts";
+// The delivery engine's fast-path statements (src/delivery/sql.ts) return exactly the columns
+// and Postgres types their hand-written row types declare (test/support/sql-types.ts).
 import "../src/delivery/sql.ts"; // declares the delivery engine's statements
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { describeRowTypes } from "./support/sql-types.ts";
 
-/** Type OIDs (pg_type) of the types row types may use. */
-const OIDS: Record<PgType, number> = { bool: 16, int4: 23, text: 25, float8: 701, timestamptz: 1184 };
-
-type Fields = { name: string; dataTypeID: number }[];
-
-/** Runs `text` with `params` null arguments and rolls back; returns the result's column descriptions. */
-async function describeStatement(db: TestDatabase, text: string, params: number): Promise<Fields> {
-  const values = Array.from({ length: params }, () => null);
-  const d = db.driver;
-  if (d.kind === "postgres") {
-    const client = await d.pool.connect();
-    try {
-      await client.query("BEGIN");
-      return (await client.query(text, values)).fields;
-    } finally {
-      await client.query("ROLLBACK");
-      client.release();
-    }
-  }
-  return d.pglite.transaction(async (tx) => {
-    const fields = (await tx.query(text, values)).fields;
-    await tx.rollback();
-    return fields;
-  });
-}
-
-describe.each(backends)("fast-path row types on %s", (backend) => {
-  let db: TestDatabase;
-  beforeAll(async () => {
-    db = await openTestDatabase(backend);
-  });
-  afterAll(async () => {
-    await db?.close();
-  });
-
-  it("covers the delivery engine's statements", () => {
-    expect(preparedStatements().map((s) => s.label).sort()).toEqual(["claim_due", "record_results", "release_leases", "renew_leases"]);
-  });
-
-  it.each(preparedStatements().map((s) => [s.label, s] as const))("%s returns the columns its row type declares", async (_label, st) => {
-    const params = Math.max(0, ...[...st.text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
-    const fields = await describeStatement(db, st.text, params);
-    const declared = Object.entries(st.columns as Record<string, PgType>).map(([name, type]) => ({ name, dataTypeID: OIDS[type] }));
-    expect(fields.map((f) => ({ name: f.name, dataTypeID: f.dataTypeID }))).toEqual(declared);
-  });
-});
+describeRowTypes("delivery engine", ["claim_due", "record_results", "release_leases", "renew_leases"]);
