@@ -5,7 +5,7 @@
 // whatever the page size, and totalCount counts what the filters match. Another project's
 // webhooks and deliveries are never counted or shown.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { webhooksStats } from "../src/delivery/charts.ts";
+import { PENDING_COUNT_LIMIT, webhooksStats } from "../src/delivery/charts.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 
@@ -18,7 +18,7 @@ const Q = {
   log: `query($id: ID!, $first: Int, $after: String, $status: DeliveryStatus, $eventType: String) {
     webhook(id: $id) { deliveries(first: $first, after: $after, status: $status, eventType: $eventType) { totalCount ${PAGE} } }
   }`,
-  stats: `query($first: Int!) { webhooks(first: $first) { edges { node { id stats { succeeded failed gone pending successRate lastSuccessAt } } } } }`,
+  stats: `query($first: Int!) { webhooks(first: $first) { edges { node { id stats { succeeded failed gone pending pendingCapped successRate lastSuccessAt } } } } }`,
 };
 
 describe.each(backends)("the console's webhook list and log on %s", (backend) => {
@@ -103,7 +103,7 @@ describe.each(backends)("the console's webhook list and log on %s", (backend) =>
     await h?.close();
   });
 
-  const empty = { windowHours: 24, succeeded: 0, failed: 0, gone: 0, pending: 0, successRate: null, lastSuccessAt: null };
+  const empty = { windowHours: 24, succeeded: 0, failed: 0, gone: 0, pending: 0, pendingCapped: false, successRate: null, lastSuccessAt: null };
 
   it("counts each webhook's deliveries of the last 24 hours by state, with its newest success of any time", async () => {
     const stats = await webhooksStats(h.db, h.projectId, ["wh_busy", "wh_quiet", "wh_never", "wh_theirs", "wh_nothing"]);
@@ -113,6 +113,7 @@ describe.each(backends)("the console's webhook list and log on %s", (backend) =>
       failed: 2,
       gone: 1,
       pending: 2,
+      pendingCapped: false,
       successRate: 3 / 6,
       lastSuccessAt: at(1),
     });
@@ -216,11 +217,28 @@ describe.each(backends)("the console's webhook list and log on %s", (backend) =>
     }
   });
 
+  it("stops counting a webhook's pending deliveries at 10,000, and says so", async () => {
+    // A receiver that has failed all day can leave millions pending: one request of the list
+    // must not count them all.
+    await webhook("wh_backlog", h.projectId);
+    const add = (n: number, from: number) => h.db.prisma.$executeRawUnsafe(`
+      WITH ev AS (
+        INSERT INTO outbox_events (id, project_id, event_type, body)
+        SELECT 'evt_bl_' || i, '${h.projectId}', 'user.created', '{}' FROM generate_series(${from}, ${from + n - 1}) i RETURNING id
+      )
+      INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type) SELECT 'dlv_' || substr(id, 5), id, 'wh_backlog', '${h.projectId}', 'user.created' FROM ev`);
+    await add(PENDING_COUNT_LIMIT, 1);
+    expect((await webhooksStats(h.db, h.projectId, ["wh_backlog"])).get("wh_backlog")).toMatchObject({ pending: PENDING_COUNT_LIMIT, pendingCapped: false });
+    await add(1, PENDING_COUNT_LIMIT + 1);
+    expect((await webhooksStats(h.db, h.projectId, ["wh_backlog"])).get("wh_backlog")).toMatchObject({ pending: PENDING_COUNT_LIMIT, pendingCapped: true });
+    await h.db.prisma.webhook.delete({ where: { id: "wh_backlog" } });
+  });
+
   it("gives the same stats through GraphQL, one statement for the whole list", async () => {
     const r = await h.gql(Q.stats, { first: 10 });
     expect(r.body.errors).toBeUndefined();
     const byId = Object.fromEntries(r.body.data.webhooks.edges.map((e: any) => [e.node.id, e.node.stats]));
-    expect(byId.wh_busy).toEqual({ succeeded: 3, failed: 2, gone: 1, pending: 2, successRate: 0.5, lastSuccessAt: at(1).toISOString() });
+    expect(byId.wh_busy).toEqual({ succeeded: 3, failed: 2, gone: 1, pending: 2, pendingCapped: false, successRate: 0.5, lastSuccessAt: at(1).toISOString() });
     expect(byId.wh_quiet).toMatchObject({ succeeded: 0, successRate: null, lastSuccessAt: at(72).toISOString() });
     expect(byId.wh_theirs).toBeUndefined();
   });

@@ -145,6 +145,7 @@ export function WebhookDetail(props: {
             <dt>Succeeded · failed · pending</dt>
             <dd>
               {w.stats.succeeded} · {w.stats.failed + w.stats.gone} · {w.stats.pending}
+              {w.stats.pendingCapped ? "+" : ""}
             </dd>
           </div>
           <div>

@@ -71,7 +71,7 @@ export async function gql<T>(query: string, variables: Record<string, unknown> =
 
 // ---- types of what the page reads ---------------------------------------------------------------
 
-export type Stats = { succeeded: number; failed: number; gone: number; pending: number; successRate: number | null; lastSuccessAt: string | null };
+export type Stats = { succeeded: number; failed: number; gone: number; pending: number; pendingCapped: boolean; successRate: number | null; lastSuccessAt: string | null };
 
 export type Webhook = {
   id: string;

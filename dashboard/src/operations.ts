@@ -2,7 +2,7 @@
 // each of them passes the server's limits.
 
 const WEBHOOK = `id url description events enabled disabledReason transitionEndsAt createdAt
-  stats { succeeded failed gone pending successRate lastSuccessAt }`;
+  stats { succeeded failed gone pending pendingCapped successRate lastSuccessAt }`;
 
 const ERR = `__typename ... on Error { message }`;
 

@@ -123,7 +123,10 @@ export type WebhookStats = {
   succeeded: number;
   failed: number;
   gone: number;
+  /** At most PENDING_COUNT_LIMIT: the count stops there (pendingCapped). */
   pending: number;
+  /** True when there are more pending deliveries than `pending` says. */
+  pendingCapped: boolean;
   /** succeeded / (succeeded + failed + gone) over the window; null when none finished. */
   successRate: number | null;
   /** When the most recent successful delivery completed (any time, not only in the window). */
@@ -138,9 +141,13 @@ export type WebhookStats = {
  * counts are exactly those of the window while reading at most an hour of deliveries. Pending
  * ones are counted here, from deliveries_pending_created_idx: counting them at every enqueue
  * doubled the time of an event's commit (migration 20261123120000), and a webhook's pending
- * deliveries are the few in flight unless its receiver is failing. Ids of other projects, or of
- * no webhook, get empty stats.
+ * deliveries are the few in flight unless its receiver is failing. A failing receiver can leave
+ * millions pending, so the count stops at PENDING_COUNT_LIMIT per webhook (as the pending gauge of
+ * /metrics does): one request reads at most that many index entries per webhook of its page.
+ * Ids of other projects, or of no webhook, get empty stats.
  */
+export const PENDING_COUNT_LIMIT = 10_000;
+
 export async function webhooksStats(db: DbLike, projectId: string, webhookIds: readonly string[]): Promise<Map<string, WebhookStats>> {
   const ids = [...new Set(webhookIds)];
   if (ids.length === 0) return new Map();
@@ -165,7 +172,10 @@ export async function webhooksStats(db: DbLike, projectId: string, webhookIds: r
       FROM deliveries d WHERE d.webhook_id = h.id AND d.created_at >= b.since AND d.created_at < b.whole
     ) e
     CROSS JOIN LATERAL (
-      SELECT count(*) AS pending FROM deliveries d WHERE d.webhook_id = h.id AND d.status = 'pending' AND d.created_at >= b.since
+      SELECT count(*) AS pending FROM (
+        SELECT 1 FROM deliveries d WHERE d.webhook_id = h.id AND d.status = 'pending' AND d.created_at >= b.since
+        LIMIT ${PENDING_COUNT_LIMIT + 1}
+      ) l
     ) p
     LEFT JOIN LATERAL (
       SELECT completed_at FROM deliveries d
@@ -186,7 +196,8 @@ function statsOf(counts: StatsRow): WebhookStats {
     succeeded: counts.succeeded,
     failed: counts.failed,
     gone: counts.gone,
-    pending: counts.pending,
+    pending: Math.min(counts.pending, PENDING_COUNT_LIMIT),
+    pendingCapped: counts.pending > PENDING_COUNT_LIMIT,
     successRate: finished === 0 ? null : counts.succeeded / finished,
     lastSuccessAt: counts.last_ok,
   };

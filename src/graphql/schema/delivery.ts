@@ -100,7 +100,8 @@ const WebhookStats = builder.objectRef<Stats>("WebhookStats").implement({
     succeeded: t.exposeInt("succeeded", { description: "How many succeeded." }),
     failed: t.exposeInt("failed", { description: "How many failed (every attempt of the schedule failed, or the webhook was disabled)." }),
     gone: t.exposeInt("gone", { description: "How many the receiver answered 410 Gone." }),
-    pending: t.exposeInt("pending", { description: "How many are still waiting or being sent." }),
+    pending: t.exposeInt("pending", { description: "How many are still waiting or being sent, counted up to 10,000 (see pendingCapped)." }),
+    pendingCapped: t.exposeBoolean("pendingCapped", { description: "True when more than 10,000 are pending: the count stopped there." }),
     successRate: t.exposeFloat("successRate", {
       nullable: true,
       description: "succeeded / (succeeded + failed + gone), from 0 to 1; null when none of them has finished.",
