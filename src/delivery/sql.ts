@@ -10,7 +10,9 @@
 // * A lease is `lease_until` + `leased_by` and nothing else: no index holds either column, and
 //   a claim, a renewal and a release change nothing else, so each is a HOT update (a new row
 //   version on the same page, no index entry at all; the table keeps room on its pages for
-//   them, see migration 20261124000000_delivery_hot_leases). A claimed delivery keeps its
+//   them, see migration 20261123090100_delivery_hot_leases). Each marks its transaction
+//   `linkgate.lease_only`, and the console's per-state trigger on deliveries skips it
+//   (migration 20261123120200). A claimed delivery keeps its
 //   `next_attempt_at`: it stays in its place at the head of its webhook's due range
 //   (`deliveries_webhook_due_idx`), so when a worker dies its deliveries are due again, first
 //   in line, as soon as their leases run out, and the next claim reads past the few live leases
@@ -181,6 +183,7 @@ function claimStatement(cap: number) {
      FROM picked p, outbox_events e, webhooks w
      WHERE d.id = p.id AND e.id = d.event_id AND w.id = d.webhook_id
        AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+       AND set_config('linkgate.lease_only', 'on', true) IS NOT NULL
      RETURNING d.id AS delivery_id, d.attempts + 1 AS attempt, d.project_id, d.webhook_id,
                e.id AS event_id, e.event_type, e.body, (extract(epoch FROM e.created_at) * 1000)::float8 AS event_created_ms,
                w.url, w.secret_sealed, w.previous_secret_sealed,
@@ -232,6 +235,7 @@ const renewLeasesSql = prepared<{ id: string }>(
   `UPDATE deliveries
    SET lease_until = now() + $3::int * interval '1 millisecond'
    WHERE id = ANY ($1::text[]) AND leased_by = $2::text AND status = 'pending'
+     AND set_config('linkgate.lease_only', 'on', true) IS NOT NULL
    RETURNING id`,
 );
 
@@ -370,6 +374,7 @@ const releaseLeasesSql = prepared<{ id: string }>(
   `UPDATE deliveries
    SET lease_until = NULL, leased_by = NULL
    WHERE id = ANY ($1::text[]) AND leased_by = $2::text AND status = 'pending'
+     AND set_config('linkgate.lease_only', 'on', true) IS NOT NULL
    RETURNING id`,
 );
 
