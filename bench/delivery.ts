@@ -84,7 +84,7 @@ const OPEN_SECONDS = 10;
 const OPEN_WARMUP_SECONDS = 2;
 const WARMUP = 2_000;
 /** Timed runs per throughput row (the median is shown): other load on the machine varies. */
-const REPEAT = 3;
+const REPEAT = 5;
 /** graphile-worker as worker.graphile.org/docs/performance tunes it for throughput. */
 const GW_TUNING = {
   concurrency: CONCURRENCY, // concurrentJobs
