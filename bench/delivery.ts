@@ -40,7 +40,8 @@
 //
 // For trying changes: --only=…; BENCH_DELIVERY_BIG (the big backlog), BENCH_DELIVERY_BATCH and
 // BENCH_DELIVERY_POOL (our worker's claim size and connections); BENCH_CHILD_NODE_ARGS (node
-// flags for the children, e.g. "--cpu-prof --cpu-prof-dir=tmp/prof").
+// flags for the children, e.g. "--cpu-prof --cpu-prof-dir=tmp/prof"); BENCH_DELIVERY_COMMITS=1
+// (print the transactions each timed run committed).
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -510,13 +511,26 @@ async function settle(receiver: TestReceiver, quietMs = 300): Promise<void> {
 
 /** fn's result, and the CPU seconds the backends connected to `database` used meanwhile (null: /proc not readable). */
 async function withDbCpu<T>(database: string, fn: () => Promise<T>): Promise<[T, number | null]> {
+  const commits = process.env.BENCH_DELIVERY_COMMITS ? await committed(database) : 0;
   const before = await backendCpu(database);
   const result = await fn();
   const after = await backendCpu(database);
+  if (process.env.BENCH_DELIVERY_COMMITS) console.error(`[bench delivery] ${database}: ${(await committed(database)) - commits} transactions committed during the run`);
   if (after.size === 0) return [result, null];
   let s = 0;
   for (const [pid, t] of after) s += t - (before.get(pid) ?? 0);
   return [result, s];
+}
+
+/**
+ * Transactions committed in `database` so far (BENCH_DELIVERY_COMMITS=1 prints them per run: a
+ * claim and a record are one each, so per drained event they show how large the batches were).
+ * Backends report their counts when idle, at most once a second: wait for that first.
+ */
+async function committed(database: string): Promise<number> {
+  await new Promise((r) => setTimeout(r, 1_500));
+  const [row] = await admin<{ n: string }>(`SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = $1`, [database]);
+  return Number(row?.n ?? 0);
 }
 
 /** A drain run: receipts counted from t0, the commit that made them all due. */
