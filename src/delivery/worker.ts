@@ -152,9 +152,10 @@ const RECORD_DELAY_MS = 10;
  * whatever their size: claiming at every NOTIFY made those fixed costs the thread's whole load.
  * An open loop of 300 events/s (worker, database and load in one process, as in the delivery
  * benchmark's PGlite rows) waited p50 1,069 ms from commit to receipt before, 11 ms after (p99
- * 1,380 → 102 ms); at 500/s p50 3,242 → 13 ms. Factor 2 gave 23 ms at 300/s. On Postgres the claim runs in the server, in parallel with the worker:
- * there the gap only added latency (open-loop p99 5 → 15 ms at 500/s) and slowed drains whose
- * claims come back short of a full batch, so Postgres claims at once.
+ * 1,380 → 102 ms); at 500/s p50 3,242 → 13 ms. Factor 2 gave 23 ms at 300/s. On Postgres the
+ * claim runs in the server, in parallel with the worker: there the gap only added latency
+ * (open-loop p99 5 → 15 ms at 500/s) and slowed drains whose claims come back short of a full
+ * batch, so Postgres claims at once.
  */
 const PGLITE_CLAIM_GAP_FACTOR = 4;
 const MAX_CLAIM_GAP_MS = 20;
