@@ -107,6 +107,8 @@ describe.runIf(backends.includes("postgres"))("delivery workers sharing Postgres
         expect(receiver.receipts).toHaveLength(EVENTS);
         expect(await db.prisma.delivery.count({ where: { OR: [{ status: { not: "succeeded" } }, { attempts: { not: 1 } }, { leasedBy: { not: null } }] } })).toBe(0);
         expect(await db.prisma.deliveryAttempt.count()).toBe(EVENTS);
+        // The database shows a record as soon as it commits, a worker counts it a moment later.
+        await eventually(async () => workers.reduce((n, w) => n + w.stats.recorded, 0) >= EVENTS, 5_000, "the workers' counts of their records");
         const perWorker = workers.map((w) => w.stats.succeeded);
         expect(perWorker.reduce((a, b) => a + b, 0)).toBe(EVENTS);
         expect(workers.every((w) => w.stats.dbErrors === 0 && w.stats.lostLeases === 0)).toBe(true);

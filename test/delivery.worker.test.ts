@@ -290,6 +290,8 @@ describe.each(backends)("delivery worker on %s", (backend) => {
     await eventually(async () => (await db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "succeeded" } })) === 60, 10_000, "all succeeded");
     expect(new Set(r.receipts.map((x) => x.headers["x-service-event-id"]))).toEqual(new Set(ids));
     expect(r.receipts).toHaveLength(60);
+    // The database shows a record as soon as it commits, the worker counts it a moment later.
+    await eventually(async () => w.stats.recorded === 60, 5_000, "the worker's count of its records");
     expect(w.stats.succeeded).toBe(60);
   });
 
@@ -315,6 +317,8 @@ describe.each(backends)("delivery worker on %s", (backend) => {
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 1 });
     expect(r.receipts).toHaveLength(1);
+    // The database shows the record as soon as it commits, the worker counts it a moment later.
+    await eventually(async () => a.stats.recorded === 1, 5_000, "the worker's count of its record");
     expect([a.stats.succeeded, b.stats.claimed, a.stats.lostLeases]).toEqual([1, 0, 0]);
   });
 
