@@ -18,7 +18,10 @@ export type EventType = (typeof EVENT_TYPES)[number];
 
 const ALIASES: Record<string, EventType> = { "auth.login.success": "user.authentication.success" };
 
+/** The canonical name of an event type or alias; undefined for anything else. */
 export function canonicalEventType(name: string): EventType | undefined {
   if ((EVENT_TYPES as readonly string[]).includes(name)) return name as EventType;
-  return ALIASES[name];
+  // Own keys only: `ALIASES["constructor"]` is Object's constructor, which the fuzz test sent
+  // as a delivery filter and got a 500 for.
+  return Object.hasOwn(ALIASES, name) ? ALIASES[name] : undefined;
 }
