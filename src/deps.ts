@@ -43,12 +43,18 @@ export function limitsFrom(abuse: AbuseLimits): Limits {
 
 export type Claims = Record<string, unknown>;
 
+/**
+ * A verified access token. `clientId` and `scopes` are present only on tokens the OpenID
+ * Connect provider issued to an OAuth app; linkgate's own sign-in tokens carry neither.
+ */
+export type VerifiedAccessToken = { sub: string; aud: string; sid: string; clientId?: string; scopes?: string[] };
+
 /** Token signing and verification (src/auth/tokens.ts implements it). */
 export type KeyStore = {
   issuer: string;
   jwks(): { keys: JWK[] };
   sign(claims: Claims, opts: { subject: string; audience: string; ttlSeconds: number }): Promise<string>;
-  verifyAccessToken(token: string): Promise<{ sub: string; aud: string; sid: string }>;
+  verifyAccessToken(token: string): Promise<VerifiedAccessToken>;
 };
 
 export type Deps = {
@@ -82,6 +88,9 @@ export type Actor = {
 };
 /** An actor that came with an API key: every one but an access token's alone (userinfo). */
 export type KeyActor = Actor & { apiKeyId: string };
-/** `authTime`: the session's last sign-in or re-authentication */
-export type SignedInUser = { accountId: string; sessionId: string; authTime: Date };
+/**
+ * `authTime`: the session's last sign-in or re-authentication. `scopes`: what an OAuth app's
+ * token was granted (absent for linkgate's own sign-in tokens, which reach every claim).
+ */
+export type SignedInUser = { accountId: string; sessionId: string; authTime: Date; scopes?: string[] };
 export type UserActor = Actor & { user: SignedInUser };
