@@ -56,8 +56,21 @@ export function adapterFor(deps: Deps) {
       return undefined; // no device flow
     }
 
+    /**
+     * Single use across processes (docs/oidc.md, "Tokens"): oidc-provider checks `consumed` on
+     * what it found and then calls this, so two presentations at once both pass its check. One
+     * conditional UPDATE decides: the row lock makes every other process wait for the winner and
+     * then find the row used. A loser is a replay like any other: the grant is revoked (ending
+     * the winner's tokens and session, and telling the project) and the request is invalid_grant.
+     */
     async consume(id: string): Promise<void> {
-      await deps.prisma.oidcPayload.updateMany({ where: { id: rowId(this.kind, id), consumedAt: null }, data: { consumedAt: new Date() } });
+      const key = rowId(this.kind, id);
+      const won = await deps.prisma.$executeRaw`UPDATE oidc_payloads SET consumed_at = ${new Date()} WHERE id = ${key} AND consumed_at IS NULL`;
+      if (won === 1) return;
+      const row = await deps.prisma.oidcPayload.findUnique({ where: { id: key }, select: { grantId: true } });
+      if (row?.grantId) await destroyGrant(deps, row.grantId);
+      const { errors } = await import("oidc-provider");
+      throw new errors.InvalidGrant(`${this.kind === "RefreshToken" ? "refresh token" : "authorization code"} already used`);
     }
 
     async destroy(id: string): Promise<void> {
