@@ -61,6 +61,14 @@ export class SecretKeyRequired extends domain(
   "SecretKeyRequired",
   "this operation needs the project's secret key (lg_sk_…); a publishable key may only sign users in and act for a signed-in user",
 ) {}
+/**
+ * A third-party OAuth app's access token on an operation that manages the account: such a token
+ * reaches only the claims its scopes name (docs/oidc.md, "What a token reaches").
+ */
+export class InsufficientScope extends domain(
+  "InsufficientScope",
+  "this access token was issued to a third-party app; it may read the claims the user granted at /oauth/userinfo, but never manage the account",
+) {}
 /** The database cannot be reached; the client should retry later. */
 export class ServiceUnavailable extends domain("ServiceUnavailable", "the service is temporarily unavailable; try again shortly") {
   constructor(readonly retryAfterSeconds = 5, message?: string) {

@@ -182,9 +182,11 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
     const again = await authorize(h, new Agent(h), auth, who);
     expect(codeOf(again)).toBeTruthy();
     const tokens = await client.authorizationCodeGrant(cfg, again, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
-    // the user withdraws it: the app's refresh token ends, and the consent page asks again
+    // the user withdraws it (signed in with linkgate itself: the app's own token may not): the
+    // app's refresh token ends, and the consent page asks again
+    const own = await h.signIn({ email: who });
     const revoke = await h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename ... on RevokeOAuthConsentPayload { clientId } } }`, { c: third.clientId }, {
-      authorization: `Bearer ${tokens.access_token}`,
+      authorization: `Bearer ${own.token}`,
     });
     expect(revoke.body.data.revokeOAuthConsent).toEqual({ __typename: "RevokeOAuthConsentPayload", clientId: third.clientId });
     expect(await grantError(client.refreshTokenGrant(cfg, tokens.refresh_token!))).toEqual({ error: "invalid_grant" });

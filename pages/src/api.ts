@@ -254,7 +254,7 @@ export async function endSession(id: string): Promise<void> {
 
 /** Ends every session of the account but this one; returns how many ended. */
 export async function endOtherSessions(): Promise<number> {
-  return (await gql<{ endOtherSessions: { ended: number } }>(OPERATIONS.EndOtherSessions)).endOtherSessions.ended;
+  return member<{ ended: number }>((await gql<{ endOtherSessions: Result }>(OPERATIONS.EndOtherSessions)).endOtherSessions, "EndSessionsPayload").ended;
 }
 
 export async function removePasskey(id: string): Promise<void> {

@@ -60,5 +60,7 @@ export const OPERATIONS = {
   EndSession: `mutation EndSession($id: ID!) {
     endSession(id: $id) { ${ERR} ... on EndSessionsPayload { ended } }
   }`,
-  EndOtherSessions: `mutation EndOtherSessions { endOtherSessions { ended } }`,
+  EndOtherSessions: `mutation EndOtherSessions {
+    endOtherSessions { ${ERR} ... on EndSessionsPayload { ended } }
+  }`,
 } as const;

@@ -27,6 +27,27 @@ export function userObject(account: AccountWithIds, status = account.status as s
   };
 }
 
+/**
+ * The user claims each OpenID Connect scope grants (OIDC Core 5.4). The provider's ID tokens and
+ * linkgate's userinfo both read this table, so a token reaches the same claims everywhere.
+ */
+export const SCOPE_CLAIMS = {
+  openid: ["sub"],
+  email: ["email", "email_verified"],
+  phone: ["phone_number", "phone_number_verified"],
+  profile: ["name", "updated_at"],
+} as const satisfies Record<string, readonly string[]>;
+
+/**
+ * Only the claims of the granted scopes (`openid` alone: `sub`). No `scopes` means a token of
+ * linkgate's own sign-in, which describes the whole account.
+ */
+export function claimsForScopes<C extends Record<string, unknown>>(claims: C, scopes: readonly string[] | undefined): Partial<C> {
+  if (!scopes) return claims;
+  const allowed = new Set<string>(scopes.flatMap((s) => (Object.hasOwn(SCOPE_CLAIMS, s) ? SCOPE_CLAIMS[s as keyof typeof SCOPE_CLAIMS] : [])));
+  return Object.fromEntries(Object.entries(claims).filter(([k]) => allowed.has(k))) as Partial<C>;
+}
+
 export function oidcClaims(account: AccountWithIds) {
   const email = preferred(account.identifiers, "email");
   const phone = preferred(account.identifiers, "phone");

@@ -2,7 +2,7 @@
 // credentials any other way.
 import { safeEqual, sha256Hex } from "../crypto.ts";
 import type { Actor, Deps, KeyActor, KeyKind, UserActor } from "../deps.ts";
-import { Forbidden, SecretKeyRequired, Unauthenticated } from "../errors.ts";
+import { Forbidden, InsufficientScope, SecretKeyRequired, Unauthenticated } from "../errors.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { ENDED, liveSessionAuthTimeSql, liveSessionCondition, touchSessionStatement } from "./sessions.ts";
@@ -30,29 +30,39 @@ export function requireSecretKey<A extends Actor>(actor: A): A {
 
 /**
  * The API key, the token's session and its project in one statement, on the fast path
- * (src/db/fast.ts): every linking call pays for it. $1 session id, $2 API key hash, $3 account.
- * The session's auth_time travels as ms since the epoch (stored as UTC).
+ * (src/db/fast.ts): every linking call pays for it. $1 session id, $2 API key hash, $3 account,
+ * $4 the OAuth app's client id (null for linkgate's own tokens). The session's auth_time travels
+ * as ms since the epoch (stored as UTC). `delegated` says the token belongs to an app that is
+ * not one of the project's own (docs/oidc.md): decided here, from the client row as it is now,
+ * so marking an app third-party takes effect on its tokens' next call.
  */
-const AUTHENTICATE_USER = prepared<{ project_id: string; kind: KeyKind; auth_time_ms: number | null }>(
+const AUTHENTICATE_USER = prepared<{ project_id: string; kind: KeyKind; auth_time_ms: number | null; delegated: boolean }>(
   "authenticate_user",
-  { project_id: "text", kind: "text", auth_time_ms: "float8" },
+  { project_id: "text", kind: "text", auth_time_ms: "float8", delegated: "bool" },
   `WITH touched AS (${touchSessionStatement("$1", "$2")})
    SELECT k.project_id, k.kind::text AS kind,
      (SELECT extract(epoch FROM s.auth_time AT TIME ZONE 'UTC')::float8 * 1000 FROM sessions s JOIN accounts a ON a.id = s.account_id
-      WHERE ${liveSessionCondition("$1", "$3", "k.project_id")}) AS auth_time_ms
+      WHERE ${liveSessionCondition("$1", "$3", "k.project_id")}) AS auth_time_ms,
+     ($4::text IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM oauth_clients c WHERE c.client_id = $4::text AND c.project_id = k.project_id AND c.first_party)) AS delegated
    FROM api_keys k WHERE k.key_hash = $2 AND k.revoked_at IS NULL`,
 );
 
-/** The API key and the token's session are checked in one round trip. */
+/**
+ * The API key and the token's session are checked in one round trip. Everything the API does
+ * with a user's token manages that user's account, so this is the one place where a
+ * third-party app's token is refused: it reaches userinfo only (authenticateToken).
+ */
 export async function authenticateUser(deps: Deps, creds: Credentials): Promise<UserActor> {
   if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
   if (!creds.bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
-  const { sub, aud, sid } = await deps.keys.verifyAccessToken(creds.bearer);
+  const { sub, aud, sid, clientId } = await deps.keys.verifyAccessToken(creds.bearer);
   const keyHash = sha256Hex(creds.apiKey);
-  const [row] = await run(deps.db, AUTHENTICATE_USER, [sid, keyHash, sub]);
+  const [row] = await run(deps.db, AUTHENTICATE_USER, [sid, keyHash, sub, clientId ?? null]);
   if (!row) throw new Unauthenticated("unknown or revoked API key");
   if (aud !== row.project_id) throw new Forbidden("this access token belongs to another project");
   if (row.auth_time_ms == null) throw new Unauthenticated(ENDED);
+  if (row.delegated) throw new InsufficientScope();
   return {
     projectId: row.project_id,
     keyKind: row.kind,
@@ -62,14 +72,14 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
   };
 }
 
-/** Userinfo takes the token alone, like any OIDC userinfo endpoint. */
+/** Userinfo takes the token alone, like any OIDC userinfo endpoint; an app's token comes with its scopes. */
 export async function authenticateToken(deps: Deps, bearer: string | null, clientAddress: string): Promise<UserActor> {
   if (!bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
-  const { sub, aud, sid } = await deps.keys.verifyAccessToken(bearer);
+  const { sub, aud, sid, scopes } = await deps.keys.verifyAccessToken(bearer);
   const [row] = await deps.prisma.$queryRaw<{ auth_time: Date | null }[]>`
     SELECT ${liveSessionAuthTimeSql(sid, sub, Prisma.sql`${aud}`)} AS auth_time`;
   if (!row?.auth_time) throw new Unauthenticated(ENDED);
-  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time) } };
+  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time), scopes } };
 }
 
 export function isAdmin(deps: Deps, token: string | null | undefined): boolean {

@@ -10,6 +10,8 @@ import { requireRecentAuth } from "./recent-auth.ts";
 export async function updateProfile(deps: Deps, actor: UserActor, input: { name: unknown }) {
   if (typeof input.name !== "string" || input.name.length > 200) throw new InvalidRequest("name must be a string of at most 200 characters");
   const name = input.name.trim() || null;
+  // the name reaches every app (ID tokens, userinfo) and webhook: a stale, stolen token must not set it
+  await requireRecentAuth(deps, actor);
   return transaction(deps.prisma, async (tx) => {
     const { projectId, user } = actor;
     await tx.account.update({ where: { id: user.accountId, projectId }, data: { name } });

@@ -4,6 +4,8 @@ import type { Db, Tx } from "../db/client.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
+import type { Deps, UserActor } from "../deps.ts";
+import { requireRecentAuth } from "./recent-auth.ts";
 
 const SESSION_TTL_MS = 30 * 24 * 3600 * 1000;
 
@@ -92,6 +94,25 @@ export async function markReauthenticated(tx: Db | Tx, sessionId: string, method
 }
 
 type Owner = { projectId: string; accountId: string };
+
+/**
+ * The signed-in user ends one of their sessions. The current one may always end itself (signing
+ * out must never need a fresh sign-in); ending another needs a recent authentication, or a
+ * stolen, stale token could sign the owner out everywhere (docs/security.md).
+ */
+export async function endSessionOf(deps: Deps, actor: UserActor, sessionId: string): Promise<{ ended: number }> {
+  if (sessionId !== actor.user.sessionId) await requireRecentAuth(deps, actor);
+  await endOwnSession(deps.prisma, ownerOf(actor), sessionId);
+  return { ended: 1 };
+}
+
+/** Ends every other session of the signed-in user; needs a recent authentication (endSessionOf). */
+export async function endOtherSessionsOf(deps: Deps, actor: UserActor): Promise<{ ended: number }> {
+  await requireRecentAuth(deps, actor);
+  return { ended: await endOtherSessions(deps.prisma, ownerOf(actor), actor.user.sessionId) };
+}
+
+const ownerOf = (actor: UserActor): Owner => ({ projectId: actor.projectId, accountId: actor.user.accountId });
 
 /** Ends one of the account's own live sessions; another account's is simply not found. */
 export async function endOwnSession(db: Db, owner: Owner, sessionId: string): Promise<void> {

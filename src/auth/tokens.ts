@@ -47,7 +47,9 @@ export async function openKeyStore(db: Db, master: MasterKey, issuer: string): P
         if (payload.iat! > Math.floor(Date.now() / 1000) + CLOCK_SKEW_SECONDS) throw new Error("issued in the future");
         const aud = Array.isArray(payload.aud) ? payload.aud[0] : payload.aud;
         if (!isAccessToken(protectedHeader.typ, payload) || !payload.sub || !aud || typeof payload.sid !== "string") throw new Error("not an access token");
-        return { sub: payload.sub, aud, sid: payload.sid };
+        if (typeof payload.client_id !== "string") return { sub: payload.sub, aud, sid: payload.sid };
+        const scopes = typeof payload.scope === "string" ? payload.scope.split(" ").filter(Boolean) : [];
+        return { sub: payload.sub, aud, sid: payload.sid, clientId: payload.client_id, scopes };
       } catch {
         throw new Unauthenticated("the access token is missing, malformed, expired or forged");
       }

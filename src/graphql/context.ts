@@ -5,7 +5,7 @@
 import { createGraphQLError } from "graphql-yoga";
 import { authenticateProject, authenticateUser, bearerToken, isAdmin, requireSecretKey } from "../auth/authenticate.ts";
 import type { Deps, KeyActor, UserActor } from "../deps.ts";
-import { Forbidden, SecretKeyRequired, Unauthenticated } from "../errors.ts";
+import { Forbidden, InsufficientScope, SecretKeyRequired, Unauthenticated } from "../errors.ts";
 
 export type GraphQLContext = {
   deps: Deps;
@@ -21,8 +21,9 @@ export type GraphQLContext = {
 export type ServerContext = { clientAddress: string };
 
 export function credentialError(err: unknown): unknown {
-  if (err instanceof SecretKeyRequired) {
-    return createGraphQLError(err.message, { extensions: { code: "FORBIDDEN", error: "SecretKeyRequired" } });
+  // refusals that say which rule refused, so a client can tell the user what to do
+  if (err instanceof SecretKeyRequired || err instanceof InsufficientScope) {
+    return createGraphQLError(err.message, { extensions: { code: "FORBIDDEN", error: err.code } });
   }
   if (err instanceof Forbidden) return createGraphQLError(err.message, { extensions: { code: "FORBIDDEN" } });
   if (err instanceof Unauthenticated) return createGraphQLError(err.message, { extensions: { code: "UNAUTHENTICATED" } });

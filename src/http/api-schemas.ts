@@ -30,6 +30,7 @@ const MEANING: Record<ErrorName, string> = {
   Unauthenticated: "the API key or access token is missing, malformed, expired, revoked or forged, or the session has ended",
   Forbidden: "the access token belongs to another project than the API key",
   SecretKeyRequired: "a publishable key (lg_pk_…) was sent where the project's secret key (lg_sk_…) is needed",
+  InsufficientScope: "the access token was issued to a third-party OAuth app, which may never manage the account",
   ReauthenticationRequired: "the session's last sign-in or re-authentication is older than LINKGATE_RECENT_AUTH_SECONDS; re-authenticate first",
   NotFound: "no such object of this account",
   WebhookNotFound: "no such webhook in this project",
@@ -56,6 +57,7 @@ export type ErrorName =
   | "Forbidden"
   | "SecretKeyRequired"
   | "ReauthenticationRequired"
+  | "InsufficientScope"
   | "NotFound"
   | "WebhookNotFound"
   | "CannotLinkSelf"
@@ -75,9 +77,9 @@ export const BODY_ERRORS: ErrorName[] = ["InvalidRequest", "PayloadTooLarge", "U
 /** Errors of X-API-Key alone. */
 export const PROJECT_ERRORS: ErrorName[] = ["Unauthenticated", "ServiceUnavailable"];
 /** Errors of the access token with X-API-Key. */
-export const USER_ERRORS: ErrorName[] = ["Unauthenticated", "Forbidden", "ServiceUnavailable"];
+export const USER_ERRORS: ErrorName[] = ["Unauthenticated", "Forbidden", "InsufficientScope", "ServiceUnavailable"];
 
-// src/http/errors.ts answers an error name missing from STATUS (PasskeyInvalid) with 400.
+// src/http/errors.ts answers an error name missing from STATUS with 400.
 const statusOf = (name: ErrorName) => STATUS[name] ?? 400;
 
 const RETRY_AFTER = { description: "seconds to wait before trying again", schema: { type: "integer" as const, minimum: 1 } };

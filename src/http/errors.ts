@@ -18,6 +18,8 @@ export const STATUS: Record<string, number> = {
   Forbidden: 403,
   SecretKeyRequired: 403,
   ReauthenticationRequired: 403,
+  InsufficientScope: 403,
+  PasskeyInvalid: 400,
   NotFound: 404,
   WebhookNotFound: 404,
   DeliveryNotFound: 404,

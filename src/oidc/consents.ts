@@ -3,10 +3,13 @@
 // and with them their refresh tokens and sessions (src/oidc/adapter.ts).
 import type { Deps, UserActor } from "../deps.ts";
 import { endSessions } from "../auth/sessions.ts";
+import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { NotFound } from "../errors.ts";
 import { transaction } from "../db/transaction.ts";
 
 export async function revokeConsent(deps: Deps, actor: UserActor, clientId: string): Promise<{ clientId: string }> {
+  // a stale, stolen token must not be able to cut the owner's apps off (docs/security.md)
+  await requireRecentAuth(deps, actor);
   const { accountId } = actor.user;
   return transaction(deps.prisma, async (tx) => {
     const { count } = await tx.oAuthConsent.updateMany({

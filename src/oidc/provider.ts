@@ -10,7 +10,7 @@ import type { Client, Configuration, KoaContextWithOIDC } from "oidc-provider";
 type Ctx = KoaContextWithOIDC;
 import type { Deps } from "../deps.ts";
 import { deriveKey } from "../crypto.ts";
-import { loadAccount, oidcClaims } from "../auth/accounts.ts";
+import { loadAccount, oidcClaims, SCOPE_CLAIMS } from "../auth/accounts.ts";
 import { ACCESS_TOKEN_TTL_SECONDS, signingJwks } from "../auth/tokens.ts";
 import { adapterFor, sessionOfGrant } from "./adapter.ts";
 import { EXTRA_METADATA, projectOf } from "./client-metadata.ts";
@@ -147,11 +147,9 @@ async function configuration(deps: Deps): Promise<Configuration> {
       names: { session: "lg_oidc_session", interaction: "lg_oidc_interaction", resume: "lg_oidc_resume" },
     },
     claims: {
+      ...SCOPE_CLAIMS,
       // amr: how the session signed in (otp or passkey), from the interaction's result
-      openid: ["sub", "amr"],
-      email: ["email", "email_verified"],
-      phone: ["phone_number", "phone_number_verified"],
-      profile: ["name", "updated_at"],
+      openid: [...SCOPE_CLAIMS.openid, "amr"],
     },
     scopes: [...SCOPES],
     responseTypes: ["code"],

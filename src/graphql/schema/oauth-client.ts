@@ -92,9 +92,9 @@ builder.mutationFields((t) => ({
   revokeOAuthConsent: t.field({
     type: RevokeOAuthConsentPayload,
     authScopes: { user: true },
-    description: `Withdraws what the signed-in user allowed a third-party app on the consent page, and ends its refresh tokens and sessions for the user. ${NEEDS.user}`,
+    description: `Withdraws what the signed-in user allowed a third-party app on the consent page, and ends its refresh tokens and sessions for the user. ${NEEDS.recentUser}`,
     args: { clientId: t.arg.string({ required: true, description: "The app's OAuth client_id (lgc_…)." }) },
-    errors: { types: [E.NotFound], union: resultOf("The RevokeOAuthConsentPayload") },
+    errors: { types: [E.NotFound, E.ReauthenticationRequired], union: resultOf("The RevokeOAuthConsentPayload") },
     resolve: async (_, { clientId }, ctx) => revokeConsent(ctx.deps, await ctx.user(), clientId),
   }),
   createOAuthClient: t.field({

@@ -1,5 +1,5 @@
 import { completeReauthentication, startReauthentication } from "../../auth/reauthenticate.ts";
-import { endOtherSessions, endOwnSession, type AuthMethod as Method } from "../../auth/sessions.ts";
+import { endOtherSessionsOf, endSessionOf, type AuthMethod as Method } from "../../auth/sessions.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
@@ -86,22 +86,16 @@ builder.mutationFields((t) => ({
   endSession: t.field({
     type: EndSessionsPayload,
     authScopes: { user: true },
-    description: `Ends one of the account's sessions (this one included); its tokens fail on their next request. ${NEEDS.user}`,
+    description: `Ends one of the account's sessions; its tokens fail on their next request. The current session may always end itself; ending another needs a recent sign-in or re-authentication. ${NEEDS.user}`,
     args: { id: t.arg.id({ required: true, description: "The session's id (Session.id)." }) },
-    errors: { types: [E.NotFound], union: resultOf("The EndSessionsPayload") },
-    resolve: async (_, args, ctx) => {
-      const { projectId, user } = await ctx.user();
-      await endOwnSession(ctx.deps.prisma, { projectId, accountId: user.accountId }, String(args.id));
-      return { ended: 1 };
-    },
+    errors: { types: [E.NotFound, E.ReauthenticationRequired], union: resultOf("The EndSessionsPayload") },
+    resolve: async (_, args, ctx) => endSessionOf(ctx.deps, await ctx.user(), String(args.id)),
   }),
   endOtherSessions: t.field({
     type: EndSessionsPayload,
     authScopes: { user: true },
-    description: `Ends every session of the account but the one making the request. ${NEEDS.user}`,
-    resolve: async (_, __, ctx) => {
-      const { projectId, user } = await ctx.user();
-      return { ended: await endOtherSessions(ctx.deps.prisma, { projectId, accountId: user.accountId }, user.sessionId) };
-    },
+    description: `Ends every session of the account but the one making the request. ${NEEDS.recentUser}`,
+    errors: { types: [E.ReauthenticationRequired], union: resultOf("The EndSessionsPayload") },
+    resolve: async (_, __, ctx) => endOtherSessionsOf(ctx.deps, await ctx.user()),
   }),
 }));

@@ -127,9 +127,9 @@ builder.mutationFields((t) => ({
   updateProfile: t.prismaField({
     type: Account,
     authScopes: { user: true },
-    description: `Sets the account's display name; emits user.updated. ${NEEDS.user}`,
+    description: `Sets the account's display name; emits user.updated. ${NEEDS.recentUser}`,
     args: { name: t.arg.string({ required: true, description: "At most 200 characters; blank (or only spaces) clears the name." }) },
-    errors: { types: [E.InvalidRequest], union: resultOf("The updated Account") },
+    errors: { types: [E.InvalidRequest, E.ReauthenticationRequired], union: resultOf("The updated Account") },
     resolve: async (query, _, args, ctx) => {
       const actor = await ctx.user();
       await updateProfile(ctx.deps, actor, args);

@@ -5,6 +5,7 @@ import { projectActor, userActor } from "../credentials.ts";
 import { reauthenticateWithPasskey } from "../../auth/passkeys.ts";
 import { completeReauthentication, startReauthentication } from "../../auth/reauthenticate.ts";
 import { completeSignIn, startSignIn, userinfo } from "../../auth/sign-in.ts";
+import { claimsForScopes } from "../../auth/accounts.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody as readJsonBody, str } from "../body.ts";
 import {
@@ -102,10 +103,13 @@ const Userinfo = z
     email_verified: z.boolean().optional(),
     phone_number: z.string().optional().openapi({ description: "only when the primary account itself has a phone" }),
     phone_number_verified: z.boolean().optional(),
-    name: z.string().nullable(),
-    updated_at: z.number().int().openapi({ description: "seconds since the epoch" }),
+    name: z.string().nullable().optional().openapi({ description: "with the `profile` scope" }),
+    updated_at: z.number().int().optional().openapi({ description: "seconds since the epoch; with the `profile` scope" }),
   })
-  .openapi("Userinfo");
+  .openapi("Userinfo", {
+    description:
+      "The claims of the scopes the token was granted: `openid` alone gives `sub`; `email`, `phone` and `profile` add theirs. A token of linkgate's own sign-in (/auth/otp/verify, passkeys) carries every claim.",
+  });
 
 const userinfoRoute = (method: "get" | "post") =>
   createRoute({
@@ -210,7 +214,7 @@ export function authRoutes() {
   const info = async (c: Context<AppEnv>) => {
     const deps = c.get("deps");
     const actor = await authenticateToken(deps, bearerToken(c.req.header("authorization")), c.get("clientAddress"));
-    return c.json(await userinfo(deps, actor.projectId, actor.user.accountId), 200);
+    return c.json(claimsForScopes(await userinfo(deps, actor.projectId, actor.user.accountId), actor.user.scopes), 200);
   };
   r.openapi(userinfoRoute("get"), info);
   r.openapi(userinfoRoute("post"), info);
