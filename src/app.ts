@@ -1,6 +1,6 @@
 // The app factory: buildApp(config) opens the database, applies migrations, loads keys and
 // returns a Hono app whose fetch() tests call directly; main.ts only listens.
-import { Hono } from "hono";
+import { Hono, type Context, type Next } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { randomUUID } from "node:crypto";
@@ -104,6 +104,7 @@ function routes(deps: Deps, expectedMigrations: number) {
     c.header("X-Request-Id", requestId);
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, "request");
   });
+  app.use(noStoreByDefault);
   app.onError((err, c) => errorResponse(c, err));
   app.notFound((c) => c.json(errorBody("NotFound", `no route for ${c.req.method} ${c.req.path}`), 404));
 
@@ -130,6 +131,18 @@ function routes(deps: Deps, expectedMigrations: number) {
   );
   app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") }));
   return app;
+}
+
+/**
+ * Every JSON answer is about one caller: tokens, secrets, keys, their account. No browser or
+ * proxy cache may keep one (RFC 6749 5.1 asks it of token responses; docs/security.md), so each
+ * gets `Cache-Control: no-store` unless its route chose otherwise (the public keys and
+ * discovery are cacheable on purpose).
+ */
+async function noStoreByDefault(c: Context<AppEnv>, next: Next) {
+  await next();
+  const headers = c.res.headers;
+  if (!headers.has("cache-control") && /\bjson\b/i.test(headers.get("content-type") ?? "")) headers.set("Cache-Control", "no-store");
 }
 
 /**
