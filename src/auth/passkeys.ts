@@ -189,7 +189,7 @@ export async function startPasskeySignIn(deps: Deps, actor: Actor) {
   return options;
 }
 
-type Verified = { passkey: { id: string; accountId: string; name: string; counter: bigint }; counter: bigint };
+type Verified = { passkey: { id: string; accountId: string; name: string; counter: bigint } };
 
 /**
  * Checks an assertion against a project-bound sign-in challenge and the stored credential. The
@@ -215,18 +215,35 @@ async function verifyAssertion(deps: Deps, actor: Actor, raw: unknown): Promise<
   }).catch(() => null);
   if (!verified?.verified) throw new PasskeyInvalid();
   const counter = BigInt(verified.authenticationInfo.newCounter);
-  if (counterWentBack(passkey.counter, counter)) {
-    await reportClonedPasskey(deps, projectId, passkey, counter, actor.clientAddress);
+  const stored = await claimCounter(deps.prisma, passkey.id, counter);
+  if (stored !== null) {
+    await reportClonedPasskey(deps, projectId, { ...passkey, counter: stored }, counter, actor.clientAddress);
     throw new PasskeyInvalid("this passkey's signature counter went backwards; it may have been cloned");
   }
-  return { passkey, counter };
+  return { passkey };
+}
+
+/**
+ * Checks and raises the stored counter in one conditional UPDATE, so that of two assertions
+ * with the same counter presented at once (on any processes) exactly one passes: the other
+ * waits on the row and then finds the counter already there. Authenticators that keep no
+ * counter say 0 every time (WebAuthn §6.1.1): 0 over a stored 0 passes, as it always did.
+ * Returns null when the assertion may sign in, else the counter it failed against.
+ */
+async function claimCounter(db: Db, passkeyId: string, seen: bigint): Promise<bigint | null> {
+  const claimed = await db.$executeRaw`
+    UPDATE passkeys SET counter = ${seen}::bigint, last_used_at = now() AT TIME ZONE 'UTC'
+    WHERE id = ${passkeyId} AND (counter < ${seen}::bigint OR (counter = 0 AND ${seen}::bigint = 0))`;
+  if (claimed === 1) return null;
+  const row = await db.passkey.findUnique({ where: { id: passkeyId }, select: { counter: true } });
+  if (!row) throw new PasskeyInvalid("that passkey is not registered here"); // removed meanwhile
+  return row.counter;
 }
 
 export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { response: unknown }): Promise<TokenResponse> {
-  const { passkey, counter } = await verifyAssertion(deps, actor, input.response);
+  const { passkey } = await verifyAssertion(deps, actor, input.response);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
     const accountId = await primaryOf(tx, passkey.accountId);
-    await tx.passkey.update({ where: { id: passkey.id }, data: { counter, lastUsedAt: new Date() } });
     const sessionId = await startSession(tx, actor, accountId, "passkey", [
       ["user.passkey.login", { passkey: { id: passkey.id, name: passkey.name } }],
       ["user.authentication.success", { method: "passkey" }],
@@ -241,18 +258,12 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
  * or its merged secondary's): the session and its `sid` stay, its auth_time moves.
  */
 export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, input: { response: unknown }): Promise<TokenResponse> {
-  const { passkey, counter } = await verifyAssertion(deps, actor, input.response);
+  const { passkey } = await verifyAssertion(deps, actor, input.response);
   await transaction(deps.prisma, async (tx) => {
     if ((await primaryOf(tx, passkey.accountId)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
-    await tx.passkey.update({ where: { id: passkey.id }, data: { counter, lastUsedAt: new Date() } });
     await markReauthenticated(tx, actor.user.sessionId, "passkey");
   });
   return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
-}
-
-/** Authenticators that keep a counter must raise it on every use (WebAuthn §6.1.1); 0 and 0 means "no counter". */
-function counterWentBack(stored: bigint, seen: bigint): boolean {
-  return (stored > 0n || seen > 0n) && seen <= stored;
 }
 
 async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id: string; accountId: string; counter: bigint }, seen: bigint, clientAddress: string) {

@@ -65,7 +65,7 @@ export function adapterFor(deps: Deps) {
      */
     async consume(id: string): Promise<void> {
       const key = rowId(this.kind, id);
-      const won = await deps.prisma.$executeRaw`UPDATE oidc_payloads SET consumed_at = ${new Date()} WHERE id = ${key} AND consumed_at IS NULL`;
+      const won = await deps.prisma.$executeRaw`UPDATE oidc_payloads SET consumed_at = now() AT TIME ZONE 'UTC' WHERE id = ${key} AND consumed_at IS NULL`;
       if (won === 1) return;
       const row = await deps.prisma.oidcPayload.findUnique({ where: { id: key }, select: { grantId: true } });
       if (row?.grantId) await destroyGrant(deps, row.grantId);
