@@ -192,6 +192,30 @@ describe.each(backends)("a stolen session on %s", (backend) => {
     expect(notMine.body.data.endSession.__typename).toBe("NotFound");
     expect((await h.call("GET", "/oauth/userinfo", { headers: bearer(two.token) })).status).toBe(200);
   });
+
+  it("a stale token cannot sign the owner out elsewhere, rename the account or cut off an app; it can still end its own session", async () => {
+    const owner = await h.signIn({ email: "stale-owner@example.com" });
+    const stolen = await h.signIn({ email: "stale-owner@example.com" });
+    await waitPastWindow();
+    const ops: Array<[string, string, Record<string, unknown>]> = [
+      ["endOtherSessions", `mutation { endOtherSessions { __typename } }`, {}],
+      ["endSession", `mutation($id: ID!) { endSession(id: $id) { __typename } }`, { id: decodeJwt(owner.token).sid }],
+      ["updateProfile", `mutation { updateProfile(name: "Call +1 900 555 0100") { __typename } }`, {}],
+      ["revokeOAuthConsent", `mutation { revokeOAuthConsent(clientId: "lgc_any") { __typename } }`, {}],
+    ];
+    for (const [name, doc, variables] of ops) {
+      const r = await h.gql(doc, variables, bearer(stolen.token));
+      expect(r.body.data?.[name]?.__typename, `${name}: ${JSON.stringify(r.body)}`).toBe("ReauthenticationRequired");
+    }
+    expect((await h.call("GET", "/oauth/userinfo", { headers: bearer(owner.token) })).status).toBe(200);
+    expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: owner.accountId } })).name).toBeNull();
+
+    // signing out never needs a fresh sign-in
+    const self = await h.gql(`mutation($id: ID!) { endSession(id: $id) { __typename } }`, { id: decodeJwt(stolen.token).sid }, bearer(stolen.token));
+    expect(self.body.data.endSession.__typename).toBe("EndSessionsPayload");
+    expect((await h.call("GET", "/oauth/userinfo", { headers: bearer(stolen.token) })).status).toBe(401);
+    expect((await h.call("GET", "/oauth/userinfo", { headers: bearer(owner.token) })).status).toBe(200);
+  });
 });
 
 describe.each(backends)("notices that fail to send on %s", (backend) => {
