@@ -15,7 +15,7 @@ import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
 import { BODY_LIMIT } from "./http/body.ts";
 import type { AppEnv } from "./http/env.ts";
-import { clientAddressResolver } from "./http/client-address.ts";
+import { clientAddressResolver, deviceCookie } from "./http/client-address.ts";
 import { errorBody, errorResponse } from "./http/errors.ts";
 import { authRoutes } from "./http/routes/auth.ts";
 import { dashboardRoutes } from "./http/routes/dashboard.ts";
@@ -58,6 +58,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   const master = resolveMasterKey(config);
   const issuer = config.issuer ?? `http://${config.host}:${config.port}`;
   const messenger = opts.messenger ?? createMessenger({ ...config, logger });
+  const limits = { ...limitsFrom(config.abuse), ...opts.limits };
   const deps: Deps = {
     config,
     db,
@@ -66,9 +67,9 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     otpKey: deriveKey(master, "otp"),
     keys: await openKeyStore(db.prisma, master, issuer),
     messenger,
-    notices: startNoticeSender({ db, messenger, logger, scheduleMs: config.noticeRetryScheduleMs }),
+    notices: startNoticeSender({ db, messenger, logger, limits, scheduleMs: config.noticeRetryScheduleMs }),
     logger,
-    limits: { ...limitsFrom(config.abuse), ...opts.limits },
+    limits,
   };
   const sweeper = startSweeper({ db, settings: config.retention, logger });
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
@@ -105,6 +106,7 @@ function routes(deps: Deps, expectedMigrations: number) {
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, "request");
   });
   app.use(noStoreByDefault);
+  app.use(deviceCookie(deps.config.issuer));
   app.onError((err, c) => errorResponse(c, err));
   app.notFound((c) => c.json(errorBody("NotFound", `no route for ${c.req.method} ${c.req.path}`), 404));
 

@@ -18,12 +18,15 @@ const envSchema = z.object({
   LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: z.string().min(16).optional(),
   LINKGATE_TRUSTED_PROXIES: z.string().optional(),
   LINKGATE_CORS_ORIGINS: z.string().optional(),
-  // Abuse limits (CONTRACT section 3); windows are fixed, counts per window.
+  // Abuse limits (docs/security.md); windows are fixed, counts per window.
   LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS: z.coerce.number().int().positive().default(5),
   LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY: z.coerce.number().int().positive().default(30),
   LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: z.coerce.number().int().positive().default(500),
   LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: z.coerce.number().int().positive().default(5000),
   LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS: z.coerce.number().int().positive().default(15),
+  LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_HOURLY: z.coerce.number().int().positive().default(100),
+  LINKGATE_LIMIT_NOTICES_PER_DESTINATION: z.coerce.number().int().positive().default(3),
+  LINKGATE_LIMIT_NOTICES_PER_ACCOUNT_HOURLY: z.coerce.number().int().positive().default(20),
   // GraphQL operation limits, checked before execution.
   LINKGATE_GRAPHQL_MAX_DEPTH: z.coerce.number().int().positive().default(12),
   LINKGATE_GRAPHQL_MAX_ALIASES: z.coerce.number().int().positive().default(30),
@@ -110,6 +113,10 @@ export type AbuseLimits = {
   smsPerProjectHourly: number;
   emailsPerProjectHourly: number;
   wrongCodesPerIdentifierAddress: number;
+  wrongCodesPerIdentifierHourly: number;
+  /** security notices per destination and 10 minutes */
+  noticesPerDestination: number;
+  noticesPerAccountHourly: number;
 };
 
 const list = (s: string | undefined) =>
@@ -144,6 +151,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       smsPerProjectHourly: e.LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY,
       emailsPerProjectHourly: e.LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY,
       wrongCodesPerIdentifierAddress: e.LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS,
+      wrongCodesPerIdentifierHourly: e.LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_HOURLY,
+      noticesPerDestination: e.LINKGATE_LIMIT_NOTICES_PER_DESTINATION,
+      noticesPerAccountHourly: e.LINKGATE_LIMIT_NOTICES_PER_ACCOUNT_HOURLY,
     },
     graphqlLimits: {
       maxDepth: e.LINKGATE_GRAPHQL_MAX_DEPTH,

@@ -10,10 +10,11 @@ import type { Logger } from "./log.ts";
 export type Limit = { max: number; windowSeconds: number };
 
 /**
- * Abuse limits (CONTRACT section 3). Every counter that a stranger can move is keyed by the
- * client address too, so nobody can use up another person's budget: only sends per address,
- * per account (link requests, the user's own) and per project (the toll-fraud ceiling) are
- * shared more widely.
+ * Abuse limits (docs/security.md). Every counter that a stranger can move is keyed by the
+ * client address too, so nobody can use up another person's budget. The bounds shared more
+ * widely (sends per address, per account, per project; wrong codes per identifier) do not
+ * apply where the identifier signed in before (src/auth/known-places.ts), except per address
+ * and per account, which a stranger elsewhere cannot move.
  */
 export type Limits = {
   /** code sends per identifier and client address */
@@ -28,6 +29,12 @@ export type Limits = {
   emailsPerProject: Limit;
   /** wrong codes per account (link verifies), and per identifier and client address */
   failuresPerSubject: Limit;
+  /** wrong codes per identifier from all addresses together (NIST SP 800-63B §5.2.2) */
+  failuresPerIdentifier: Limit;
+  /** security notices to one e-mail address or phone: beyond it they are gathered into one message */
+  noticesPerDestination: Limit;
+  /** security notices about one account, to all its addresses */
+  noticesPerAccount: Limit;
 };
 
 export function limitsFrom(abuse: AbuseLimits): Limits {
@@ -38,6 +45,9 @@ export function limitsFrom(abuse: AbuseLimits): Limits {
     smsPerProject: { max: abuse.smsPerProjectHourly, windowSeconds: 3600 },
     emailsPerProject: { max: abuse.emailsPerProjectHourly, windowSeconds: 3600 },
     failuresPerSubject: { max: abuse.wrongCodesPerIdentifierAddress, windowSeconds: 3600 },
+    failuresPerIdentifier: { max: abuse.wrongCodesPerIdentifierHourly, windowSeconds: 3600 },
+    noticesPerDestination: { max: abuse.noticesPerDestination, windowSeconds: 600 },
+    noticesPerAccount: { max: abuse.noticesPerAccountHourly, windowSeconds: 3600 },
   };
 }
 

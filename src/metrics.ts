@@ -21,6 +21,9 @@ export const RATE_LIMITS = [
   "emails_per_project",
   "wrong_codes_per_identifier_address",
   "wrong_codes_per_account",
+  "wrong_codes_per_identifier",
+  "notices_per_destination",
+  "notices_per_account",
 ] as const;
 export type RateLimitName = (typeof RATE_LIMITS)[number];
 

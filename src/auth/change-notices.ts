@@ -2,7 +2,11 @@
 // attached, merged, removed or unmerged, passkeys added or removed. Each goes to every other
 // identifier that signs into the account, says what changed, when and from which client
 // address, and how to undo it; a new identifier is never shown in full. Queued in the change's
-// own transaction (src/messaging/notices.ts sends them, with retries).
+// own transaction (src/messaging/notices.ts sends them, with retries, within their budgets).
+//
+// Nothing a user typed goes into a notice: it is sent under the operator's name, so a passkey
+// named "Call +1 900 … to cancel" would be a phishing line the operator delivers for the
+// attacker. A passkey is "a passkey"; identifiers appear masked (docs/security.md).
 import type { Tx } from "../db/client.ts";
 import type { Actor } from "../deps.ts";
 import { maskIdentifier, queueNotices, type Notice } from "../messaging/notices.ts";
@@ -14,8 +18,9 @@ export type AccountChange =
   | { kind: "merged_away" }
   | { kind: "removed"; identifier: Identifier }
   | { kind: "unmerged"; secondaryId: string }
-  | { kind: "passkey_added"; name: string }
-  | { kind: "passkey_removed"; name: string };
+  /** `name` is the user's and never shown */
+  | { kind: "passkey_added"; name?: string }
+  | { kind: "passkey_removed"; name?: string };
 
 const cap = (s: string) => s[0].toUpperCase() + s.slice(1);
 const noun = (i: Identifier) => (i.kind === "email" ? "an e-mail address" : "a phone number");
@@ -55,13 +60,13 @@ function describe(change: AccountChange): { subject: string; what: string; undo:
     case "passkey_added":
       return {
         subject: "A passkey was added to your account",
-        what: `A passkey named "${change.name.slice(0, 60)}" was added to your account. It can sign in to your account.`,
+        what: "A passkey was added to your account. It can sign in to your account.",
         undo: "sign in, end your other sessions, and remove the passkey",
       };
     case "passkey_removed":
       return {
         subject: "A passkey was removed from your account",
-        what: `The passkey named "${change.name.slice(0, 60)}" was removed from your account.`,
+        what: "A passkey was removed from your account.",
         undo: "sign in and end your other sessions",
       };
   }
@@ -112,5 +117,5 @@ export function others(ids: Identifier[], except?: Identifier): Identifier[] {
 export async function announce(tx: Tx, actor: Actor, change: AccountChange, recipients: Identifier[]): Promise<void> {
   const { subject, text } = noticeText(change, new Date(), actor.clientAddress);
   const notices: Notice[] = others(recipients).map((to) => ({ to, subject, text }));
-  await queueNotices(tx, actor.projectId, notices);
+  await queueNotices(tx, actor.projectId, notices, actor.user?.accountId);
 }

@@ -1,11 +1,14 @@
 // The OTP steps shared by sign-in and linking: rate-limited sending, and verification with
 // per-subject failure limits and a security event when a state dies or a ceiling trips.
 //
-// Who can move which counter decides how it is keyed (CONTRACT section 3): anyone can ask for
-// a code for anyone's e-mail, so sends and wrong codes per identifier are counted per client
-// address too. An attacker then exhausts only their own (identifier, address) budget and the
-// owner, at another address, still signs in. Per-address and per-project ceilings bound what
-// one client, and all clients together, can make the service send.
+// Who can move which counter decides how it is keyed (docs/security.md, "Abuse limits"): anyone
+// can ask for a code for anyone's e-mail, so sends and wrong codes per identifier are counted
+// per client address too (an address group: IPv6 per /64). An attacker then exhausts only their
+// own (identifier, address) budget and the owner, at another address, still signs in.
+// Per-address and per-project ceilings bound what one client, and all clients together, can
+// make the service send; wrong codes per identifier bound guessing from many addresses. The
+// last two are the bounds a stranger spread over many addresses can exhaust for everyone, so
+// they do not apply where the identifier signed in before (src/auth/known-places.ts).
 import type { Deps } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../webhooks/outbox.ts";
@@ -13,17 +16,21 @@ import { OTPInvalid, RateLimited } from "../errors.ts";
 import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
 import type { Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, newOtpState, OTP_MAX_TRIES, type CheckedOtp, type OtpBinding } from "./otp.ts";
-import { assertNoneOver, countAll, countAndWrite, countFailures, type Check, type Counter } from "./rate-limit.ts";
+import { placeIds, placesHere } from "./known-places.ts";
+import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, stateIdentifierCapped, type Check, type Counter } from "./rate-limit.ts";
 
-const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${address}`;
+const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${addressGroup(address)}`;
+const FAIL_IDENTIFIER = "fail:id:";
 
 const keys = {
   sendIdentifier: (p: string, i: Identifier, a: string) => `send:ida:${identifierAtAddress(p, i, a)}`,
-  sendAddress: (p: string, a: string) => `send:addr:${p}:${a}`,
+  sendAddress: (p: string, a: string) => `send:addr:${p}:${addressGroup(a)}`,
   sendAccount: (accountId: string) => `send:acc:${accountId}`,
-  sendProject: (p: string, kind: Identifier["kind"]) => `send:prj:${p}:${kind}`,
+  sendProject: projectSendKey,
   failIdentifier: (p: string, i: Identifier, a: string) => `fail:ida:${identifierAtAddress(p, i, a)}`,
   failAccount: (accountId: string) => `fail:acc:${accountId}`,
+  /** STATE_FAILURES (src/auth/rate-limit.ts) builds this key from a state in SQL */
+  failIdentifierAll: (p: string, i: Identifier) => `${FAIL_IDENTIFIER}${p}:${i.kind}:${i.value}`,
 };
 
 /** The metric label of each key family (src/metrics.ts RATE_LIMITS); per-project sends by channel. */
@@ -34,6 +41,7 @@ function limitName(key: string): RateLimitName | undefined {
   if (key.startsWith("send:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
   if (key.startsWith("fail:ida:")) return "wrong_codes_per_identifier_address";
   if (key.startsWith("fail:acc:")) return "wrong_codes_per_account";
+  if (key.startsWith(FAIL_IDENTIFIER)) return "wrong_codes_per_identifier";
   return undefined;
 }
 
@@ -50,6 +58,7 @@ function refuseIfOver(counters: Counter[]): void {
 const ALARMS: Array<[prefix: string, reason: string]> = [
   ["send:addr:", "send_ceiling_per_address"],
   ["send:prj:", "send_ceiling_per_project"],
+  [FAIL_IDENTIFIER, "wrong_codes_per_identifier"],
 ];
 
 /**
@@ -72,11 +81,19 @@ export async function sendOtp(
     { key: keys.sendAddress(projectId, clientAddress), limit: l.sendsPerAddress },
   ];
   if (binding.accountId) count.push({ key: keys.sendAccount(binding.accountId), limit: l.sendsPerAccount });
-  const ceilings = [{ key: keys.sendProject(projectId, identifier.kind), limit: identifier.kind === "phone" ? l.smsPerProject : l.emailsPerProject }];
-  const peek = [{ key: keys.failIdentifier(projectId, identifier, clientAddress), limit: l.failuresPerSubject }];
+  // From a known place of the identifier, the project's ceiling and the identifier's wrong codes
+  // from everywhere are not counted or checked: strangers sending to new destinations exhaust them.
+  const ceilings: Check[] = [
+    { key: keys.sendProject(projectId, identifier.kind), limit: identifier.kind === "phone" ? l.smsPerProject : l.emailsPerProject, exempt: true },
+  ];
+  const peek: Check[] = [
+    { key: keys.failIdentifier(projectId, identifier, clientAddress), limit: l.failuresPerSubject },
+    { key: keys.failIdentifierAll(projectId, identifier), limit: l.failuresPerIdentifier, exempt: true },
+  ];
   const { state, code } = newOtpState(deps.otpKey, binding, identifier);
   const unlessOwnedBy = notOwnedBy && { projectId, accountId: notOwnedBy.accountId, identifier };
-  const { counters, owned, stateWritten } = await countAndWrite(deps.db, { count, ceilings, peek, otpState: state, unlessOwnedBy });
+  const knownPlaces = placeIds(projectId, identifier, placesHere(clientAddress));
+  const { counters, owned, stateWritten } = await countAndWrite(deps.db, { count, ceilings, peek, otpState: state, unlessOwnedBy, knownPlaces });
   if (owned) throw notOwnedBy!.refuse();
   await raiseAlarms(deps, projectId, counters, clientAddress, identifier.kind);
   refuseIfOver(counters);
@@ -120,6 +137,13 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   }
   if (binding.accountId) {
     refuseIfOver(await countAll(deps.db, { count: [], peek: [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }] }));
+  }
+  // Guesses spread over many addresses: refused before the code is judged once the identifier
+  // took its hourly wrong codes, except from where it signed in before.
+  const capped = await stateIdentifierCapped(deps.db, binding.projectId, stateId, FAIL_IDENTIFIER, deps.limits.failuresPerIdentifier, placesHere(clientAddress));
+  if (capped !== null) {
+    recordRateLimitRefusal("wrong_codes_per_identifier");
+    throw new RateLimited(capped);
   }
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, stateId, otp);
@@ -172,8 +196,11 @@ async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err
   if (binding.accountId) failures.push({ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject });
   if (err.identifier) {
     failures.push({ key: keys.failIdentifier(binding.projectId, err.identifier, clientAddress), limit: deps.limits.failuresPerSubject });
+    failures.push({ key: keys.failIdentifierAll(binding.projectId, err.identifier), limit: deps.limits.failuresPerIdentifier });
   }
-  await countFailures(deps.db, failures);
+  const counted = await countFailures(deps.db, failures);
+  // the wrong code that reached the identifier-wide cap: the project hears of it once an hour
+  await raiseAlarms(deps, binding.projectId, counted.filter((c) => c.key.startsWith(FAIL_IDENTIFIER)), clientAddress, err.identifier?.kind ?? "email");
   if (!err.exhausted) return;
   await transaction(deps.prisma, (tx) =>
     enqueue(tx, {

@@ -1,4 +1,5 @@
 // Fixed-window counters in the database, so every gateway process shares one budget.
+import { isIPv4, isIPv6 } from "node:net";
 import type { Database } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { RateLimited } from "../errors.ts";
@@ -6,9 +7,23 @@ import type { Limit } from "../deps.ts";
 import type { Identifier } from "./identifiers.ts";
 
 export type { Limit };
-export type Check = { key: string; limit: Limit };
+
+/** How long a successful sign-in makes its place known (src/auth/known-places.ts). */
+export const KNOWN_FOR_DAYS = 30;
+/**
+ * `exempt`: not counted or checked when the call comes from a known place of its identifier
+ * (Consumption.knownPlaces): the project-wide and identifier-wide bounds that strangers
+ * exhaust must not shut the owner out where they signed in before.
+ */
+export type Check = { key: string; limit: Limit; exempt?: boolean };
 
 type DbLike = Pick<Database, "driver">;
+
+/**
+ * The project's hourly ceiling of texts or e-mails: every message the service sends counts
+ * against it, codes (src/auth/otp-flow.ts) and security notices (src/messaging/notices.ts).
+ */
+export const projectSendKey = (projectId: string, kind: Identifier["kind"]) => `send:prj:${projectId}:${kind}`;
 
 /** One counter after a call: `over` when it refuses; `tripped` when this call was its first refusal in the window. */
 export type Counter = { key: string; count: number; resetsIn: number; over: boolean; tripped: boolean };
@@ -34,6 +49,8 @@ export type Consumption = {
    * attached or its merged secondary's): linking asks this before anything is counted.
    */
   unlessOwnedBy?: { projectId: string; accountId: string; identifier: Identifier };
+  /** The ids of the places the call comes from (src/auth/known-places.ts placesOf); `exempt` checks skip when one is known. */
+  knownPlaces?: string[];
 };
 
 export type NewOtpState = {
@@ -49,15 +66,20 @@ export type NewOtpState = {
 
 type Row = { key: string; count: number; resets_in: number; peeked: boolean; what: string };
 
-const UPSERT = (keys: string, windows: string, guard: string) => `
+const UPSERT = (keys: string, windows: string, guard: string, exempt = "NULL::bool[]") => `
     INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
-    SELECT k, now(), w, 1 FROM unnest(${keys}::text[], ${windows}::int[]) AS t(k, w)
-    WHERE ${guard}
+    SELECT k, now(), w, 1 FROM unnest(${keys}::text[], ${windows}::int[], ${exempt}) AS t(k, w, x)
+    WHERE ${guard} AND NOT (coalesce(x, false) AND EXISTS (SELECT 1 FROM known))
     ON CONFLICT (key) DO UPDATE SET
       count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
       window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
       window_seconds = EXCLUDED.window_seconds
     RETURNING key, count, window_start, window_seconds`;
+
+/** The identifier signed in from one of the places $1 names in the last KNOWN_FOR_DAYS (src/auth/known-places.ts). */
+const KNOWN = (places: string) => `
+    SELECT 1 FROM known_sign_ins
+    WHERE id = ANY (${places}::text[]) AND last_at > (now() - make_interval(days => ${KNOWN_FOR_DAYS})) AT TIME ZONE 'UTC' LIMIT 1`;
 
 const RESETS_IN = "ceil(extract(epoch FROM window_start + make_interval(secs => window_seconds) - now()))::int";
 
@@ -65,12 +87,13 @@ const RESETS_IN = "ceil(extract(epoch FROM window_start + make_interval(secs => 
  * Counts and checks every key of one call in one statement. Each upsert does read, window
  * reset and increment atomically: two processes hitting the same key serialize on its row and
  * neither can overshoot. The ceilings' upsert reads the narrow counters' results through the
- * CTE, so it still costs one round trip (a send checks up to six keys; as separate statements
- * that was six round trips and six commits), and so does the OTP state written when nothing
- * refuses. Arguments: $1–$3 counted keys, windows, maxima; $4, $5 ceilings' keys and windows
- * (their maxima are checked by the caller); $6, $7 peeked keys and maxima; $8–$11 who may
- * already own the identifier (account, project, kind, value: the account null for no such
- * check); $12–$17 the OTP state (id null for none).
+ * CTE, so it still costs one round trip (a send checks up to seven keys; as separate statements
+ * that was seven round trips and seven commits), and so do the known-place lookup and the OTP
+ * state written when nothing refuses. Arguments: $1–$3 counted keys, windows, maxima; $4, $5
+ * ceilings' keys and windows (their maxima are checked by the caller); $6, $7 peeked keys and
+ * maxima; $8–$11 who may already own the identifier (account, project, kind, value: the
+ * account null for no such check); $12–$17 the OTP state (id null for none); $18–$20 which
+ * counted, ceiling and peeked keys a known place skips; $21 the places' ids.
  */
 const COUNT_ALL = prepared<Row>(
   "count_all",
@@ -80,10 +103,12 @@ const COUNT_ALL = prepared<Row>(
       WHERE $8::text IS NOT NULL AND i.project_id = $9::text AND i.kind = $10::text::identifier_kind AND i.value = $11::text
         AND (a.id = $8::text OR (a.merged_with_id = $8::text AND a.merge_role = 'secondary'))
     ),
-    bumped AS (${UPSERT("$1", "$2", "NOT EXISTS (SELECT 1 FROM own)")}),
+    known AS (${KNOWN("$21")}),
+    bumped AS (${UPSERT("$1", "$2", "NOT EXISTS (SELECT 1 FROM own)", "$18::bool[]")}),
     peeked AS (
       SELECT key, count, window_start, window_seconds FROM rate_limits
-      WHERE key = ANY ($6::text[]) AND window_start > now() - make_interval(secs => window_seconds)
+      JOIN unnest($6::text[], $20::bool[]) AS x(k, exempt) ON x.k = rate_limits.key
+      WHERE window_start > now() - make_interval(secs => window_seconds) AND NOT (coalesce(x.exempt, false) AND EXISTS (SELECT 1 FROM known))
     ),
     refused AS (
       SELECT 1 FROM own
@@ -92,7 +117,7 @@ const COUNT_ALL = prepared<Row>(
       UNION ALL
       SELECT 1 FROM peeked p JOIN unnest($6::text[], $7::int[]) AS m(k, mx) ON m.k = p.key WHERE p.count >= m.mx
     ),
-    ceiling AS (${UPSERT("$4", "$5", "NOT EXISTS (SELECT 1 FROM refused)")}),
+    ceiling AS (${UPSERT("$4", "$5", "NOT EXISTS (SELECT 1 FROM refused)", "$19::bool[]")}),
     state AS (
       INSERT INTO otp_states (id, project_id, account_id, session_id, purpose, kind, value, code_hash, expires_at, created_at)
       SELECT $12::text, $9::text, $13::text, $14::text, $15::text::otp_purpose, $10::text::identifier_kind, $11::text, $16::text,
@@ -104,10 +129,18 @@ const COUNT_ALL = prepared<Row>(
     UNION ALL SELECT key, count, ${RESETS_IN}, true, 'counter' FROM peeked
     UNION ALL SELECT key, count, ${RESETS_IN}, false, 'counter' FROM ceiling
     UNION ALL SELECT NULL, 0, 0, false, 'own' FROM own
+    UNION ALL SELECT NULL, 0, 0, false, 'known' FROM known
     UNION ALL SELECT id, 0, 0, false, 'state' FROM state`,
 );
 
-export type Counted = { counters: Counter[]; /** the identifier already signs into the account (unlessOwnedBy) */ owned: boolean; stateWritten: boolean };
+export type Counted = {
+  counters: Counter[];
+  /** the identifier already signs into the account (unlessOwnedBy) */
+  owned: boolean;
+  stateWritten: boolean;
+  /** the call came from a known place: its `exempt` checks were skipped */
+  known: boolean;
+};
 
 export async function countAll(db: DbLike, c: Consumption): Promise<Counter[]> {
   return (await countAndWrite(db, c)).counters;
@@ -138,6 +171,10 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
     s?.purpose ?? null,
     s?.codeHash ?? null,
     s?.ttlSeconds ?? null,
+    c.count.map((x) => !!x.exempt),
+    ceilings.map((x) => !!x.exempt),
+    peek.map((x) => !!x.exempt),
+    c.knownPlaces ?? [],
   ]);
   const limits = new Map([...c.count, ...ceilings, ...peek].map((x) => [x.key, x.limit.max]));
   const counters = rows
@@ -152,7 +189,12 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
         tripped: !r.peeked && r.count === max + 1,
       };
     });
-  return { counters, owned: rows.some((r) => r.what === "own"), stateWritten: rows.some((r) => r.what === "state") };
+  return {
+    counters,
+    owned: rows.some((r) => r.what === "own"),
+    stateWritten: rows.some((r) => r.what === "state"),
+    known: rows.some((r) => r.what === "known"),
+  };
 }
 
 /** Throws RateLimited with the longest wait among the counters that refuse. */
@@ -170,10 +212,81 @@ export async function assertUnder(db: DbLike, peek: Check[]): Promise<void> {
   await consume(db, [], peek);
 }
 
-const COUNT_FAILURES = prepared<{ key: string; count: number }>("count_failures", { key: "text", count: "int4" }, `
-  WITH bumped AS (${UPSERT("$1", "$2", "true")}) SELECT key, count FROM bumped`);
+const COUNT_FAILURES = prepared<{ key: string; count: number; resets_in: number }>(
+  "count_failures",
+  { key: "text", count: "int4", resets_in: "int4" },
+  `WITH known AS (SELECT 1 WHERE false), bumped AS (${UPSERT("$1", "$2", "true")}) SELECT key, count, ${RESETS_IN} AS resets_in FROM bumped`,
+);
 
-/** Counts one failure against each key (wrong codes), in one statement. */
-export async function countFailures(db: DbLike, checks: Check[]): Promise<void> {
-  if (checks.length) await run(db, COUNT_FAILURES, [checks.map((x) => x.key), checks.map((x) => x.limit.windowSeconds)]);
+/** Counts one failure against each key (wrong codes), in one statement; `tripped` marks the failure that reached a limit. */
+export async function countFailures(db: DbLike, checks: Check[]): Promise<Counter[]> {
+  if (!checks.length) return [];
+  const rows = await run(db, COUNT_FAILURES, [checks.map((x) => x.key), checks.map((x) => x.limit.windowSeconds)]);
+  const limits = new Map(checks.map((x) => [x.key, x.limit.max]));
+  return rows.map((r) => {
+    const max = limits.get(r.key)!;
+    return { key: r.key, count: r.count, resetsIn: Math.max(1, r.resets_in), over: r.count >= max, tripped: r.count === max };
+  });
 }
+
+/**
+ * The failures counted for the identifier of OTP state $1 (of project $2) under the key
+ * $3 || project:kind:value, when they have reached $4 and the verify does not come from one
+ * of the identifier's known places: $5 are the request's places (src/auth/known-places.ts
+ * placesHere), hashed here with the state's identifier exactly as placeIds hashes them, so the
+ * refusal costs one round trip before the code is judged.
+ */
+const STATE_FAILURES = prepared<{ count: number; resets_in: number }>(
+  "state_failures",
+  { count: "int4", resets_in: "int4" },
+  `SELECT r.count, ${RESETS_IN} AS resets_in
+   FROM otp_states s JOIN rate_limits r ON r.key = $3::text || s.project_id || ':' || s.kind::text || ':' || s.value
+   WHERE s.id = $1::text AND s.project_id = $2::text
+     AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= $4::int
+     AND NOT EXISTS (
+       SELECT 1 FROM known_sign_ins k JOIN unnest($5::text[]) AS p(place)
+         ON k.id = encode(sha256(convert_to(s.project_id || E'\\n' || s.kind::text || E'\\n' || s.value || E'\\n' || p.place, 'UTF8')), 'hex')
+       WHERE k.last_at > (now() - make_interval(days => ${KNOWN_FOR_DAYS})) AT TIME ZONE 'UTC')`,
+);
+
+/**
+ * Seconds until the identifier of a state takes wrong codes again from here, or null when it
+ * does: the identifier-wide cap, read before a code is judged.
+ */
+export async function stateIdentifierCapped(db: DbLike, projectId: string, stateId: string, keyPrefix: string, limit: Limit, places: string[]): Promise<number | null> {
+  const [row] = await run(db, STATE_FAILURES, [stateId, projectId, keyPrefix, limit.max, places]);
+  return row ? Math.max(1, row.resets_in) : null;
+}
+
+/**
+ * The group a client address is counted in (docs/security.md, "Abuse limits"): an IPv4 address
+ * on its own, an IPv6 address by its /64. One IPv6 subscriber is usually handed a whole /64
+ * (often more), so counting single IPv6 addresses would give them 2^64 fresh budgets. The full
+ * address is what people are shown (sessions, events); only counter keys use the group.
+ */
+export function addressGroup(address: string): string {
+  if (isIPv4(address)) return address;
+  if (!isIPv6(address)) return address; // NO_SOCKET, or whatever an embedding passes
+  const hextets = expandIPv6(address.split("%")[0]);
+  // an IPv4-mapped address in hex form (::ffff:c000:0201) is that IPv4 client
+  if (hextets.slice(0, 5).every((h) => h === 0) && hextets[5] === 0xffff) {
+    return [hextets[6] >> 8, hextets[6] & 0xff, hextets[7] >> 8, hextets[7] & 0xff].join(".");
+  }
+  return `${hextets.slice(0, 4).map((h) => h.toString(16)).join(":")}::/64`;
+}
+
+/** The eight 16-bit groups of a valid IPv6 address (a trailing dotted quad included). */
+function expandIPv6(address: string): number[] {
+  let text = address;
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number);
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.includes("::") ? text.split("::") : [text, undefined];
+  const parse = (s: string | undefined) => (s ? s.split(":").map((h) => parseInt(h, 16)) : []);
+  const left = parse(head);
+  const right = parse(tail);
+  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
+}
+

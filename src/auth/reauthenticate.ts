@@ -5,6 +5,7 @@ import type { Deps, UserActor } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { IdentifierNotLinked, OTPInvalid } from "../errors.ts";
 import { parseIdentifier } from "./identifiers.ts";
+import { recordKnownPlaces } from "./known-places.ts";
 import { consumeOtp, storedResult, storeResult } from "./otp.ts";
 import { sendOtp, verifyOtp } from "./otp-flow.ts";
 import { markReauthenticated } from "./sessions.ts";
@@ -36,6 +37,7 @@ export async function completeReauthentication(deps: Deps, actor: UserActor, inp
         return;
       }
       await markReauthenticated(tx, actor.user.sessionId, "otp");
+      await recordKnownPlaces(tx, actor.projectId, checked.identifier, actor.clientAddress);
       await storeResult(tx, input.stateId as string, { reauthenticated: true });
     });
   }

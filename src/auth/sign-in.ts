@@ -1,5 +1,6 @@
-// Passwordless sign-in (CONTRACT section 2). Any linked identifier, a merged secondary's
-// included, lands on the primary account; an unknown identifier creates an account.
+// Passwordless sign-in. Any linked identifier, a merged secondary's included, lands on the
+// primary account; an unknown identifier creates an account. A sign-in makes its client
+// address and device known places of the identifier (docs/security.md, "Known places").
 import type { Actor, Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { transaction } from "../db/transaction.ts";
@@ -10,6 +11,7 @@ import { newId } from "../ids.ts";
 import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
+import { recordKnownPlaces } from "./known-places.ts";
 import { consumeOtp, storedResult, storeResult } from "./otp.ts";
 import { sendOtp, verifyOtp } from "./otp-flow.ts";
 import { assertLiveSession, createSession, endSessions, type AuthMethod } from "./sessions.ts";
@@ -55,6 +57,8 @@ async function signInOnce(deps: Deps, actor: Actor, stateId: string, identifier:
       return { signedIn: done, created: false };
     }
     const accountId = await accountFor(tx, actor.projectId, identifier);
+    // the identifier's own budget here from now on, whatever strangers do elsewhere
+    await recordKnownPlaces(tx, actor.projectId, identifier, actor.clientAddress);
     const sessionId = await startSession(tx, actor, accountId, "otp", [
       ["user.authentication.success", { method: "otp", identifier_type: identifier.kind }],
     ]);

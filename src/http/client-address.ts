@@ -2,9 +2,11 @@
 // LINKGATE_TRUSTED_PROXIES, the nearest X-Forwarded-For hop that is not a trusted proxy
 // (proxy-addr walks the chain right to left and stops at the first untrusted hop, so a
 // client cannot choose its own address by prepending entries).
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import { getCookie, setCookie } from "hono/cookie";
 import proxyaddr from "proxy-addr";
 import type { IncomingMessage } from "node:http";
+import { DEVICE_COOKIE, DEVICE_COOKIE_MAX_AGE, withDevice } from "../auth/known-places.ts";
 
 /** Requests handed to app.fetch without a socket (tests, embedding) count as one local client. */
 export const NO_SOCKET = "local";
@@ -24,4 +26,28 @@ export function clientAddressResolver(trustedProxies: string[]) {
 // "::ffff:1.2.3.4" and "1.2.3.4" are one client.
 function normalize(address: string): string {
   return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
+}
+
+/**
+ * The hosted pages' device cookie (docs/security.md, "Known places"): read on every request so
+ * a code start or a sign-in can see it, and set on the response of a sign-in that recorded the
+ * device. HttpOnly and SameSite=Lax: scripts cannot read it and other sites cannot send it with
+ * a POST; Secure whenever the request or the public issuer is https.
+ */
+export function deviceCookie(issuer: string | undefined): MiddlewareHandler {
+  const issuerHttps = issuer?.startsWith("https:") ?? false;
+  return async (c, next) => {
+    const device = withDevice(getCookie(c, DEVICE_COOKIE));
+    await device.run(next);
+    const issued = device.issued();
+    if (issued && c.res.status < 400) {
+      setCookie(c, DEVICE_COOKIE, issued, {
+        httpOnly: true,
+        sameSite: "Lax",
+        secure: issuerHttps || new URL(c.req.url).protocol === "https:",
+        path: "/",
+        maxAge: DEVICE_COOKIE_MAX_AGE,
+      });
+    }
+  };
 }

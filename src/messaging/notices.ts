@@ -2,26 +2,71 @@
 // webhook events) and sent afterwards by a small sender in every gateway process, retried on a
 // schedule. A mail server that is down delays a notice and never the change; a restart loses
 // nothing, because the schedule lives in each notice's next_attempt_at.
+//
+// Every notice is a message the operator pays for, so the sender counts each one it sends
+// against budgets (docs/security.md, "Message budgets"): per destination, per account, and the
+// project's hourly text or e-mail ceiling that codes count against too. Notices a budget
+// refuses wait for its window to end and go out then as one message per destination, together
+// with everything queued for that destination meanwhile: a burst of changes (or an attacker
+// cycling passkeys on an account with many phones) makes a bounded number of texts, and the
+// owner still learns of every kind of change. The budgets are counted here, when a message is
+// actually sent, so they hold for every writer of the queue (link_verify writes notices in SQL).
 
 import type { Database, Db, Tx } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
+import { transaction } from "../db/transaction.ts";
+import type { Limit, Limits } from "../deps.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
+import { recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
+import { countAll, projectSendKey, type Check, type Counter } from "../auth/rate-limit.ts";
+import { enqueue } from "../webhooks/outbox.ts";
 import type { Messenger, Recipient } from "./transport.ts";
 
 export type Notice = { to: Recipient; subject: string; text: string };
+/** The budgets the sender counts notices against (src/deps.ts Limits). */
+export type NoticeLimits = Pick<Limits, "noticesPerDestination" | "noticesPerAccount" | "smsPerProject" | "emailsPerProject">;
 
 /** Delays before retries 1, 2, …; after the last one a notice is marked failed. */
 export const NOTICE_RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 3_600_000, 21_600_000];
 /** How long a claimed notice stays invisible to other senders (a sender that dies mid-send). */
 const CLAIM_LEASE_SECONDS = 120;
-const BATCH = 20;
+/** Large enough that the notices held for one destination fall due, and are claimed, together. */
+const BATCH = 50;
+/** At most this many changes are spelled out in a gathered message; the rest are counted. */
+const SPELLED_OUT = 3;
 
-export async function queueNotices(tx: Tx, projectId: string, notices: Notice[]): Promise<void> {
+/** `accountId`: the account the change was made to, whose notice budget they count against. */
+export async function queueNotices(tx: Tx, projectId: string, notices: Notice[], accountId?: string): Promise<void> {
   if (!notices.length) return;
   await tx.notice.createMany({
-    data: notices.map((n) => ({ id: newId("ntc"), projectId, kind: n.to.kind, value: n.to.value, subject: n.subject, text: n.text })),
+    data: notices.map((n) => ({ id: newId("ntc"), projectId, accountId, kind: n.to.kind, value: n.to.value, subject: n.subject, text: n.text })),
   });
+}
+
+/**
+ * One message for several notices to one destination. A notice's text starts with its subject
+ * line (texts have none) and ends with what to do; the gathered message names every distinct
+ * subject (so no kind of change goes unmentioned), spells out the first changes and counts the
+ * rest, and keeps its length bounded however many changes there were.
+ */
+export function gatherNotices(notices: Array<{ subject: string; text: string }>): { subject: string; text: string } {
+  if (notices.length === 1) return notices[0];
+  const subjects = [...new Set(notices.map((n) => n.subject))];
+  const subject = subjects.map((s, i) => (i ? s[0].toLowerCase() + s.slice(1) : s)).join("; ");
+  const body = (text: string) => text.split("\n").filter((line, i) => i > 0 && !line.startsWith("If ")).join("\n");
+  const advice = [...new Set(notices.flatMap((n) => n.text.split("\n").filter((line) => line.startsWith("If it was not you"))))];
+  const more = notices.length - SPELLED_OUT;
+  return {
+    subject,
+    text: [
+      `${notices.length} changes were made to your account: ${subject}.`,
+      ...notices.slice(0, SPELLED_OUT).map((n) => body(n.text)),
+      ...(more > 0 ? [`…and ${more} more ${more === 1 ? "change" : "changes"}.`] : []),
+      "If this was you, there is nothing to do.",
+      ...advice,
+    ].join("\n"),
+  };
 }
 
 /** `a•••@example.com`, `+•••••••43`: enough for the owner to recognise, too little to use. */
@@ -33,7 +78,16 @@ export function maskIdentifier(i: Recipient): string {
   return `+${"•".repeat(Math.max(3, i.value.length - 3))}${i.value.slice(-2)}`;
 }
 
-type Claimed = { id: string; kind: Recipient["kind"]; value: string; subject: string; text: string; attempts: number };
+type Claimed = {
+  id: string;
+  project_id: string;
+  account_id: string | null;
+  kind: Recipient["kind"];
+  value: string;
+  subject: string;
+  text: string;
+  attempts: number;
+};
 
 /**
  * Due notices, claimed by pushing their next attempt past a lease: SKIP LOCKED lets several
@@ -43,12 +97,12 @@ type Claimed = { id: string; kind: Recipient["kind"]; value: string; subject: st
  */
 const CLAIM_NOTICES = prepared<Claimed>(
   "claim_notices",
-  { id: "text", kind: "text", value: "text", subject: "text", text: "text", attempts: "int4" },
+  { id: "text", project_id: "text", account_id: "text", kind: "text", value: "text", subject: "text", text: "text", attempts: "int4" },
   `UPDATE notices SET attempts = attempts + 1, next_attempt_at = (now() + make_interval(secs => $1::int)) AT TIME ZONE 'UTC'
     WHERE id IN (
       SELECT id FROM notices WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
-      ORDER BY next_attempt_at LIMIT $2::int FOR UPDATE SKIP LOCKED)
-    RETURNING id, kind::text AS kind, value, subject, text, attempts`,
+      ORDER BY next_attempt_at, created_at LIMIT $2::int FOR UPDATE SKIP LOCKED)
+    RETURNING id, project_id, account_id, kind::text AS kind, value, subject, text, attempts`,
 );
 
 async function claimDue(db: Database): Promise<Claimed[]> {
@@ -66,6 +120,18 @@ async function recordSent(db: Database, ids: string[]) {
   if (ids.length) await run(db, RECORD_SENT, [ids]);
 }
 
+const POSTPONE = prepared<{ id: string }>(
+  "postpone_notices",
+  { id: "text" },
+  `UPDATE notices SET attempts = attempts - 1, next_attempt_at = (now() + make_interval(secs => $2::int)) AT TIME ZONE 'UTC'
+    WHERE id = ANY ($1::text[]) RETURNING id`,
+);
+
+/** Notices a budget refused wait for its window to end; the claim's attempt is given back, as none was made. */
+async function postpone(db: Database, ids: string[], seconds: number) {
+  await run(db, POSTPONE, [ids, seconds]);
+}
+
 async function recordFailure(db: Db, n: Claimed, error: string, schedule: number[]) {
   const delay = schedule[n.attempts - 1];
   await db.notice.update({
@@ -76,24 +142,98 @@ async function recordFailure(db: Db, n: Claimed, error: string, schedule: number
 
 export type NoticeSender = { kick(): void; stop(): Promise<void> };
 
-export function startNoticeSender(opts: { db: Database; messenger: Messenger; logger: Logger; scheduleMs?: number[]; pollMs?: number }): NoticeSender {
+const budgetKeys = {
+  destination: (n: Claimed) => `ntc:dst:${n.project_id}:${n.kind}:${n.value}`,
+  account: (accountId: string) => `ntc:acc:${accountId}`,
+};
+
+function refusalName(key: string): RateLimitName | undefined {
+  if (key.startsWith("ntc:dst:")) return "notices_per_destination";
+  if (key.startsWith("ntc:acc:")) return "notices_per_account";
+  if (key.startsWith("send:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
+  return undefined;
+}
+
+export function startNoticeSender(opts: {
+  db: Database;
+  messenger: Messenger;
+  logger: Logger;
+  limits: NoticeLimits;
+  scheduleMs?: number[];
+  pollMs?: number;
+}): NoticeSender {
   const schedule = opts.scheduleMs ?? NOTICE_RETRY_SCHEDULE_MS;
   const pollMs = opts.pollMs ?? 5_000;
+  const l = opts.limits;
   let stopped = false;
   let kicked = false; // a kick during a drain must not be lost
   let wake: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
 
-  /** Sends one notice; returns the delay until its retry if it failed, "sent" if it went out. */
-  async function sendOne(n: Claimed): Promise<number | "sent" | undefined> {
+  /**
+   * Counts one message to a destination against its budgets, in one statement; the project's
+   * ceiling only when the narrower ones allow it (src/auth/rate-limit.ts). Returns the counters.
+   */
+  async function countMessage(group: Claimed[]): Promise<Counter[]> {
+    const first = group[0];
+    const count: Check[] = [{ key: budgetKeys.destination(first), limit: l.noticesPerDestination }];
+    for (const accountId of new Set(group.flatMap((n) => (n.account_id ? [n.account_id] : [])))) {
+      count.push({ key: budgetKeys.account(accountId), limit: l.noticesPerAccount });
+    }
+    const ceiling: Limit = first.kind === "phone" ? l.smsPerProject : l.emailsPerProject;
+    return countAll(opts.db, { count, ceilings: [{ key: projectSendKey(first.project_id, first.kind), limit: ceiling }] });
+  }
+
+  /** The first refusal of the project's ceiling in its window tells the project, as a code send's does. */
+  async function alarm(group: Claimed[], counters: Counter[]) {
+    const tripped = counters.find((c) => c.tripped && c.key.startsWith("send:prj:"));
+    if (!tripped) return;
+    await transaction(opts.db.prisma, (tx) =>
+      enqueue(tx, {
+        projectId: group[0].project_id,
+        eventType: "security.suspicious_activity",
+        data: { reason: "send_ceiling_per_project", channel: group[0].kind, retry_after_seconds: tripped.resetsIn },
+      }),
+    );
+  }
+
+  /**
+   * Sends the notices of one destination as one message, if its budgets allow; returns the
+   * delay until a retry if it failed, "sent" if it went out, "held" if a budget postponed it.
+   */
+  async function sendGroup(group: Claimed[]): Promise<number | "sent" | "held" | undefined> {
+    const counters = await countMessage(group);
+    const over = counters.filter((c) => c.over);
+    if (over.length) {
+      for (const c of over) {
+        const name = refusalName(c.key);
+        if (name) recordRateLimitRefusal(name);
+      }
+      await alarm(group, counters);
+      const waitSeconds = Math.max(...over.map((c) => c.resetsIn));
+      await postpone(opts.db, group.map((n) => n.id), waitSeconds);
+      opts.logger.info({ notices: group.length, kind: group[0].kind, waitSeconds }, "notices held by their budget");
+      return "held";
+    }
+    const { subject, text } = gatherNotices(group);
     try {
-      await opts.messenger.send({ to: { kind: n.kind, value: n.value }, subject: n.subject, text: n.text });
+      await opts.messenger.send({ to: { kind: group[0].kind, value: group[0].value }, subject, text });
       return "sent";
     } catch (err) {
-      opts.logger.warn({ notice: n.id, attempt: n.attempts, kind: n.kind, err: String(err) }, "notice not sent; will retry");
-      await recordFailure(opts.db.prisma, n, String(err).slice(0, 500), schedule);
-      return schedule[n.attempts - 1];
+      opts.logger.warn({ notices: group.map((n) => n.id), attempt: group[0].attempts, kind: group[0].kind, err: String(err) }, "notice not sent; will retry");
+      for (const n of group) await recordFailure(opts.db.prisma, n, String(err).slice(0, 500), schedule);
+      return schedule[group[0].attempts - 1];
     }
+  }
+
+  /** The claimed notices by destination, in the order they were claimed. */
+  function byDestination(batch: Claimed[]): Claimed[][] {
+    const groups = new Map<string, Claimed[]>();
+    for (const n of batch) {
+      const key = `${n.project_id}\n${n.kind}\n${n.value}`;
+      groups.set(key, [...(groups.get(key) ?? []), n]);
+    }
+    return [...groups.values()];
   }
 
   /** Sends everything due; returns how soon a retry of this process's failures falls due. */
@@ -101,8 +241,9 @@ export function startNoticeSender(opts: { db: Database; messenger: Messenger; lo
     let soonest = pollMs;
     for (;;) {
       const batch = await claimDue(opts.db);
-      const results = await Promise.all(batch.map(sendOne));
-      await recordSent(opts.db, batch.filter((_, i) => results[i] === "sent").map((n) => n.id));
+      const groups = byDestination(batch);
+      const results = await Promise.all(groups.map(sendGroup));
+      await recordSent(opts.db, groups.flatMap((g, i) => (results[i] === "sent" ? g.map((n) => n.id) : [])));
       for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
       if (batch.length < BATCH || stopped) return soonest;
     }

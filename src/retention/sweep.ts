@@ -1,7 +1,8 @@
 // Retention: nothing in linkgate grows for ever. Expired OTP states, WebAuthn challenges,
 // rate-limit windows, OpenID Connect codes and tokens, and ended or expired sessions go within minutes; events (with their
 // deliveries) after LINKGATE_RETENTION_EVENTS_DAYS, delivery attempts (the delivery log) after
-// LINKGATE_RETENTION_DELIVERY_LOG_DAYS, settled notices after the events' retention.
+// LINKGATE_RETENTION_DELIVERY_LOG_DAYS, settled notices after the events' retention, known
+// sign-in places 30 days after their last sign-in (they count for nothing after that).
 //
 // Why batched deletes and not partitions: at 100 events/s fanned out to 3 webhooks, a day is
 // ~26 M delivery and attempt rows; dropping day partitions would be cheaper per row, but the
@@ -16,6 +17,7 @@ import { Counter, Gauge } from "prom-client";
 import type { Database, Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 import { metrics } from "../metrics.ts";
+import { KNOWN_FOR_DAYS } from "../auth/rate-limit.ts";
 
 /** Rows per DELETE statement. */
 const BATCH = 2_000;
@@ -58,6 +60,7 @@ function targets(r: RetentionSettings, now = "now()"): Target[] {
         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = outbox_events.id AND d.status = 'pending')`,
     },
     { table: "notices", key: "id", where: `status <> 'pending' AND created_at < ${now} - make_interval(days => ${r.eventsDays})` },
+    { table: "known_sign_ins", key: "id", where: `last_at < ${now} - make_interval(days => ${KNOWN_FOR_DAYS})` },
     // The OpenID Connect provider's codes, refresh tokens, grants and interactions: it ignores
     // expired ones, so they only need to go (rows without an expiry live as long as their session).
     { table: "oidc_payloads", key: "id", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
@@ -100,6 +103,7 @@ export const SWEPT_TABLES = [
   "delivery_attempts",
   "outbox_events",
   "notices",
+  "known_sign_ins",
   "oidc_payloads",
 ] as const;
 
