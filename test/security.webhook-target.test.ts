@@ -57,6 +57,10 @@ describe("assertSafeTarget refuses internal addresses", () => {
     ["https://[fe80::1]/", "link-local"],
     ["https://[ff02::1]/", "multicast"],
     ["https://[::7f00:1]/", "reserved"], // deprecated IPv4-compatible
+    ["https://[::ffff:0:7f00:1]/", "loopback"], // IPv4-translated (SIIT) 127.0.0.1
+    ["https://[::ffff:0:10.0.0.1]/", "private"],
+    ["https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "Teredo"], // tunnels to a hidden IPv4 address
+    ["https://[2001:0:7f00:1::]/", "Teredo"],
   ];
 
   it.each(refused)("%s (%s)", async (url, kind) => {

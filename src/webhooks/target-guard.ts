@@ -46,8 +46,12 @@ const V6_RULES: Rule[] = [
   ["unique local", ["fc00::/7"]],
   ["link-local", ["fe80::/10"]],
   ["multicast", ["ff00::/8"]],
-  // Deprecated IPv4-compatible, site-local, documentation, discard and local-use NAT64 ranges.
-  ["reserved", ["::/96", "fec0::/10", "2001:db8::/32", "100::/64", "64:ff9b:1::/48"]],
+  // Teredo tunnels to an IPv4 address hidden (XORed) in the last 32 bits and through a relay
+  // the gateway cannot vet; no webhook receiver needs one.
+  ["Teredo", ["2001::/32"]],
+  // Deprecated IPv4-compatible, site-local, documentation, discard, local-use NAT64,
+  // benchmarking and ORCHID ranges.
+  ["reserved", ["::/96", "fec0::/10", "2001:db8::/32", "100::/64", "64:ff9b:1::/48", "2001:2::/48", "2001:10::/28", "2001:20::/28"]],
 ];
 
 function compile(rules: Rule[], type: "ipv4" | "ipv6"): [string, BlockList][] {
@@ -62,7 +66,8 @@ function compile(rules: Rule[], type: "ipv4" | "ipv6"): [string, BlockList][] {
 }
 const V4 = compile(V4_RULES, "ipv4");
 const V6 = compile(V6_RULES, "ipv6");
-const EMBEDS_V4 = compile([["mapped", ["::ffff:0:0/96"]], ["nat64", ["64:ff9b::/96"]]], "ipv6");
+// IPv4-mapped, IPv4-translated (SIIT, RFC 2765: ::ffff:0:a.b.c.d) and NAT64: the last 32 bits.
+const EMBEDS_V4 = compile([["mapped", ["::ffff:0:0/96"]], ["translated", ["::ffff:0:0:0/96"]], ["nat64", ["64:ff9b::/96"]]], "ipv6");
 const SIX_TO_FOUR = compile([["6to4", ["2002::/16"]]], "ipv6")[0][1];
 
 /** The eight 16-bit words of an IPv6 address, via the URL parser's canonical form. */
