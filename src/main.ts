@@ -3,10 +3,13 @@
 import { serve } from "@hono/node-server";
 import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
-import { ensureDatabaseReachable, loadConfigOrDie, stopOnSignals } from "./lifecycle.ts";
+import { claimDefaultIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
+import type { Config } from "./config.ts";
+import { die, ensureDatabaseReachable, loadConfigOrDie, stopOnSignals } from "./lifecycle.ts";
 
 const config = await loadConfigOrDie();
 await ensureDatabaseReachable(config);
+const issuerClaim = await claimIssuerOrDie(config);
 
 const app = await buildApp(config);
 const { logger } = app.deps;
@@ -32,9 +35,21 @@ stopOnSignals(logger, config.shutdownTimeoutMs, {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     await worker?.stop();
     await app.close();
+    await issuerClaim?.release();
   },
   async abandon() {
     server.closeAllConnections();
     await worker?.abandon();
   },
 });
+
+/** Without LINKGATE_ISSUER, this gateway must be the only one on a shared database (src/auth/issuer.ts). */
+async function claimIssuerOrDie(config: Config): Promise<IssuerClaim | undefined> {
+  if (config.issuer || !config.databaseUrl) return undefined;
+  try {
+    return await claimDefaultIssuer(config.databaseUrl, `http://${config.host}:${config.port}`);
+  } catch (err) {
+    if (err instanceof IssuerNotShared) return die(err.message);
+    throw err;
+  }
+}

@@ -1,0 +1,79 @@
+// Gateways sharing a Postgres database must name one issuer (docs/configuration.md): without
+// LINKGATE_ISSUER each would name itself http://HOST:PORT and refuse the other's tokens. The first
+// such gateway runs; a second one refuses to start, saying which variable to set; with the
+// variable set, any number start.
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openTestDatabase, serverUrl, type TestDatabase } from "./support/db.ts";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+
+type Gateway = { child: ChildProcess; output: () => string; exited: Promise<number | null>; listening: Promise<boolean> };
+
+describe.skipIf(!serverUrl)(`gateways on one Postgres database${serverUrl ? "" : " (skipped: needs TEST_DATABASE_URL)"}`, () => {
+  let db: TestDatabase;
+  const secretKey = randomBytes(32).toString("base64");
+  const running: Gateway[] = [];
+
+  beforeAll(async () => {
+    db = await openTestDatabase("postgres");
+  });
+  afterAll(async () => {
+    for (const g of running) if (g.child.exitCode === null) g.child.kill("SIGTERM");
+    await Promise.all(running.map((g) => g.exited));
+    await db?.close();
+  });
+
+  /** `npm start`'s entry on the shared database; `listening` settles on its listening line or its exit. */
+  function gateway(env: Record<string, string> = {}): Gateway {
+    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? "",
+        PORT: "0",
+        DATABASE_URL: db.url!,
+        LINKGATE_SECRET_KEY: secretKey,
+        LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-issuer-")),
+        LINKGATE_WORKER: "0",
+        ...env,
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    const listening = new Promise<boolean>((resolve) => {
+      child.stdout!.on("data", (c) => {
+        out += c;
+        if (out.includes("linkgate listening")) resolve(true);
+      });
+      child.stderr!.on("data", (c) => (out += c));
+      void exited.then(() => resolve(false));
+    });
+    const g = { child, output: () => out, exited, listening };
+    running.push(g);
+    return g;
+  }
+
+  it("a second gateway without LINKGATE_ISSUER refuses to start and names the variable; with it, it starts", async () => {
+    const first = gateway();
+    expect(await first.listening, first.output()).toBe(true);
+
+    const second = gateway();
+    expect(await second.listening).toBe(false);
+    expect(await second.exited).toBe(1);
+    expect(second.output()).toMatch(/^linkgate: another linkgate gateway already serves this database without LINKGATE_ISSUER.*set LINKGATE_ISSUER/m);
+
+    const named = gateway({ LINKGATE_ISSUER: "https://auth.example" });
+    expect(await named.listening, named.output()).toBe(true);
+
+    // once the first has stopped, a gateway without the variable may run again
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    const next = gateway();
+    expect(await next.listening, next.output()).toBe(true);
+  });
+});
