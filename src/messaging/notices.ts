@@ -31,8 +31,10 @@ export type NoticeLimits = Pick<Limits, "noticesPerDestination" | "noticesPerAcc
 export const NOTICE_RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 3_600_000, 21_600_000];
 /** How long a claimed notice stays invisible to other senders (a sender that dies mid-send). */
 const CLAIM_LEASE_SECONDS = 120;
-/** Large enough that the notices held for one destination fall due, and are claimed, together. */
-const BATCH = 50;
+/** Destinations (at most) a claim starts from. */
+const BATCH = 20;
+/** Rows a claim takes at most, however many notices a budget held for its destinations. */
+const MAX_CLAIMED = 1_000;
 /** At most this many changes are spelled out in a gathered message; the rest are counted. */
 const SPELLED_OUT = 3;
 
@@ -87,26 +89,35 @@ type Claimed = {
   subject: string;
   text: string;
   attempts: number;
+  /** when it was queued, in ms: a gathered message spells out the first changes first */
+  created_ms: number;
 };
 
 /**
  * Due notices, claimed by pushing their next attempt past a lease: SKIP LOCKED lets several
- * processes share the queue without waiting on each other's rows. On the fast path: every
- * change to how an account signs in queues notices, so this runs once per change. $1 lease
- * seconds, $2 batch size.
+ * processes share the queue without waiting on each other's rows. Whole destinations are
+ * claimed: every due notice of each destination among the first $2 due ones, so what a budget
+ * held for a destination is sent as one message when it falls due (at most $3 rows a claim).
+ * On the fast path: every change to how an account signs in queues notices, so this runs once
+ * per change. $1 lease seconds.
  */
 const CLAIM_NOTICES = prepared<Claimed>(
   "claim_notices",
-  { id: "text", project_id: "text", account_id: "text", kind: "text", value: "text", subject: "text", text: "text", attempts: "int4" },
+  { id: "text", project_id: "text", account_id: "text", kind: "text", value: "text", subject: "text", text: "text", attempts: "int4", created_ms: "float8" },
   `UPDATE notices SET attempts = attempts + 1, next_attempt_at = (now() + make_interval(secs => $1::int)) AT TIME ZONE 'UTC'
     WHERE id IN (
-      SELECT id FROM notices WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
-      ORDER BY next_attempt_at, created_at LIMIT $2::int FOR UPDATE SKIP LOCKED)
-    RETURNING id, project_id, account_id, kind::text AS kind, value, subject, text, attempts`,
+      SELECT id FROM notices
+      WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
+        AND (project_id, kind, value) IN (
+          SELECT project_id, kind, value FROM notices WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
+          ORDER BY next_attempt_at LIMIT $2::int)
+      ORDER BY next_attempt_at, created_at LIMIT $3::int FOR UPDATE SKIP LOCKED)
+    RETURNING id, project_id, account_id, kind::text AS kind, value, subject, text, attempts,
+      (extract(epoch FROM created_at) * 1000)::float8 AS created_ms`,
 );
 
 async function claimDue(db: Database): Promise<Claimed[]> {
-  return run(db, CLAIM_NOTICES, [CLAIM_LEASE_SECONDS, BATCH]);
+  return run(db, CLAIM_NOTICES, [CLAIM_LEASE_SECONDS, BATCH, MAX_CLAIMED]);
 }
 
 const RECORD_SENT = prepared<{ id: string }>(
@@ -233,7 +244,7 @@ export function startNoticeSender(opts: {
       const key = `${n.project_id}\n${n.kind}\n${n.value}`;
       groups.set(key, [...(groups.get(key) ?? []), n]);
     }
-    return [...groups.values()];
+    return [...groups.values()].map((g) => g.sort((a, b) => a.created_ms - b.created_ms));
   }
 
   /** Sends everything due; returns how soon a retry of this process's failures falls due. */
@@ -245,7 +256,8 @@ export function startNoticeSender(opts: {
       const results = await Promise.all(groups.map(sendGroup));
       await recordSent(opts.db, groups.flatMap((g, i) => (results[i] === "sent" ? g.map((n) => n.id) : [])));
       for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
-      if (batch.length < BATCH || stopped) return soonest;
+      // held notices are no longer due, so an empty claim means everything due was handled
+      if (!batch.length || stopped) return soonest;
     }
   }
 

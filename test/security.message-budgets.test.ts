@@ -1,0 +1,152 @@
+// Every message the service sends counts (docs/security.md, "Message budgets"): security notices
+// are bounded per destination and per account, count against the project's hourly text
+// ceiling like codes do, and are gathered into one message per destination when a budget holds
+// them; and nothing a user typed goes into a notice sent under the operator's name.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import "../src/messaging/notices.ts";
+import "../src/auth/rate-limit.ts";
+import { backends } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { SoftAuthenticator } from "./support/authenticator.ts";
+import { describeRowTypes } from "./support/sql-types.ts";
+
+const ORIGIN = "http://localhost:4000"; // the harness's issuer is http://127.0.0.1:4000: RP id "localhost"
+const phone = (i: number) => `+1202555${String(2000 + i).padStart(4, "0")}`;
+
+type User = { token: string; accountId: string };
+
+/** Reads until `ok` holds (5 s at most): notices are sent after the change, by a sender of their own. */
+async function until<T>(read: () => Promise<T> | T, ok: (v: T) => boolean): Promise<T> {
+  for (let i = 0; i < 500; i++) {
+    const v = await read();
+    if (ok(v)) return v;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return read();
+}
+
+describeRowTypes("message budgets", ["state_failures", "postpone_notices"]);
+
+describe.each(backends)("message budgets on %s", (backend) => {
+  let h: Harness;
+  const headers = (u: User) => ({ authorization: `Bearer ${u.token}`, "x-api-key": h.publishableKey });
+  const texts = (to: string) => h.mailbox.messages.filter((m) => m.to === to).map((m) => m.text);
+
+  async function attach(u: User, p: string) {
+    const req = await h.call("POST", "/users/link/request", { body: { phone: p }, headers: headers(u) });
+    expect(req.status, JSON.stringify(req.body)).toBe(200);
+    const otp = await h.mailbox.otp(p);
+    const done = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp }, headers: headers(u) });
+    expect(done.body.outcome).toBe("attached");
+  }
+  async function addPasskey(u: User, auth: SoftAuthenticator, name: string): Promise<string> {
+    const opts = await h.call("POST", "/auth/passkey/registration/options", { headers: headers(u) });
+    const created = await h.call("POST", "/auth/passkey/registration/verify", { body: { response: auth.create(opts.body), name }, headers: headers(u) });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    return created.body.passkey.id;
+  }
+  async function removePasskey(u: User, id: string) {
+    expect((await h.call("POST", "/auth/passkey/remove", { body: { id }, headers: headers(u) })).status).toBe(200);
+  }
+  /** Every notice is either sent or held by a budget (none claimed or due): the sender is done for now. */
+  const settled = () =>
+    until(
+      () => h.db.prisma.notice.count({ where: { status: "pending", OR: [{ attempts: { gt: 0 } }, { nextAttemptAt: { lte: new Date() } }] } }),
+      (n) => n === 0,
+    );
+
+  describe("an account with ten phones cycling passkeys", () => {
+    beforeAll(async () => {
+      h = await startHarness(backend);
+    });
+    afterAll(() => h?.close());
+
+    it("texts each phone at most three notices in ten minutes, then one message gathering the rest", async () => {
+      const u = await h.signIn({ email: "pumper@example.com" });
+      const phones = Array.from({ length: 10 }, (_, i) => phone(i));
+      for (const p of phones) await attach(u, p);
+      const auth = new SoftAuthenticator(ORIGIN);
+      for (let i = 0; i < 20; i++) await removePasskey(u, await addPasskey(u, auth, `Key ${i}`));
+      await settled();
+
+      for (const p of phones) expect(texts(p).length, p).toBeLessThanOrEqual(3);
+      // 20 cycles × 10 phones were 400 texts; now at most 3 each
+      expect(phones.flatMap(texts).length).toBeLessThanOrEqual(30);
+      const held = await h.db.prisma.notice.findMany({ where: { status: "pending" } });
+      expect(held.length).toBeGreaterThan(0);
+      expect(held.every((n) => n.nextAttemptAt.getTime() > Date.now())).toBe(true);
+
+      // ten minutes later (the windows and the held notices aged by SQL), each phone gets one message
+      const before = new Map(phones.map((p) => [p, texts(p).length]));
+      await h.db.prisma.$executeRawUnsafe(`UPDATE rate_limits SET window_start = window_start - interval '2 hours' WHERE key LIKE 'ntc:%'`);
+      await h.db.prisma.$executeRawUnsafe(`UPDATE notices SET next_attempt_at = now() AT TIME ZONE 'UTC' WHERE status = 'pending'`);
+      h.app.deps.notices.kick();
+      await settled();
+      for (const p of phones) {
+        const gathered = texts(p).slice(before.get(p));
+        expect(gathered, p).toHaveLength(1);
+        expect(gathered[0]).toMatch(/\d+ changes were made to your account/);
+        expect(gathered[0]).toMatch(/A passkey was added to your account/i);
+        expect(gathered[0]).toMatch(/A passkey was removed from your account/i);
+        expect(gathered[0].length).toBeLessThan(1200);
+      }
+      expect(await h.db.prisma.notice.count({ where: { status: "pending" } })).toBe(0);
+    });
+  });
+
+  describe("the project's hourly text ceiling", () => {
+    beforeAll(async () => {
+      h = await startHarness(backend, { env: { LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: "3" } });
+    });
+    afterAll(() => h?.close());
+
+    it("counts security notices as well as codes: past it, notices wait and a new number's code is refused", async () => {
+      const u = await h.signIn({ email: "ceiling-owner@example.com" });
+      await attach(u, phone(50)); // text 1: the code
+      await attach(u, phone(51)); // texts 2 and 3: the code, and the notice to the first phone
+      await settled();
+      expect(texts(phone(50))).toEqual([expect.stringMatching(/A phone number was added to your account/)]);
+
+      const refused = await h.call("POST", "/auth/otp/start", { body: { phone: phone(52) }, from: "192.0.2.33" });
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+      expect(await h.db.prisma.outboxEvent.count({ where: { eventType: "security.suspicious_activity", body: { contains: '"reason":"send_ceiling_per_project"' } } })).toBe(1);
+
+      await addPasskey(u, new SoftAuthenticator(ORIGIN), "Laptop");
+      await settled();
+      expect(texts(phone(50))).toHaveLength(1);
+      expect(texts(phone(51))).toHaveLength(0);
+      const held = await h.db.prisma.notice.findMany({ where: { status: "pending", kind: "phone" } });
+      expect(held.map((n) => n.value).sort()).toEqual([phone(50), phone(51)]);
+      // e-mails have their own ceiling: the owner's address was told
+      expect(h.mailbox.messages.some((m) => m.to === "ceiling-owner@example.com" && /A passkey was added/.test(m.subject ?? ""))).toBe(true);
+    });
+  });
+
+  describe("what a notice says", () => {
+    beforeAll(async () => {
+      h = await startHarness(backend);
+    });
+    afterAll(() => h?.close());
+
+    it("never repeats the name a user gave a passkey", async () => {
+      const u = await h.signIn({ email: "named@example.com" });
+      await attach(u, phone(70));
+      const bait = "Call +1 900 555 0100 to cancel http://evil.example";
+      const auth = new SoftAuthenticator(ORIGIN);
+      const id = await addPasskey(u, auth, bait);
+      await removePasskey(u, id);
+      const told = await until(
+        () => texts(phone(70)),
+        (t) => t.some((x) => /A passkey was added/.test(x)) && t.some((x) => /passkey was removed/i.test(x)),
+      );
+      expect(told.some((x) => /A passkey was added to your account/.test(x))).toBe(true);
+      for (const text of told) {
+        expect(text).not.toContain("900 555 0100");
+        expect(text).not.toContain("evil.example");
+      }
+      const stored = await h.db.prisma.notice.findMany({ where: { value: phone(70) } });
+      expect(stored.some((n) => n.text.includes("evil.example") || n.subject.includes("evil.example"))).toBe(false);
+    });
+  });
+});
