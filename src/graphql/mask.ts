@@ -4,7 +4,7 @@
 import type { GraphQLError } from "graphql";
 import { createGraphQLError, maskError as yogaMaskError, type YogaServerOptions } from "graphql-yoga";
 import { isConnectionFailure } from "../db/faults.ts";
-import { ServiceUnavailable } from "../errors.ts";
+import { RateLimited, ServiceUnavailable } from "../errors.ts";
 
 type MaskError = NonNullable<Exclude<YogaServerOptions<object, object>["maskedErrors"], boolean | undefined>["maskError"]>;
 
@@ -12,6 +12,9 @@ export const maskError: MaskError = (error, message, isDev) => {
   const original = (error as { originalError?: unknown } | undefined)?.originalError;
   if (original instanceof ServiceUnavailable) return serviceUnavailable(error, original);
   if (isConnectionFailure(error)) return serviceUnavailable(error, new ServiceUnavailable());
+  // an abuse limit on a field without an error union (startPasskeySignIn returns JSON): the
+  // refusal the REST route gives, not an "Unexpected error"
+  if (original instanceof RateLimited) return rateLimited(error, original);
   return yogaMaskError(error, message, isDev);
 };
 
@@ -26,6 +29,22 @@ function serviceUnavailable(error: unknown, unavailable: ServiceUnavailable) {
     extensions: {
       code: "SERVICE_UNAVAILABLE",
       http: { status: 503, headers: { "Retry-After": String(unavailable.retryAfterSeconds) } },
+    },
+  });
+}
+
+function rateLimited(error: unknown, limited: RateLimited) {
+  const { nodes, source, positions, path } = error as Partial<GraphQLError>;
+  return createGraphQLError(limited.message, {
+    nodes,
+    source,
+    positions,
+    path,
+    extensions: {
+      code: "RATE_LIMITED",
+      error: "RateLimited",
+      retryAfterSeconds: limited.retryAfterSeconds,
+      http: { status: 429, headers: { "Retry-After": String(limited.retryAfterSeconds) } },
     },
   });
 }
