@@ -136,7 +136,7 @@ describe("the OpenAPI document", () => {
     expect(security("POST /users/link/request")).toEqual([{ ApiKey: [], AccessToken: [] }]);
     expect(security("POST /auth/otp/start")).toEqual([{ ApiKey: [] }]);
     expect(security("GET /oauth/userinfo")).toEqual([{ AccessToken: [] }]);
-    expect(security("POST /api/v1/webhooks/rotate-secret")).toEqual([{ SecretKeyBearer: [] }]);
+    expect(security("POST /api/v1/webhooks/rotate-secret")).toEqual([{ SecretKeyBearer: [] }, { ApiKey: [] }]);
   });
 });
 
@@ -393,6 +393,12 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
     expect(unknown.body.error).toBe("WebhookNotFound");
     const badType = await post("/api/v1/webhooks/rotate-secret", { webhook_id: 5 }, { authorization: `Bearer ${h.apiKey}` });
     expect(badType.body.error).toBe("InvalidRequest");
+    // the key in X-API-Key, as every other route takes it, works too
+    const asElsewhere = await post("/api/v1/webhooks/rotate-secret", { webhook_id: webhookId }, { "x-api-key": h.apiKey });
+    expect(asElsewhere.body).toMatchObject({ success: true, webhook_id: webhookId, new_secret: expect.stringMatching(/^whsec_/) });
+    const none = await post("/api/v1/webhooks/rotate-secret", { webhook_id: webhookId }, {});
+    expect(none.status).toBe(401);
+    expect(none.body.message).toMatch(/Authorization: Bearer/);
   });
 
   it("every documented route and status was answered above (but a database outage)", () => {

@@ -78,13 +78,15 @@ describe("assertSafeTarget refuses internal addresses", () => {
   });
 
   it("names the offending address in the message", async () => {
-    expect((await refusal("https://10.0.0.5/")).message).toBe("webhook host is a private address (10.0.0.5)");
+    expect((await refusal("https://10.0.0.5/")).message).toBe(
+      "webhook host is a private address (10.0.0.5); for local development, LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 allows private and loopback targets",
+    );
   });
 
   it("refuses a hostname when any resolved address is private", async () => {
     const lookup = fakeDns({ "mixed.example.com": [PUBLIC_V4, "10.0.0.5"] });
     const err = await refusal("https://mixed.example.com/hook", lookup);
-    expect(err.message).toBe("webhook host resolves to a private address (10.0.0.5)");
+    expect(err.message).toBe("webhook host resolves to a private address (10.0.0.5); for local development, LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 allows private and loopback targets");
     expect(lookup).toHaveBeenCalledWith("mixed.example.com");
   });
 
@@ -109,7 +111,8 @@ describe("assertSafeTarget refuses internal addresses", () => {
 
   it("requires https", async () => {
     const err = await refusal("http://hooks.example.com/", fakeDns({ "hooks.example.com": [PUBLIC_V4] }));
-    expect([err.reason, err.message]).toEqual(["scheme", "webhook URL must use https://"]);
+    // a developer trying a local receiver learns which variable allows it
+    expect([err.reason, err.message]).toEqual(["scheme", "webhook URL must use https:// (for local development, LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 allows http:// and private addresses)"]);
     expect((await refusal("ftp://hooks.example.com/")).reason).toBe("scheme");
     expect((await refusal("file:///etc/passwd")).reason).toBe("scheme");
   });

@@ -100,6 +100,9 @@ export function classifyAddress(address: string): string | null {
   return V6.find(([, list]) => list.check(address, "ipv6"))?.[0] ?? null;
 }
 
+/** What a developer pointing a webhook at their own machine needs to know. */
+const LOCAL_HINT = "; for local development, LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 allows private and loopback targets";
+
 // Names that reach internal services without DNS telling us so (or before DNS is consulted).
 const BLOCKED_NAMES = new Set(["metadata.google.internal", "localhost"]);
 
@@ -122,7 +125,8 @@ export async function assertSafeTarget(
   }
   const schemes = opts.allowPrivate ? ["https:", "http:"] : ["https:"];
   if (!schemes.includes(parsed.protocol)) {
-    throw new UnsafeWebhookTarget("scheme", `webhook URL must use ${opts.allowPrivate ? "http:// or https://" : "https://"}`);
+    const why = opts.allowPrivate ? "webhook URL must use http:// or https://" : "webhook URL must use https:// (for local development, LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 allows http:// and private addresses)";
+    throw new UnsafeWebhookTarget("scheme", why);
   }
   if (parsed.username || parsed.password) {
     throw new UnsafeWebhookTarget("credentials", "webhook URL must not contain credentials (user:password@)");
@@ -131,7 +135,7 @@ export async function assertSafeTarget(
   const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.+$/, "");
   if (!host) throw new UnsafeWebhookTarget("invalid_url", "webhook URL has no host");
   if (!opts.allowPrivate && (BLOCKED_NAMES.has(host) || host.endsWith(".localhost"))) {
-    throw new UnsafeWebhookTarget("blocked_hostname", `webhook host ${host} is not allowed`);
+    throw new UnsafeWebhookTarget("blocked_hostname", `webhook host ${host} is not allowed${LOCAL_HINT}`);
   }
 
   let addresses: ResolvedAddress[];
@@ -155,7 +159,7 @@ export async function assertSafeTarget(
     if (kind !== null) {
       const what = literal ? "is" : "resolves to";
       const article = /^[aeiou]/.test(kind) ? "an" : "a";
-      throw new UnsafeWebhookTarget("blocked_address", `webhook host ${what} ${article} ${kind} address (${address})`);
+      throw new UnsafeWebhookTarget("blocked_address", `webhook host ${what} ${article} ${kind} address (${address})${LOCAL_HINT}`);
     }
   }
   return addresses;

@@ -1,5 +1,6 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { authenticateProject, bearerToken, requireSecretKey } from "../../auth/authenticate.ts";
+import { Unauthenticated } from "../../errors.ts";
 import { rotateWebhookSecret } from "../../webhooks/service.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
@@ -27,7 +28,8 @@ const rotate = createRoute({
   summary: "Rotate a webhook's signing secret",
   description:
     "The new secret signs from now on; the previous one keeps verifying for 7 days. Rotating again during a transition drops the oldest secret and starts a new 7 days.",
-  security: SECURITY.secretKeyBearer,
+  // either one: the documented bearer, or X-API-Key like every other route
+  security: [...SECURITY.secretKeyBearer, ...SECURITY.apiKey],
   request: RotateSecret.request,
   responses: {
     ...ok(Rotated, "rotated"),
@@ -38,10 +40,13 @@ const rotate = createRoute({
 export function webhookRoutes() {
   const r = new OpenAPIHono<AppEnv>();
   registerBodies(r.openAPIRegistry, [RotateSecret]);
-  // Legacy clients send the project API key as a bearer token on this route.
+  // Legacy clients send the project API key as a bearer token on this route; X-API-Key, as on
+  // every other route, is taken too, so the habit of the rest of the API does not end in a 401.
   r.openapi(rotate, async (c) => {
     const deps = c.get("deps");
-    const actor = await authenticateProject(deps, { apiKey: bearerToken(c.req.header("authorization")), clientAddress: c.get("clientAddress") });
+    const apiKey = bearerToken(c.req.header("authorization")) ?? c.req.header("x-api-key");
+    if (!apiKey) throw new Unauthenticated("send the project's secret key as Authorization: Bearer lg_sk_… (or in X-API-Key)");
+    const actor = await authenticateProject(deps, { apiKey, clientAddress: c.get("clientAddress") });
     const { projectId } = requireSecretKey(actor);
     const body = await jsonBody(c, RotateSecret.fields);
     const rotated = await rotateWebhookSecret(deps, projectId, str(body, "webhook_id"));
