@@ -307,12 +307,15 @@ describe.each(backends)("delivery worker on %s", (backend) => {
   });
 
   it("renews the lease of a slow send, so no other worker sends it again", async () => {
-    const r = await receiver({ status: 200, delayMs: 800 });
+    // Renewals run every third of the lease, so a lease survives a stall of the process of up to
+    // two thirds of it. With 200 ms, a machine busy for 140 ms (two test files and Postgres on
+    // two cores) let the lease lapse and the second worker send again; 600 ms tolerates 400.
+    const r = await receiver({ status: 200, delayMs: 1_800 });
     const hook = await seedWebhook(db, masterKey, { url: r.url });
-    const a = worker({ leaseMs: 200 });
+    const a = worker({ leaseMs: 600 });
     const [eventId] = await enqueueEvents(db, hook.projectId, 1);
     await r.waitFor(1);
-    const b = worker({ leaseMs: 200 });
+    const b = worker({ leaseMs: 600 });
     b.wake();
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 1 });
