@@ -32,8 +32,9 @@ function checkName(name: unknown): string {
 
 /**
  * Redirect URIs are matched exactly, so they are stored exactly as given: absolute, no fragment,
- * https, or http only for a loopback host (RFC 8252 native apps and local development), or a
- * private-use scheme with a dot (com.example.app:/callback) for mobile apps.
+ * no user or password, no `*`, https, or http only for a loopback host (RFC 8252 native apps
+ * and local development), or a private-use scheme with a dot (com.example.app:/callback) for
+ * mobile apps.
  */
 export function checkRedirectUris(uris: unknown): string[] {
   if (!Array.isArray(uris) || uris.length === 0 || uris.length > MAX_REDIRECT_URIS) {
@@ -48,6 +49,13 @@ export function checkRedirectUris(uris: unknown): string[] {
       throw new InvalidRequest(`redirect URI ${JSON.stringify(raw)} is not an absolute URI`);
     }
     if (url.hash || raw.includes("#")) throw new InvalidRequest(`redirect URI ${raw} must not have a fragment`);
+    // user:pw@ makes a URI whose host is not what a reader sees, and shows a secret to whoever
+    // reads the client; a `*` is read as a wildcard by people and some libraries, never by the
+    // exact match linkgate does (docs/oidc.md, "Clients")
+    if (url.username || url.password || /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(raw)) {
+      throw new InvalidRequest("a redirect URI must not carry a user or password");
+    }
+    if (raw.includes("*")) throw new InvalidRequest(`redirect URI ${raw} must not have a wildcard (*)`);
     const loopback = ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
     const ok = url.protocol === "https:" || (url.protocol === "http:" && loopback) || /^[a-z][a-z0-9+-]*\.[a-z0-9.+-]+:$/.test(url.protocol);
     if (!ok) throw new InvalidRequest(`redirect URI ${raw} must be https (http only on a loopback host) or an app's private-use scheme`);
