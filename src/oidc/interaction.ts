@@ -6,6 +6,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type Provider from "oidc-provider";
 import type { Actor, Deps } from "../deps.ts";
+import { consume, type Limit } from "../auth/rate-limit.ts";
 import { endSessions } from "../auth/sessions.ts";
 import type { TokenResponse } from "../auth/sign-in.ts";
 import { InvalidRequest } from "../errors.ts";
@@ -21,6 +22,19 @@ type Client = NonNullable<Awaited<ReturnType<Provider["Client"]["find"]>>>;
 
 export type InteractionView = { client: { name: string; firstParty: boolean }; scopes: string[] };
 export type Outcome = { redirectTo: string } | { consent: InteractionView };
+
+/**
+ * Every authorization request stores an interaction (and the browser's cookie for it) before
+ * anyone signed in, so they are bounded per client address. 60 in 10 minutes is far more than a
+ * person going through sign-ins or an office behind one address starts, and keeps one client
+ * from filling the table.
+ */
+export const AUTHORIZATIONS_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 };
+
+/** Counts an authorization request against its client address; throws RateLimited past the bound. */
+export async function countAuthorization(deps: Deps, clientAddress: string): Promise<void> {
+  await consume(deps.db, [{ key: `unauth:authorize:${clientAddress}`, limit: AUTHORIZATIONS_PER_ADDRESS }]);
+}
 
 export class InteractionExpired extends InvalidRequest {
   constructor() {

@@ -1,12 +1,46 @@
 // The few pages oidc-provider itself renders: an error that must not be redirected (unknown
-// client, unregistered redirect URI), the logout confirmation and the signed-out page. Plain
-// HTML, every value escaped, no script.
+// client, unregistered redirect URI), the logout confirmation and the signed-out page, and
+// linkgate's own refusal of too many authorizations. Plain HTML, every value escaped, no
+// script: each is served under pageSecurityHeaders, which allows nothing but its own style
+// and, where there is a form, posting it to linkgate (docs/oidc.md, "Revocation and logout").
+import { createHash } from "node:crypto";
+
 const escape = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
+const STYLE = `body{font:16px/1.5 system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#1a1a1a}
+code{background:#f3f3f3;padding:0 .25rem}button{font:inherit;padding:.5rem 1rem;margin-right:.5rem}`;
+const STYLE_HASH = `'sha256-${createHash("sha256").update(STYLE).digest("base64")}'`;
+
+/**
+ * The pages' Content-Security-Policy and companions: nothing loads, nothing runs, the one
+ * inline style is allowed by its hash, nobody frames the page, and a form posts only to this
+ * origin — and to `formTargets`, where the confirmation redirects afterwards (browsers apply
+ * form-action to the redirects that follow a submission): a client's post_logout_redirect_uri.
+ */
+export function pageSecurityHeaders(formTargets: string[] = []): Record<string, string> {
+  const sources = formTargets.flatMap((uri) => {
+    if (!URL.canParse(uri)) return [];
+    const url = new URL(uri);
+    // an app's private-use scheme has no origin: its scheme is the source
+    return [url.protocol === "https:" || url.protocol === "http:" ? url.origin : url.protocol];
+  });
+  return {
+    "content-security-policy": [
+      "default-src 'none'",
+      `style-src ${STYLE_HASH}`,
+      `form-action ${["'self'", ...new Set(sources)].join(" ")}`,
+      "base-uri 'none'",
+      "frame-ancestors 'none'",
+    ].join("; "),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "x-frame-options": "DENY",
+  };
+}
 
 function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escape(title)}</title><style>body{font:16px/1.5 system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#1a1a1a}
-code{background:#f3f3f3;padding:0 .25rem}button{font:inherit;padding:.5rem 1rem;margin-right:.5rem}</style></head>
+<title>${escape(title)}</title><style>${STYLE}</style></head>
 <body><main>${body}</main></body></html>`;
 }
 
@@ -18,7 +52,24 @@ export function errorPage(error: string, description?: string): string {
   );
 }
 
-/** `form` is oidc-provider's own form (with its CSRF token); the buttons submit it. */
+export function tooManyRequestsPage(retryAfterSeconds: number): string {
+  const minutes = Math.max(1, Math.ceil(retryAfterSeconds / 60));
+  return page(
+    "Too many sign-ins",
+    `<h1>Too many sign-ins from here</h1><p>This network started more sign-ins than we allow in a short time.</p>
+<p>Wait ${minutes} minute${minutes === 1 ? "" : "s"}, then go back to the app and try again.</p>`,
+  );
+}
+
+/**
+ * The form oidc-provider gives logoutSource, for the case where it renders none itself: with no
+ * signed-in session it would answer a page that submits this form by inline script.
+ */
+export function logoutForm(action: string, xsrf: string): string {
+  return `<form id="op.logoutForm" method="post" action="${escape(action)}"><input type="hidden" name="xsrf" value="${escape(xsrf)}"/></form>`;
+}
+
+/** `form` is oidc-provider's own form (with its CSRF token); the buttons submit it, no script. */
 export function logoutPage(form: string): string {
   return page(
     "Sign out",

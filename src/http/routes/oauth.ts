@@ -6,11 +6,12 @@ import { Hono, type Context } from "hono";
 import { toFetchResponse, toReqRes } from "fetch-to-node";
 import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkeys.ts";
 import { completeSignIn, startSignIn } from "../../auth/sign-in.ts";
-import { answerConsent, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
+import { answerConsent, countAuthorization, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
+import { logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor } from "../../oidc/provider.ts";
-import { oidcRequest } from "../../oidc/request-context.ts";
+import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { BODY_LIMIT, jsonBody, str } from "../body.ts";
-import { PayloadTooLarge } from "../../errors.ts";
+import { PayloadTooLarge, RateLimited } from "../../errors.ts";
 import type { AppEnv } from "../env.ts";
 
 type C = Context<AppEnv>;
@@ -45,19 +46,53 @@ async function withLength(c: C): Promise<Request> {
   return new Request(raw.url, { method: raw.method, headers, body });
 }
 
+/** What of oidc-provider's Koa context its pages are decided by, once the request is served. */
+type ServedContext = {
+  status?: number;
+  oidc?: {
+    route?: string;
+    params?: { post_logout_redirect_uri?: unknown };
+    session?: { accountId?: string; state?: { secret?: string } };
+    urlFor?(name: string): string;
+  };
+};
+
 /** Hands the request to oidc-provider inside the app's request context. */
 async function serveProtocol(c: C): Promise<Response> {
   const provider = await providerFor(c.get("deps"));
   const { req, res } = nodeReqRes(c, await withLength(c));
-  const handled = oidcRequest.run({ log: c.get("log"), clientAddress: c.get("clientAddress") }, () => provider.callback()(req, res));
+  const context: OidcRequest = { log: c.get("log"), clientAddress: c.get("clientAddress") };
+  const handled = oidcRequest.run(context, () => provider.callback()(req, res));
   handled.catch((err: unknown) => c.get("log").error({ err }, "OpenID Connect provider failed"));
   const response = await toFetchResponse(res);
-  // Its pages (an error, the logout confirmation) are never to be framed by another site.
-  if (response.headers.get("content-type")?.startsWith("text/html")) {
-    response.headers.set("x-frame-options", "DENY");
-    response.headers.set("content-security-policy", "frame-ancestors 'none'");
+  if (!response.headers.get("content-type")?.startsWith("text/html")) return response;
+  return securePage(response, context.koa as ServedContext | undefined);
+}
+
+/**
+ * Its pages are never framed by another site. The logout pages and the errors run no script
+ * and get the strict policy of pageSecurityHeaders (docs/oidc.md, "Revocation and logout"):
+ * with no signed-in session oidc-provider would answer logout with a page that submits itself
+ * by inline script, so that one is replaced by the confirmation page. The pages that hand a
+ * response to the client by form_post carry oidc-provider's own inline script and keep
+ * frame-ancestors only.
+ */
+async function securePage(response: Response, koa: ServedContext | undefined): Promise<Response> {
+  const oidc = koa?.oidc;
+  let body = await response.text();
+  if (oidc?.route === "end_session" && koa?.status === 200 && !oidc.session?.accountId && oidc.session?.state?.secret && oidc.urlFor) {
+    body = logoutPage(logoutForm(oidc.urlFor("end_session_confirm"), oidc.session.state.secret));
   }
-  return response;
+  const headers = new Headers(response.headers);
+  headers.delete("content-length");
+  if (/<script[\s>]/i.test(body)) {
+    headers.set("x-frame-options", "DENY");
+    headers.set("content-security-policy", "frame-ancestors 'none'");
+  } else {
+    const target = oidc?.route === "end_session" ? oidc.params?.post_logout_redirect_uri : undefined;
+    for (const [k, v] of Object.entries(pageSecurityHeaders(typeof target === "string" ? [target] : []))) headers.set(k, v);
+  }
+  return new Response(body, { status: response.status, statusText: response.statusText, headers });
 }
 
 /** The interaction's cookie travels on the browser's request; its body is read by Hono. */
@@ -67,9 +102,31 @@ function interactionHttp(c: C): InteractionHttp {
 
 const origin = (c: C) => ({ clientAddress: c.get("clientAddress"), userAgent: c.req.header("user-agent") });
 
+/**
+ * An authorization request stores state before anyone signed in: it is counted per client
+ * address first. It is a browser's page, so a refusal is a page too (never a redirect to the
+ * client, which would hand a stranger's throttling to the app as its own error).
+ */
+async function authorize(c: C): Promise<Response> {
+  if (c.req.method !== "OPTIONS") {
+    try {
+      await countAuthorization(c.get("deps"), c.get("clientAddress"));
+    } catch (err) {
+      if (!(err instanceof RateLimited)) throw err;
+      return c.html(tooManyRequestsPage(err.retryAfterSeconds), 429, {
+        "retry-after": String(err.retryAfterSeconds),
+        "cache-control": "no-store",
+        ...pageSecurityHeaders(),
+      });
+    }
+  }
+  return serveProtocol(c);
+}
+
 export function oauthRoutes() {
   const r = new Hono<AppEnv>();
-  for (const path of ["/oauth/authorize", "/oauth/authorize/*", "/oauth/token", "/oauth/revoke", "/oauth/logout", "/oauth/logout/*"]) {
+  r.on(["GET", "POST", "OPTIONS"], "/oauth/authorize", authorize);
+  for (const path of ["/oauth/authorize/*", "/oauth/token", "/oauth/revoke", "/oauth/logout", "/oauth/logout/*"]) {
     r.on(["GET", "POST", "OPTIONS"], path, serveProtocol);
   }
 

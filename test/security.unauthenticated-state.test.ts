@@ -1,0 +1,75 @@
+// Calls that need no credentials but store something (a passkey challenge, an authorization's
+// interaction) are bounded per client address: the 61st in ten minutes from one address is
+// refused without storing anything, and another address is not affected.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { backends } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { authorizationUrl, discover, ORIGIN, registerClient } from "./support/oidc.ts";
+import { SIGN_IN_OPTIONS_PER_ADDRESS } from "../src/auth/passkeys.ts";
+import { AUTHORIZATIONS_PER_ADDRESS } from "../src/oidc/interaction.ts";
+
+describe.each(backends)("state created without credentials, per client address, on %s", (backend) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
+  });
+  afterAll(() => h?.close());
+
+  const challenges = () => h.db.prisma.webauthnChallenge.count({ where: { purpose: "authentication" } });
+  const interactions = () => h.db.prisma.oidcPayload.count({ where: { kind: "Interaction" } });
+
+  it("passkey sign-in options: 60 in ten minutes from one address, then 429 RateLimited with Retry-After, over REST and GraphQL alike", async () => {
+    expect(SIGN_IN_OPTIONS_PER_ADDRESS).toEqual({ max: 60, windowSeconds: 600 });
+    const from = "203.0.113.10";
+    const options = (who = from) => h.call("POST", "/auth/passkey/sign-in/options", { headers: { "x-api-key": h.publishableKey }, from: who });
+    const gql = (who = from) => h.call("POST", "/graphql", { body: { query: "mutation { startPasskeySignIn }" }, headers: { "x-api-key": h.publishableKey }, from: who });
+
+    for (let i = 0; i < 30; i++) expect((await options()).status).toBe(200);
+    for (let i = 0; i < 30; i++) expect((await gql()).body.data.startPasskeySignIn.challenge).toEqual(expect.any(String));
+    const stored = await challenges();
+
+    const refused = await options();
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ error: "RateLimited" });
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    const refusedGql = await gql();
+    expect(refusedGql.status).toBe(429);
+    expect(refusedGql.body.data?.startPasskeySignIn ?? null).toBeNull();
+    expect(refusedGql.body.errors[0].extensions).toMatchObject({ code: "RATE_LIMITED", error: "RateLimited", retryAfterSeconds: expect.any(Number) });
+    expect(await challenges()).toBe(stored);
+
+    // another client address still gets options
+    expect((await options("198.51.100.20")).status).toBe(200);
+    expect((await gql("198.51.100.20")).body.data.startPasskeySignIn.challenge).toEqual(expect.any(String));
+  });
+
+  it("authorization requests: 60 in ten minutes from one address, then a 429 page (no redirect, no interaction stored)", async () => {
+    expect(AUTHORIZATIONS_PER_ADDRESS).toEqual({ max: 60, windowSeconds: 600 });
+    const app = await registerClient(h);
+    const config = await discover(h, app);
+    const from = "203.0.113.11";
+    const authorize = async (who = from) => {
+      const auth = await authorizationUrl(config, app);
+      return h.call("GET", `${auth.url.pathname}${auth.url.search}`, { from: who });
+    };
+
+    for (let i = 0; i < 60; i++) {
+      const res = await authorize();
+      expect(res.status).toBe(303);
+      expect(res.headers.get("location")).toMatch(/^\/oauth\/interaction\//);
+    }
+    const stored = await interactions();
+
+    const refused = await authorize();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("location")).toBeNull();
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect(refused.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(refused.body).toContain("Too many sign-ins");
+    expect(refused.headers.get("content-security-policy")).toContain("default-src 'none'");
+    expect(await interactions()).toBe(stored);
+
+    const other = await authorize("2001:db8::1");
+    expect(other.status).toBe(303);
+  });
+});
