@@ -58,8 +58,17 @@ export function redactUrl(url: string): string {
  * on one line, instead of the schema engine's WebAssembly stack trace. Exits 1 on failure.
  */
 export async function ensureDatabaseReachable(config: Pick<Config, "databaseUrl">): Promise<void> {
-  const url = config.databaseUrl;
-  if (!url) return; // embedded PGlite: nothing to reach
+  const problem = await unreachableDatabase(config.databaseUrl);
+  if (problem) return die(problem);
+}
+
+/**
+ * Why the Postgres server at `url` cannot be used, on one line with the password masked; null
+ * when it answers (or for embedded PGlite, which has nothing to reach). The CLI reports it as
+ * its own failure.
+ */
+export async function unreachableDatabase(url: string | undefined): Promise<string | null> {
+  if (!url) return null;
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   client.on("error", () => {}); // the failure is reported through connect()/query()
   try {
@@ -67,9 +76,10 @@ export async function ensureDatabaseReachable(config: Pick<Config, "databaseUrl"
     await client.query("SELECT 1");
   } catch (err) {
     await client.end().catch(() => {});
-    return die(oneLine(`cannot reach the database at ${redactUrl(url)}: ${reason(err)}`));
+    return oneLine(`cannot reach the database at ${redactUrl(url)}: ${reason(err)}`);
   }
   await client.end().catch(() => {});
+  return null;
 }
 
 /** The driver's reason, without the password even if a message ever quoted the URL. */

@@ -3,6 +3,7 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -110,6 +111,19 @@ describe("linkgate CLI usage errors", () => {
     ];
     const runs = await Promise.all(cases.map(([args]) => run(env, args)));
     runs.forEach((r, i) => expectOneLineError(r, 2, cases[i][1]));
+  });
+
+  it("with Postgres unreachable, every command says so on one line, as `npm start` does, and exits 1", async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const unreachable = { ...env, DATABASE_URL: `postgres://postgres:pw-do-not-print@127.0.0.1:${port}/linkgate` };
+    for (const args of [["projects", "list"], ["db", "migrate"], ["webhooks", "list"]]) {
+      const r = await run(unreachable, args);
+      expectOneLineError(r, 1, new RegExp(`cannot reach the database at postgres://postgres:\\*\\*\\*@127\\.0\\.0\\.1:${port}/linkgate: connect ECONNREFUSED`));
+      expect(r.stderr).not.toContain("pw-do-not-print");
+    }
   });
 
   it("--help and --version exit 0", async () => {

@@ -43,6 +43,11 @@ export async function openConfiguredDatabase(env: NodeJS.ProcessEnv, opts: { cre
   if (!t.databaseUrl) {
     if (!opts.create) assertPgliteExists(t.dataDir);
     assertPgliteFree(t.dataDir);
+  } else {
+    // the driver's one-line reason, as `npm start` says it, instead of the ORM's internals
+    const { unreachableDatabase } = await import("../lifecycle.ts");
+    const problem = await unreachableDatabase(t.databaseUrl);
+    if (problem) throw new CliFailure(problem);
   }
   const { openDatabase } = await import("../db/client.ts");
   // An admin command runs a few statements one after another: two connections are plenty.
