@@ -25,7 +25,7 @@ const envSchema = z.object({
   LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: z.coerce.number().int().positive().default(5000),
   LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS: z.coerce.number().int().positive().default(15),
   LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_HOURLY: z.coerce.number().int().positive().default(100),
-  LINKGATE_LIMIT_NOTICES_PER_DESTINATION: z.coerce.number().int().positive().default(3),
+  LINKGATE_LIMIT_NOTICES_PER_DESTINATION: z.coerce.number().int().positive().default(5),
   LINKGATE_LIMIT_NOTICES_PER_ACCOUNT_HOURLY: z.coerce.number().int().positive().default(20),
   // GraphQL operation limits, checked before execution.
   LINKGATE_GRAPHQL_MAX_DEPTH: z.coerce.number().int().positive().default(12),

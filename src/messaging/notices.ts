@@ -99,7 +99,8 @@ type Claimed = {
  * claimed: every due notice of each destination among the first $2 due ones, so what a budget
  * held for a destination is sent as one message when it falls due (at most $3 rows a claim).
  * On the fast path: every change to how an account signs in queues notices, so this runs once
- * per change. $1 lease seconds.
+ * per change. A notice written without its account (link_verify writes them in SQL) counts
+ * against the account its destination signs into. $1 lease seconds.
  */
 const CLAIM_NOTICES = prepared<Claimed>(
   "claim_notices",
@@ -112,8 +113,10 @@ const CLAIM_NOTICES = prepared<Claimed>(
           SELECT project_id, kind, value FROM notices WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
           ORDER BY next_attempt_at LIMIT $2::int)
       ORDER BY next_attempt_at, created_at LIMIT $3::int FOR UPDATE SKIP LOCKED)
-    RETURNING id, project_id, account_id, kind::text AS kind, value, subject, text, attempts,
-      (extract(epoch FROM created_at) * 1000)::float8 AS created_ms`,
+    RETURNING id, project_id,
+      coalesce(account_id, (SELECT i.account_id FROM identifiers i
+                            WHERE i.project_id = notices.project_id AND i.kind = notices.kind AND i.value = notices.value)) AS account_id,
+      kind::text AS kind, value, subject, text, attempts, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms`,
 );
 
 async function claimDue(db: Database): Promise<Claimed[]> {
