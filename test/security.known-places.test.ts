@@ -149,6 +149,34 @@ describe.each(backends)("known places on %s", (backend) => {
     });
   });
 
+  describe("the device cookie", () => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await startHarness(backend, { env: { LINKGATE_ISSUER: "https://id.example.test" } });
+    });
+    afterAll(() => h?.close());
+    const gql = (query: string, variables: object, from: string, headers: Record<string, string> = {}) =>
+      h.call("POST", "/graphql", { body: { query, variables }, from, headers: { "x-api-key": h.publishableKey, ...headers } });
+
+    it("is set by the hosted pages' GraphQL sign-in (Secure behind an https issuer), sent back, and never set by a failure", async () => {
+      const who = { email: "pages-user@example.com" };
+      const started = await gql(`mutation($e: String) { startSignIn(email: $e) { ... on OtpChallenge { stateId } } }`, { e: who.email }, "203.0.113.70");
+      const stateId = started.body.data.startSignIn.stateId;
+      const wrong = await gql(`mutation($s: String!, $o: String!) { completeSignIn(stateId: $s, otp: $o) { __typename } }`, { s: stateId, o: "000000" }, "203.0.113.70");
+      expect(wrong.headers.get("set-cookie")).toBeNull();
+      const otp = await h.mailbox.otp(who.email);
+      const done = await gql(`mutation($s: String!, $o: String!) { completeSignIn(stateId: $s, otp: $o) { __typename } }`, { s: stateId, o: otp }, "203.0.113.70");
+      expect(done.body.data.completeSignIn.__typename).toBe("SignInTokens");
+      const device = deviceCookieOf(done);
+      expect(device.attributes).toMatch(/HttpOnly/i);
+      expect(device.attributes).toMatch(/SameSite=Lax/i);
+      expect(device.attributes).toMatch(/Secure/i);
+      // the next sign-in from that browser keeps its device
+      const again = await signIn(h, "192.0.2.71", who, { cookie: device.cookie });
+      expect(deviceCookieOf(again).cookie).toBe(device.cookie);
+    });
+  });
+
   describe("retention", () => {
     let h: Harness;
     beforeAll(async () => {
