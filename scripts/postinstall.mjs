@@ -1,20 +1,22 @@
-// `npm install` in a checkout: generate the Prisma client, then build the dashboard and the
-// hosted pages. Installed from a tarball (an integrator who wants `linkgate/receiver`), the page
-// sources and their dev-only build tools are absent: those builds are skipped, not failed.
+// `npm install` / `npm ci` in a checkout: generate the Prisma client, build the @linkgate/receiver
+// workspace (the examples and docs import it through its workspace link), then the dashboard and
+// the hosted pages. An install without dev dependencies (`--omit=dev`) has no vite: those two
+// builds are skipped, not failed.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 
-function run(script) {
-  const r = spawnSync("npm", ["run", "--silent", script], { stdio: "inherit", shell: process.platform === "win32" });
+function run(command, args) {
+  const r = spawnSync(command, args, { stdio: "inherit", shell: process.platform === "win32" });
   if (r.status !== 0) process.exit(r.status ?? 1);
 }
 
-run("generate");
+run("npm", ["run", "--silent", "generate"]);
+if (existsSync("node_modules/typescript")) run(process.execPath, ["packages/receiver/build.mjs"]);
 const vite = existsSync("node_modules/vite");
 for (const [dir, script] of [
   ["dashboard", "dashboard:build"],
   ["pages", "pages:build"],
 ]) {
-  if (existsSync(`${dir}/vite.config.ts`) && vite) run(script);
+  if (existsSync(`${dir}/vite.config.ts`) && vite) run("npm", ["run", "--silent", script]);
   else console.log(`linkgate: skipping ${script} (no ${dir}/ sources or no vite here)`);
 }

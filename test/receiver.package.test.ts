@@ -1,9 +1,11 @@
-// `linkgate/receiver` as an integrator gets it: linkgate is packed with `npm pack` (which builds
-// dist/receiver through `prepare`), installed into a throw-away plain-JavaScript project, and
-// examples/receiver/server.mjs, copied there, verifies real deliveries from a real linkgate:
-// one receiver speaks only the legacy X-Service-Signature scheme, one only Standard Webhooks.
+// @linkgate/receiver as an integrator gets it: the workspace is packed with `npm pack`, the
+// tarball is installed with a plain `npm install` (scripts on) into an empty project, and plain
+// Node scripts there `require()` and `import()` it. They verify the package's own test vectors
+// and real deliveries from a real linkgate, as does examples/receiver/server.mjs copied there
+// (one copy speaks only the legacy X-Service-Signature scheme, one only Standard Webhooks) and
+// the Python snippet of docs/receiver.md, run with python3 as printed there.
 import { execFile, spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -16,79 +18,184 @@ import { signatureHeaders } from "../src/webhooks/signing.ts";
 import { CreateWebhookDocument, UpdateWebhookDocument } from "./generated/operations.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
+import { TestReceiver } from "./support/receiver.ts";
 
 const run = promisify(execFile);
 const repo = fileURLToPath(new URL("..", import.meta.url));
 let work: string;
 let project: string;
-let packed: { files: string[]; stderr: string };
+let packed: { filename: string; files: string[] };
 
 beforeAll(async () => {
-  work = mkdtempSync(path.join(tmpdir(), "linkgate-pack-"));
-  const pack = await run("npm", ["pack", "--json", "--pack-destination", work], { cwd: repo, maxBuffer: 16 * 1024 * 1024 });
-  const [info] = JSON.parse(pack.stdout) as { filename: string; files: { path: string }[] }[];
-  packed = { files: info.files.map((f) => f.path), stderr: pack.stderr };
+  work = mkdtempSync(path.join(tmpdir(), "linkgate-receiver-pack-"));
+  const pack = await run("npm", ["pack", "--json", "--pack-destination", work, "-w", "@linkgate/receiver"], { cwd: repo, maxBuffer: 16 * 1024 * 1024 });
+  // prepack's tsc output precedes npm's JSON on stdout.
+  const [info] = JSON.parse(pack.stdout.slice(pack.stdout.indexOf("\n[") + 1)) as { filename: string; files: { path: string }[] }[];
+  packed = { filename: info.filename, files: info.files.map((f) => f.path).sort() };
 
   project = path.join(work, "receiver-app");
-  writeFileSync(path.join(work, "package.json"), "{}\n"); // keeps npm from looking further up
   mkdirSync(project);
-  writeFileSync(
-    path.join(project, "package.json"),
-    JSON.stringify({ name: "receiver-app", private: true, type: "module", dependencies: { linkgate: `file:../${info.filename}` } }, null, 2),
-  );
-  // Installed by hand, as npm lays a tarball out: its package/ folder becomes
-  // node_modules/linkgate. `npm install --offline` cannot work here, because it would fetch
-  // linkgate's server dependencies (Prisma, PGlite, …), which are not in this machine's npm
-  // cache; and a receiver needs none of them: the receiver imports only node:crypto. Running
-  // with no dependency installed at all proves exactly that.
-  const target = path.join(project, "node_modules", "linkgate");
-  mkdirSync(target, { recursive: true });
-  await run("tar", ["-xzf", path.join(work, info.filename), "-C", target, "--strip-components=1"]);
+  writeFileSync(path.join(project, "package.json"), JSON.stringify({ name: "receiver-app", private: true, type: "module" }, null, 2));
+  // No dependencies to fetch, so --offline proves it needs nothing but the tarball.
+  await run("npm", ["install", "--offline", "--no-audit", "--no-fund", path.join(work, info.filename)], { cwd: project });
   copyFileSync(path.join(repo, "examples/receiver/server.mjs"), path.join(project, "server.mjs"));
+  writeFileSync(path.join(project, "verify.cjs"), VERIFY_SCRIPT.require);
+  writeFileSync(path.join(project, "verify.mjs"), VERIFY_SCRIPT.import);
+  writeFileSync(path.join(project, "verify.py"), `${pythonSnippet()}\n${PYTHON_DRIVER}`);
 });
 
 afterAll(() => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
-describe("the packed linkgate", () => {
-  it("is built on pack and ships the compiled receiver with declarations, not the test suite", () => {
-    expect(packed.stderr).toContain("tsc -p tsconfig.receiver.json");
-    for (const f of ["dist/receiver/receiver.js", "dist/receiver/receiver.d.ts", "dist/receiver/signing.js", "dist/receiver/secrets.js", "bin/linkgate.mjs", "package.json"]) {
-      expect(packed.files).toContain(f);
+/** One signed request for the verifiers below: the raw body as base64, the headers, what to hold. */
+type Case = { name: string; body: string; headers: Record<string, string>; secrets: string[]; scheme: "legacy" | "standard"; nowMs: number };
+type Outcome = { name: string; ok: boolean; code?: string };
+
+const CHECK = `(cases, { verifyWebhook, WebhookVerificationError }) => cases.map((c) => {
+  const r = verifyWebhook(Buffer.from(c.body, "base64"), c.headers, c.secrets, { scheme: c.scheme, now: () => c.nowMs });
+  if (!r.ok && !(r.error instanceof WebhookVerificationError)) throw new Error("not a WebhookVerificationError");
+  return r.ok ? { name: c.name, ok: true } : { name: c.name, ok: false, code: r.error.code };
+})`;
+
+/** Plain Node scripts that load the installed package with `require()` or `import()`. */
+const VERIFY_SCRIPT = {
+  require: `const { readFileSync } = require("node:fs");
+const check = ${CHECK};
+console.log(JSON.stringify(check(JSON.parse(readFileSync(process.argv[2], "utf8")), require("@linkgate/receiver"))));
+`,
+  import: `import { readFileSync } from "node:fs";
+const check = ${CHECK};
+console.log(JSON.stringify(check(JSON.parse(readFileSync(process.argv[2], "utf8")), await import("@linkgate/receiver"))));
+`,
+};
+
+/** The one ```python block of docs/receiver.md, exactly as a reader copies it. */
+function pythonSnippet(): string {
+  const doc = readFileSync(path.join(repo, "docs/receiver.md"), "utf8");
+  const blocks = [...doc.matchAll(/^```python\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+  expect(blocks).toHaveLength(1);
+  return blocks[0];
+}
+
+const PYTHON_DRIVER = `
+import json, sys
+out = []
+for c in json.load(open(sys.argv[1])):
+    body = base64.b64decode(c["body"])
+    headers = {k.lower(): v for k, v in c["headers"].items()}
+    if c["scheme"] == "legacy":
+        ok = verify_legacy(body, headers, c["secrets"])
+    else:
+        ok = verify_standard(body, headers, c["secrets"], now=c["nowMs"] / 1000)
+    out.append({"name": c["name"], "ok": ok})
+print(json.dumps(out))
+`;
+
+async function verifyWith(runner: "require" | "import" | "python", cases: Case[]): Promise<Outcome[]> {
+  const file = path.join(work, `cases-${runner}-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(file, JSON.stringify(cases));
+  const [cmd, script] = runner === "python" ? ["python3", "verify.py"] : [process.execPath, runner === "require" ? "verify.cjs" : "verify.mjs"];
+  const { stdout } = await run(cmd, [script, file], { cwd: project });
+  return JSON.parse(stdout) as Outcome[];
+}
+
+/** Every way one signed request must verify, and the ways it must not. */
+function casesFor(name: string, body: Buffer, headers: Record<string, string>, held: { current: string; previous?: string }, nowMs: number): { cases: Case[]; expected: Outcome[] } {
+  const cases: Case[] = [];
+  const expected: Outcome[] = [];
+  const add = (label: string, b: Buffer, secrets: string[], scheme: "legacy" | "standard", ok: boolean, code?: string) => {
+    cases.push({ name: `${name} ${scheme} ${label}`, body: b.toString("base64"), headers, secrets, scheme, nowMs });
+    expected.push({ name: `${name} ${scheme} ${label}`, ok, ...(code ? { code } : {}) });
+  };
+  const tampered = Buffer.from(body);
+  tampered[tampered.length - 2] ^= 1;
+  for (const scheme of ["legacy", "standard"] as const) {
+    add("current secret", body, [held.current], scheme, true);
+    if (held.previous) add("previous secret", body, [held.previous], scheme, true);
+    add("another secret", body, [generateWebhookSecret()], scheme, false, "invalid_signature");
+    add("tampered body", tampered, [held.current], scheme, false, "invalid_signature");
+  }
+  return { cases, expected };
+}
+
+/** The vectors shipped in the installed package, as verifier cases. */
+function vectorCases() {
+  const file = path.join(project, "node_modules/@linkgate/receiver/vectors/webhook-signatures.json");
+  const vectors = JSON.parse(readFileSync(file, "utf8")) as {
+    cases: { name: string; body: string; webhook_id: string; webhook_timestamp: string; current_secret: string; previous_secret: string; headers_outside_transition: Record<string, string>; headers_during_transition: Record<string, string> }[];
+  };
+  expect(vectors.cases.length).toBeGreaterThan(0);
+  const all = { cases: [] as Case[], expected: [] as Outcome[] };
+  for (const v of vectors.cases) {
+    const common = { "webhook-id": v.webhook_id, "webhook-timestamp": v.webhook_timestamp };
+    const nowMs = Number(v.webhook_timestamp) * 1000;
+    for (const [label, headers, held] of [
+      ["outside a transition", v.headers_outside_transition, { current: v.current_secret }],
+      ["during a transition", v.headers_during_transition, { current: v.current_secret, previous: v.previous_secret }],
+    ] as const) {
+      const c = casesFor(`${v.name} ${label}`, Buffer.from(v.body, "utf8"), { ...common, ...headers }, held, nowMs);
+      all.cases.push(...c.cases);
+      all.expected.push(...c.expected);
     }
-    expect(packed.files.filter((f) => /^(test|node_modules|bench|dashboard\/src)\/|^\.data\//.test(f))).toEqual([]);
+  }
+  return all;
+}
+
+describe("the packed @linkgate/receiver", () => {
+  it("ships its ESM and CommonJS builds, declarations, README and test vectors, nothing else", () => {
+    expect(packed.filename).toBe("linkgate-receiver-0.1.0.tgz");
+    expect(packed.files).toEqual([
+      "README.md",
+      "dist/cjs/index.d.ts",
+      "dist/cjs/index.js",
+      "dist/cjs/package.json",
+      "dist/esm/index.d.ts",
+      "dist/esm/index.js",
+      "package.json",
+      "vectors/webhook-signatures.json",
+    ]);
   });
 
-  it("a plain Node project imports linkgate/receiver (ESM, no dependencies installed)", async () => {
-    const { stdout } = await run(
-      process.execPath,
-      ["--input-type=module", "-e", `const m = await import("linkgate/receiver"); console.log(Object.keys(m).sort().join(","))`],
-      { cwd: project },
-    );
-    expect(stdout.trim()).toBe("WebhookVerificationError,verifyWebhook");
+  it("installs with plain npm install and brings no other package", () => {
+    expect(readdirSync(path.join(project, "node_modules")).sort()).toEqual([".package-lock.json", "@linkgate"]);
+    expect(readdirSync(path.join(project, "node_modules/@linkgate"))).toEqual(["receiver"]);
+    const manifest = JSON.parse(readFileSync(path.join(project, "node_modules/@linkgate/receiver/package.json"), "utf8"));
+    expect(manifest.dependencies).toBeUndefined();
+    expect(manifest.engines).toEqual({ node: ">=18" });
+    expect(JSON.parse(readFileSync(path.join(project, "package.json"), "utf8")).dependencies).toEqual({ "@linkgate/receiver": `file:../${packed.filename}` });
   });
 
-  it("a TypeScript project type-checks against its declarations", async () => {
-    writeFileSync(
-      path.join(project, "check.ts"),
-      [
-        `import { verifyWebhook, WebhookVerificationError, type VerifyResult } from "linkgate/receiver";`,
-        `const r: VerifyResult = verifyWebhook("{}", { "webhook-id": "evt_1" }, ["whsec_a"], { scheme: "standard" });`,
-        `export const id: string | undefined = r.ok ? r.envelope.id : undefined;`,
-        `export const status: 400 | 401 | undefined = r.ok ? undefined : r.error.status;`,
-        `export const isError: boolean = !r.ok && r.error instanceof WebhookVerificationError;`,
-      ].join("\n"),
-    );
-    writeFileSync(
-      path.join(project, "tsconfig.json"),
-      JSON.stringify({
-        compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, typeRoots: [path.join(repo, "node_modules/@types")], types: ["node"] },
-        files: ["check.ts"],
-      }),
-    );
-    const tsc = await run(process.execPath, [path.join(repo, "node_modules/typescript/bin/tsc"), "-p", project], { cwd: project }).catch((e) => e);
-    expect(`${tsc.stdout ?? ""}${tsc.stderr ?? ""}`).toBe("");
+  it.each(["require", "import"] as const)("loaded with %s(), verifies every test vector and refuses a wrong secret or a changed byte", async (how) => {
+    const { cases, expected } = vectorCases();
+    expect(await verifyWith(how, cases)).toEqual(expected);
+  });
+
+  it("the Python snippet of docs/receiver.md verifies every test vector and refuses a wrong secret or a changed byte", async () => {
+    const { cases, expected } = vectorCases();
+    expect(await verifyWith("python", cases)).toEqual(expected.map(({ name, ok }) => ({ name, ok })));
+  });
+
+  it("a TypeScript project type-checks against its declarations, from ESM and from CommonJS, without @types/node", async () => {
+    const lines = (from: string) => [
+      from,
+      `const r: VerifyResult = verifyWebhook("{}", { "webhook-id": "evt_1" }, ["whsec_a"], { scheme: "standard" });`,
+      `export const id: string | undefined = r.ok ? r.envelope.id : undefined;`,
+      `export const status: 400 | 401 | undefined = r.ok ? undefined : r.error.status;`,
+      `export const isError: boolean = !r.ok && r.error instanceof WebhookVerificationError;`,
+      `export const fromBytes = verifyWebhook(new Uint8Array(2), { get: (name: string) => name }, "whsec_a");`,
+    ];
+    writeFileSync(path.join(project, "check.mts"), lines(`import { verifyWebhook, WebhookVerificationError, type VerifyResult } from "@linkgate/receiver";`).join("\n"));
+    writeFileSync(path.join(project, "check.cts"), lines(`import { verifyWebhook, WebhookVerificationError, type VerifyResult } from "@linkgate/receiver";`).join("\n"));
+    const tsc = path.join(repo, "node_modules/typescript/bin/tsc");
+    for (const [resolution, files] of [["NodeNext", ["check.mts", "check.cts"]], ["Node10", ["check.mts"]]] as const) {
+      writeFileSync(
+        path.join(project, "tsconfig.json"),
+        JSON.stringify({ compilerOptions: { module: resolution === "Node10" ? "ESNext" : "NodeNext", moduleResolution: resolution, strict: true, noEmit: true, lib: ["ES2022"], types: [] }, files }),
+      );
+      const r = await run(process.execPath, [tsc, "-p", project], { cwd: project }).catch((e) => e);
+      expect(`${r.stdout ?? ""}${r.stderr ?? ""}`, resolution).toBe("");
+    }
   });
 });
 
@@ -147,34 +254,46 @@ class Receiver {
   }
 }
 
-describe.each(backends)("a real delivery to the packed receiver on %s", (backend) => {
+describe.each(backends)("a real delivery to the installed package on %s", (backend) => {
   let h: Harness;
   let worker: DeliveryWorker;
   const receivers: Receiver[] = [];
+  let capture: TestReceiver;
 
   beforeAll(async () => {
     h = await startHarness(backend);
+    capture = await TestReceiver.start();
   });
   afterAll(async () => {
     await worker?.stop();
     await Promise.all(receivers.map((r) => r.stop()));
+    await capture?.close();
     await h?.close();
   });
 
-  /** A webhook for user.created, then a receiver holding its secret, then the webhook aimed at it. */
-  async function subscribe(scheme: "legacy" | "standard") {
-    const created = await h.op(CreateWebhookDocument, { input: { url: "http://127.0.0.1:9/not-yet", events: ["user.created"], description: scheme } });
+  async function createWebhook(description: string) {
+    const created = await h.op(CreateWebhookDocument, { input: { url: "http://127.0.0.1:9/not-yet", events: ["user.created"], description } });
     if (created.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(created.createWebhook.__typename);
-    const { receiver, url } = await Receiver.start(created.createWebhook.secret, scheme);
-    receivers.push(receiver);
-    const updated = await h.op(UpdateWebhookDocument, { id: created.createWebhook.webhook.id, input: { url } });
+    return { id: created.createWebhook.webhook.id, secret: created.createWebhook.secret };
+  }
+  async function aim(id: string, url: string) {
+    const updated = await h.op(UpdateWebhookDocument, { id, input: { url } });
     expect(updated.updateWebhook.__typename).toBe("UpdateWebhookPayload");
+  }
+  /** A webhook for user.created, then the example receiver holding its secret, then the webhook aimed at it. */
+  async function subscribe(scheme: "legacy" | "standard") {
+    const { id, secret } = await createWebhook(scheme);
+    const { receiver, url } = await Receiver.start(secret, scheme);
+    receivers.push(receiver);
+    await aim(id, url);
     return { receiver, url };
   }
 
-  it("verifies a user.created delivery with the legacy and with the Standard Webhooks signature", async () => {
+  it("the example receiver verifies a user.created delivery with the legacy and with the Standard Webhooks signature; require(), import() and the Python snippet verify the captured bytes", async () => {
     const legacy = await subscribe("legacy");
     const standard = await subscribe("standard");
+    const captured = await createWebhook("captured");
+    await aim(captured.id, capture.url);
     worker = startWorker({ db: h.db, config: h.config, masterKey: h.app.deps.master, pollMs: 50 });
 
     const { accountId } = await h.signIn({ email: `packed-${backend}@example.com` });
@@ -193,9 +312,19 @@ describe.each(backends)("a real delivery to the packed receiver on %s", (backend
       .toEqual([
         { status: "succeeded", lastStatus: 200 },
         { status: "succeeded", lastStatus: 200 },
+        { status: "succeeded", lastStatus: 200 },
       ]);
 
-    // And each one refuses a delivery signed with a secret it does not hold.
+    // The bytes and headers exactly as linkgate sent them, verified outside the gateway.
+    const [receipt] = await capture.waitFor(1);
+    expect(receipt.headers["webhook-id"]).toBe(event.id);
+    const headers = Object.fromEntries(Object.entries(receipt.headers).map(([k, v]) => [k, String(v)]));
+    const { cases, expected } = casesFor("delivery", receipt.body, headers, { current: captured.secret }, Date.now());
+    expect(await verifyWith("require", cases)).toEqual(expected);
+    expect(await verifyWith("import", cases)).toEqual(expected);
+    expect(await verifyWith("python", cases)).toEqual(expected.map(({ name, ok }) => ({ name, ok })));
+
+    // And each example receiver refuses a delivery signed with a secret it does not hold.
     const body = JSON.stringify({ id: "evt_forged", event_type: "user.created", created_at: new Date().toISOString(), project_id: h.projectId, data: {} });
     const forged = signatureHeaders({ body, eventId: "evt_forged", eventType: "user.created", attempt: 1, timestamp: Math.floor(Date.now() / 1000), secrets: { current: generateWebhookSecret() } });
     for (const r of [legacy, standard]) {

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
@@ -145,5 +146,31 @@ describe("verifyWebhook properties", () => {
         return !r.ok && r.error.code === "invalid_signature";
       }),
     );
+  });
+});
+
+describe("the test vectors shipped in packages/receiver", () => {
+  const vectors = JSON.parse(readFileSync(new URL("../packages/receiver/vectors/webhook-signatures.json", import.meta.url), "utf8")) as {
+    cases: { name: string; body: string; webhook_id: string; webhook_timestamp: string; current_secret: string; previous_secret: string; headers_outside_transition: Record<string, string>; headers_during_transition: Record<string, string> }[];
+  };
+
+  it.each(vectors.cases)("$name: linkgate signs exactly the vector's headers, and the receiver verifies them with either secret", (v) => {
+    const at = Number(v.webhook_timestamp);
+    const common = { "webhook-id": v.webhook_id, "webhook-timestamp": v.webhook_timestamp };
+    const signed = (previous?: string) =>
+      signatureHeaders({ body: v.body, eventId: v.webhook_id, eventType: "user.created", attempt: 1, timestamp: at, secrets: { current: v.current_secret, previous } });
+    const pick = (h: Record<string, string>) => Object.fromEntries(Object.keys(v.headers_during_transition).map((k) => [k, h[k]]).filter(([, x]) => x !== undefined));
+    expect(pick(signed())).toEqual(v.headers_outside_transition);
+    expect(pick(signed(v.previous_secret))).toEqual(v.headers_during_transition);
+
+    const nowMs = () => at * 1000;
+    for (const scheme of ["legacy", "standard"] as const) {
+      expect(verifyWebhook(v.body, { ...common, ...v.headers_outside_transition }, v.current_secret, { now: nowMs, scheme })).toMatchObject({ ok: true, scheme });
+      expect(verifyWebhook(v.body, { ...common, ...v.headers_outside_transition }, v.previous_secret, { now: nowMs, scheme }).ok).toBe(false);
+      for (const held of [v.current_secret, v.previous_secret]) {
+        expect(verifyWebhook(v.body, { ...common, ...v.headers_during_transition }, held, { now: nowMs, scheme })).toMatchObject({ ok: true, scheme, secretUsed: held });
+      }
+      expect(verifyWebhook(v.body + " ", { ...common, ...v.headers_during_transition }, v.current_secret, { now: nowMs, scheme }).ok).toBe(false);
+    }
   });
 });

@@ -1,6 +1,6 @@
-// A webhook receiver in plain JavaScript, as an integrator writes it: `npm install linkgate`,
-// then `import { verifyWebhook } from "linkgate/receiver"` (the package's only runtime import
-// is node:crypto). test/receiver.package.test.ts runs this very file against a packed linkgate.
+// A webhook receiver in plain JavaScript, as an integrator writes it: `npm install @linkgate/receiver`,
+// then `import { verifyWebhook } from "@linkgate/receiver"` (the package has no dependencies;
+// it imports only node:crypto). test/receiver.package.test.ts runs this very file against the packed package.
 //
 //   WEBHOOK_SECRETS=whsec_... PORT=3000 node server.mjs
 //
@@ -8,7 +8,7 @@
 // WEBHOOK_SCHEME: `any` (default: Standard Webhooks when its headers are present), `standard`
 // or `legacy` (X-Service-Signature only). HOST defaults to 0.0.0.0, PORT to 3000 (0: any free port).
 import { createServer } from "node:http";
-import { verifyWebhook } from "linkgate/receiver";
+import { verifyWebhook } from "@linkgate/receiver";
 
 const MAX_BODY = 1024 * 1024;
 

@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import { pathToFileURL } from "node:url";
-import { verifyWebhook } from "../../src/webhooks/receiver.ts"; // in your app: "linkgate/receiver"
+import { verifyWebhook } from "../../packages/receiver/src/index.ts"; // in your app: "@linkgate/receiver"
 
 const MAX_BODY = 1024 * 1024;
 
