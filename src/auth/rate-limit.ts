@@ -215,6 +215,7 @@ export async function assertUnder(db: DbLike, peek: Check[]): Promise<void> {
 const COUNT_FAILURES = prepared<{ key: string; count: number; resets_in: number }>(
   "count_failures",
   { key: "text", count: "int4", resets_in: "int4" },
+  // wrong codes count wherever they come from: no known place (the upsert reads `known`)
   `WITH known AS (SELECT 1 WHERE false), bumped AS (${UPSERT("$1", "$2", "true")}) SELECT key, count, ${RESETS_IN} AS resets_in FROM bumped`,
 );
 
