@@ -345,7 +345,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await checkLayout(page, `${backend}-account-passkey`);
   });
 
-  it("Ada, signed in moments ago, attaches a phone with nothing to confirm; she then removes it, but not her last e-mail", async () => {
+  it("Ada, signed in moments ago, attaches a phone with nothing to confirm; she then removes it, and is not offered to remove her last e-mail", async () => {
     const { page } = laptop;
     await link(page, adaPhone);
     await status(page, `${adaPhone} is now attached to your account.`).waitFor();
@@ -360,12 +360,10 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await status(page, `${adaPhone} was removed from your account.`).waitFor();
     expect(await page.locator(`li[data-identifier="${adaPhone}"]`).count()).toBe(0);
 
-    await page.getByRole("button", { name: `Remove ${ada}` }).click();
-    await page.getByRole("button", { name: "Remove", exact: true }).click();
-    await page.getByRole("alert").filter({ hasText: "The last identifier of an account cannot be removed." }).waitFor();
-    await page.getByRole("button", { name: "Cancel" }).click();
-    expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe(`Remove ${ada}`);
-    expect(await page.getByRole("alert").count()).toBe(0);
+    // Her e-mail is now her only identifier: the page offers no Remove that could only fail.
+    const last = page.locator(`li[data-identifier="${ada}"]`);
+    await last.getByText("Add another address before removing this one.").waitFor();
+    expect(await page.getByRole("button", { name: `Remove ${ada}` }).count()).toBe(0);
   });
 
   it("Ada links Bob's e-mail: a merge, said in words; Bob's passkey now signs into Ada's account", async () => {
@@ -496,7 +494,9 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
 
   beforeAll(async () => {
     const browser = await sharedBrowser();
-    site = await startSite(backend, { LINKGATE_RECENT_AUTH_SECONDS: String(WINDOW_SECONDS) });
+    // Cy asks for seven codes from one address in a minute (three sign-ins, four confirmations):
+    // more than the default five per identifier and address, which is not what this suite is about.
+    site = await startSite(backend, { LINKGATE_RECENT_AUTH_SECONDS: String(WINDOW_SECONDS), LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS: "20" });
     laptop = await openDevice(browser);
     tablet = await openDevice(browser);
   });
@@ -507,6 +507,22 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
   });
 
   const sessionRow = (page: Page, sid: string) => page.locator(`li[data-session="${sid}"]`);
+  /** When the laptop's session last signed in or confirmed it is Cy. */
+  let confirmedAt = 0;
+  const pastTheWindow = () => new Promise((r) => setTimeout(r, Math.max(0, confirmedAt + WINDOW_SECONDS * 1000 + 300 - Date.now())));
+
+  /** The change she asked for needs her to confirm it is her: a code to her own address does, and the change goes ahead. */
+  async function confirmWithCode(page: Page) {
+    const dialog = reauthDialog(page);
+    await dialog.waitFor();
+    expect(await focusedText(page)).toBe(`Send a code to ${cy}`);
+    await page.keyboard.press("Enter");
+    await dialog.getByLabel("Code").waitFor();
+    await page.keyboard.type(await site.h.mailbox.otp(cy));
+    await page.keyboard.press("Enter");
+    await dialog.waitFor({ state: "detached" });
+    confirmedAt = Date.now();
+  }
 
   it("both of Cy's browsers sign in; her laptop lists both sessions, this one marked, the other with an End button", async () => {
     for (const { page } of [tablet, laptop]) {
@@ -569,6 +585,7 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
 
     // Confirmed: the dialog goes, and the request it interrupted goes ahead with the typed address.
     await dialog.waitFor({ state: "detached" });
+    confirmedAt = Date.now();
     await page.getByText(`We sent a 6-digit code to ${added}.`).waitFor();
     expect(await focused(page)).toBe("link-code");
     await page.keyboard.type(await h.mailbox.otp(added));
@@ -592,12 +609,15 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
     expect(text).toMatch(/end your other sessions/);
   });
 
-  it("Cy ends her tablet's session from her laptop with the keyboard: the tablet's next action lands on /login", async () => {
+  it("Cy ends her tablet's session from her laptop with the keyboard, after confirming it's her: the tablet's next action lands on /login", async () => {
     const { page } = laptop;
     const tabletSid = await sidOf(tablet.page);
     const row = sessionRow(page, tabletSid);
+    // A stale session may not sign others out (a thief's would sign the owner out everywhere).
+    await pastTheWindow();
     await row.getByRole("button", { name: /^End the session of / }).focus();
     await page.keyboard.press("Enter");
+    await confirmWithCode(page);
     await status(page, /^The session of Headless Chrome \d+ on Linux ended: it is signed out on its next request\.$/).waitFor();
     await row.waitFor({ state: "detached" });
     // The row went with the button: the section keeps the focus.
@@ -615,15 +635,17 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
     expect(await tablet.credentials()).toEqual([]);
   });
 
-  it("signed in again on the tablet, Cy ends all other sessions from her laptop: the tablet is signed out again, the laptop is not", async () => {
+  it("signed in again on the tablet, Cy ends all other sessions from her laptop after confirming it's her: the tablet is signed out again, the laptop is not", async () => {
     const t = tablet.page;
     await signInByCode(site, t, cy);
     const { page } = laptop;
     // Her laptop's list is from before the tablet came back: reloading shows it.
     await page.reload();
     await sessionRow(page, await sidOf(t)).waitFor();
+    await pastTheWindow();
     await page.getByRole("button", { name: "End all other sessions" }).focus();
     await page.keyboard.press("Enter");
+    await confirmWithCode(page);
     await status(page, "1 other session ended: it is signed out on its next request.").waitFor();
     expect(await focused(page)).toBe("sessions-title");
     await page.getByText("You are signed in on this device only.").waitFor();

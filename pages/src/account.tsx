@@ -226,7 +226,7 @@ function Identifiers(props: { viewer: Viewer; reload: Reload }) {
       <p class="hint">Each of them signs in to this account with a code.</p>
       <ul class="items">
         {props.viewer.identifiers.map((i) => (
-          <IdentifierRow key={i.id} identifier={i} reload={props.reload} onDone={setDone} />
+          <IdentifierRow key={i.id} identifier={i} only={props.viewer.identifiers.length === 1} reload={props.reload} onDone={setDone} />
         ))}
       </ul>
       <Done text={done} />
@@ -235,7 +235,8 @@ function Identifiers(props: { viewer: Viewer; reload: Reload }) {
   );
 }
 
-function IdentifierRow(props: { identifier: Identifier; reload: Reload; onDone: (text: string) => void }) {
+/** `only`: the account's last identifier, which cannot be removed (an account keeps one to sign in with a code). */
+function IdentifierRow(props: { identifier: Identifier; only: boolean; reload: Reload; onDone: (text: string) => void }) {
   const { identifier: i } = props;
   const [asking, setAsking] = useState(false);
   const opener = useReturnFocus<HTMLButtonElement>(asking);
@@ -259,7 +260,8 @@ function IdentifierRow(props: { identifier: Identifier; reload: Reload; onDone: 
           {kindLabel(i)} · <span class={`badge ${i.origin}`}>{i.origin === "own" ? "signed up with it" : "added later"}</span>
         </span>
       </div>
-      {!asking && (
+      {props.only && <span class="hint">Add another address before removing this one.</span>}
+      {!asking && !props.only && (
         <button type="button" class="small" ref={opener} onClick={() => ask(true)} aria-label={`Remove ${i.value}`}>
           Remove
         </button>
