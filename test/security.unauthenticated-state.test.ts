@@ -71,5 +71,9 @@ describe.each(backends)("state created without credentials, per client address, 
 
     const other = await authorize("2001:db8::1");
     expect(other.status).toBe(303);
+    // an IPv6 client is counted by its /64: sixty addresses of one /64 use up its one budget
+    const v6 = "2001:db8:0:7::";
+    for (let i = 1; i <= 60; i++) expect((await authorize(`${v6}${i.toString(16)}`)).status).toBe(303);
+    expect((await authorize(`${v6}ffff`)).status).toBe(429);
   });
 });

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type Provider from "oidc-provider";
 import type { Actor, Deps } from "../deps.ts";
-import { consume, type Limit } from "../auth/rate-limit.ts";
+import { addressGroup, consume, type Limit } from "../auth/rate-limit.ts";
 import { endSessions } from "../auth/sessions.ts";
 import type { TokenResponse } from "../auth/sign-in.ts";
 import { InvalidRequest } from "../errors.ts";
@@ -33,7 +33,7 @@ export const AUTHORIZATIONS_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 }
 
 /** Counts an authorization request against its client address; throws RateLimited past the bound. */
 export async function countAuthorization(deps: Deps, clientAddress: string): Promise<void> {
-  await consume(deps.db, [{ key: `unauth:authorize:${clientAddress}`, limit: AUTHORIZATIONS_PER_ADDRESS }]);
+  await consume(deps.db, [{ key: `unauth:authorize:${addressGroup(clientAddress)}`, limit: AUTHORIZATIONS_PER_ADDRESS }]);
 }
 
 export class InteractionExpired extends InvalidRequest {
