@@ -4,13 +4,13 @@ import { Hono, type Context, type Next } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { randomUUID } from "node:crypto";
-import type { Config } from "./config.ts";
+import { defaultIssuer, type Config } from "./config.ts";
 import { deriveKey } from "./crypto.ts";
 import { openDatabase, type Database } from "./db/client.ts";
 import { applyMigrations, readMigrations } from "./db/migrations.ts";
 import { limitsFrom, type Deps, type Limits } from "./deps.ts";
 import { resolveMasterKey } from "./auth/master-key.ts";
-import { bootstrapProject } from "./auth/projects.ts";
+import { bootstrapProject, developmentPagesKey } from "./auth/projects.ts";
 import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
 import { BODY_LIMIT } from "./http/body.ts";
@@ -56,7 +56,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   await applyMigrations(db.adapterFactory);
   const expectedMigrations = (await readMigrations()).migrationDirectories.length;
   const master = resolveMasterKey(config);
-  const issuer = config.issuer ?? `http://${config.host}:${config.port}`;
+  const issuer = defaultIssuer(config);
   const messenger = opts.messenger ?? createMessenger({ ...config, logger });
   const limits = { ...limitsFrom(config.abuse), ...opts.limits };
   const deps: Deps = {
@@ -73,7 +73,9 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   };
   const sweeper = startSweeper({ db, settings: config.retention, logger });
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
-  const app = routes(deps, expectedMigrations);
+  // Development serves working pages with no configuration; production is told what they lack.
+  const pagesKey = config.pagesPublishableKey || config.production ? null : await developmentPagesKey(db.prisma, master);
+  const app = routes(deps, expectedMigrations, pagesKey?.key ?? null);
   return {
     fetch: (req, env) => Promise.resolve(app.fetch(req, env)),
     deps,
@@ -87,7 +89,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   };
 }
 
-function routes(deps: Deps, expectedMigrations: number) {
+function routes(deps: Deps, expectedMigrations: number, pagesKey: string | null) {
   const app = new Hono<AppEnv>();
   const yoga = createGraphQL(deps);
   const clientAddress = clientAddressResolver(deps.config.trustedProxies);
@@ -126,7 +128,7 @@ function routes(deps: Deps, expectedMigrations: number) {
   app.route("/", docsRoutes());
   app.route("/", dashboardRoutes());
   app.route("/", graphiqlRoutes(deps.config));
-  app.route("/", hostedPageRoutes(deps.config));
+  app.route("/", hostedPageRoutes(deps.config, { key: pagesKey, issuer: deps.keys.issuer, logger: deps.logger }));
   app.use(
     "/graphql",
     bodyLimit({ maxSize: BODY_LIMIT, onError: (c) => c.json(errorBody("PayloadTooLarge", `the body is larger than ${BODY_LIMIT} bytes`), 413) }),

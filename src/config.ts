@@ -78,11 +78,14 @@ export type Config = {
   /** GraphiQL and introspection; off by default in production */
   graphiql: boolean;
   shutdownTimeoutMs: number;
-  /** passkey relying party id; unset: the issuer's host ("localhost" for a loopback address) */
+  /** passkey relying party id; unset: the issuer's host (see defaultIssuer) */
   webauthnRpId?: string;
   /** origins allowed in passkey ceremonies; empty: the issuer's origin */
   webauthnOrigins: string[];
-  /** the publishable key the hosted /login and /account pages use; unset: the bootstrap publishable key */
+  /**
+   * the publishable key the hosted /login and /account pages use; unset: the bootstrap
+   * publishable key, else (development only) one the app makes for the default project
+   */
   pagesPublishableKey?: string;
   /** how long events (with their deliveries) and delivery attempts are kept */
   /** sweepSeconds: how often this process sweeps; 0 leaves sweeping to other processes */
@@ -192,7 +195,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
   };
   assertProductionReady(config);
+  // Set on purpose for the pages, yet unusable there: production refuses rather than serve
+  // pages that only say they are not configured (a secret key is never put in a page).
+  if (config.production && e.LINKGATE_PAGES_PUBLISHABLE_KEY && !isPublishableKey(e.LINKGATE_PAGES_PUBLISHABLE_KEY)) {
+    throw new ConfigError("LINKGATE_PAGES_PUBLISHABLE_KEY must be a publishable key (lg_pk_…): it is written into the hosted pages, where anyone can read it");
+  }
   return config;
+}
+
+/** A publishable key's shape; its charset needs no escaping in HTML. */
+export function isPublishableKey(key: string): boolean {
+  return /^lg_pk_[\w-]+$/.test(key.trim());
 }
 
 // Production must never silently log OTPs or invent a master key.
@@ -203,4 +216,29 @@ export function assertProductionReady(config: Config): void {
   if (!config.smtpUrl) missing.push("SMTP_URL");
   if (!config.smsWebhookUrl) missing.push("SMS_WEBHOOK_URL");
   if (missing.length) throw new ConfigError(`NODE_ENV=production needs ${missing.join(", ")}`);
+}
+
+const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1|\[::1\])$/i;
+
+/** 127.0.0.0/8, ::1 and localhost: addresses only this machine reaches. */
+export function isLoopbackHost(host: string): boolean {
+  return LOOPBACK.test(host);
+}
+
+/**
+ * The URL to give people for HOST and a port. A loopback address is named `localhost`: browsers
+ * allow passkeys there over plain HTTP (a secure context whose host is a valid RP id), never at
+ * http://127.0.0.1 (docs/configuration.md, LINKGATE_ISSUER).
+ */
+export function localUrl(host: string, port: number): string {
+  if (isLoopbackHost(host)) return `http://localhost:${port}`;
+  return `http://${host.includes(":") && !host.startsWith("[") ? `[${host}]` : host}:${port}`;
+}
+
+/**
+ * LINKGATE_ISSUER, else the printed address: tokens' `iss`, the discovery document and the
+ * passkey relying party all name the place the first start tells people to open.
+ */
+export function defaultIssuer(config: Pick<Config, "issuer" | "host" | "port">): string {
+  return config.issuer ?? localUrl(config.host, config.port);
 }

@@ -4,7 +4,7 @@ import { serve } from "@hono/node-server";
 import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
 import { claimDefaultIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
-import type { Config } from "./config.ts";
+import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { die, ensureDatabaseReachable, loadConfigOrDie, stopOnSignals } from "./lifecycle.ts";
 
 const config = await loadConfigOrDie();
@@ -26,7 +26,7 @@ const worker = config.worker ? await import("./delivery/worker.ts").then((m) => 
 
 const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.port, hostname: config.host }, (info) => {
   const graphiql = config.graphiql ? " (GraphiQL at /graphql)" : "";
-  logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on http://${config.host}:${info.port}${graphiql}`);
+  logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)}${graphiql}`);
 }) as Server;
 
 stopOnSignals(logger, config.shutdownTimeoutMs, {
@@ -47,7 +47,7 @@ stopOnSignals(logger, config.shutdownTimeoutMs, {
 async function claimIssuerOrDie(config: Config): Promise<IssuerClaim | undefined> {
   if (config.issuer || !config.databaseUrl) return undefined;
   try {
-    return await claimDefaultIssuer(config.databaseUrl, `http://${config.host}:${config.port}`);
+    return await claimDefaultIssuer(config.databaseUrl, defaultIssuer(config));
   } catch (err) {
     if (err instanceof IssuerNotShared) return die(err.message);
     throw err;

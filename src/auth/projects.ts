@@ -3,7 +3,8 @@
 // Two kinds, like every hosted auth service: a publishable key (lg_pk_…) that front-end apps
 // ship and anyone may read, and a secret key (lg_sk_…) that administers the project.
 import type { Db } from "../db/client.ts";
-import { randomToken, sha256Hex } from "../crypto.ts";
+import { deriveKey, randomToken, sha256Hex, type MasterKey } from "../crypto.ts";
+import { createHmac } from "node:crypto";
 import type { KeyKind } from "../deps.ts";
 import { NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -69,4 +70,25 @@ export async function bootstrapProject(db: Db, keys: BootstrapKeys): Promise<New
   }
   if (await db.project.count()) return null;
   return createProject(db, "default");
+}
+
+/**
+ * The hosted pages' publishable key in development, when none is configured: a publishable key
+ * of the project named `default`, derived from the master key and the project id. Only hashes of
+ * keys are stored, so an existing key cannot be read back; this one can be recomputed on every
+ * start instead, and is stored (once) as the project's key like any other. A publishable key is
+ * public anyway: it ships in every front end (docs/configuration.md, LINKGATE_PAGES_PUBLISHABLE_KEY).
+ * Null without a `default` project, or once the key has been revoked: revoking it is how an
+ * operator stops the pages from using it.
+ */
+export async function developmentPagesKey(db: Db, master: MasterKey): Promise<{ key: string; projectId: string } | null> {
+  const project = await db.project.findFirst({ where: { name: "default" }, orderBy: { createdAt: "asc" }, select: { id: true } });
+  if (!project) return null;
+  const mac = createHmac("sha256", deriveKey(master, "hosted-pages-publishable-key")).update(project.id).digest("base64url");
+  const key = `${PREFIX.publishable}${mac}`;
+  const keyHash = sha256Hex(key);
+  // Two processes may start at once on one database: the unique hash lets only one row in.
+  await db.apiKey.createMany({ data: [{ id: newId("key"), projectId: project.id, keyHash, prefix: key.slice(0, 10), kind: "publishable" }], skipDuplicates: true });
+  const row = await db.apiKey.findUnique({ where: { keyHash }, select: { revokedAt: true } });
+  return row && !row.revokedAt ? { key, projectId: project.id } : null;
 }

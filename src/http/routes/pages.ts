@@ -5,20 +5,56 @@ import { Hono, type Context } from "hono";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Config } from "../../config.ts";
+import { relyingParty } from "../../auth/passkeys.ts";
+import { defaultIssuer, isPublishableKey, type Config } from "../../config.ts";
+import type { Logger } from "../../log.ts";
 import type { AppEnv } from "../env.ts";
 import { errorBody } from "../errors.ts";
 import { CONTENT_TYPES, PAGE_SECURITY_HEADERS, safeSegments, serveBuiltFile } from "../static-files.ts";
 
 const DEFAULT_ROOT = fileURLToPath(new URL("../../../pages/dist/", import.meta.url));
 
-/** The only keys a page may be given: publishable ones, whose charset needs no escaping. */
-const PUBLISHABLE = /^lg_pk_[\w-]+$/;
-
 /** The configured key if it is a publishable one; a secret key would be public once in a page. */
 export function pagesKey(config: Pick<Config, "pagesPublishableKey">): string | null {
   const key = config.pagesPublishableKey?.trim();
-  return key && PUBLISHABLE.test(key) ? key : null;
+  return key && isPublishableKey(key) ? key : null;
+}
+
+/**
+ * What keeps the hosted pages from working, each naming the variable to set; empty when they
+ * work. The pages are optional, so this is said at start rather than refused (docs/configuration.md).
+ */
+export function pagesProblems(config: Config, issuer: string, key: string | null): string[] {
+  const problems: string[] = [];
+  if (!key) {
+    problems.push(
+      config.pagesPublishableKey
+        ? "LINKGATE_PAGES_PUBLISHABLE_KEY is not a publishable key (lg_pk_…), so the pages say they are not configured"
+        : "no publishable key: set LINKGATE_PAGES_PUBLISHABLE_KEY to an lg_pk_… key of the project, or the pages say they are not configured",
+    );
+  }
+  if (config.production && !config.issuer && !config.webauthnOrigins.length) {
+    problems.push(`LINKGATE_ISSUER is unset, so passkeys work only at ${issuer}: set it to the public https URL (or LINKGATE_WEBAUTHN_RP_ID and LINKGATE_WEBAUTHN_ORIGINS)`);
+    return problems;
+  }
+  const rp = relyingParty(config, issuer);
+  for (const origin of rp.origins) {
+    let url: URL;
+    try {
+      url = new URL(origin);
+    } catch {
+      problems.push(`LINKGATE_WEBAUTHN_ORIGINS: ${origin} is not an origin`);
+      continue;
+    }
+    const host = url.hostname;
+    // Browsers offer WebAuthn only in a secure context: https, or http on localhost.
+    if (url.protocol !== "https:" && !(host === "localhost" || host.endsWith(".localhost"))) {
+      problems.push(`passkeys need https: browsers refuse them at ${origin} (LINKGATE_ISSUER, LINKGATE_WEBAUTHN_ORIGINS)`);
+    } else if (host !== rp.id && !host.endsWith(`.${rp.id}`)) {
+      problems.push(`the passkey relying party ${rp.id} is not ${host} or a parent of it, so browsers refuse passkeys at ${origin} (LINKGATE_WEBAUTHN_RP_ID)`);
+    }
+  }
+  return problems;
 }
 
 const KEY_META = /<meta name="linkgate-publishable-key" content="[^"]*"\s*\/?>/;
@@ -31,21 +67,30 @@ export function withKey(html: string, key: string | null): string {
 
 const NOT_BUILT = "The sign-in pages are not built. Run `npm run pages:build` (npm install also runs it), then reload.\n";
 
-export function hostedPageRoutes(config: Config, opts: { root?: string } = {}) {
+export type HostedPageOptions = {
+  root?: string;
+  /** the key the app made for the pages (development, src/auth/projects.ts), used when none is configured */
+  key?: string | null;
+  /** the tokens' issuer, which passkeys default to */
+  issuer?: string;
+  /** told at start what keeps the pages from working */
+  logger?: Logger;
+};
+
+export function hostedPageRoutes(config: Config, opts: HostedPageOptions = {}) {
   const root = path.resolve(opts.root ?? DEFAULT_ROOT);
-  const key = pagesKey(config);
-  let warned = false;
+  const made = opts.key && isPublishableKey(opts.key) ? opts.key : null;
+  const key = pagesKey(config) ?? made;
+  if (opts.logger) {
+    const problems = pagesProblems(config, opts.issuer ?? defaultIssuer(config), key);
+    if (problems.length) opts.logger.warn({ problems }, `the hosted pages /login and /account will not work: ${problems.join("; ")}`);
+    else if (key === made) opts.logger.info({ prefix: key!.slice(0, 10) }, "the hosted pages use a publishable key of the project \"default\" made for them in development (LINKGATE_PAGES_PUBLISHABLE_KEY chooses another)");
+  }
   const r = new Hono<AppEnv>();
 
   const page = (name: "login" | "account") => async (c: Context<AppEnv>) => {
     const html = await readFile(path.join(root, `${name}.html`), "utf8").catch(() => null);
     if (html === null) return c.text(NOT_BUILT, 503, { "cache-control": "no-store" });
-    if (!key && !warned) {
-      warned = true;
-      c.get("log")?.warn(
-        config.pagesPublishableKey ? "LINKGATE_PAGES_PUBLISHABLE_KEY is not a publishable key (lg_pk_…); the hosted pages say they are not configured" : "no publishable key for the hosted pages (LINKGATE_PAGES_PUBLISHABLE_KEY); they say they are not configured",
-      );
-    }
     return c.body(withKey(html, key), 200, { "content-type": CONTENT_TYPES[".html"], "cache-control": "no-cache", ...PAGE_SECURITY_HEADERS });
   };
 
