@@ -10,7 +10,7 @@ import { openDatabase, type Database } from "./db/client.ts";
 import { applyMigrations, readMigrations } from "./db/migrations.ts";
 import { limitsFrom, type Deps, type Limits } from "./deps.ts";
 import { resolveMasterKey } from "./auth/master-key.ts";
-import { bootstrapProject, developmentPagesKey } from "./auth/projects.ts";
+import { bootstrapProject } from "./auth/projects.ts";
 import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
 import { BODY_LIMIT } from "./http/body.ts";
@@ -21,7 +21,7 @@ import { authRoutes } from "./http/routes/auth.ts";
 import { dashboardRoutes } from "./http/routes/dashboard.ts";
 import { graphiqlRoutes } from "./http/routes/graphiql.ts";
 import { healthRoutes } from "./http/routes/health.ts";
-import { hostedPageRoutes } from "./http/routes/pages.ts";
+import { hostedPageRoutes, resolvePagesKey, type PagesKey } from "./http/routes/pages.ts";
 import { linkRoutes } from "./http/routes/link.ts";
 import { CLIENT_CORS_PATHS, oauthRoutes } from "./http/routes/oauth.ts";
 import { httpMetrics, metricsRoutes } from "./http/routes/metrics.ts";
@@ -73,9 +73,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   };
   const sweeper = startSweeper({ db, settings: config.retention, logger });
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
-  // Development serves working pages with no configuration; production is told what they lack.
-  const pagesKey = config.pagesPublishableKey || config.production ? null : await developmentPagesKey(db.prisma, master);
-  const app = routes(deps, expectedMigrations, pagesKey?.key ?? null);
+  const app = routes(deps, expectedMigrations, await resolvePagesKey(config, db.prisma, master));
   return {
     fetch: (req, env) => Promise.resolve(app.fetch(req, env)),
     deps,
@@ -89,7 +87,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   };
 }
 
-function routes(deps: Deps, expectedMigrations: number, pagesKey: string | null) {
+function routes(deps: Deps, expectedMigrations: number, pagesKey: PagesKey) {
   const app = new Hono<AppEnv>();
   const yoga = createGraphQL(deps);
   const clientAddress = clientAddressResolver(deps.config.trustedProxies);

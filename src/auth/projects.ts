@@ -41,6 +41,12 @@ export async function revokeApiKey(db: Db, id: string) {
   if (!count) throw new NotFound("no such API key");
 }
 
+/** The kind of an unrevoked key, or null when no project holds it. */
+export async function activeKeyKind(db: Db, key: string): Promise<KeyKind | null> {
+  const row = await db.apiKey.findFirst({ where: { keyHash: sha256Hex(key), revokedAt: null }, select: { kind: true } });
+  return row?.kind ?? null;
+}
+
 async function keyExists(db: Db, key: string): Promise<boolean> {
   return (await db.apiKey.count({ where: { keyHash: sha256Hex(key), revokedAt: null } })) > 0;
 }

@@ -7,6 +7,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { relyingParty } from "../../auth/passkeys.ts";
 import { defaultIssuer, isPublishableKey, type Config } from "../../config.ts";
+import { activeKeyKind, developmentPagesKey } from "../../auth/projects.ts";
+import type { MasterKey } from "../../crypto.ts";
+import type { Db } from "../../db/client.ts";
 import type { Logger } from "../../log.ts";
 import type { AppEnv } from "../env.ts";
 import { errorBody } from "../errors.ts";
@@ -24,8 +27,9 @@ export function pagesKey(config: Pick<Config, "pagesPublishableKey">): string | 
  * What keeps the hosted pages from working, each naming the variable to set; empty when they
  * work. The pages are optional, so this is said at start rather than refused (docs/configuration.md).
  */
-export function pagesProblems(config: Config, issuer: string, key: string | null): string[] {
+export function pagesProblems(config: Config, issuer: string, { key, held }: PagesKey): string[] {
   const problems: string[] = [];
+  if (key && !held) problems.push("LINKGATE_PAGES_PUBLISHABLE_KEY is not an active key of any project, so every sign-in on the pages is refused");
   if (!key) {
     problems.push(
       config.pagesPublishableKey
@@ -67,10 +71,29 @@ export function withKey(html: string, key: string | null): string {
 
 const NOT_BUILT = "The sign-in pages are not built. Run `npm run pages:build` (npm install also runs it), then reload.\n";
 
+/** The key the pages are served with; `made`: made for them in development; `held`: a project holds it. */
+export type PagesKey = { key: string | null; made: boolean; held: boolean };
+
+/**
+ * The configured key, else in development one made for the pages (src/auth/projects.ts), so a
+ * first start serves working pages with no configuration.
+ */
+export async function resolvePagesKey(config: Config, db: Db, master: MasterKey): Promise<PagesKey> {
+  const configured = pagesKey(config);
+  if (configured) {
+    const kind = await activeKeyKind(db, configured);
+    // A key stored as secret stays out of the page whatever it looks like.
+    return kind === "secret" ? { key: null, made: false, held: true } : { key: configured, made: false, held: kind === "publishable" };
+  }
+  if (config.pagesPublishableKey || config.production) return { key: null, made: false, held: false };
+  const made = await developmentPagesKey(db, master);
+  return { key: made?.key ?? null, made: !!made, held: !!made };
+}
+
 export type HostedPageOptions = {
   root?: string;
-  /** the key the app made for the pages (development, src/auth/projects.ts), used when none is configured */
-  key?: string | null;
+  /** unset: the configured key, taken to be held by a project */
+  key?: PagesKey;
   /** the tokens' issuer, which passkeys default to */
   issuer?: string;
   /** told at start what keeps the pages from working */
@@ -79,12 +102,12 @@ export type HostedPageOptions = {
 
 export function hostedPageRoutes(config: Config, opts: HostedPageOptions = {}) {
   const root = path.resolve(opts.root ?? DEFAULT_ROOT);
-  const made = opts.key && isPublishableKey(opts.key) ? opts.key : null;
-  const key = pagesKey(config) ?? made;
+  const pk = opts.key ?? { key: pagesKey(config), made: false, held: true };
+  const key = pk.key && isPublishableKey(pk.key) ? pk.key : null;
   if (opts.logger) {
-    const problems = pagesProblems(config, opts.issuer ?? defaultIssuer(config), key);
+    const problems = pagesProblems(config, opts.issuer ?? defaultIssuer(config), { ...pk, key });
     if (problems.length) opts.logger.warn({ problems }, `the hosted pages /login and /account will not work: ${problems.join("; ")}`);
-    else if (key === made) opts.logger.info({ prefix: key!.slice(0, 10) }, "the hosted pages use a publishable key of the project \"default\" made for them in development (LINKGATE_PAGES_PUBLISHABLE_KEY chooses another)");
+    else if (pk.made) opts.logger.info({ prefix: key!.slice(0, 10) }, "the hosted pages use a publishable key of the project \"default\" made for them in development (LINKGATE_PAGES_PUBLISHABLE_KEY chooses another)");
   }
   const r = new Hono<AppEnv>();
 
