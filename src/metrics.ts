@@ -24,6 +24,8 @@ export const RATE_LIMITS = [
   "wrong_codes_per_identifier",
   "notices_per_destination",
   "notices_per_account",
+  "sign_in_options_per_address",
+  "provider_pages_per_address",
 ] as const;
 export type RateLimitName = (typeof RATE_LIMITS)[number];
 

@@ -15,6 +15,7 @@ import { PAGE_SECURITY_HEADERS } from "../src/http/static-files.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { SIGN_IN_OPTIONS_PER_ADDRESS } from "../src/auth/passkeys.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 
 type Doc = { openapi: string; paths: Record<string, Record<string, Operation>>; components: Record<string, unknown> };
@@ -399,6 +400,17 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
     const none = await post("/api/v1/webhooks/rotate-secret", { webhook_id: webhookId }, {});
     expect(none.status).toBe(401);
     expect(none.body.message).toMatch(/Authorization: Bearer/);
+  });
+
+  it("passkey sign-in options: one client address past its bound is 429 RateLimited with Retry-After", async () => {
+    let refused: Awaited<ReturnType<typeof post>> | undefined;
+    for (let i = 0; i <= SIGN_IN_OPTIONS_PER_ADDRESS.max && !refused; i++) {
+      const r = await post("/auth/passkey/sign-in/options", undefined, key(h.publishableKey));
+      if (r.status !== 200) refused = r;
+    }
+    expect(refused?.status).toBe(429);
+    expect(refused?.body.error).toBe("RateLimited");
+    expect(Number(refused?.headers.get("retry-after"))).toBeGreaterThan(0);
   });
 
   it("every documented route and status was answered above (but a database outage)", () => {

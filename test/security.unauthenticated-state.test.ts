@@ -6,7 +6,7 @@ import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { authorizationUrl, discover, ORIGIN, registerClient } from "./support/oidc.ts";
 import { SIGN_IN_OPTIONS_PER_ADDRESS } from "../src/auth/passkeys.ts";
-import { AUTHORIZATIONS_PER_ADDRESS } from "../src/oidc/interaction.ts";
+import { PROVIDER_PAGES_PER_ADDRESS } from "../src/oidc/interaction.ts";
 
 describe.each(backends)("state created without credentials, per client address, on %s", (backend) => {
   let h: Harness;
@@ -44,7 +44,7 @@ describe.each(backends)("state created without credentials, per client address, 
   });
 
   it("authorization requests: 60 in ten minutes from one address, then a 429 page (no redirect, no interaction stored)", async () => {
-    expect(AUTHORIZATIONS_PER_ADDRESS).toEqual({ max: 60, windowSeconds: 600 });
+    expect(PROVIDER_PAGES_PER_ADDRESS).toEqual({ max: 60, windowSeconds: 600 });
     const app = await registerClient(h);
     const config = await discover(h, app);
     const from = "203.0.113.11";
@@ -65,7 +65,7 @@ describe.each(backends)("state created without credentials, per client address, 
     expect(refused.headers.get("location")).toBeNull();
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(refused.headers.get("content-type")).toMatch(/^text\/html/);
-    expect(refused.body).toContain("Too many sign-ins");
+    expect(refused.body).toContain("Too many requests");
     expect(refused.headers.get("content-security-policy")).toContain("default-src 'none'");
     expect(await interactions()).toBe(stored);
 
@@ -75,5 +75,18 @@ describe.each(backends)("state created without credentials, per client address, 
     const v6 = "2001:db8:0:7::";
     for (let i = 1; i <= 60; i++) expect((await authorize(`${v6}${i.toString(16)}`)).status).toBe(303);
     expect((await authorize(`${v6}ffff`)).status).toBe(429);
+  });
+
+  it("logout pages without a session (each stores a provider session for its form): the same bound, then a 429 page, nothing stored", async () => {
+    const from = "203.0.113.12";
+    const sessions = () => h.db.prisma.oidcPayload.count({ where: { kind: "Session" } });
+    const logout = (who = from) => h.call("GET", "/oauth/logout", { from: who });
+    for (let i = 0; i < PROVIDER_PAGES_PER_ADDRESS.max; i++) expect((await logout()).status).toBe(200);
+    const stored = await sessions();
+    const refused = await logout();
+    expect(refused.status).toBe(429);
+    expect(refused.body).toContain("Too many requests");
+    expect(await sessions()).toBe(stored);
+    expect((await logout("198.51.100.21")).status).toBe(200);
   });
 });

@@ -23,7 +23,7 @@ import { InvalidRequest, NotFound, PasskeyInvalid } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
-import { addressGroup, consume, type Limit } from "./rate-limit.ts";
+import { consumePerAddress, type Limit } from "./rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 import { markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
@@ -192,7 +192,7 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
 export const SIGN_IN_OPTIONS_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 };
 
 export async function startPasskeySignIn(deps: Deps, actor: Actor) {
-  await consume(deps.db, [{ key: `unauth:passkey-options:${addressGroup(actor.clientAddress)}`, limit: SIGN_IN_OPTIONS_PER_ADDRESS }]);
+  await consumePerAddress(deps.db, "sign_in_options_per_address", actor.clientAddress, SIGN_IN_OPTIONS_PER_ADDRESS);
   const party = rp(deps);
   const options = await generateAuthenticationOptions({ rpID: party.id, userVerification: "preferred", allowCredentials: [] });
   await storeChallenge(deps.prisma, options.challenge, { projectId: actor.projectId, purpose: "authentication" });

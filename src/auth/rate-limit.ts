@@ -3,6 +3,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import type { Database } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { RateLimited } from "../errors.ts";
+import { recordRateLimitRefusal } from "../metrics.ts";
 import type { Limit } from "../deps.ts";
 import type { Identifier } from "./identifiers.ts";
 
@@ -205,6 +206,17 @@ export function assertNoneOver(counters: Counter[]): void {
 
 export async function consume(db: DbLike, count: Check[], peek: Check[] = []): Promise<void> {
   assertNoneOver(await countAll(db, { count, peek }));
+}
+
+/**
+ * Bounds an unauthenticated call that stores something (passkey sign-in options, an OpenID
+ * Connect authorization or logout page) per client-address group, so nobody can fill a table from one place
+ * (docs/security.md, "Abuse limits"); a refusal is counted under `name` in the metrics.
+ */
+export async function consumePerAddress(db: DbLike, name: "sign_in_options_per_address" | "provider_pages_per_address", clientAddress: string, limit: Limit): Promise<void> {
+  const counters = await countAll(db, { count: [{ key: `unauth:${name}:${addressGroup(clientAddress)}`, limit }] });
+  if (counters.some((c) => c.over)) recordRateLimitRefusal(name);
+  assertNoneOver(counters);
 }
 
 /** Reads keys without counting (e.g. failures so far) and throws when any is at its limit. */

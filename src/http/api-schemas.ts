@@ -43,7 +43,7 @@ const MEANING: Record<ErrorName, string> = {
   LastIdentifier: "the last identifier of an account cannot be removed",
   PayloadTooLarge: `the body is larger than ${BODY_LIMIT} bytes`,
   UnsupportedMediaType: "a body was sent with another Content-Type than application/json",
-  RateLimited: "too many codes sent or wrong codes tried; Retry-After says when to try again",
+  RateLimited: "too many codes sent, wrong codes tried or unauthenticated calls from one client address; Retry-After says when to try again",
   ServiceUnavailable: "the database cannot be reached; Retry-After says when to try again",
 };
 

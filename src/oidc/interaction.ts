@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type Provider from "oidc-provider";
 import type { Actor, Deps } from "../deps.ts";
-import { addressGroup, consume, type Limit } from "../auth/rate-limit.ts";
+import { consumePerAddress, type Limit } from "../auth/rate-limit.ts";
 import { endSessions } from "../auth/sessions.ts";
 import type { TokenResponse } from "../auth/sign-in.ts";
 import { InvalidRequest } from "../errors.ts";
@@ -25,15 +25,16 @@ export type Outcome = { redirectTo: string } | { consent: InteractionView };
 
 /**
  * Every authorization request stores an interaction (and the browser's cookie for it) before
- * anyone signed in, so they are bounded per client address. 60 in 10 minutes is far more than a
- * person going through sign-ins or an office behind one address starts, and keeps one client
- * from filling the table.
+ * anyone signed in, and a logout page without a session stores a provider session for its form:
+ * both are bounded per client address, together. 60 in 10 minutes is far more than a person
+ * going through sign-ins or an office behind one address starts, and keeps one client from
+ * filling the table.
  */
-export const AUTHORIZATIONS_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 };
+export const PROVIDER_PAGES_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 };
 
-/** Counts an authorization request against its client address; throws RateLimited past the bound. */
-export async function countAuthorization(deps: Deps, clientAddress: string): Promise<void> {
-  await consume(deps.db, [{ key: `unauth:authorize:${addressGroup(clientAddress)}`, limit: AUTHORIZATIONS_PER_ADDRESS }]);
+/** Counts a request for a provider page that stores state; throws RateLimited past the bound. */
+export async function countProviderPage(deps: Deps, clientAddress: string): Promise<void> {
+  await consumePerAddress(deps.db, "provider_pages_per_address", clientAddress, PROVIDER_PAGES_PER_ADDRESS);
 }
 
 export class InteractionExpired extends InvalidRequest {

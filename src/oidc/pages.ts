@@ -55,8 +55,8 @@ export function errorPage(error: string, description?: string): string {
 export function tooManyRequestsPage(retryAfterSeconds: number): string {
   const minutes = Math.max(1, Math.ceil(retryAfterSeconds / 60));
   return page(
-    "Too many sign-ins",
-    `<h1>Too many sign-ins from here</h1><p>This network started more sign-ins than we allow in a short time.</p>
+    "Too many requests",
+    `<h1>Too many requests from here</h1><p>This network opened more sign-in and sign-out pages than we allow in a short time.</p>
 <p>Wait ${minutes} minute${minutes === 1 ? "" : "s"}, then go back to the app and try again.</p>`,
   );
 }

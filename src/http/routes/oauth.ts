@@ -6,7 +6,7 @@ import { Hono, type Context } from "hono";
 import { toFetchResponse, toReqRes } from "fetch-to-node";
 import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkeys.ts";
 import { completeSignIn, startSignIn } from "../../auth/sign-in.ts";
-import { answerConsent, countAuthorization, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
+import { answerConsent, countProviderPage, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
 import { logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor } from "../../oidc/provider.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
@@ -103,14 +103,15 @@ function interactionHttp(c: C): InteractionHttp {
 const origin = (c: C) => ({ clientAddress: c.get("clientAddress"), userAgent: c.req.header("user-agent") });
 
 /**
- * An authorization request stores state before anyone signed in: it is counted per client
- * address first. It is a browser's page, so a refusal is a page too (never a redirect to the
- * client, which would hand a stranger's throttling to the app as its own error).
+ * An authorization request, or a logout page shown without a session, stores state before anyone
+ * signed in: it is counted per client address first. It is a browser's page, so a refusal is a
+ * page too (never a redirect to the client, which would hand a stranger's throttling to the app
+ * as its own error).
  */
-async function authorize(c: C): Promise<Response> {
-  if (c.req.method !== "OPTIONS") {
+async function boundedPage(c: C): Promise<Response> {
+  if (c.req.method === "GET" || (c.req.method === "POST" && c.req.path === "/oauth/authorize")) {
     try {
-      await countAuthorization(c.get("deps"), c.get("clientAddress"));
+      await countProviderPage(c.get("deps"), c.get("clientAddress"));
     } catch (err) {
       if (!(err instanceof RateLimited)) throw err;
       return c.html(tooManyRequestsPage(err.retryAfterSeconds), 429, {
@@ -125,8 +126,8 @@ async function authorize(c: C): Promise<Response> {
 
 export function oauthRoutes() {
   const r = new Hono<AppEnv>();
-  r.on(["GET", "POST", "OPTIONS"], "/oauth/authorize", authorize);
-  for (const path of ["/oauth/authorize/*", "/oauth/token", "/oauth/revoke", "/oauth/logout", "/oauth/logout/*"]) {
+  for (const path of ["/oauth/authorize", "/oauth/logout"]) r.on(["GET", "POST", "OPTIONS"], path, boundedPage);
+  for (const path of ["/oauth/authorize/*", "/oauth/token", "/oauth/revoke", "/oauth/logout/*"]) {
     r.on(["GET", "POST", "OPTIONS"], path, serveProtocol);
   }
 

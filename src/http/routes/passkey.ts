@@ -90,7 +90,7 @@ const signInOptions = createRoute({
   description: "The same options re-authenticate a signed-in user (/auth/reauthenticate/passkey).",
   security: SECURITY.apiKey,
   request: SignInOptions.request,
-  responses: { ...ok(RequestOptions, "pass these to navigator.credentials.get()"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS) },
+  responses: { ...ok(RequestOptions, "pass these to navigator.credentials.get()"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, ["RateLimited"]) },
 });
 
 const signInVerify = createRoute({
