@@ -1,4 +1,4 @@
-// `npm run bench -- <name…>`: link and delivery by default; soak, fairness and console only when named. Prints a table per benchmark.
+// `npm run bench -- <name…>`: link and delivery by default; soak, fairness, console and start only when named. Prints a table per benchmark.
 import os from "node:os";
 import pg from "pg";
 import type { Backend } from "../test/support/db.ts";
@@ -50,4 +50,9 @@ if (wanted.includes("console")) {
   // Postgres only, and only when asked for: seeding its data set takes minutes (BENCH_KEEP=1 keeps it).
   const { main: consoleViews } = await import("./console.ts");
   await consoleViews();
+}
+if (wanted.includes("start")) {
+  // Only when asked for: starts and stops the server about 30 times (about a minute).
+  const { main: start } = await import("./start.ts");
+  await start();
 }

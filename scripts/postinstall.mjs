@@ -1,7 +1,8 @@
-// `npm install` / `npm ci` in a checkout: generate the Prisma client, build the @linkgate/receiver
-// workspace (the examples and docs import it through its workspace link), then the dashboard and
-// the hosted pages. An install without dev dependencies (`--omit=dev`) has no vite: those two
-// builds are skipped, not failed.
+// `npm install` / `npm ci` in a checkout: generate the Prisma client, compile the server to dist/
+// (what `npm start` runs; TypeScript is a runtime dependency for that reason), build the
+// @linkgate/receiver workspace (the examples and docs import it through its workspace link), then
+// the dashboard and the hosted pages. An install without dev dependencies (`--omit=dev`) has no
+// vite: those two builds are skipped, not failed.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 
@@ -11,7 +12,8 @@ function run(command, args) {
 }
 
 run("npm", ["run", "--silent", "generate"]);
-if (existsSync("node_modules/typescript")) run(process.execPath, ["packages/receiver/build.mjs"]);
+run(process.execPath, ["scripts/build-server.mjs"]);
+run(process.execPath, ["packages/receiver/build.mjs"]);
 const vite = existsSync("node_modules/vite");
 for (const [dir, script] of [
   ["dashboard", "dashboard:build"],

@@ -1,0 +1,103 @@
+// `npm start` and `npm run worker` exactly as a user, a container or a process manager runs
+// them: the compiled server runs under npm with no shell left in between, and SIGTERM to the
+// one PID they know (npm's) drains and stops every process that command started.
+import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { promisify } from "node:util";
+import { beforeAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../src/db/client.ts";
+import { applyMigrations } from "../src/db/migrations.ts";
+import { SNAPSHOT_ENV } from "./support/db.ts";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+let dataDir: string;
+
+beforeAll(async () => {
+  // `npm test` builds before vitest starts (pretest); this covers running this file alone.
+  await promisify(execFile)(process.execPath, ["scripts/build-server.mjs", "--if-stale"], { cwd: ROOT });
+  // An existing, migrated database, as on every start but the first (from the suite's snapshot).
+  dataDir = mkdtempSync(path.join(tmpdir(), "linkgate-npm-start-"));
+  const snapshot = process.env[SNAPSHOT_ENV];
+  const db = await openDatabase({ dataDir, pgliteSnapshot: snapshot ? new Blob([readFileSync(snapshot)]) : undefined });
+  if (!snapshot) await applyMigrations(db.adapterFactory);
+  await db.close();
+});
+
+type Proc = { pid: number; ppid: number; pgid: number; state: string; cmdline: string };
+
+/** Every live process, from /proc. */
+function processes(): Proc[] {
+  const out: Proc[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      // The command name may hold spaces and parentheses; the fields after its last ")" do not.
+      const [state, ppid, pgid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").filter(Boolean).join(" ");
+      out.push({ pid: Number(name), ppid: Number(ppid), pgid: Number(pgid), state, cmdline });
+    } catch {
+      // gone between readdir and read
+    }
+  }
+  return out;
+}
+
+/** The processes below `pid`, children first. */
+function descendants(pid: number): Proc[] {
+  const all = processes();
+  const found: Proc[] = [];
+  const queue = [pid];
+  while (queue.length) {
+    const parent = queue.shift()!;
+    for (const p of all.filter((x) => x.ppid === parent)) {
+      found.push(p);
+      queue.push(p.pid);
+    }
+  }
+  return found;
+}
+
+const alive = (pid: number) => processes().some((p) => p.pid === pid && p.state !== "Z");
+
+describe.each([
+  { script: "start", entry: "dist/main.js", ready: /linkgate listening on (http:\/\/\S+)/ },
+  { script: "worker", entry: "dist/worker.js", ready: /delivery worker running/ },
+])("npm $script", ({ script, entry, ready }) => {
+  it(`runs node ${entry} directly under npm, and SIGTERM to npm's PID drains it and leaves no process behind`, async () => {
+    const npm = spawn("npm", script === "start" ? ["start"] : ["run", script], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: "0", HOST: "127.0.0.1", LINKGATE_DATA_DIR: dataDir },
+      // Its own process group, as a container's first process or a service manager's has; it
+      // also lets this test find anything of it that outlives npm.
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const lines: string[] = [];
+    let stderr = "";
+    npm.stderr.on("data", (c) => (stderr += c));
+    const exited = new Promise<number | null>((resolve) => npm.on("exit", (code) => resolve(code)));
+    const readyLine = await new Promise<RegExpExecArray>((resolve, reject) => {
+      createInterface({ input: npm.stdout }).on("line", (line) => {
+        lines.push(line);
+        const m = ready.exec(line);
+        if (m) resolve(m);
+      });
+      void exited.then((code) => reject(new Error(`npm ${script} exited (${code}) before it was ready:\n${lines.join("\n")}\n${stderr}`)));
+    });
+
+    if (script === "start") expect((await fetch(new URL("/readyz", readyLine[1]))).status).toBe(200);
+    const tree = descendants(npm.pid!);
+    // No shell in between: npm forwards SIGTERM to its child, and a shell would not pass it on.
+    expect(tree.map((p) => p.cmdline)).toEqual([`node ${entry}`]);
+
+    process.kill(npm.pid!, "SIGTERM");
+    expect(await exited, `${lines.join("\n")}\n${stderr}`).toBe(0);
+    expect(lines.some((l) => l.includes('"msg":"stopped"')), lines.join("\n")).toBe(true);
+    expect(tree.filter((p) => alive(p.pid))).toEqual([]);
+    expect(processes().filter((p) => p.pgid === npm.pid && p.state !== "Z")).toEqual([]);
+  });
+});
