@@ -196,4 +196,50 @@ describe.skipIf(chromiumMissing)(`GraphiQL in Chromium${chromiumMissing ? ` (ski
     expect(problems).toEqual([]);
     await context.close();
   });
+
+  it("on a 390 px phone, welcomes to linkgate's API (headers and a first query) in an editor nothing covers", async () => {
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    const page = await context.newPage();
+    await page.goto(`${server.url}/graphql`);
+    const editor = page.locator(".graphiql-query-editor .monaco-editor").first();
+    await editor.waitFor({ timeout: 30_000 });
+    await shots.take(page, "phone-390");
+
+    // Monaco writes spaces as U+00A0.
+    const welcome = (await editor.locator(".view-lines").innerText()).replace(/\u00a0/g, " ");
+    expect(welcome).toContain("linkgate's GraphQL API");
+    expect(welcome).toMatch(/X-API-Key: lg_sk_/);
+    expect(welcome).toMatch(/X-API-Key: lg_pk_/);
+    expect(welcome).toContain("Authorization: Bearer <access_token");
+    expect(welcome).not.toContain("in-browser tool");
+
+    type Box = { x: number; y: number; width: number; height: number };
+    const box = async (selector: string) => (await page.locator(selector).first().boundingBox())!;
+    const overlap = (a: Box, b: Box) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+    const e = await box(".graphiql-query-editor .monaco-editor");
+    expect(e.x).toBeGreaterThanOrEqual(0);
+    expect(e.x + e.width).toBeLessThanOrEqual(390);
+    expect(e.width, "the editor takes most of the width").toBeGreaterThan(390 * 0.6);
+    expect(e.height).toBeGreaterThan(200);
+    for (const other of [".graphiql-toolbar", ".graphiql-response", ".graphiql-session-header", ".graphiql-sidebar", ".graphiql-editor-tools"]) {
+      expect(overlap(e, await box(other)), `the editor and ${other} overlap`).toBe(false);
+    }
+    // Nothing is painted over it: each point inside the editor hits the editor.
+    const covered = await page.evaluate((b: Box) => {
+      const root = document.querySelector(".graphiql-query-editor .monaco-editor")!;
+      const points = [0.05, 0.5, 0.95].flatMap((fx) => [0.1, 0.5, 0.9].map((fy) => [b.x + b.width * fx, b.y + b.height * fy]));
+      return points.filter(([x, y]) => !root.contains(document.elementFromPoint(x!, y!))).map(([x, y]) => `${Math.round(x!)},${Math.round(y!)}`);
+    }, e);
+    expect(covered).toEqual([]);
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+
+    // The first query runs as it is, with the default headers, and its answer shows below.
+    await page.getByRole("button", { name: /Execute query/ }).click();
+    await expect.poll(() => page.locator(".graphiql-response").innerText(), { timeout: 15_000 }).toContain("user.created");
+    const r = await box(".graphiql-response");
+    expect(r.y).toBeGreaterThanOrEqual(e.y + e.height);
+    expect(r.width).toBeGreaterThan(390 * 0.6);
+    await shots.take(page, "phone-390-answer");
+    await context.close();
+  });
 });

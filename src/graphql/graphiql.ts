@@ -11,9 +11,33 @@ import { shouldRenderGraphiQL, type GraphiQLOptions, type Plugin, type YogaServe
 import type { Config } from "../config.ts";
 import { GRAPHIQL_HEADERS, GRAPHQL_PATH, renderPage } from "../http/graphiql-assets.ts";
 
+/**
+ * What a visitor first reads in the editor: GraphiQL's own welcome describes GraphiQL, and says
+ * nothing of the headers without which linkgate refuses almost every field (docs/graphql.md).
+ */
+export const WELCOME_QUERY = `# linkgate's GraphQL API: sign-in, identifier linking, webhooks and events.
+#
+# Every request names the project with its API key, in the Headers tab below:
+#   X-API-Key: lg_sk_…  a secret key: webhooks, deliveries, events, lookupAccount
+#   X-API-Key: lg_pk_…  a publishable key: sign-in and what a signed-in user does
+# A signed-in user's requests (viewer, linking, passkeys) also carry their token:
+#   Authorization: Bearer <access_token from completeSignIn or /auth/otp/verify>
+# The first start printed the keys of the project "default".
+#
+# This first query needs no key: run it with Ctrl-Enter or the ▶ button.
+{
+  eventTypes
+}
+
+# With a secret key:          { webhooks(first: 5) { edges { node { id url } } } }
+# With a key and a token:     { viewer { id email identifiers { value } } }
+`;
+
 const PAGE_OPTIONS: GraphiQLOptions = {
-  title: "linkgate",
-  headers: JSON.stringify({ "X-API-Key": "<your project API key>" }),
+  title: "linkgate API",
+  defaultQuery: WELCOME_QUERY,
+  // Header values must be ISO-8859-1 (fetch refuses anything else): no "…" here.
+  headers: JSON.stringify({ "X-API-Key": "<your project's lg_sk_... or lg_pk_... key>" }, null, 2),
 };
 
 /** The yoga `graphiql` option (always false: see above) and the plugins for `config.graphiql`. */

@@ -81,6 +81,24 @@ const BOOT_JS = `"use strict";
 })();
 `;
 
+/**
+ * Appended to GraphiQL's stylesheet. On a phone GraphiQL keeps its desktop row (editor, drag
+ * bar, response side by side), leaving the editor a sliver beside its toolbar and the response a
+ * column of single letters: below 640 px the response goes under the editor instead, full width.
+ */
+export const NARROW_CSS = `
+@media (max-width: 640px) {
+  .graphiql-container { --sidebar-width: 44px; }
+  .graphiql-container .graphiql-sessions { margin: 8px 8px 8px 0; }
+  .graphiql-container #graphiql-session { flex-direction: column; padding: 0 4px 4px; gap: 8px; }
+  .graphiql-container .graphiql-horizontal-drag-bar { display: none; }
+  .graphiql-container .graphiql-editors { flex: 3 1 0% !important; min-height: 0; }
+  .graphiql-container .graphiql-response { flex: 2 1 0% !important; min-height: 0; padding-top: 0; }
+  .graphiql-container .graphiql-query-editor { padding: 8px; column-gap: 8px; }
+  .graphiql-container .graphiql-editor { min-width: 0; position: relative; overflow: hidden; }
+}
+`;
+
 export type GraphiQLAsset = { type: string; body: Uint8Array<ArrayBuffer>; gzipped: Uint8Array<ArrayBuffer> };
 
 const JS = "text/javascript; charset=utf-8";
@@ -100,7 +118,7 @@ async function loadAssets(): Promise<Map<string, GraphiQLAsset>> {
   const files: [string, string, Buffer][] = [
     ["boot.js", JS, Buffer.from(BOOT_JS)],
     ["graphiql.js", JS, Buffer.from(bundle.js)],
-    ["graphiql.css", "text/css; charset=utf-8", Buffer.from(bundle.css)],
+    ["graphiql.css", "text/css; charset=utf-8", Buffer.from(bundle.css + NARROW_CSS)],
     ["editor.worker.js", JS, Buffer.from(bundle.editorWorkerService)],
     ["json.worker.js", JS, Buffer.from(bundle.jsonWorker)],
     ["graphql.worker.js", JS, Buffer.from(bundle.graphqlWorker)],
