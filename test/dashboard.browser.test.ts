@@ -588,6 +588,23 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
       await page.locator("li.event .etype", { hasText: "user.unmerged" }).waitFor();
     });
 
+    it("at 1440 px, the Look up button says so on one line, as tall as the other buttons", async () => {
+      await page.setViewportSize({ width: 1440, height: 900 });
+      const lookUpButton = page.getByRole("button", { name: "Look up", exact: true });
+      await lookUpButton.waitFor();
+      // The text's line boxes: one line means every box shares its top.
+      const tops = await lookUpButton.evaluate((el) => {
+        const range = document.createRange();
+        range.selectNodeContents(el);
+        return [...range.getClientRects()].map((r) => Math.round(r.top));
+      });
+      expect(new Set(tops).size, `line tops ${tops.join(", ")}`).toBe(1);
+      const height = (await lookUpButton.boundingBox())!.height;
+      expect(height).toBe((await page.getByRole("button", { name: "Forget API key" }).boundingBox())!.height);
+      await shots.take(page, "users-1440");
+      await page.setViewportSize({ width: 1280, height: 900 });
+    });
+
     it("is readable at phone width, nothing overflowing", async () => {
       await page.setViewportSize({ width: 390, height: 844 });
       await fitsTheWidth("account, phone");
