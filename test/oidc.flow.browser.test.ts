@@ -122,4 +122,26 @@ describe.skipIf(chromiumMissing).each(backends)("a real OpenID Connect client on
       await context.close();
     }
   }, 120_000);
+
+  it("another user signs in on the same browser while the first one's provider session lives: each lands at the app as themselves, the previous one signed out", async () => {
+    const browser = await sharedBrowser();
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+    try {
+      const ada = await signInInBrowser(page, "ada.switch@example.com");
+      expect((await apiCall(ada.access_token)).data.viewer.id).toBe(ada.claims()!.sub);
+      const bob = await signInInBrowser(page, "bob.switch@example.com");
+      expect(bob.claims()).toMatchObject({ email: "bob.switch@example.com" });
+      expect(bob.claims()!.sub).not.toBe(ada.claims()!.sub);
+      expect((await apiCall(bob.access_token)).data.viewer.id).toBe(bob.claims()!.sub);
+      // the browser's previous user was signed out of it: her session ended with its tokens
+      expect((await apiCall(ada.access_token)).errors[0].extensions.code).toBe("UNAUTHENTICATED");
+      const adaAgain = await signInInBrowser(page, "ada.switch@example.com");
+      expect(adaAgain.claims()!.sub).toBe(ada.claims()!.sub);
+      expect((await apiCall(adaAgain.access_token)).data.viewer.id).toBe(ada.claims()!.sub);
+    } finally {
+      await context.close();
+    }
+  }, 120_000);
 });

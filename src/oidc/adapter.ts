@@ -105,7 +105,11 @@ async function destroyGrant(deps: Deps, grantId: string): Promise<void> {
   await transaction(deps.prisma, async (tx) => {
     const [row] = await tx.$queryRaw<{ session_id: string | null; client_id: string | null }[]>`
       DELETE FROM oidc_payloads WHERE id = ${rowId("Grant", grantId)} RETURNING session_id, payload->>'clientId' AS client_id`;
-    await tx.$executeRaw`DELETE FROM oidc_payloads WHERE grant_id = ${grantId}`;
+    // What the grant issued goes with it. A pending interaction may name the grant too (an
+    // authorization by a browser that already holds one), but it is not the grant's: when another
+    // user signs in on that browser, the provider ends the first user's session (and this grant)
+    // and then resumes the very same interaction, which must still be there.
+    await tx.$executeRaw`DELETE FROM oidc_payloads WHERE grant_id = ${grantId} AND kind <> 'Interaction'`;
     if (!row?.session_id) return;
     const session = await tx.session.findUnique({ where: { id: row.session_id }, select: { projectId: true, accountId: true } });
     await endSessions(tx, { id: row.session_id });
