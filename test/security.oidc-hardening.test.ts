@@ -128,5 +128,16 @@ describe.each(backends)("OpenID Connect hardening on %s", (backend) => {
     const html = await res.text();
     expect(html).toContain("This sign-in cannot continue");
     expect(expectStrictPage(res, html)).toContain("form-action 'self'");
+    // the app sent a redirect URI it never registered: the page says so
+    expect(html).toContain("The app that sent you here made a request we cannot accept");
+  });
+
+  it("an error that is not the app's does not blame the app: an expired sign-in says to sign in again", async () => {
+    const res = await new Agent(h).fetch("/oauth/authorize/no-such-interaction");
+    expect(res.status).toBe(400);
+    const html = await res.text();
+    expect(html).toContain("This sign-in has expired, or it was started in another browser or tab.");
+    expect(html).not.toContain("The app that sent you here");
+    expectStrictPage(res, html);
   });
 });

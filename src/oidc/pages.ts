@@ -44,12 +44,38 @@ function page(title: string, body: string): string {
 <body><main>${body}</main></body></html>`;
 }
 
-export function errorPage(error: string, description?: string): string {
+/**
+ * Who a refused sign-in is down to, so the page tells the user whom to go to: the app (an
+ * unknown client, a redirect URI it never registered, a malformed request), the browser's
+ * journey (a sign-in that expired or continued in another browser), or linkgate itself.
+ */
+export type ErrorCause = "app" | "expired" | "ours";
+
+const CAUSES: Record<ErrorCause, string> = {
+  app: "<p>The app that sent you here made a request we cannot accept, so you were not sent back to it.</p>",
+  expired: "<p>This sign-in has expired, or it was started in another browser or tab.</p>",
+  ours: "<p>Something went wrong on our side, not in the app you came from.</p>",
+};
+const NEXT: Record<ErrorCause, string> = {
+  app: "<p>Go back to the app and try again; if it keeps happening, tell the app's makers.</p>",
+  expired: "<p>Go back to the app and sign in again.</p>",
+  ours: "<p>Go back to the app and try again in a moment.</p>",
+};
+
+export function errorPage(error: string, description: string | undefined, cause: ErrorCause): string {
   return page(
     "Sign-in error",
-    `<h1>This sign-in cannot continue</h1><p>The app that sent you here made a request we cannot accept, so you were not sent back to it.</p>
-<p><code>${escape(error)}</code>${description ? `: ${escape(description)}` : ""}</p><p>Go back to the app and try again; if it keeps happening, tell the app's makers.</p>`,
+    `<h1>This sign-in cannot continue</h1>${CAUSES[cause]}
+<p><code>${escape(error)}</code>${description ? `: ${escape(description)}` : ""}</p>${NEXT[cause]}`,
   );
+}
+
+/** The cause of an oidc-provider error, from its class (its `error` code alone cannot tell). */
+export function causeOf(err: unknown, error: string): ErrorCause {
+  const name = (err as { name?: string } | null)?.name;
+  if (name === "SessionNotFound" || name === "InteractionExpired") return "expired";
+  if (error === "server_error" || error === "temporarily_unavailable" || !(err as { expose?: boolean } | null)?.expose) return "ours";
+  return "app";
 }
 
 export function tooManyRequestsPage(retryAfterSeconds: number): string {

@@ -15,7 +15,7 @@ import { ACCESS_TOKEN_TTL_SECONDS, signingJwks } from "../auth/tokens.ts";
 import { adapterFor, sessionOfGrant } from "./adapter.ts";
 import { EXTRA_METADATA, projectOf } from "./client-metadata.ts";
 import { secretMatches } from "./clients.ts";
-import { errorPage, logoutPage, signedOutPage } from "./pages.ts";
+import { causeOf, errorPage, logoutPage, signedOutPage } from "./pages.ts";
 import { oidcRequest } from "./request-context.ts";
 
 export const SCOPES = ["openid", "email", "phone", "profile", "offline_access"] as const;
@@ -219,7 +219,7 @@ async function configuration(deps: Deps): Promise<Configuration> {
     renderError: (ctx: Ctx, out: { error: string; error_description?: string }, err: unknown) => {
       oidcRequest.getStore()?.log.info({ error: out.error, description: out.error_description, err: (err as Error)?.message }, "OpenID Connect request refused");
       ctx.type = "html";
-      ctx.body = errorPage(out.error, out.error_description);
+      ctx.body = errorPage(out.error, out.error_description, causeOf(err, out.error));
     },
   };
 }
