@@ -11,7 +11,11 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sha256Hex } from "../src/crypto.ts";
+import { resolvePagesKey } from "../src/http/routes/pages.ts";
+import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium } from "./support/browser.ts";
+import { backends } from "./support/db.ts";
 import { buildPages, openDevice, type Device } from "./support/pages.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -210,5 +214,35 @@ describe("a production start and the hosted pages", () => {
     expect(await lg.exited).toBe(1);
     expect(lg.output).toMatch(/^linkgate: LINKGATE_PAGES_PUBLISHABLE_KEY must be a publishable key/m);
     expect(lg.output).not.toContain(secret);
+  });
+});
+
+describe.each(backends)("the hosted pages' development key on %s", (backend) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(backend);
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+  /** The harness's configuration without a pages key, as on a first start. */
+  const unset = () => ({ ...h.config, pagesPublishableKey: undefined });
+
+  it("is the same publishable key of the project default on every start, stored once as a hash, and signs users in", async () => {
+    const first = await resolvePagesKey(unset(), h.db.prisma, h.app.deps.master);
+    const again = await resolvePagesKey(unset(), h.db.prisma, h.app.deps.master);
+    expect(first).toMatchObject({ made: true, held: true, key: expect.stringMatching(/^lg_pk_[\w-]{40,}$/) });
+    expect(again.key).toBe(first.key);
+    const rows = await h.db.prisma.apiKey.findMany({ where: { keyHash: sha256Hex(first.key!) } });
+    expect(rows).toEqual([expect.objectContaining({ projectId: h.projectId, kind: "publishable", revokedAt: null })]);
+    const start = await h.call("POST", "/auth/otp/start", { body: { email: `pages-${backend}@example.com` }, headers: { "x-api-key": first.key! } });
+    expect(start.status).toBe(200);
+  });
+
+  it("is not made in production, and no longer served once revoked", async () => {
+    expect(await resolvePagesKey({ ...unset(), production: true }, h.db.prisma, h.app.deps.master)).toEqual({ key: null, made: false, held: false });
+    const { key } = await resolvePagesKey(unset(), h.db.prisma, h.app.deps.master);
+    await h.db.prisma.apiKey.updateMany({ where: { keyHash: sha256Hex(key!) }, data: { revokedAt: new Date() } });
+    expect((await resolvePagesKey(unset(), h.db.prisma, h.app.deps.master)).key).toBeNull();
   });
 });
