@@ -6,7 +6,7 @@ import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 
-const ORIGIN = "http://localhost:4000"; // the harness's issuer is http://127.0.0.1:4000: RP id "localhost"
+const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
 
 describe.each(backends)("GraphQL schema values on %s", (backend) => {
   let h: Harness;

@@ -59,7 +59,7 @@ const ROUTES = [
  */
 const NOT_PROVOKED = (route: string, status: number) => status === 503 || (route === "POST /auth/passkey/registration/options" && status === 404);
 
-const ORIGIN = "http://localhost:4000"; // the harness's issuer is http://127.0.0.1:4000: RP id "localhost"
+const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
 const DOC_ID = "https://linkgate.test/openapi.json";
 const docsApp = new Hono().route("/", docsRoutes());
 

@@ -10,7 +10,7 @@ import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { describeRowTypes } from "./support/sql-types.ts";
 
-const ORIGIN = "http://localhost:4000"; // the harness's issuer is http://127.0.0.1:4000: RP id "localhost"
+const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
 const phone = (i: number) => `+1202555${String(2000 + i).padStart(4, "0")}`;
 
 type User = { token: string; accountId: string };
