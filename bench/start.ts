@@ -3,10 +3,15 @@
 // PID the command's starter knows does.
 //
 // What each figure is:
-// * ready ms: from spawning the command to the first 200 from GET /readyz (polled every 20 ms),
+// * ready ms: from spawning the command to the first 200 from GET /readyz (polled every 20 ms
+//   once the listening line named the port),
 //   median and every run, ROUNDS runs per command, the commands interleaved round by round so
 //   that a change in the machine's load hits all of them alike. One untimed start before the
 //   first round migrates the database and warms the file cache.
+// * CPU ms to ready: user + system CPU time of the command's processes when /readyz answered
+//   (from /proc; 10 ms ticks). It moves much less with the machine's load than the wall time,
+//   and exceeds it: V8 compiles the WebAssembly (PGlite, Prisma's schema engine) and collects
+//   garbage on helper threads.
 // * SIGTERM: sent once per command to the PID spawn() returned (npm's, for `npm start`), after
 //   /readyz answered; "stopped" is the time until no process of the command's process group is
 //   left, or what is still running STOP_WAIT_MS later (then the whole group gets SIGTERM).
@@ -50,27 +55,54 @@ function group(pgid: number): string[] {
   return out;
 }
 
+/** CPU time (user + system, reaped children included) the processes of a group have used, in ms. */
+function groupCpuMs(pgid: number): number {
+  const tick = 1000 / 100; // USER_HZ is 100 on Linux
+  let ticks = 0;
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(f[2]) === pgid) ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return ticks * tick;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-let nextPort = 41_000 + Math.floor(Math.random() * 1000);
 
 /** One start: ms to /readyz 200; with `stop`, then SIGTERM to the spawned PID and what follows. */
-async function startOnce(cmd: string[], dataDir: string, stop: boolean): Promise<{ readyMs: number; stop?: string }> {
-  const port = nextPort++;
+async function startOnce(cmd: string[], dataDir: string, stop: boolean): Promise<{ readyMs: number; cpuMs: number; stop?: string }> {
   const t0 = performance.now();
   const child = spawn(cmd[0], cmd.slice(1), {
     cwd: ROOT,
-    env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", LINKGATE_DATA_DIR: dataDir, LOG_LEVEL: "warn" },
-    stdio: ["ignore", "ignore", "pipe"],
+    // PORT=0: a free port, read from the listening line (a chosen one may be taken meanwhile).
+    env: { ...process.env, PORT: "0", HOST: "127.0.0.1", LINKGATE_DATA_DIR: dataDir },
+    stdio: ["ignore", "pipe", "pipe"],
     detached: true, // its own process group, as under a container runtime or a service manager
   });
   const pgid = child.pid!;
   let stderr = "";
   child.stderr!.on("data", (c) => (stderr = (stderr + c).slice(-4000)));
+  let port = 0;
+  let stdout = "";
+  child.stdout!.on("data", (c) => {
+    if (port) return;
+    stdout += c;
+    port = Number(/"port":(\d+)/.exec(stdout)?.[1] ?? 0);
+  });
   let readyMs = 0;
+  let cpuMs = 0;
   while (!readyMs) {
     if (child.exitCode !== null) throw new Error(`${cmd.join(" ")} exited with ${child.exitCode} before it was ready:\n${stderr}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false);
-    if (ok) readyMs = performance.now() - t0;
+    const ok = port > 0 && (await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200, () => false));
+    if (ok) {
+      readyMs = performance.now() - t0;
+      cpuMs = groupCpuMs(pgid);
+    }
     else await sleep(20);
   }
   // Every run ends with SIGTERM, not SIGKILL: an embedded database killed mid-write would make
@@ -78,16 +110,16 @@ async function startOnce(cmd: string[], dataDir: string, stop: boolean): Promise
   if (!stop) {
     process.kill(-pgid, "SIGTERM");
     while (group(pgid).length) await sleep(10);
-    return { readyMs };
+    return { readyMs, cpuMs };
   }
   const s0 = performance.now();
   process.kill(pgid, "SIGTERM");
   while (group(pgid).length && performance.now() - s0 < STOP_WAIT_MS) await sleep(10);
   const left = group(pgid);
-  if (left.length === 0) return { readyMs, stop: `all stopped in ${Math.round(performance.now() - s0)} ms` };
+  if (left.length === 0) return { readyMs, cpuMs, stop: `all stopped in ${Math.round(performance.now() - s0)} ms` };
   process.kill(-pgid, "SIGTERM");
   while (group(pgid).length) await sleep(10);
-  return { readyMs, stop: `${STOP_WAIT_MS / 1000} s later still running: ${left.map((l) => l.split(" ").slice(1).join(" ")).join("; ")}` };
+  return { readyMs, cpuMs, stop: `${STOP_WAIT_MS / 1000} s later still running: ${left.map((l) => l.split(" ").slice(1).join(" ")).join("; ")}` };
 }
 
 export async function main(): Promise<void> {
@@ -99,12 +131,14 @@ export async function main(): Promise<void> {
     console.log(`\n[bench start] first start (empty database: migrations applied, project created): ${Math.round(first.readyMs)} ms`);
     const load0 = os.loadavg().map((l) => l.toFixed(1)).join(" ");
     const runs = new Map<string, number[]>(COMMANDS.map((c) => [c.name, []]));
+    const cpu = new Map<string, number[]>(COMMANDS.map((c) => [c.name, []]));
     const stops = new Map<string, string>();
     for (let round = 0; round < ROUNDS; round++) {
       for (const c of COMMANDS) {
         const last = round === ROUNDS - 1;
         const r = await startOnce(c.cmd, dataDir, last);
         runs.get(c.name)!.push(Math.round(r.readyMs));
+        cpu.get(c.name)!.push(Math.round(r.cpuMs));
         if (r.stop) stops.set(c.name, r.stop);
       }
     }
@@ -112,7 +146,7 @@ export async function main(): Promise<void> {
     const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     console.log(`\n## start to /readyz on PGlite, existing database (${ROUNDS} runs each, interleaved; load average ${load0} at the start, ${load1} at the end)\n`);
     console.table(
-      COMMANDS.map((c) => ({ command: c.name, "ready ms (median)": median(runs.get(c.name)!), runs: runs.get(c.name)!.join(" "), "SIGTERM to the spawned PID": stops.get(c.name) })),
+      COMMANDS.map((c) => ({ command: c.name, "ready ms (median)": median(runs.get(c.name)!), runs: runs.get(c.name)!.join(" "), "CPU ms to ready (median)": median(cpu.get(c.name)!), "SIGTERM to the spawned PID": stops.get(c.name) })),
     );
     const now = median(runs.get(COMMANDS[0].name)!);
     const stopLine = stops.get(COMMANDS[0].name) ?? "";
