@@ -36,7 +36,8 @@ rmSync(dist, { recursive: true, force: true });
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
 const r = spawnSync(process.execPath, [tsc, "-p", path.join(root, "tsconfig.build.json")], { cwd: root, stdio: "inherit" });
 if (r.status !== 0) process.exit(r.status ?? 1);
-// Files the server reads next to its own modules (the /docs page script) come along as they are.
+// Files the server reads next to its own modules (the /docs page script, SQL files beside their
+// feature) come along as they are, at the same place relative to the compiled modules.
 for (const f of files(src)) {
   if (f.endsWith(".ts")) continue;
   cpSync(f, path.join(dist, path.relative(src, f)));
