@@ -1,11 +1,14 @@
 // Reads prisma/migrations in Prisma's own folder layout, applies it, and checks it against
 // prisma/schema.prisma. The layout stays Prisma's so `prisma migrate deploy` keeps working
-// on machines that have the native engine.
+// on machines that have the native engine. Those migrations change tables only; the
+// functions and triggers are repeatable migrations in .sql files beside their features
+// (src/db/repeatable.ts), applied right after them.
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { MigrationList } from "@prisma/schema-engine-wasm";
+import { applyRepeatable } from "./repeatable.ts";
 import { withSchemaEngine } from "./schema-engine.ts";
 
 export const prismaDir = fileURLToPath(new URL("../../prisma/", import.meta.url));
@@ -38,10 +41,27 @@ export async function readMigrations(): Promise<MigrationList> {
   };
 }
 
+/**
+ * Applies the pending ordinary migrations, then the repeatable files whose content changed;
+ * returns the names of both (migration directories, then repeatable files such as
+ * `linking/link-verify.sql`).
+ */
 export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAdapterFactory): Promise<string[]> {
   const migrationsList = await readMigrations();
+  const applied = await applyOrdinaryMigrations(adapterFactory, migrationsList);
+  const knownMigrations = migrationsList.migrationDirectories.map((d) => d.path);
+  return [...applied, ...(await applyRepeatable(adapterFactory, { knownMigrations }))];
+}
+
+/** The ordinary migrations alone, through Prisma's schema engine (tests compare against it). */
+export async function applyOrdinaryMigrations(
+  adapterFactory: SqlMigrationAwareDriverAdapterFactory,
+  migrationsList?: MigrationList,
+): Promise<string[]> {
+  migrationsList ??= await readMigrations();
+  const list = migrationsList;
   return withSchemaEngine(await readSchema(), adapterFactory, async (engine) => {
-    const out = await engine.applyMigrations({ migrationsList, filters: noFilter });
+    const out = await engine.applyMigrations({ migrationsList: list, filters: noFilter });
     return out.appliedMigrationNames;
   });
 }

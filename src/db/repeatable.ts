@@ -1,0 +1,238 @@
+// Repeatable migrations (Flyway's `R__` files): the database's functions and triggers live in
+// real .sql files beside the feature that calls them, and are (re)created whenever a file's
+// content changes. Ordinary migrations (prisma/migrations) change tables only; they are
+// history, checksummed by Prisma, so a function written there had to be copied whole into a
+// new migration for every one-line change, as an escape string with every semicolon written
+// \x3B (Prisma's applier splits a file at each semicolon, quoted or not).
+//
+// How it is applied (applyMigrations runs it after the ordinary migrations):
+// * Each file is recorded in `_linkgate_repeatable` (name, sha256 of its text, when). A file
+//   whose checksum differs from its row, or that has none, is run again; the others are not
+//   touched, so a change to one file re-creates only its own functions and triggers (a trigger
+//   re-created takes a lock on its table: deliveries, the hottest one).
+// * The files run in the order of REPEATABLE below (a LANGUAGE sql function is checked against
+//   the functions it calls when it is created, so those come first), all in one transaction
+//   with their rows: a file that fails leaves every definition and checksum as it was.
+// * Several processes may start at once on one Postgres database: the step holds a
+//   transaction-level advisory lock, and reads the checksums again under it, so the first
+//   process applies and the others find everything current and do nothing. A process that
+//   finds the checksums current before locking (every start but the first of a release)
+//   takes no lock at all.
+// * An older build restarting during a rolling upgrade (docs/operations.md) must not put its
+//   definitions back over the newer ones: a process that finds ordinary migrations it does not
+//   know in `_prisma_migrations` leaves the repeatable step alone.
+//
+// Why a table of its own and not rows in `_prisma_migrations`: Prisma treats every row there as
+// a migration of the folder, and a name it cannot find there is reported as a migration
+// missing from the folder (prisma migrate status / dev, on machines with the native engine);
+// and its checksum column is Prisma's own. `_linkgate_repeatable` is created by this step,
+// like Prisma creates its own table, so no ordinary migration and no model describe it.
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import type { SqlMigrationAwareDriverAdapterFactory, Transaction } from "@prisma/driver-adapter-utils";
+
+/**
+ * The repeatable files, paths relative to src/, in the order they are applied. Each file's
+ * header says what its functions are for; the numbers that chose their form are there too.
+ */
+export const REPEATABLE = [
+  "webhooks/outbox.sql", // outbox_enqueue (link_enqueue calls it)
+  "webhooks/event-accounts.sql", // console.event_account, console.event_secondary_account (indexed)
+  "linking/link-verify.sql", // link_user_object, link_enqueue, link_verify
+  "delivery/console-rollups.sql", // the console's hourly attempt counts and their trigger
+  "delivery/console-states.sql", // the webhook list's per-state counts and their triggers
+] as const;
+
+export type RepeatableFile = { name: string; sql: string };
+
+const srcDir = new URL("../", import.meta.url);
+
+/** The repeatable files of this build, read from beside their features. */
+export async function readRepeatable(): Promise<RepeatableFile[]> {
+  return Promise.all(REPEATABLE.map(async (name) => ({ name, sql: await readFile(new URL(name, srcDir), "utf8") })));
+}
+
+/** The advisory lock of the repeatable step ("lgrp"); Prisma's own applier uses 72707369. */
+export const REPEATABLE_LOCK = 0x6c677270;
+
+const TABLE = "_linkgate_repeatable";
+
+export function checksum(sql: string): string {
+  return createHash("sha256").update(sql).digest("hex");
+}
+
+export type RepeatableOptions = {
+  /** Defaults to this build's files (readRepeatable). */
+  files?: RepeatableFile[];
+  /** The ordinary migrations this build knows (directory names); see the header. */
+  knownMigrations: string[];
+};
+
+/** Applies the repeatable files whose checksums changed; returns their names, in order. */
+export async function applyRepeatable(adapterFactory: SqlMigrationAwareDriverAdapterFactory, opts: RepeatableOptions): Promise<string[]> {
+  const files = opts.files ?? (await readRepeatable());
+  const sums = new Map(files.map((f) => [f.name, checksum(f.sql)]));
+  const adapter = await adapterFactory.connect();
+  try {
+    if (await allCurrent(adapter, sums)) return [];
+    const tx = await adapter.startTransaction();
+    let applied: string[] = [];
+    try {
+      await exec(tx, `SELECT pg_advisory_xact_lock(${REPEATABLE_LOCK})`);
+      await exec(
+        tx,
+        `CREATE TABLE IF NOT EXISTS ${TABLE} (name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
+      );
+      if (!(await newerBuildMigrated(tx, opts.knownMigrations))) {
+        const recorded = await recordedChecksums(tx);
+        for (const f of files) {
+          if (recorded.get(f.name) === sums.get(f.name)) continue;
+          for (const statement of splitStatements(f.sql)) {
+            await exec(tx, statement).catch((e: unknown) => {
+              throw new Error(`repeatable migration ${f.name}: ${errorText(e)}`, { cause: e });
+            });
+          }
+          await tx.executeRaw({
+            sql: `INSERT INTO ${TABLE} (name, checksum, applied_at) VALUES ($1, $2, now())
+                  ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = excluded.applied_at`,
+            args: [f.name, sums.get(f.name)],
+            argTypes: [text, text],
+          });
+          applied.push(f.name);
+        }
+      }
+    } catch (e) {
+      applied = [];
+      await finish(tx, "ROLLBACK");
+      throw e;
+    }
+    await finish(tx, "COMMIT");
+    return applied;
+  } finally {
+    await adapter.dispose();
+  }
+}
+
+const text = { scalarType: "string", arity: "scalar" } as const;
+
+function exec(tx: Pick<Transaction, "executeRaw">, sql: string) {
+  return tx.executeRaw({ sql, args: [], argTypes: [] });
+}
+
+/**
+ * Ends a transaction the way Prisma's engine does: the pg adapter began it with BEGIN and
+ * expects the caller to send COMMIT or ROLLBACK (usePhantomQuery false); PGlite's adapter runs
+ * it inside pglite.transaction, which sends them itself.
+ */
+async function finish(tx: Transaction, how: "COMMIT" | "ROLLBACK") {
+  if (how === "ROLLBACK") {
+    if (!tx.options.usePhantomQuery) await exec(tx, "ROLLBACK").catch(() => {});
+    await tx.rollback();
+    return;
+  }
+  if (!tx.options.usePhantomQuery) await exec(tx, "COMMIT");
+  await tx.commit();
+}
+
+async function allCurrent(q: Pick<Transaction, "queryRaw">, sums: Map<string, string>): Promise<boolean> {
+  const exists = await q.queryRaw({ sql: `SELECT to_regclass('${TABLE}') IS NOT NULL`, args: [], argTypes: [] });
+  if (!exists.rows[0][0]) return false;
+  const recorded = await recordedChecksums(q);
+  return [...sums].every(([name, sum]) => recorded.get(name) === sum);
+}
+
+async function recordedChecksums(q: Pick<Transaction, "queryRaw">): Promise<Map<string, string>> {
+  const res = await q.queryRaw({ sql: `SELECT name, checksum FROM ${TABLE}`, args: [], argTypes: [] });
+  return new Map(res.rows.map((r) => [String(r[0]), String(r[1])]));
+}
+
+/** Whether a build with ordinary migrations this one lacks has migrated the database. */
+async function newerBuildMigrated(q: Pick<Transaction, "queryRaw">, known: string[]): Promise<boolean> {
+  const res = await q.queryRaw({
+    sql: `SELECT count(*)::int FROM _prisma_migrations
+          WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL AND NOT (migration_name = ANY ($1::text[]))`,
+    args: [known],
+    argTypes: [{ scalarType: "string", arity: "list" }],
+  });
+  return Number(res.rows[0][0]) > 0;
+}
+
+function errorText(e: unknown): string {
+  if (e && typeof e === "object" && "cause" in e) {
+    const c = (e as { cause?: { originalMessage?: string; message?: string } }).cause;
+    if (c?.originalMessage || c?.message) return String(c.originalMessage ?? c.message);
+  }
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * The statements of a file, split at the semicolons that end them: not those inside quotes,
+ * identifiers, dollar-quoted bodies or comments. Each runs on its own (PGlite's query, like
+ * Postgres' extended protocol, takes one statement at a time). Pieces holding only comments
+ * are dropped.
+ */
+export function splitStatements(sql: string): string[] {
+  const out: string[] = [];
+  let start = 0;
+  let code = false;
+  let i = 0;
+  const n = sql.length;
+  const cut = (end: number) => {
+    if (code) out.push(sql.slice(start, end).trim());
+    start = end + 1;
+    code = false;
+  };
+  while (i < n) {
+    const c = sql[i];
+    if (c === "-" && sql[i + 1] === "-") {
+      const nl = sql.indexOf("\n", i);
+      i = nl < 0 ? n : nl + 1;
+      continue;
+    }
+    if (c === "/" && sql[i + 1] === "*") {
+      // Postgres block comments nest
+      let depth = 1;
+      i += 2;
+      while (i < n && depth > 0) {
+        if (sql[i] === "/" && sql[i + 1] === "*") (depth++, (i += 2));
+        else if (sql[i] === "*" && sql[i + 1] === "/") (depth--, (i += 2));
+        else i++;
+      }
+      continue;
+    }
+    if (/\s/.test(c)) {
+      i++;
+      continue;
+    }
+    code = true;
+    if (c === "'") {
+      const escapes = /[eE]/.test(sql[i - 1] ?? "") && !/[\w$]/.test(sql[i - 2] ?? "");
+      i++;
+      while (i < n) {
+        if (escapes && sql[i] === "\\") i += 2;
+        else if (sql[i] === "'" && sql[i + 1] === "'") i += 2;
+        else if (sql[i] === "'") break;
+        else i++;
+      }
+      i++;
+      continue;
+    }
+    if (c === '"') {
+      const end = sql.indexOf('"', i + 1);
+      i = end < 0 ? n : end + 1;
+      continue;
+    }
+    if (c === "$" && !/[\w$]/.test(sql[i - 1] ?? "")) {
+      const tag = /^\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$/.exec(sql.slice(i, i + 64));
+      if (tag) {
+        const end = sql.indexOf(tag[0], i + tag[0].length);
+        i = end < 0 ? n : end + tag[0].length;
+        continue;
+      }
+    }
+    if (c === ";") cut(i);
+    i++;
+  }
+  cut(n);
+  return out;
+}

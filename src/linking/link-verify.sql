@@ -1,0 +1,248 @@
+-- Repeatable migration (src/db/repeatable.ts): re-created whenever this file changes.
+-- The tables it writes change only in prisma/migrations.
+--
+-- A link verify decided in one statement (src/linking/service.ts verifyLink, through the
+-- prepared statement of src/linking/sql.ts): the account's wrong-code counter, the code's check,
+-- the account locks in id order, the holder read under them, attach or merge, the events with
+-- their deliveries, the notices and the stored result, all in one call of link_verify. It used
+-- to be about 15 statements and two commits (migration 20261123100100_link_verify_function).
+-- It never raises for a decision: a refusal is an outcome, so the try it counted commits. A
+-- state that moved under the locks raises serialization_failure, and the caller runs it again.
+
+-- The user object of events, as JSON text: the same object as userObject in
+-- src/auth/accounts.ts (test/linking.user-object.test.ts compares them on both backends). The
+-- e-mail is the account's own one, else its oldest attached one. Built as text, keys in
+-- userObject's order, so an event written here reads byte for byte like one written in
+-- TypeScript.
+CREATE OR REPLACE FUNCTION link_user_object(p_account text) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v text;
+BEGIN
+  SELECT '{"user_id":' || to_json(a.id)::text
+    || ',"project_id":' || to_json(a.project_id)::text
+    || ',"email":' || coalesce((SELECT to_json(i.value)::text FROM identifiers i WHERE i.account_id = a.id AND i.kind = 'email'
+                                ORDER BY i.origin <> 'own', i.created_at LIMIT 1), 'null')
+    || ',"name":' || coalesce(to_json(a.name)::text, 'null')
+    || ',"status":' || to_json(a.status::text)::text
+    || ',"created_at":' || to_json(to_char(a.created_at, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text
+    || ',"updated_at":' || to_json(to_char(a.updated_at, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text
+    || ',"last_login":' || coalesce(to_json(to_char(a.last_login_at, 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text, 'null')
+    || '}'
+    INTO v FROM accounts a WHERE a.id = p_account;
+  RETURN v;
+END
+$$;
+
+-- A link's events, fanned out like every other event (src/webhooks/outbox.sql).
+CREATE OR REPLACE FUNCTION link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[]) RETURNS void
+LANGUAGE sql AS $$
+  SELECT outbox_enqueue(p_channel, p_ids, array_fill(p_project, ARRAY[cardinality(p_ids)]), p_types, p_bodies,
+                        array_fill(false, ARRAY[cardinality(p_ids)]), array_fill(NULL::text, ARRAY[cardinality(p_ids)]))
+$$;
+
+-- A jsonb array of strings as text[], in order; anything else (a field absent or null) is NULL,
+-- as that positional argument was.
+CREATE OR REPLACE FUNCTION link_text_array(a jsonb) RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN jsonb_typeof(a) = 'array'
+              THEN ARRAY(SELECT e FROM jsonb_array_elements_text(a) WITH ORDINALITY AS t(e, n) ORDER BY n) END
+$$;
+
+-- The decision, in this order: the identifier is already the account's (or its merged
+-- secondary's) -> CannotLinkSelf; nobody has it -> attached; it is attached to another account
+-- -> TargetSecondaryIdentity; it is another account's own and that account is merged ->
+-- TargetAlreadyLinked; the account is already merged -> AlreadyLinked; otherwise -> merged.
+--
+-- `p` holds named fields (src/linking/sql.ts LinkVerifyInput says what each is): the checks
+-- (project, account, state, hash, max_tries, fail_key, fail_max), and what both possible changes
+-- write, made in TypeScript before the call: identifier_id, event_ids, channel, the events'
+-- types and bodies for an attach (attach_types, attach_bodies) and a merge (merge_types,
+-- merge_bodies), the notices' subjects and texts ([1] attached, [2] merged, [3] merged away),
+-- and the stored results. The bodies hold user_mark and secondary_mark, random placeholders
+-- replaced here with the user object (link_user_object) and the secondary's id read after the
+-- change: no value anywhere in an event can imitate them.
+--
+-- Outcomes: rate_limited (retry_after), invalid (no live state, no replay), replay (stored),
+-- wrong (tries, id_kind, id_value), gone, ended, a refusal's error name, attached or merged
+-- (stored).
+CREATE OR REPLACE FUNCTION link_verify(p jsonb)
+RETURNS TABLE (outcome text, tries integer, id_kind text, id_value text, retry_after integer, stored text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  -- the fields of p, named as the positional arguments of the first form were
+  p_project text := p->>'project';
+  p_account text := p->>'account';
+  p_state text := p->>'state';
+  p_hash text := p->>'hash';
+  p_max_tries integer := (p->>'max_tries')::integer;
+  p_fail_key text := p->>'fail_key';
+  p_fail_max integer := (p->>'fail_max')::integer;
+  p_identifier_id text := p->>'identifier_id';
+  p_event_ids text[] := link_text_array(p->'event_ids');
+  p_channel text := p->>'channel';
+  p_user_mark text := p->>'user_mark';
+  p_secondary_mark text := p->>'secondary_mark';
+  p_attach_types text[] := link_text_array(p->'attach_types');
+  p_attach_bodies text[] := link_text_array(p->'attach_bodies');
+  p_merge_types text[] := link_text_array(p->'merge_types');
+  p_merge_bodies text[] := link_text_array(p->'merge_bodies');
+  p_notice_subjects text[] := link_text_array(p->'notice_subjects');
+  p_notice_texts text[] := link_text_array(p->'notice_texts');
+  p_attached_result text := p->>'attached_result';
+  p_merged_result text := p->>'merged_result';
+
+  v_now timestamp := now() AT TIME ZONE 'UTC';
+  v_over boolean;
+  v_ok boolean;
+  v_kind identifier_kind;
+  v_value text;
+  v_seen text;
+  v_holder text;
+  v_origin identifier_origin;
+  v_me accounts%ROWTYPE;
+  v_other accounts%ROWTYPE;
+  v_user text;
+  v_n integer;
+BEGIN
+  SELECT r.count >= p_fail_max, ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
+    INTO v_over, retry_after FROM rate_limits r
+    WHERE r.key = p_fail_key AND r.window_start > now() - make_interval(secs => r.window_seconds);
+  IF v_over THEN
+    outcome := 'rate_limited';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
+    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
+      AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
+    RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
+  IF NOT FOUND THEN
+    SELECT s.result::text INTO stored FROM otp_states s
+      WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
+        AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
+        AND s.result IS NOT NULL AND s.code_hash = p_hash;
+    outcome := CASE WHEN stored IS NULL THEN 'invalid' ELSE 'replay' END;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  id_kind := v_kind::text;
+  id_value := v_value;
+  IF NOT v_ok THEN
+    outcome := 'wrong';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  SELECT i.account_id INTO v_seen FROM identifiers i WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
+  PERFORM 1 FROM accounts a WHERE a.id IN (p_account, v_seen) ORDER BY a.id FOR UPDATE;
+  SELECT * INTO v_me FROM accounts a WHERE a.id = p_account;
+  IF NOT FOUND OR v_me.project_id <> p_project THEN
+    outcome := 'gone';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  IF v_me.merge_role = 'secondary' THEN
+    outcome := 'ended';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  SELECT i.account_id, i.origin INTO v_holder, v_origin FROM identifiers i
+    WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
+  IF v_holder IS DISTINCT FROM v_seen THEN
+    RAISE EXCEPTION 'the identifier moved, deciding again' USING ERRCODE = 'serialization_failure';
+  END IF;
+  IF v_holder = v_me.id OR v_holder = v_me.merged_with_id THEN
+    outcome := 'CannotLinkSelf';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  IF v_holder IS NULL THEN
+    INSERT INTO identifiers (id, project_id, account_id, kind, value, origin, created_at)
+      VALUES (p_identifier_id, p_project, p_account, v_kind, v_value, 'attached', v_now);
+    UPDATE accounts SET updated_at = v_now WHERE id = p_account;
+    v_user := link_user_object(p_account);
+    PERFORM link_enqueue(p_project, p_channel, p_event_ids, p_attach_types,
+      ARRAY(SELECT replace(b, '"' || p_user_mark || '"', v_user) FROM unnest(p_attach_bodies) WITH ORDINALITY AS t(b, n) ORDER BY n));
+    INSERT INTO notices (id, project_id, kind, value, subject, text, next_attempt_at, created_at)
+      SELECT 'ntc_' || replace(gen_random_uuid()::text, '-', ''), p_project, r.kind, r.value, p_notice_subjects[1], p_notice_texts[1], v_now, v_now
+      FROM (SELECT DISTINCT i.kind, i.value FROM identifiers i JOIN accounts a ON a.id = i.account_id
+            WHERE (i.account_id = p_account OR (a.merged_with_id = p_account AND a.merge_role = 'secondary'))
+              AND NOT (i.kind = v_kind AND i.value = v_value)) AS r;
+    UPDATE otp_states SET consumed_at = v_now, result = p_attached_result::jsonb WHERE id = p_state;
+    outcome := 'attached';
+    stored := p_attached_result;
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  IF v_origin = 'attached' THEN
+    outcome := 'TargetSecondaryIdentity';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  SELECT * INTO v_other FROM accounts a WHERE a.id = v_holder;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'the identifier''s account is gone, deciding again' USING ERRCODE = 'serialization_failure';
+  END IF;
+  IF v_other.merge_role IS NOT NULL THEN
+    outcome := 'TargetAlreadyLinked';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  IF v_me.merge_role IS NOT NULL THEN
+    outcome := 'AlreadyLinked';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+
+  UPDATE accounts a SET
+    merged_with_id = CASE WHEN a.id = p_account THEN v_other.id ELSE p_account END,
+    merge_role = (CASE WHEN a.id = p_account THEN 'primary' ELSE 'secondary' END)::merge_role,
+    merged_at = v_now,
+    updated_at = CASE WHEN a.id = p_account THEN v_now ELSE a.updated_at END
+    WHERE a.id IN (p_account, v_other.id) AND a.merged_with_id IS NULL;
+  GET DIAGNOSTICS v_n = ROW_COUNT;
+  IF v_n <> 2 THEN
+    RAISE EXCEPTION 'an account of this merge is already merged' USING ERRCODE = 'serialization_failure';
+  END IF;
+  UPDATE sessions SET ended_at = v_now WHERE account_id = v_other.id AND ended_at IS NULL;
+  v_user := link_user_object(p_account);
+  PERFORM link_enqueue(p_project, p_channel, p_event_ids, p_merge_types,
+    ARRAY(SELECT replace(replace(b, '"' || p_user_mark || '"', v_user), '"' || p_secondary_mark || '"', to_json(v_other.id)::text)
+          FROM unnest(p_merge_bodies) WITH ORDINALITY AS t(b, n) ORDER BY n));
+  INSERT INTO notices (id, project_id, kind, value, subject, text, next_attempt_at, created_at)
+    SELECT 'ntc_' || replace(gen_random_uuid()::text, '-', ''), p_project, r.kind, r.value, p_notice_subjects[r.n], p_notice_texts[r.n], v_now, v_now
+    FROM (SELECT DISTINCT i.kind, i.value, CASE WHEN i.account_id = p_account THEN 2 ELSE 3 END AS n
+          FROM identifiers i WHERE i.account_id IN (p_account, v_other.id)) AS r;
+  UPDATE otp_states SET consumed_at = v_now, result = p_merged_result::jsonb WHERE id = p_state;
+  outcome := 'merged';
+  stored := p_merged_result;
+  RETURN NEXT;
+END
+$$;
+
+-- The first form, 20 positional arguments, which the build before this one still calls during
+-- a rolling upgrade (docs/operations.md, expand then contract): now the same decision, through
+-- the jsonb form. Drop it in a later release, in an ordinary migration, once no process of a
+-- build before the jsonb form is left (and remove it from this file).
+CREATE OR REPLACE FUNCTION link_verify(
+  p_project text, p_account text, p_state text, p_hash text, p_max_tries integer,
+  p_fail_key text, p_fail_max integer,
+  p_identifier_id text, p_event_ids text[], p_channel text, p_user_mark text, p_secondary_mark text,
+  p_attach_types text[], p_attach_bodies text[], p_merge_types text[], p_merge_bodies text[],
+  p_notice_subjects text[], p_notice_texts text[],
+  p_attached_result text, p_merged_result text
+) RETURNS TABLE (outcome text, tries integer, id_kind text, id_value text, retry_after integer, stored text)
+LANGUAGE sql AS $$
+  SELECT * FROM link_verify(jsonb_build_object(
+    'project', p_project, 'account', p_account, 'state', p_state, 'hash', p_hash, 'max_tries', p_max_tries,
+    'fail_key', p_fail_key, 'fail_max', p_fail_max,
+    'identifier_id', p_identifier_id, 'event_ids', to_jsonb(p_event_ids), 'channel', p_channel,
+    'user_mark', p_user_mark, 'secondary_mark', p_secondary_mark,
+    'attach_types', to_jsonb(p_attach_types), 'attach_bodies', to_jsonb(p_attach_bodies),
+    'merge_types', to_jsonb(p_merge_types), 'merge_bodies', to_jsonb(p_merge_bodies),
+    'notice_subjects', to_jsonb(p_notice_subjects), 'notice_texts', to_jsonb(p_notice_texts),
+    'attached_result', p_attached_result, 'merged_result', p_merged_result))
+$$;
