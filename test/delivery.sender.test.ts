@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSender, type SendInput } from "../src/delivery/sender.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
-import { TestReceiver } from "./support/receiver.ts";
+import { closedPortUrl, TestReceiver } from "./support/receiver.ts";
 
 const secret = generateWebhookSecret();
 const body = JSON.stringify({ id: "evt_1", event_type: "user.created", created_at: "2026-11-21T10:00:00.123456789Z", project_id: "prj_1", data: { n: "é" } });
@@ -30,7 +30,7 @@ describe("sender", () => {
     const sender = createSender({ timeoutMs: 2_000, allowPrivate: true });
     const res = await sender.send(input(r.url));
     await sender.close();
-    expect(res).toMatchObject({ statusCode: 200, error: null, responseExcerpt: "ok", retryAfter: null });
+    expect(res).toMatchObject({ statusCode: 200, error: null, responseExcerpt: "ok", retryAfter: null, reached: true });
     const got = r.receipts.at(-1)!;
     expect(got.body.toString("utf8")).toBe(body);
     expect(got.headers["x-service-delivery-attempt"]).toBe("3");
@@ -67,6 +67,7 @@ describe("sender", () => {
     expect(res.statusCode).toBeNull();
     expect(res.error).toMatch(/^target refused: webhook host is a loopback address/);
     expect(res.requestHeaders).toEqual({});
+    expect(res.reached).toBe(false);
     expect(r.receipts.length).toBe(before);
   });
 
@@ -79,13 +80,31 @@ describe("sender", () => {
 
     r.enqueue({ status: 200, delayMs: 2_000 });
     const slow = await sender.send(input(r.url));
-    expect(slow).toMatchObject({ statusCode: null, error: "timeout: no response within 300 ms" });
+    // A timeout reached the receiver: it says something about the endpoint (breaker.ts).
+    expect(slow).toMatchObject({ statusCode: null, error: "timeout: no response within 300 ms", reached: true });
     expect(slow.durationMs).toBeGreaterThanOrEqual(290);
     expect(slow.durationMs).toBeLessThan(1_500);
 
     // The pool still works afterwards.
     expect((await sender.send(input(r.url))).statusCode).toBe(200);
     await sender.close();
+  });
+
+  it("a refused connection reached the network; a host that does not resolve did not", async () => {
+    const sender = createSender({
+      timeoutMs: 2_000,
+      allowPrivate: true,
+      lookup: async () => {
+        throw Object.assign(new Error("no such host"), { code: "ENOTFOUND" });
+      },
+    });
+    const refused = await sender.send(input(await closedPortUrl()));
+    const unresolved = await sender.send(input("http://hooks.invalid/hook"));
+    await sender.close();
+    expect(refused).toMatchObject({ statusCode: null, reached: true });
+    expect(refused.error).toMatch(/ECONNREFUSED/);
+    expect(unresolved).toMatchObject({ statusCode: null, reached: false, requestHeaders: {} });
+    expect(unresolved.error).toBe("target refused: webhook host hooks.invalid could not be resolved (ENOTFOUND)");
   });
 
   it("reports Retry-After and a redirect without following it", async () => {

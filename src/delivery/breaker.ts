@@ -66,10 +66,7 @@ type Entry = {
   lastUsed: number;
 };
 
-/**
- * The verdict of one attempt on its endpoint. `reached`: a request went out (the sender
- * returns headers only then).
- */
+/** The verdict of one attempt on its endpoint. `reached`: a request went out (SendResult.reached). */
 export function verdictOf(sent: { statusCode: number | null; durationMs: number; reached: boolean }, timeoutMs: number): Verdict {
   if (!sent.reached) return "neutral";
   const s = sent.statusCode;

@@ -45,6 +45,13 @@ export type SendResult = {
   responseExcerpt: string | null;
   /** The request headers actually sent (signatures included, never the secret); {} when nothing was sent. */
   requestHeaders: Record<string, string>;
+  /**
+   * Whether a request went out to the receiver's address (it passed the target check and was
+   * signed), whatever came back: a refused connection reached the network, a refused target
+   * did not. The breaker judges an endpoint only by attempts that reached it (breaker.ts), and
+   * the attempt log names the signing secrets only for them.
+   */
+  reached: boolean;
 };
 
 export type SenderOptions = {
@@ -104,7 +111,7 @@ export function createSender(opts: SenderOptions): Sender {
     } catch (err) {
       if (host) vetted.delete(host);
       const message = err instanceof UnsafeWebhookTarget ? `target refused: ${err.message}` : `target check failed: ${describe(err)}`;
-      return { ...base, durationMs: elapsed(), statusCode: null, error: message, requestHeaders: {} };
+      return { ...base, durationMs: elapsed(), statusCode: null, error: message, requestHeaders: {}, reached: false };
     }
 
     const headers = requestHeaders({ ...input, timestamp: Math.floor(startedMs / 1000) });
@@ -132,14 +139,14 @@ export function createSender(opts: SenderOptions): Sender {
       const retryAfter = headerValue(res.headers["retry-after"]);
       const ok = res.statusCode === 200 || res.statusCode === 201 || res.statusCode === 202;
       const error = ok ? null : statusError(res.statusCode, headerValue(res.headers["location"]));
-      return { startedAt, durationMs: elapsed(), statusCode: res.statusCode, retryAfter, error, responseExcerpt: excerpt, requestHeaders: headers };
+      return { startedAt, durationMs: elapsed(), statusCode: res.statusCode, retryAfter, error, responseExcerpt: excerpt, requestHeaders: headers, reached: true };
     } catch (err) {
       const error = timedOut || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.ConnectTimeoutError
         ? `timeout: no response within ${opts.timeoutMs} ms`
         : signal?.aborted
           ? "aborted: the worker stopped before a response arrived"
           : describe(err);
-      return { ...base, durationMs: elapsed(), statusCode: null, error, requestHeaders: headers };
+      return { ...base, durationMs: elapsed(), statusCode: null, error, requestHeaders: headers, reached: true };
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener("abort", onOuterAbort);

@@ -339,6 +339,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     error,
     responseExcerpt: null,
     requestHeaders: {},
+    reached: false,
   });
 
   /**
@@ -396,8 +397,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
         sent = internalFailure(`internal: ${errorSummary(err).message}`);
       }
     }
-    const reached = sent.requestHeaders["X-Service-Signature"] !== undefined;
-    breakers.finished(c.webhookId, verdictOf({ statusCode: sent.statusCode, durationMs: sent.durationMs, reached }, config.webhookTimeoutMs), Date.now());
+    breakers.finished(c.webhookId, verdictOf(sent, config.webhookTimeoutMs), Date.now());
     const decision = decide({ attempt: c.attempt, statusCode: sent.statusCode, retryAfter: sent.retryAfter }, schedule, { random });
     report(decision.status, c, sent);
     log.debug(
@@ -415,8 +415,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       startedAt: sent.startedAt,
       durationMs: sent.durationMs,
       responseExcerpt: sent.responseExcerpt,
-      // The sender returns no headers when it made no request (refused target, no secret).
-      signedWith: reached ? refs : null,
+      signedWith: sent.reached ? refs : null,
     };
   }
 
