@@ -26,7 +26,7 @@ import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { lockAccounts, type LockedAccount } from "../db/locks.ts";
-import { clearMerge, runLinkVerify } from "./sql.ts";
+import { clearMerge, runLinkVerify, type LinkVerifyInput } from "./sql.ts";
 
 export type LinkOutcome = "attached" | "merged";
 export type VerifyResult = { message: "Account linked successfully"; outcome: LinkOutcome };
@@ -65,8 +65,8 @@ export async function requestLink(deps: Deps, actor: UserActor, input: Identifie
 const LINKED = "Account linked successfully" as const;
 
 /**
- * The verify is decided in one statement, link_verify (migration
- * 20261123100100_link_verify_function), which holds the rules: the account's wrong-code limit,
+ * The verify is decided in one statement, link_verify (src/linking/link-verify.sql), which
+ * holds the rules: the account's wrong-code limit,
  * the try counted under the state's row lock (a retried verify of a state that succeeded gets
  * its stored answer), the current account and the identifier's holder locked together in id
  * order (two accounts merging each other cannot deadlock) and the holder read again under the
@@ -138,7 +138,7 @@ const LINK_STATE = prepared<{ kind: string; value: string }>(
 );
 
 /** link_verify's arguments: the checks, and the events and notices of both possible changes. */
-function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identifier: Identifier): unknown[] {
+function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identifier: Identifier): LinkVerifyInput {
   const { projectId, user } = actor;
   const nonce = randomBytes(12).toString("hex");
   // placeholders the statement replaces with the user object (and the secondary's id) it reads
@@ -162,28 +162,28 @@ function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identif
     noticeText({ kind: "merged", identifier }, now, actor.clientAddress),
     noticeText({ kind: "merged_away" }, now, actor.clientAddress),
   ];
-  return [
-    projectId,
-    user.accountId,
-    check.stateId,
-    check.hash,
-    check.maxTries,
-    check.failKey,
-    check.failMax,
-    newId("idt"),
-    ids,
-    DELIVERY_CHANNEL,
-    userMark,
-    secondaryMark,
-    attach.map(([t]) => t),
-    bodies(attach),
-    merge.map(([t]) => t),
-    bodies(merge),
-    notices.map((n) => n.subject),
-    notices.map((n) => n.text),
-    JSON.stringify({ message: LINKED, outcome: "attached" }),
-    JSON.stringify({ message: LINKED, outcome: "merged" }),
-  ];
+  return {
+    project: projectId,
+    account: user.accountId,
+    state: check.stateId,
+    hash: check.hash,
+    max_tries: check.maxTries,
+    fail_key: check.failKey,
+    fail_max: check.failMax,
+    identifier_id: newId("idt"),
+    event_ids: ids,
+    channel: DELIVERY_CHANNEL,
+    user_mark: userMark,
+    secondary_mark: secondaryMark,
+    attach_types: attach.map(([t]) => t),
+    attach_bodies: bodies(attach),
+    merge_types: merge.map(([t]) => t),
+    merge_bodies: bodies(merge),
+    notice_subjects: notices.map((n) => n.subject),
+    notice_texts: notices.map((n) => n.text),
+    attached_result: JSON.stringify({ message: LINKED, outcome: "attached" }),
+    merged_result: JSON.stringify({ message: LINKED, outcome: "merged" }),
+  };
 }
 
 export async function removeLink(deps: Deps, actor: UserActor, input: IdentifierInput) {

@@ -13,7 +13,7 @@ export async function clearMerge(tx: Tx, primaryId: string, secondaryId: string)
 }
 
 /**
- * What link_verify (migration 20261123100100_link_verify_function) decided. `outcome` is one of:
+ * What link_verify (src/linking/link-verify.sql) decided. `outcome` is one of:
  * rate_limited (retry_after), invalid (no live state, no replay), replay (stored), wrong (tries,
  * id_kind, id_value), gone, ended, a refusal's error name, attached or merged (stored).
  */
@@ -26,15 +26,45 @@ export type LinkVerifyRow = {
   stored: string | null;
 };
 
+/** link_verify's one argument, as named jsonb fields (src/linking/link-verify.sql). */
+export type LinkVerifyInput = {
+  /** The checks: whose state, its code's hash, and the account's wrong-code limit. */
+  project: string;
+  account: string;
+  state: string;
+  hash: string;
+  max_tries: number;
+  fail_key: string;
+  fail_max: number;
+  /** The id an attached identifier gets. */
+  identifier_id: string;
+  /** The ids of the (two) events either change writes, and the channel that wakes the workers. */
+  event_ids: string[];
+  channel: string;
+  /** Placeholders in the bodies, replaced in SQL by the user object and the secondary's id. */
+  user_mark: string;
+  secondary_mark: string;
+  attach_types: string[];
+  attach_bodies: string[];
+  merge_types: string[];
+  merge_bodies: string[];
+  /** The notices' subjects and texts: [0] attached, [1] merged, [2] merged away. */
+  notice_subjects: string[];
+  notice_texts: string[];
+  /** What a success stores and a replay answers, per change. */
+  attached_result: string;
+  merged_result: string;
+};
+
+// One jsonb argument rather than 20 positional ones: each field is named where it is made and
+// where it is read. Still one prepared statement, planned once per connection (src/db/fast.ts).
 export const LINK_VERIFY = prepared<LinkVerifyRow>(
   "link_verify",
   { outcome: "text", tries: "int4", id_kind: "text", id_value: "text", retry_after: "int4", stored: "text" },
-  `SELECT outcome, tries, id_kind, id_value, retry_after, stored FROM link_verify(
-     $1::text, $2::text, $3::text, $4::text, $5::int, $6::text, $7::int, $8::text, $9::text[], $10::text, $11::text, $12::text,
-     $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[], $19::text, $20::text)`,
+  `SELECT outcome, tries, id_kind, id_value, retry_after, stored FROM link_verify($1::jsonb)`,
 );
 
-export async function runLinkVerify(db: Pick<Database, "driver">, values: unknown[]): Promise<LinkVerifyRow> {
-  const [row] = await run(db, LINK_VERIFY, values);
+export async function runLinkVerify(db: Pick<Database, "driver">, input: LinkVerifyInput): Promise<LinkVerifyRow> {
+  const [row] = await run(db, LINK_VERIFY, [JSON.stringify(input)]);
   return row;
 }
