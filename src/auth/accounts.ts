@@ -14,7 +14,17 @@ export async function loadAccount(db: Db | Tx, projectId: string, accountId: str
   return db.account.findFirst({ where: { id: accountId, projectId }, include: { identifiers: true } });
 }
 
-export function userObject(account: AccountWithIds, status = account.status as string) {
+/** What the user object is made of (a sample event's user is made by the same function). */
+export type UserObjectSource = Pick<Account, "id" | "projectId" | "name" | "status" | "createdAt" | "updatedAt" | "lastLoginAt"> & {
+  identifiers: Pick<Identifier, "kind" | "origin" | "createdAt" | "value">[];
+};
+
+/**
+ * The user object of events. link_user_object (src/linking/link-verify.sql) builds the same
+ * object in SQL for the events link_verify writes; test/linking.user-object.test.ts compares the
+ * two on both backends.
+ */
+export function userObject(account: UserObjectSource, status = account.status as string) {
   return {
     user_id: account.id,
     project_id: account.projectId,

@@ -1,18 +1,24 @@
 // Sample payloads for test events: the same shapes real events carry, with obvious fake data.
+import { userObject } from "../auth/accounts.ts";
 import type { EventType } from "./event-types.ts";
 
 export function sampleEventData(projectId: string, type: EventType): Record<string, unknown> {
-  const at = new Date().toISOString();
-  const user = {
-    user_id: "acc_test_user",
-    project_id: projectId,
-    email: "test.user@example.com",
-    name: "Test User",
-    status: type === "user.deleted" ? "deleted" : "active",
-    created_at: at,
-    updated_at: at,
-    last_login: at,
-  };
+  const now = new Date();
+  const at = now.toISOString();
+  // made by the events' own userObject, so a sample has the real user object's shape
+  const user = userObject(
+    {
+      id: "acc_test_user",
+      projectId,
+      name: "Test User",
+      status: "active",
+      createdAt: now,
+      updatedAt: now,
+      lastLoginAt: now,
+      identifiers: [{ kind: "email", origin: "own", createdAt: now, value: "test.user@example.com" }],
+    },
+    type === "user.deleted" ? "deleted" : "active",
+  );
   switch (type) {
     case "user.identifier.linked":
     case "user.identifier.unlinked":
