@@ -151,7 +151,11 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
   beforeAll(async () => {
     // Low ceilings, so a 429 takes a few requests; every scenario below uses its own identifiers.
     h = await startHarness(backend, {
-      limits: { sendsPerIdentifier: { max: 3, windowSeconds: 600 }, failuresPerSubject: { max: 3, windowSeconds: 3600 } },
+      limits: {
+        sendsPerIdentifier: { max: 3, windowSeconds: 600 },
+        failuresPerSubject: { max: 3, windowSeconds: 3600 },
+        failuresPerIdentifier: { max: 3, windowSeconds: 3600 },
+      },
     });
     doc = await servedDocument((req) => h.app.fetch(req));
     schemaFor = responseValidator(doc);
@@ -242,6 +246,12 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
     expect((await post("/auth/otp/start", { email: "a@example.com", phone: "+15551234567" }, key())).body.error).toBe("InvalidRequest");
     const limited = await untilLimited(() => post("/auth/otp/start", { phone: "+12025550199" }, key()));
     expect(limited.body.error).toBe("RateLimited");
+
+    // wrong codes for one identifier: past its limit even a guess is refused before it is judged
+    const guessed = await post("/auth/otp/start", { email: "sign-in-guessed@example.com" }, key());
+    const right = await h.mailbox.otp("sign-in-guessed@example.com");
+    const refused = await untilLimited(() => post("/auth/otp/verify", { state_id: guessed.body.state_id, otp: wrong(right) }, key()));
+    expect(refused.body.error).toBe("RateLimited");
   });
 
   it("userinfo, keys and discovery", async () => {

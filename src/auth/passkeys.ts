@@ -19,7 +19,7 @@ import type { Db } from "../db/client.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
 import type { Actor, Deps, UserActor } from "../deps.ts";
-import { InvalidRequest, NotFound, PasskeyInvalid } from "../errors.ts";
+import { InvalidRequest, NotFound, PasskeyInvalid, RateLimited, ReauthenticationRequired } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
@@ -33,6 +33,20 @@ export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
 export type RelyingParty = { id: string; name: string; origins: string[] };
 
 /** The RP id and origins: configured, or the issuer's (a loopback IP becomes "localhost", which browsers accept). */
+/**
+ * What each operation refuses with, besides bad credentials: its REST route and its GraphQL field
+ * both list exactly these.
+ */
+export const PASSKEY_ERRORS = {
+  startRegistration: [ReauthenticationRequired, NotFound],
+  finishRegistration: [PasskeyInvalid, InvalidRequest],
+  startSignIn: [RateLimited],
+  finishSignIn: [PasskeyInvalid],
+  reauthenticate: [PasskeyInvalid],
+  rename: [NotFound, InvalidRequest],
+  remove: [NotFound, ReauthenticationRequired],
+};
+
 export function relyingParty(config: Config, issuer: string): RelyingParty {
   const url = new URL(issuer);
   const loopback = ["127.0.0.1", "[::1]", "::1"].includes(url.hostname);

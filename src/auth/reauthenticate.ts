@@ -3,7 +3,7 @@
 // token) and its auth_time moves; a sign-in elsewhere never refreshes this session.
 import type { Deps, UserActor } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
-import { IdentifierNotLinked, OTPInvalid } from "../errors.ts";
+import { IDENTIFIER_INPUT_ERRORS, IdentifierNotLinked, OTPInvalid, RateLimited } from "../errors.ts";
 import { parseIdentifier } from "./identifiers.ts";
 import { recordKnownPlaces } from "./known-places.ts";
 import { consumeOtp, storedResult, storeResult } from "./otp.ts";
@@ -19,6 +19,15 @@ const binding = (actor: UserActor) => ({
 });
 
 /** Sends a code to one of the account's own identifiers; any other is refused and nothing is sent. */
+/**
+ * What each operation refuses with, besides bad credentials: its REST route and its GraphQL field
+ * both list exactly these.
+ */
+export const REAUTHENTICATION_ERRORS = {
+  start: [...IDENTIFIER_INPUT_ERRORS, IdentifierNotLinked, RateLimited],
+  complete: [OTPInvalid, RateLimited],
+};
+
 export async function startReauthentication(deps: Deps, actor: UserActor, input: { email?: unknown; phone?: unknown }) {
   const identifier = parseIdentifier(input);
   const own = await deps.prisma.identifier.count({

@@ -6,7 +6,7 @@ import type { Tx } from "../db/client.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
 import type { EventType } from "../webhooks/event-types.ts";
-import { OTPInvalid, Unauthenticated } from "../errors.ts";
+import { IDENTIFIER_INPUT_ERRORS, OTPInvalid, RateLimited, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, oidcClaims, userEventData } from "./accounts.ts";
@@ -23,6 +23,15 @@ export type TokenResponse = {
   token_type: "Bearer";
   expires_in: number;
   account_id: string;
+};
+
+/**
+ * What each operation refuses with, besides bad credentials: its REST route and its GraphQL field
+ * both list exactly these.
+ */
+export const SIGN_IN_ERRORS = {
+  start: [...IDENTIFIER_INPUT_ERRORS, RateLimited],
+  complete: [OTPInvalid, RateLimited],
 };
 
 export async function startSignIn(deps: Deps, actor: Actor, input: { email?: unknown; phone?: unknown }) {

@@ -9,7 +9,8 @@
 // document and the unknown-field rule cannot drift apart.
 import { z, type RouteConfig } from "@hono/zod-openapi";
 import { BODY_LIMIT } from "./body.ts";
-import { STATUS } from "./errors.ts";
+import { ERRORS, type ErrorName } from "../errors.ts";
+import { statusOf } from "./errors.ts";
 
 /** Security requirements; the schemes are declared in src/http/openapi.ts. */
 export const SECURITY = {
@@ -20,67 +21,20 @@ export const SECURITY = {
   secretKeyBearer: [{ SecretKeyBearer: [] }],
 };
 
-/** What each error name means, for the document's response descriptions. */
-const MEANING: Record<ErrorName, string> = {
-  IdentifierRequired: "neither email nor phone was sent (or it was empty)",
-  InvalidIdentifier: "the e-mail address or phone number (E.164) is not valid",
-  InvalidRequest: `the body is not a JSON object, has a field this route does not know or one of the wrong type, sends both email and phone, or holds a NUL character or an unpaired surrogate`,
-  OTPInvalid: "the code is wrong, expired, used up or was issued for another account, identifier or purpose",
-  PasskeyInvalid: "the passkey response is malformed, forged, replayed, expired, from another site, or its challenge is unknown",
-  Unauthenticated: "the API key or access token is missing, malformed, expired, revoked or forged, or the session has ended",
-  Forbidden: "the access token belongs to another project than the API key",
-  SecretKeyRequired: "a publishable key (lg_pk_…) was sent where the project's secret key (lg_sk_…) is needed",
-  InsufficientScope: "the access token was issued to a third-party OAuth app, which may never manage the account",
-  ReauthenticationRequired: "the session's last sign-in or re-authentication is older than LINKGATE_RECENT_AUTH_SECONDS; re-authenticate first",
-  NotFound: "no such object of this account",
-  WebhookNotFound: "no such webhook in this project",
-  CannotLinkSelf: "the identifier is already on this account or its merged secondary",
-  AlreadyLinked: "this account is already merged with another account",
-  TargetAlreadyLinked: "the identifier's account is already merged with another account",
-  TargetSecondaryIdentity: "the identifier is attached to another account",
-  NotMerged: "this account is not merged",
-  IdentifierNotLinked: "the identifier is not one of this account's",
-  LastIdentifier: "the last identifier of an account cannot be removed",
-  PayloadTooLarge: `the body is larger than ${BODY_LIMIT} bytes`,
-  UnsupportedMediaType: "a body was sent with another Content-Type than application/json",
-  RateLimited: "too many codes sent, wrong codes tried or unauthenticated calls from one client address; Retry-After says when to try again",
-  ServiceUnavailable: "the database cannot be reached; Retry-After says when to try again",
-};
-
-export type ErrorName =
-  | "IdentifierRequired"
-  | "InvalidIdentifier"
-  | "InvalidRequest"
-  | "OTPInvalid"
-  | "PasskeyInvalid"
-  | "Unauthenticated"
-  | "Forbidden"
-  | "SecretKeyRequired"
-  | "ReauthenticationRequired"
-  | "InsufficientScope"
-  | "NotFound"
-  | "WebhookNotFound"
-  | "CannotLinkSelf"
-  | "AlreadyLinked"
-  | "TargetAlreadyLinked"
-  | "TargetSecondaryIdentity"
-  | "NotMerged"
-  | "IdentifierNotLinked"
-  | "LastIdentifier"
-  | "PayloadTooLarge"
-  | "UnsupportedMediaType"
-  | "RateLimited"
-  | "ServiceUnavailable";
+/**
+ * An error as a route lists it: its declared name, or its class (an operation's error list,
+ * which the GraphQL field of the same operation uses too).
+ */
+export type ErrorRef = ErrorName | { readonly code: ErrorName };
+const nameOf = (e: ErrorRef): ErrorName => (typeof e === "string" ? e : e.code);
 
 /** Errors of src/http/body.ts, answered by every route that reads a JSON body. */
-export const BODY_ERRORS: ErrorName[] = ["InvalidRequest", "PayloadTooLarge", "UnsupportedMediaType"];
+export const BODY_ERRORS: ErrorRef[] = ["InvalidRequest", "PayloadTooLarge", "UnsupportedMediaType"];
 /** Errors of X-API-Key alone. */
-export const PROJECT_ERRORS: ErrorName[] = ["Unauthenticated", "ServiceUnavailable"];
+export const PROJECT_ERRORS: ErrorRef[] = ["Unauthenticated", "ServiceUnavailable"];
 /** Errors of the access token with X-API-Key. */
-export const USER_ERRORS: ErrorName[] = ["Unauthenticated", "Forbidden", "InsufficientScope", "ServiceUnavailable"];
+export const USER_ERRORS: ErrorRef[] = ["Unauthenticated", "Forbidden", "InsufficientScope", "ServiceUnavailable"];
 
-// src/http/errors.ts answers an error name missing from STATUS with 400.
-const statusOf = (name: ErrorName) => STATUS[name] ?? 400;
 
 const RETRY_AFTER = { description: "seconds to wait before trying again", schema: { type: "integer" as const, minimum: 1 } };
 const HEADERS: Record<number, Record<string, { description: string; schema: { type: "integer" | "string"; minimum?: number } }>> = {
@@ -101,13 +55,13 @@ type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 429 | 503;
 type ErrorResponse = { description: string; headers?: (typeof HEADERS)[number]; content: { "application/json": { schema: ReturnType<typeof errorSchema> } } };
 
 /** One documented response per status, its error names taken from the one status table. */
-export function errorResponses(...groups: ErrorName[][]) {
+export function errorResponses(...groups: (readonly ErrorRef[])[]) {
   const byStatus = new Map<number, ErrorName[]>();
-  for (const name of new Set(groups.flat())) byStatus.set(statusOf(name), [...(byStatus.get(statusOf(name)) ?? []), name]);
+  for (const name of new Set(groups.flat().map(nameOf))) byStatus.set(statusOf(name), [...(byStatus.get(statusOf(name)) ?? []), name]);
   const out: Partial<Record<ErrorStatus, ErrorResponse>> = {};
   for (const [status, names] of [...byStatus].sort(([a], [b]) => a - b)) {
     out[status as ErrorStatus] = {
-      description: names.map((n) => `\`${n}\`: ${MEANING[n]}`).join("; "),
+      description: names.map((n) => `\`${n}\`: ${ERRORS[n].meaning}`).join(" "),
       ...(HEADERS[status] ? { headers: HEADERS[status] } : {}),
       content: { "application/json": { schema: errorSchema(names) } },
     };

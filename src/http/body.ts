@@ -3,13 +3,9 @@
 // Strings must be storable: Postgres text refuses NUL (22021) and UTF-8 cannot carry a lone
 // surrogate, so such input is refused here, before it reaches a query, not as a 500 there.
 import type { Context } from "hono";
-import { DomainError, InvalidRequest, PayloadTooLarge } from "../errors.ts";
+import { InvalidRequest, PayloadTooLarge, UnsupportedMediaType } from "../errors.ts";
 
 export const BODY_LIMIT = 64 * 1024;
-
-export class UnsupportedMediaType extends DomainError {
-  override readonly code = "UnsupportedMediaType";
-}
 
 export async function jsonBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";

@@ -11,10 +11,13 @@ import type { EventType } from "../webhooks/event-types.ts";
 import {
   AlreadyLinked,
   CannotLinkSelf,
+  IDENTIFIER_INPUT_ERRORS,
   IdentifierNotLinked,
   LastIdentifier,
   NotMerged,
   OTPInvalid,
+  RateLimited,
+  ReauthenticationRequired,
   TargetAlreadyLinked,
   TargetSecondaryIdentity,
   Unauthenticated,
@@ -27,6 +30,17 @@ import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { lockAccounts, type LockedAccount } from "../db/locks.ts";
 import { clearMerge, runLinkVerify, type LinkVerifyInput } from "./sql.ts";
+
+/**
+ * What each operation refuses with, besides bad credentials: the REST route and the GraphQL
+ * field of the operation both list exactly these (docs/rest.md, docs/graphql.md).
+ */
+export const LINK_ERRORS = {
+  request: [...IDENTIFIER_INPUT_ERRORS, CannotLinkSelf, ReauthenticationRequired, RateLimited],
+  verify: [OTPInvalid, RateLimited, CannotLinkSelf, AlreadyLinked, TargetAlreadyLinked, TargetSecondaryIdentity],
+  remove: [...IDENTIFIER_INPUT_ERRORS, IdentifierNotLinked, LastIdentifier, ReauthenticationRequired],
+  unmerge: [NotMerged, ReauthenticationRequired],
+};
 
 export type LinkOutcome = "attached" | "merged";
 export type VerifyResult = { message: "Account linked successfully"; outcome: LinkOutcome };

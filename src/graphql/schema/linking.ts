@@ -1,7 +1,6 @@
-import * as E from "../../errors.ts";
-import { removeLink, requestLink, unmerge, verifyLink } from "../../linking/service.ts";
+import { LINK_ERRORS, removeLink, requestLink, unmerge, verifyLink } from "../../linking/service.ts";
 import { builder } from "../builder.ts";
-import { identifierErrors, resultOf } from "./errors.ts";
+import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 import { identifierArgs, StateIdPayload } from "./sign-in.ts";
 
@@ -34,7 +33,7 @@ builder.mutationFields((t) => ({
     authScopes: { user: true },
     description: `Starts adding an e-mail address or phone number to the signed-in account: sends a code to it, which verifyLink checks. Whether somebody else holds it is not revealed here. ${NEEDS.recentUser}`,
     args: identifierArgs("to link"),
-    errors: { types: [...identifierErrors, E.CannotLinkSelf, E.ReauthenticationRequired], union: resultOf("The OtpChallenge") },
+    errors: { types: [...LINK_ERRORS.request], union: resultOf("The OtpChallenge") },
     resolve: async (_, args, ctx) => requestLink(ctx.deps, await ctx.user(), args),
   }),
   verifyLink: t.field({
@@ -45,10 +44,7 @@ builder.mutationFields((t) => ({
       stateId: t.arg.string({ required: true, description: "The stateId requestLink returned." }),
       otp: t.arg.string({ required: true, description: "The 6-digit code that was sent." }),
     },
-    errors: {
-      types: [E.OTPInvalid, E.RateLimited, E.CannotLinkSelf, E.AlreadyLinked, E.TargetAlreadyLinked, E.TargetSecondaryIdentity],
-      union: resultOf("The VerifyLinkPayload"),
-    },
+    errors: { types: [...LINK_ERRORS.verify], union: resultOf("The VerifyLinkPayload") },
     resolve: async (_, args, ctx) => verifyLink(ctx.deps, await ctx.user(), args),
   }),
   removeLink: t.field({
@@ -56,17 +52,14 @@ builder.mutationFields((t) => ({
     authScopes: { user: true },
     description: `Removes an identifier from the account. Removing one of the merged secondary's identifiers separates the two accounts, as unmerge does. Emits user.identifier.unlinked (or user.unmerged), with user.updated. ${NEEDS.recentUser}`,
     args: identifierArgs("to remove"),
-    errors: {
-      types: [...identifierErrors, E.IdentifierNotLinked, E.LastIdentifier, E.ReauthenticationRequired],
-      union: resultOf("The MessagePayload"),
-    },
+    errors: { types: [...LINK_ERRORS.remove], union: resultOf("The MessagePayload") },
     resolve: async (_, args, ctx) => removeLink(ctx.deps, await ctx.user(), args),
   }),
   unmerge: t.field({
     type: MessagePayload,
     authScopes: { user: true },
     description: `Separates the account from its merged secondary, which comes back exactly as it was (id, identifiers, profile, passkeys); emits user.unmerged and user.updated. ${NEEDS.recentUser}`,
-    errors: { types: [E.NotMerged, E.ReauthenticationRequired], union: resultOf("The MessagePayload") },
+    errors: { types: [...LINK_ERRORS.unmerge], union: resultOf("The MessagePayload") },
     resolve: async (_, __, ctx) => unmerge(ctx.deps, await ctx.user()),
   }),
 }));

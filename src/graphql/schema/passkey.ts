@@ -8,6 +8,7 @@ import {
   renamePasskey,
   startPasskeyRegistration,
   startPasskeySignIn,
+  PASSKEY_ERRORS,
 } from "../../auth/passkeys.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
@@ -97,7 +98,7 @@ builder.mutationFields((t) => ({
     type: PasskeyCreationOptions,
     authScopes: { user: true },
     description: `Starts registering a passkey for the signed-in account: creation options whose challenge lives ${CHALLENGE_MINUTES} minutes, for finishPasskeyRegistration. ${NEEDS.recentUser}`,
-    errors: { types: [E.ReauthenticationRequired], union: resultOf("The PasskeyCreationOptions") },
+    errors: { types: [...PASSKEY_ERRORS.startRegistration], union: resultOf("The PasskeyCreationOptions") },
     resolve: async (_, __, ctx) => ({ options: await startPasskeyRegistration(ctx.deps, await ctx.user()) }),
   }),
   finishPasskeyRegistration: t.prismaField({
@@ -112,7 +113,7 @@ builder.mutationFields((t) => ({
       }),
       name: t.arg.string({ description: "A name for it, 1 to 100 characters; \"Passkey\" when not given." }),
     },
-    errors: { types: [E.PasskeyInvalid, E.InvalidRequest], union: resultOf("The new Passkey") },
+    errors: { types: [...PASSKEY_ERRORS.finishRegistration], union: resultOf("The new Passkey") },
     resolve: async (query, _, args, ctx) => {
       const passkey = await finishPasskeyRegistration(ctx.deps, await ctx.user(), { response: args.response, name: args.name });
       return ctx.deps.prisma.passkey.findUniqueOrThrow({ ...query, where: { id: passkey.id } });
@@ -129,7 +130,7 @@ builder.mutationFields((t) => ({
     authScopes: { project: true },
     description: `Signs in with the browser's assertion, opening a session on the passkey's primary account: the same tokens as completeSignIn; emits user.passkey.login and user.authentication.success. ${NEEDS.project}`,
     args: assertionArg("startPasskeySignIn"),
-    errors: { types: [E.PasskeyInvalid], union: resultOf("The SignInTokens") },
+    errors: { types: [...PASSKEY_ERRORS.finishSignIn], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => finishPasskeySignIn(ctx.deps, await ctx.project(), { response: args.response }),
   }),
   reauthenticateWithPasskey: t.field({
@@ -137,7 +138,7 @@ builder.mutationFields((t) => ({
     authScopes: { user: true },
     description: `Re-authenticates the current session with a passkey that signs into this account (its own, or its merged secondary's): the same session with a new auth_time, and fresh tokens. ${NEEDS.user}`,
     args: assertionArg("startPasskeySignIn"),
-    errors: { types: [E.PasskeyInvalid], union: resultOf("The SignInTokens") },
+    errors: { types: [...PASSKEY_ERRORS.reauthenticate], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => reauthenticateWithPasskey(ctx.deps, await ctx.user(), { response: args.response }),
   }),
   renamePasskey: t.prismaField({
@@ -148,7 +149,7 @@ builder.mutationFields((t) => ({
       id: t.arg.id({ required: true, description: "The passkey's id." }),
       name: t.arg.string({ required: true, description: "The new name, 1 to 100 characters." }),
     },
-    errors: { types: [E.NotFound, E.InvalidRequest], union: resultOf("The renamed Passkey") },
+    errors: { types: [...PASSKEY_ERRORS.rename], union: resultOf("The renamed Passkey") },
     resolve: async (query, _, args, ctx) => {
       const renamed = await renamePasskey(ctx.deps, await ctx.user(), { id: String(args.id), name: args.name });
       return ctx.deps.prisma.passkey.findUniqueOrThrow({ ...query, where: { id: renamed.id } });
@@ -159,7 +160,7 @@ builder.mutationFields((t) => ({
     authScopes: { user: true },
     description: `Removes one of the account's passkeys; emits user.updated and notifies the account's addresses. ${NEEDS.recentUser}`,
     args: { id: t.arg.id({ required: true, description: "The passkey's id." }) },
-    errors: { types: [E.NotFound, E.ReauthenticationRequired], union: resultOf("The RemovePasskeyPayload") },
+    errors: { types: [...PASSKEY_ERRORS.remove], union: resultOf("The RemovePasskeyPayload") },
     resolve: async (_, args, ctx) => removePasskey(ctx.deps, await ctx.user(), { id: String(args.id) }),
   }),
 }));

@@ -1,10 +1,10 @@
-import { completeReauthentication, startReauthentication } from "../../auth/reauthenticate.ts";
+import { completeReauthentication, REAUTHENTICATION_ERRORS, startReauthentication } from "../../auth/reauthenticate.ts";
 import { endOtherSessionsOf, endSessionOf, type AuthMethod as Method } from "../../auth/sessions.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 import { pageOf } from "./connections.ts";
-import { identifierErrors, resultOf } from "./errors.ts";
+import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 import { identifierArgs, StateIdPayload, TokenPayload } from "./sign-in.ts";
 
@@ -69,7 +69,7 @@ builder.mutationFields((t) => ({
     authScopes: { user: true },
     description: `Sends a code to one of the account's own addresses, to confirm it's the user before a sensitive change; completeReauthentication checks it. Any other address is refused and nothing is sent. ${NEEDS.user}`,
     args: identifierArgs("of this account to send the code to"),
-    errors: { types: [...identifierErrors, E.IdentifierNotLinked], union: resultOf("The OtpChallenge") },
+    errors: { types: [...REAUTHENTICATION_ERRORS.start], union: resultOf("The OtpChallenge") },
     resolve: async (_, args, ctx) => startReauthentication(ctx.deps, await ctx.user(), args),
   }),
   completeReauthentication: t.field({
@@ -80,7 +80,7 @@ builder.mutationFields((t) => ({
       stateId: t.arg.string({ required: true, description: "The stateId startReauthentication returned." }),
       otp: t.arg.string({ required: true, description: "The 6-digit code that was sent." }),
     },
-    errors: { types: [E.OTPInvalid, E.RateLimited], union: resultOf("The SignInTokens") },
+    errors: { types: [...REAUTHENTICATION_ERRORS.complete], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => completeReauthentication(ctx.deps, await ctx.user(), args),
   }),
   endSession: t.field({

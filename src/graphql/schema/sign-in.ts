@@ -1,9 +1,9 @@
 import { OTP_TTL_MS } from "../../auth/otp.ts";
-import { completeSignIn, signOut, startSignIn, type TokenResponse } from "../../auth/sign-in.ts";
+import { completeSignIn, SIGN_IN_ERRORS, signOut, startSignIn, type TokenResponse } from "../../auth/sign-in.ts";
 import { ACCESS_TOKEN_TTL_SECONDS } from "../../auth/tokens.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
-import { identifierErrors, resultOf } from "./errors.ts";
+import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 
 const OTP_MINUTES = OTP_TTL_MS / 60_000;
@@ -50,7 +50,7 @@ builder.mutationFields((t) => ({
     authScopes: { project: true },
     description: `Sends a 6-digit sign-in code, valid ${OTP_MINUTES} minutes, to an e-mail address or phone number; completeSignIn checks it. ${NEEDS.project}`,
     args: identifierArgs("to send the code to"),
-    errors: { types: identifierErrors, union: resultOf("The OtpChallenge") },
+    errors: { types: [...SIGN_IN_ERRORS.start], union: resultOf("The OtpChallenge") },
     resolve: async (_, args, ctx) => startSignIn(ctx.deps, await ctx.project(), args),
   }),
   completeSignIn: t.field({
@@ -61,7 +61,7 @@ builder.mutationFields((t) => ({
       stateId: t.arg.string({ required: true, description: "The stateId startSignIn returned." }),
       otp: t.arg.string({ required: true, description: "The 6-digit code that was sent." }),
     },
-    errors: { types: [E.OTPInvalid, E.RateLimited], union: resultOf("The SignInTokens") },
+    errors: { types: [...SIGN_IN_ERRORS.complete], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => completeSignIn(ctx.deps, await ctx.project(), args),
   }),
   signOut: t.boolean({

@@ -7,6 +7,7 @@ import {
   sendTestWebhook,
   TRANSITION_MS,
   updateWebhook,
+  ROTATE_SECRET_ERRORS,
 } from "../../webhooks/service.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
@@ -179,7 +180,7 @@ builder.mutationFields((t) => ({
     authScopes: { secret: true },
     description: `Gives a webhook a new signing secret; the one it replaces keeps signing alongside it for ${TRANSITION_DAYS} days. Rotating during a transition drops the oldest secret. Of two rotations at the same moment, the loser gets InvalidRequest and can rotate again. ${NEEDS.secret}`,
     args: { webhookId: t.arg.id({ required: true, description: "The webhook's id." }) },
-    errors: { types: [E.WebhookNotFound, E.InvalidRequest], union: resultOf("The RotateWebhookSecretPayload") },
+    errors: { types: [...ROTATE_SECRET_ERRORS], union: resultOf("The RotateWebhookSecretPayload") },
     resolve: async (_, { webhookId }, ctx) => rotateWebhookSecret(ctx.deps, (await ctx.secret()).projectId, String(webhookId)),
   }),
   sendTestWebhook: t.field({

@@ -2,9 +2,9 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { authenticateToken, bearerToken } from "../../auth/authenticate.ts";
 import { projectActor, userActor } from "../credentials.ts";
-import { reauthenticateWithPasskey } from "../../auth/passkeys.ts";
-import { completeReauthentication, startReauthentication } from "../../auth/reauthenticate.ts";
-import { completeSignIn, startSignIn, userinfo } from "../../auth/sign-in.ts";
+import { PASSKEY_ERRORS, reauthenticateWithPasskey } from "../../auth/passkeys.ts";
+import { completeReauthentication, REAUTHENTICATION_ERRORS, startReauthentication } from "../../auth/reauthenticate.ts";
+import { completeSignIn, SIGN_IN_ERRORS, startSignIn, userinfo } from "../../auth/sign-in.ts";
 import { claimsForScopes } from "../../auth/accounts.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody as readJsonBody, str } from "../body.ts";
@@ -45,7 +45,7 @@ const otpStart = createRoute({
   summary: "Send a sign-in code to an e-mail address or phone",
   security: SECURITY.apiKey,
   request: SignInStart.request,
-  responses: { ...ok(StateId, "the code was sent"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, ["IdentifierRequired", "InvalidIdentifier", "RateLimited"]) },
+  responses: { ...ok(StateId, "the code was sent"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, SIGN_IN_ERRORS.start) },
 });
 
 const otpVerify = createRoute({
@@ -57,7 +57,7 @@ const otpVerify = createRoute({
   description: "A retry with the same state_id and code after a success answers the same sign-in while the state lives.",
   security: SECURITY.apiKey,
   request: SignInVerify.request,
-  responses: { ...ok(TokenResponse, "signed in"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, ["OTPInvalid"]) },
+  responses: { ...ok(TokenResponse, "signed in"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, SIGN_IN_ERRORS.complete) },
 });
 
 const reauthStart = createRoute({
@@ -70,7 +70,7 @@ const reauthStart = createRoute({
   request: ReauthStart.request,
   responses: {
     ...ok(StateId, "the code was sent"),
-    ...errorResponses(USER_ERRORS, BODY_ERRORS, ["IdentifierRequired", "InvalidIdentifier", "IdentifierNotLinked", "RateLimited"]),
+    ...errorResponses(USER_ERRORS, BODY_ERRORS, REAUTHENTICATION_ERRORS.start),
   },
 });
 
@@ -82,7 +82,7 @@ const reauthVerify = createRoute({
   summary: "Re-authenticate with the code: the same session (same sid) with a new auth_time",
   security: SECURITY.user,
   request: ReauthVerify.request,
-  responses: { ...ok(TokenResponse, "re-authenticated; fresh tokens for the same session"), ...errorResponses(USER_ERRORS, BODY_ERRORS, ["OTPInvalid", "RateLimited"]) },
+  responses: { ...ok(TokenResponse, "re-authenticated; fresh tokens for the same session"), ...errorResponses(USER_ERRORS, BODY_ERRORS, REAUTHENTICATION_ERRORS.complete) },
 });
 
 const reauthPasskey = createRoute({
@@ -93,7 +93,7 @@ const reauthPasskey = createRoute({
   summary: "Re-authenticate with a passkey of this account",
   security: SECURITY.user,
   request: ReauthPasskey.request,
-  responses: { ...ok(TokenResponse, "re-authenticated; fresh tokens for the same session"), ...errorResponses(USER_ERRORS, BODY_ERRORS, ["PasskeyInvalid"]) },
+  responses: { ...ok(TokenResponse, "re-authenticated; fresh tokens for the same session"), ...errorResponses(USER_ERRORS, BODY_ERRORS, PASSKEY_ERRORS.reauthenticate) },
 });
 
 const Userinfo = z

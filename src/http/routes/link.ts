@@ -1,6 +1,6 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { userActor } from "../credentials.ts";
-import { removeLink, requestLink, unmerge, verifyLink } from "../../linking/service.ts";
+import { LINK_ERRORS, removeLink, requestLink, unmerge, verifyLink } from "../../linking/service.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
 import { BODY_ERRORS, emptyBody, errorResponses, identifierBody, ok, otpBody, registerBodies, SECURITY, StateId, USER_ERRORS } from "../api-schemas.ts";
@@ -26,7 +26,7 @@ const request = createRoute({
   request: LinkRequest.request,
   responses: {
     ...ok(StateId, "the code was sent"),
-    ...errorResponses(USER_ERRORS, BODY_ERRORS, ["IdentifierRequired", "InvalidIdentifier", "ReauthenticationRequired", "CannotLinkSelf", "RateLimited"]),
+    ...errorResponses(USER_ERRORS, BODY_ERRORS, LINK_ERRORS.request),
   },
 });
 
@@ -48,7 +48,7 @@ const verify = createRoute({
   request: LinkVerify.request,
   responses: {
     ...ok(LinkVerified, "linked"),
-    ...errorResponses(USER_ERRORS, BODY_ERRORS, ["OTPInvalid", "CannotLinkSelf", "AlreadyLinked", "TargetAlreadyLinked", "TargetSecondaryIdentity", "RateLimited"]),
+    ...errorResponses(USER_ERRORS, BODY_ERRORS, LINK_ERRORS.verify),
   },
 });
 
@@ -63,7 +63,7 @@ const remove = createRoute({
   request: LinkRemove.request,
   responses: {
     ...ok(z.object({ message: z.literal("Account unlinked successfully") }).openapi("LinkRemoved"), "removed"),
-    ...errorResponses(USER_ERRORS, BODY_ERRORS, ["IdentifierRequired", "InvalidIdentifier", "ReauthenticationRequired", "IdentifierNotLinked", "LastIdentifier"]),
+    ...errorResponses(USER_ERRORS, BODY_ERRORS, LINK_ERRORS.remove),
   },
 });
 
@@ -78,7 +78,7 @@ const unmergeRoute = createRoute({
   request: Unmerge.request,
   responses: {
     ...ok(z.object({ message: z.literal("Accounts unmerged successfully") }).openapi("Unmerged"), "unmerged"),
-    ...errorResponses(USER_ERRORS, BODY_ERRORS, ["ReauthenticationRequired", "NotMerged"]),
+    ...errorResponses(USER_ERRORS, BODY_ERRORS, LINK_ERRORS.unmerge),
   },
 });
 

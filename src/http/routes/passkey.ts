@@ -11,6 +11,7 @@ import {
   renamePasskey,
   startPasskeyRegistration,
   startPasskeySignIn,
+  PASSKEY_ERRORS,
 } from "../../auth/passkeys.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
@@ -66,7 +67,7 @@ const registrationOptions = createRoute({
   request: RegistrationOptions.request,
   responses: {
     ...ok(CreationOptions, "pass these to navigator.credentials.create()"),
-    ...errorResponses(USER_ERRORS, BODY_ERRORS, ["ReauthenticationRequired", "NotFound"]),
+    ...errorResponses(USER_ERRORS, BODY_ERRORS, PASSKEY_ERRORS.startRegistration),
   },
 });
 
@@ -78,7 +79,7 @@ const registrationVerify = createRoute({
   summary: "Register the passkey the authenticator created",
   security: SECURITY.user,
   request: RegistrationVerify.request,
-  responses: { ...ok(PasskeyResult, "registered (event user.passkey.registered)"), ...errorResponses(USER_ERRORS, BODY_ERRORS, ["PasskeyInvalid"]) },
+  responses: { ...ok(PasskeyResult, "registered (event user.passkey.registered)"), ...errorResponses(USER_ERRORS, BODY_ERRORS, PASSKEY_ERRORS.finishRegistration) },
 });
 
 const signInOptions = createRoute({
@@ -90,7 +91,7 @@ const signInOptions = createRoute({
   description: "The same options re-authenticate a signed-in user (/auth/reauthenticate/passkey).",
   security: SECURITY.apiKey,
   request: SignInOptions.request,
-  responses: { ...ok(RequestOptions, "pass these to navigator.credentials.get()"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, ["RateLimited"]) },
+  responses: { ...ok(RequestOptions, "pass these to navigator.credentials.get()"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, PASSKEY_ERRORS.startSignIn) },
 });
 
 const signInVerify = createRoute({
@@ -101,7 +102,7 @@ const signInVerify = createRoute({
   summary: "Sign in with the passkey's assertion: tokens for the primary account",
   security: SECURITY.apiKey,
   request: SignInVerify.request,
-  responses: { ...ok(TokenResponse, "signed in"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, ["PasskeyInvalid"]) },
+  responses: { ...ok(TokenResponse, "signed in"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, PASSKEY_ERRORS.finishSignIn) },
 });
 
 const list = createRoute({
@@ -122,7 +123,7 @@ const rename = createRoute({
   summary: "Rename a passkey of the signed-in account",
   security: SECURITY.user,
   request: Rename.request,
-  responses: { ...ok(PasskeyResult, "renamed"), ...errorResponses(USER_ERRORS, BODY_ERRORS, ["NotFound"]) },
+  responses: { ...ok(PasskeyResult, "renamed"), ...errorResponses(USER_ERRORS, BODY_ERRORS, PASSKEY_ERRORS.rename) },
 });
 
 const remove = createRoute({
@@ -136,7 +137,7 @@ const remove = createRoute({
   request: Remove.request,
   responses: {
     ...ok(z.object({ removed_id: z.string() }).openapi("PasskeyRemoved"), "removed"),
-    ...errorResponses(USER_ERRORS, BODY_ERRORS, ["ReauthenticationRequired", "NotFound"]),
+    ...errorResponses(USER_ERRORS, BODY_ERRORS, PASSKEY_ERRORS.remove),
   },
 });
 

@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { authenticateProject, bearerToken, requireSecretKey } from "../../auth/authenticate.ts";
 import { Unauthenticated } from "../../errors.ts";
-import { rotateWebhookSecret } from "../../webhooks/service.ts";
+import { ROTATE_SECRET_ERRORS, rotateWebhookSecret } from "../../webhooks/service.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
 import { BODY_ERRORS, errorResponses, jsonBody as describeBody, ok, registerBodies, SECURITY } from "../api-schemas.ts";
@@ -33,7 +33,7 @@ const rotate = createRoute({
   request: RotateSecret.request,
   responses: {
     ...ok(Rotated, "rotated"),
-    ...errorResponses(["Unauthenticated", "SecretKeyRequired", "ServiceUnavailable"], BODY_ERRORS, ["WebhookNotFound"]),
+    ...errorResponses(["Unauthenticated", "SecretKeyRequired", "ServiceUnavailable"], BODY_ERRORS, ROTATE_SECRET_ERRORS),
   },
 });
 
