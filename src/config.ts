@@ -1,4 +1,4 @@
-// Configuration from the environment (CONTRACT section 1). Parsed once, validated with zod,
+// Configuration from the environment (docs/configuration.md). Parsed once, validated with zod,
 // and passed explicitly to buildApp so tests can build apps with their own settings.
 import { z } from "zod";
 

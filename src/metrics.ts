@@ -12,7 +12,7 @@ export type DeliveryOutcome = "succeeded" | "failed" | "retried" | "gone";
 export type OtpChannel = "email" | "phone";
 export type GraphQLOutcome = "ok" | "error" | "refused";
 
-/** The abuse limits that can refuse a request (CONTRACT section 3), as labels. */
+/** The abuse limits that can refuse a request (docs/security.md), as labels. */
 export const RATE_LIMITS = [
   "sends_per_identifier_address",
   "sends_per_address",

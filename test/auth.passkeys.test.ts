@@ -1,4 +1,4 @@
-// Passkeys (CONTRACT section 4a): register and sign in with WebAuthn, over GraphQL and REST,
+// Passkeys (docs/authentication.md, passkeys): register and sign in with WebAuthn, over GraphQL and REST,
 // with real P-256 credentials from a software authenticator; a passkey belongs to the account
 // that registered it and follows the merge rule of its identifiers.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

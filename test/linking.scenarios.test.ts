@@ -1,4 +1,4 @@
-// Identifier linking as a client sees it (CONTRACT section 3 and 4): every row of the verify
+// Identifier linking as a client sees it (docs/rest.md and docs/graphql.md): every row of the verify
 // decision table and every error, over REST and over GraphQL, with the database, the outbox
 // and the mailbox as witnesses. Every error is checked to change nothing.
 import { randomBytes } from "node:crypto";

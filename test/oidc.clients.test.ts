@@ -1,4 +1,4 @@
-// OpenID Connect clients over GraphQL (CONTRACT section 2a): secret key only, the secret shown
+// OpenID Connect clients over GraphQL (docs/oidc.md): secret key only, the secret shown
 // once and kept hashed, another project's client not found, and a rotated secret works at once.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as client from "openid-client";

@@ -1,6 +1,6 @@
 // The OpenID Connect provider through openid-client, in-process (app.fetch): a sign-in by code on
 // the interaction endpoints the /login page uses, the tokens it gives, and every refusal of
-// CONTRACT section 2a with its RFC error code and nothing issued.
+// docs/oidc.md with its RFC error code and nothing issued.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as client from "openid-client";
 import { backends } from "./support/db.ts";

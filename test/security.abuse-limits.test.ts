@@ -1,4 +1,4 @@
-// Abuse limits nobody can turn against a user (CONTRACT section 3): sends and wrong codes per
+// Abuse limits nobody can turn against a user (docs/security.md): sends and wrong codes per
 // identifier are counted per client address, so a stranger exhausts only their own budget;
 // per-address and per-project ceilings stop bulk sending (SMS pumping) and say so once.
 import { serve, type ServerType } from "@hono/node-server";

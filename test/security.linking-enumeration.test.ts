@@ -1,5 +1,5 @@
 // Linking must not be an oracle for who holds an identifier: a link request answers the same
-// whoever holds the identifier (CONTRACT section 3), a state only works for the account it was
+// whoever holds the identifier (docs/rest.md), a state only works for the account it was
 // issued to, and codes are stored only as keyed hashes.
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -1,4 +1,4 @@
-// Passkeys (WebAuthn, CONTRACT section 4a). @simplewebauthn/server does every check of the
+// Passkeys (WebAuthn, docs/authentication.md, passkeys). @simplewebauthn/server does every check of the
 // ceremonies (signature, origin, RP id, challenge, flags); this module keeps the challenges
 // server-side (single use, 5 minutes, bound to the project and, for a registration, to the
 // account) and ties credentials to accounts the way identifiers are tied: a passkey belongs to

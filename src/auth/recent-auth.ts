@@ -1,4 +1,4 @@
-// Recent authentication (CONTRACT section 3): a stolen access token is good for an hour, but
+// Recent authentication (docs/security.md): a stolen access token is good for an hour, but
 // it must not be enough to take an account over for good. Operations that change how the
 // account can be signed into need the session's last sign-in or re-authentication to be
 // recent; re-authenticating keeps the session and moves its auth_time.

@@ -1,4 +1,4 @@
-// OpenID Connect clients of a project (CONTRACT section 2a), managed with the secret key. A
+// OpenID Connect clients of a project (docs/oidc.md), managed with the secret key. A
 // confidential client's secret is shown once and kept as its SHA-256; another project's client
 // is simply not found (the project is in every `where`).
 import { randomBytes } from "node:crypto";

@@ -1,4 +1,4 @@
-// linkgate as an OpenID Connect provider (CONTRACT section 2a), built on oidc-provider (OpenID
+// linkgate as an OpenID Connect provider (docs/oidc.md), built on oidc-provider (OpenID
 // Certified). This file is its whole configuration: what it issues and how each RFC rule is set.
 // The protocol itself (PKCE, code and refresh-token handling, error codes) is the library's.
 //
@@ -100,7 +100,7 @@ async function createProvider(deps: Deps): Promise<Provider> {
 
 /**
  * The ID token from the token endpoint carries `at_hash` of the access token issued with it
- * (CONTRACT section 2a); oidc-provider adds it only at the authorization endpoint. The access
+ * (docs/oidc.md); oidc-provider adds it only at the authorization endpoint. The access
  * token's value is noted as it is saved and the ID token issued next in the same request hashes
  * it (the library computes the hash of whatever `at_hash` holds).
  */

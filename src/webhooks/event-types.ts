@@ -1,4 +1,4 @@
-// The event types of CONTRACT section 5. Subscriptions store canonical names, so the alias
+// The event types of docs/events.md. Subscriptions store canonical names, so the alias
 // is resolved once, when a webhook is created or updated.
 export const EVENT_TYPES = [
   "user.created",

@@ -1,4 +1,4 @@
-// Webhook configuration (CONTRACT section 5). Every query carries the caller's projectId in
+// Webhook configuration (docs/webhooks.md). Every query carries the caller's projectId in
 // its `where`, so another project's webhook is simply not found.
 import type { Deps } from "../deps.ts";
 import { seal } from "../crypto.ts";

@@ -1,4 +1,4 @@
-// OpenID Connect clients of the project (CONTRACT section 2a); the rules live in src/oidc/clients.ts.
+// OpenID Connect clients of the project (docs/oidc.md); the rules live in src/oidc/clients.ts.
 import * as E from "../../errors.ts";
 import { createClient, deleteClient, rotateClientSecret, updateClient, type ClientWithSecret } from "../../oidc/clients.ts";
 import { revokeConsent } from "../../oidc/consents.ts";

@@ -192,7 +192,7 @@ export function authRoutes() {
     return c.json(await completeSignIn(deps, actor, { stateId: str(body, "state_id") ?? "", otp: str(body, "otp") ?? "" }), 200);
   });
 
-  // Re-authentication for the signed-in user (CONTRACT section 3): same session, new auth_time.
+  // Re-authentication for the signed-in user (docs/security.md): same session, new auth_time.
   r.openapi(reauthStart, async (c) => {
     const actor = await userActor(c);
     const { stateId } = await startReauthentication(c.get("deps"), actor, await readJsonBody(c, ReauthStart.fields));
@@ -225,7 +225,7 @@ export function authRoutes() {
     return c.json(
       {
         issuer,
-        // CONTRACT section 2a: the authorization code flow of src/oidc/provider.ts
+        // docs/oidc.md: the authorization code flow of src/oidc/provider.ts
         authorization_endpoint: `${issuer}/oauth/authorize`,
         token_endpoint: `${issuer}/oauth/token`,
         revocation_endpoint: `${issuer}/oauth/revoke`,

@@ -1,4 +1,4 @@
-// The OpenID Connect endpoints (CONTRACT section 2a). oidc-provider (a Koa app) serves the
+// The OpenID Connect endpoints (docs/oidc.md). oidc-provider (a Koa app) serves the
 // protocol's own routes through the app's fetch handler, with the app's request id, logs and
 // error policy; the interaction routes below are what the hosted /login page calls while a
 // client waits for a code. Userinfo, JWKS and discovery are linkgate's own (routes/auth.ts).

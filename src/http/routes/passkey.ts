@@ -1,4 +1,4 @@
-// Passkeys over REST (CONTRACT section 4a): the same service as the GraphQL fields, with the
+// Passkeys over REST (docs/authentication.md, passkeys): the same service as the GraphQL fields, with the
 // WebAuthn options and responses as plain JSON.
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { projectActor, userActor } from "../credentials.ts";
