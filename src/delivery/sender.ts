@@ -75,26 +75,11 @@ export function createSender(opts: SenderOptions): Sender {
   // hostname -> the addresses the latest successful check vetted for it.
   const vetted = new Map<string, ResolvedAddress[]>();
 
-  function pinnedLookup(hostname: string, options: { all?: boolean; family?: number | string }, cb: NetLookupCallback): void {
-    const host = hostname.toLowerCase();
-    let addresses = vetted.get(host) ?? [];
-    const family = options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family) || 0;
-    if (family) addresses = addresses.filter((a) => a.family === family);
-    if (addresses.length === 0) {
-      const err: NodeJS.ErrnoException = new Error(`no vetted address for ${hostname}`);
-      err.code = "ENOTFOUND";
-      process.nextTick(cb, err, options.all ? [] : "", 0);
-      return;
-    }
-    if (options.all) process.nextTick(cb, null, addresses.map((a) => ({ address: a.address, family: a.family })));
-    else process.nextTick(cb, null, addresses[0].address, addresses[0].family);
-  }
-
   const agent = new Agent({
     keepAliveTimeout: 30_000,
     headersTimeout: opts.timeoutMs,
     bodyTimeout: opts.timeoutMs,
-    connect: { timeout: opts.timeoutMs, lookup: pinnedLookup as never },
+    connect: { timeout: opts.timeoutMs, lookup: pinnedLookup(vetted) as never },
   });
 
   async function send(input: SendInput, signal?: AbortSignal): Promise<SendResult> {
@@ -176,6 +161,24 @@ export function requestHeaders(input: Omit<SendInput, "url"> & { timestamp: numb
  */
 export function secretRef(secret: string): string {
   return createHash("sha256").update(secret, "utf8").digest("hex").slice(0, 16);
+}
+
+/** The Agent's connect-time DNS: only the addresses the latest target check vetted for a host. */
+function pinnedLookup(vetted: Map<string, ResolvedAddress[]>) {
+  return (hostname: string, options: { all?: boolean; family?: number | string }, cb: NetLookupCallback): void => {
+    const host = hostname.toLowerCase();
+    let addresses = vetted.get(host) ?? [];
+    const family = options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family) || 0;
+    if (family) addresses = addresses.filter((a) => a.family === family);
+    if (addresses.length === 0) {
+      const err: NodeJS.ErrnoException = new Error(`no vetted address for ${hostname}`);
+      err.code = "ENOTFOUND";
+      process.nextTick(cb, err, options.all ? [] : "", 0);
+      return;
+    }
+    if (options.all) process.nextTick(cb, null, addresses.map((a) => ({ address: a.address, family: a.family })));
+    else process.nextTick(cb, null, addresses[0].address, addresses[0].family);
+  };
 }
 
 function hostOf(url: string): string | null {
