@@ -12,7 +12,7 @@
 //   version on the same page, no index entry at all; the table keeps room on its pages for
 //   them, see migration 20261123090100_delivery_hot_leases). Each marks its transaction
 //   `linkgate.lease_only`, and the console's per-state trigger on deliveries skips it
-//   (migration 20261123120200). A claimed delivery keeps its
+//   (console.count_updated_deliveries in src/delivery/console-states.sql). A claimed delivery keeps its
 //   `next_attempt_at`: it stays in its place at the head of its webhook's due range
 //   (`deliveries_webhook_due_idx`), so when a worker dies its deliveries are due again, first
 //   in line, as soon as their leases run out, and the next claim reads past the few live leases

@@ -39,8 +39,8 @@ export async function enqueue(tx: Tx, input: OutboxEventInput): Promise<string> 
 }
 
 /**
- * Writes events and fans them out in ONE statement: outbox_enqueue (migration
- * 20261123120000_enqueue_without_counters; link_verify calls the same function) writes the
+ * Writes events and fans them out in ONE statement: outbox_enqueue (src/webhooks/outbox.sql;
+ * link_verify calls the same function) writes the
  * events, one delivery per subscribed enabled webhook (seen in this transaction's snapshot), and
  * a NOTIFY that fires at commit only when there is something to deliver. A link verify writes
  * two events; as separate INSERTs plus fan-out plus notify that was six round trips inside the
