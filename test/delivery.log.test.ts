@@ -3,7 +3,8 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { seal } from "../src/crypto.ts";
-import { attemptRequestHeaders, disableDeadWebhooks, pullEvents, redeliver, replayFailed, SIGNATURE_NOT_SHOWN } from "../src/delivery/log.ts";
+import { attemptRequestHeaders, disableDeadWebhooks, pullEvents, SIGNATURE_NOT_SHOWN } from "../src/delivery/log.ts";
+import { redeliver, replayFailed } from "../src/delivery/redelivery.ts";
 import { webhooksStats } from "../src/delivery/charts.ts";
 import { claimDue } from "../src/delivery/sql.ts";
 import { startWorker, type DeliveryWorker, type WorkerOptions } from "../src/delivery/worker.ts";

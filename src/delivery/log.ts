@@ -1,120 +1,15 @@
-// The delivery log as a service for the API: redelivery, replay, pulling events, stats, and
-// the periodic disabling of dead webhooks.
+// The delivery log as a service for the API: pulling events, the headers an attempt sent, and
+// the periodic disabling of dead webhooks. Sending a delivery again is src/delivery/redelivery.ts.
 //
 // Every function that serves a caller takes the caller's projectId and puts it in the WHERE
 // clause of every statement, so another project's rows are simply not found (and reported as
 // DeliveryNotFound / WebhookNotFound, never as "forbidden", which would confirm they exist).
 import { unseal, type MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
-import { CursorExpired, DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
-import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
+import { CursorExpired, InvalidRequest } from "../errors.ts";
 import { requestHeaders, secretRef } from "./sender.ts";
 
 type DbLike = Pick<Database, "prisma">;
-
-export type DeliveryStatus = "pending" | "succeeded" | "failed" | "gone";
-
-export type DeliverySummary = {
-  id: string;
-  eventId: string;
-  webhookId: string;
-  eventType: string;
-  status: DeliveryStatus;
-  attempts: number;
-  nextAttemptAt: Date;
-  /** True while a worker holds the delivery (an attempt is being sent or recorded). */
-  inFlight: boolean;
-};
-
-type DeliveryRow = {
-  id: string;
-  event_id: string;
-  webhook_id: string;
-  event_type: string;
-  status: DeliveryStatus;
-  attempts: number;
-  next_attempt_at: Date;
-  in_flight: boolean;
-};
-
-const summary = (r: DeliveryRow): DeliverySummary => ({
-  id: r.id,
-  eventId: r.event_id,
-  webhookId: r.webhook_id,
-  eventType: r.event_type,
-  status: r.status,
-  attempts: Number(r.attempts),
-  nextAttemptAt: r.next_attempt_at,
-  inFlight: Boolean(r.in_flight),
-});
-
-async function notifyWorkers(db: DbLike): Promise<void> {
-  await db.prisma.$executeRaw`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`;
-}
-
-/**
- * Sends one delivery again, with the same event and the same body bytes.
- *
- * Semantics: a redelivery starts a fresh cycle. The delivery becomes `pending`, due now, with
- * its attempt counter reset to 0, so the next attempt carries `X-Service-Delivery-Attempt: 1`
- * and gets the whole retry schedule again (headers stay within the contract's 1…6). The attempt
- * log keeps every earlier attempt (rows are told apart by started_at). A delivery that a worker
- * holds right now is left alone and returned as it is: it is being attempted anyway, and
- * resetting it under the worker would send it twice. A delivery of a disabled webhook stays
- * pending until the webhook is enabled again.
- */
-export async function redeliver(db: DbLike, projectId: string, deliveryId: string): Promise<DeliverySummary> {
-  const rows = await db.prisma.$queryRaw<DeliveryRow[]>`
-    UPDATE deliveries
-    SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL,
-        lease_until = NULL, leased_by = NULL
-    WHERE id = ${deliveryId} AND project_id = ${projectId}
-      AND NOT (status = 'pending' AND leased_by IS NOT NULL AND lease_until > now())
-    RETURNING id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, false AS in_flight`;
-  if (rows.length > 0) {
-    await notifyWorkers(db);
-    return summary(rows[0]);
-  }
-  const current = await db.prisma.$queryRaw<DeliveryRow[]>`
-    SELECT id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, true AS in_flight
-    FROM deliveries WHERE id = ${deliveryId} AND project_id = ${projectId}`;
-  if (current.length === 0) throw new DeliveryNotFound();
-  return summary(current[0]);
-}
-
-/**
- * Redelivers every `failed` delivery of a webhook created at or after `since` (the event's
- * time, not the failure's), with redeliver's semantics; returns how many. `gone` deliveries
- * (the receiver answered 410) are not replayed, nor are pending or succeeded ones.
- */
-export async function replayFailed(db: DbLike, projectId: string, webhookId: string, since: Date): Promise<number> {
-  assertStorableTime(since, "since");
-  await assertWebhook(db, projectId, webhookId);
-  const count = await db.prisma.$executeRaw`
-    UPDATE deliveries
-    SET status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL,
-        lease_until = NULL, leased_by = NULL
-    WHERE webhook_id = ${webhookId} AND project_id = ${projectId} AND status = 'failed'
-      AND created_at >= ${since.toISOString()}::timestamptz`;
-  if (count > 0) await notifyWorkers(db);
-  return count;
-}
-
-/**
- * Years 1…9999, what an ISO 8601 timestamp spells with four digits. Outside them the text that
- * goes to Postgres is one it refuses ("0000-…" has no year 0, "+010000-…" no sign), which
- * would surface as a fault instead of the caller's mistake.
- */
-function assertStorableTime(at: Date, name: string): void {
-  const year = at.getUTCFullYear();
-  if (!(year >= 1 && year <= 9999)) throw new InvalidRequest(`${name} must be a time between the years 1 and 9999`);
-}
-
-async function assertWebhook(db: DbLike, projectId: string, webhookId: string) {
-  const webhook = await db.prisma.webhook.findFirst({ where: { id: webhookId, projectId }, select: { id: true } });
-  if (!webhook) throw new WebhookNotFound();
-  return webhook;
-}
 
 // ---- pulling events --------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@ import { Option, type Command } from "commander";
 import { SingleBar, Presets } from "cli-progress";
 import { idOf, parsePositiveInt, parseSince } from "../args.ts";
 import { withDatabase } from "../database.ts";
-import { countReplayable, findReplayTarget, replayInBatches } from "../replay.ts";
+import { countReplayable, findReplayTarget, replayInBatches } from "../../delivery/redelivery.ts";
 import { emit, type Io } from "../output.ts";
 
 type ReplayOptions = { webhook: string; since: Date; batchSize: number; progress?: boolean; json?: boolean };
