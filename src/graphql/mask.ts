@@ -18,33 +18,24 @@ export const maskError: MaskError = (error, message, isDev) => {
   return yogaMaskError(error, message, isDev);
 };
 
-// Keeps where the error happened (path, locations), as yoga's own masking does.
-function serviceUnavailable(error: unknown, unavailable: ServiceUnavailable) {
+/** A top-level error in place of `error`, keeping where it happened (path, locations) as yoga's own masking does. */
+function replaced(error: unknown, message: string, extensions: Record<string, unknown>) {
   const { nodes, source, positions, path } = error as Partial<GraphQLError>;
-  return createGraphQLError(unavailable.message, {
-    nodes,
-    source,
-    positions,
-    path,
-    extensions: {
-      code: "SERVICE_UNAVAILABLE",
-      http: { status: 503, headers: { "Retry-After": String(unavailable.retryAfterSeconds) } },
-    },
+  return createGraphQLError(message, { nodes, source, positions, path, extensions });
+}
+
+function serviceUnavailable(error: unknown, unavailable: ServiceUnavailable) {
+  return replaced(error, unavailable.message, {
+    code: "SERVICE_UNAVAILABLE",
+    http: { status: 503, headers: { "Retry-After": String(unavailable.retryAfterSeconds) } },
   });
 }
 
 function rateLimited(error: unknown, limited: RateLimited) {
-  const { nodes, source, positions, path } = error as Partial<GraphQLError>;
-  return createGraphQLError(limited.message, {
-    nodes,
-    source,
-    positions,
-    path,
-    extensions: {
-      code: "RATE_LIMITED",
-      error: "RateLimited",
-      retryAfterSeconds: limited.retryAfterSeconds,
-      http: { status: 429, headers: { "Retry-After": String(limited.retryAfterSeconds) } },
-    },
+  return replaced(error, limited.message, {
+    code: "RATE_LIMITED",
+    error: "RateLimited",
+    retryAfterSeconds: limited.retryAfterSeconds,
+    http: { status: 429, headers: { "Retry-After": String(limited.retryAfterSeconds) } },
   });
 }
