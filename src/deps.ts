@@ -1,55 +1,12 @@
 // What every service call needs, built once by buildApp and passed explicitly.
-import type { AbuseLimits, Config } from "./config.ts";
+import type { Config } from "./config.ts";
+import type { Limits } from "./limits.ts";
 import type { Database } from "./db/client.ts";
 import type { MasterKey } from "./crypto.ts";
 import type { JWK } from "jose";
 import type { Messenger } from "./messaging/transport.ts";
 import type { NoticeSender } from "./messaging/notices.ts";
 import type { Logger } from "./log.ts";
-
-export type Limit = { max: number; windowSeconds: number };
-
-/**
- * Abuse limits (docs/security.md). Every counter that a stranger can move is keyed by the
- * client address too, so nobody can use up another person's budget. The bounds shared more
- * widely (sends per address, per account, per project; wrong codes per identifier) do not
- * apply where the identifier signed in before (src/auth/known-places.ts), except per address
- * and per account, which a stranger elsewhere cannot move.
- */
-export type Limits = {
-  /** code sends per identifier and client address */
-  sendsPerIdentifier: Limit;
-  /** code sends per client address, any identifier */
-  sendsPerAddress: Limit;
-  /** code sends (link requests) per signed-in account */
-  sendsPerAccount: Limit;
-  /** texts per project: the ceiling that bounds what SMS pumping can cost */
-  smsPerProject: Limit;
-  /** e-mails per project */
-  emailsPerProject: Limit;
-  /** wrong codes per account (link verifies), and per identifier and client address */
-  failuresPerSubject: Limit;
-  /** wrong codes per identifier from all addresses together (NIST SP 800-63B §5.2.2) */
-  failuresPerIdentifier: Limit;
-  /** security notices to one e-mail address or phone: beyond it they are gathered into one message */
-  noticesPerDestination: Limit;
-  /** security notices about one account, to all its addresses */
-  noticesPerAccount: Limit;
-};
-
-export function limitsFrom(abuse: AbuseLimits): Limits {
-  return {
-    sendsPerIdentifier: { max: abuse.sendsPerIdentifierAddress, windowSeconds: 600 },
-    sendsPerAddress: { max: abuse.sendsPerAddressHourly, windowSeconds: 3600 },
-    sendsPerAccount: { max: 20, windowSeconds: 3600 },
-    smsPerProject: { max: abuse.smsPerProjectHourly, windowSeconds: 3600 },
-    emailsPerProject: { max: abuse.emailsPerProjectHourly, windowSeconds: 3600 },
-    failuresPerSubject: { max: abuse.wrongCodesPerIdentifierAddress, windowSeconds: 3600 },
-    failuresPerIdentifier: { max: abuse.wrongCodesPerIdentifierHourly, windowSeconds: 3600 },
-    noticesPerDestination: { max: abuse.noticesPerDestination, windowSeconds: 600 },
-    noticesPerAccount: { max: abuse.noticesPerAccountHourly, windowSeconds: 3600 },
-  };
-}
 
 export type Claims = Record<string, unknown>;
 

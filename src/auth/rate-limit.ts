@@ -4,7 +4,7 @@ import type { Database } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { RateLimited } from "../errors.ts";
 import { recordRateLimitRefusal } from "../metrics.ts";
-import type { Limit } from "../deps.ts";
+import type { Limit } from "../limits.ts";
 import type { Identifier } from "./identifiers.ts";
 
 export type { Limit };

@@ -15,7 +15,7 @@
 import type { Database, Db, Tx } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { transaction } from "../db/transaction.ts";
-import type { Limit, Limits } from "../deps.ts";
+import type { Limit, Limits } from "../limits.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import { recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
@@ -24,7 +24,7 @@ import { enqueue } from "../webhooks/outbox.ts";
 import type { Messenger, Recipient } from "./transport.ts";
 
 export type Notice = { to: Recipient; subject: string; text: string };
-/** The budgets the sender counts notices against (src/deps.ts Limits). */
+/** The budgets the sender counts notices against (src/limits.ts). */
 export type NoticeLimits = Pick<Limits, "noticesPerDestination" | "noticesPerAccount" | "smsPerProject" | "emailsPerProject">;
 
 /** Delays before retries 1, 2, …; after the last one a notice is marked failed. */

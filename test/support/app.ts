@@ -7,7 +7,7 @@ import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { print } from "graphql";
 import { buildApp, type App } from "../../src/app.ts";
 import { loadConfig, type Config } from "../../src/config.ts";
-import type { Limits } from "../../src/deps.ts";
+import type { Limits } from "../../src/limits.ts";
 import { createLogger, type Logger } from "../../src/log.ts";
 import { openTestDatabase, type Backend, type TestDatabase } from "./db.ts";
 import { startMailbox, type Mailbox } from "./mailbox.ts";
