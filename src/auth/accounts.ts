@@ -2,39 +2,15 @@
 // userinfo carry. Both describe the account given, which callers resolve to the primary.
 import type { Db, Tx } from "../db/client.ts";
 import type { Account, Identifier } from "../generated/prisma/client.ts";
+import { preferred, userObject } from "../webhooks/user-object.ts";
+
+// the user object is defined with the events; the account's services find it here too
+export { preferred, userObject, type UserObjectSource } from "../webhooks/user-object.ts";
 
 type AccountWithIds = Account & { identifiers: Identifier[] };
 
-export function preferred(ids: Pick<Identifier, "kind" | "origin" | "createdAt" | "value">[], kind: "email" | "phone") {
-  const ofKind = ids.filter((i) => i.kind === kind).sort((a, b) => +a.createdAt - +b.createdAt);
-  return ofKind.find((i) => i.origin === "own") ?? ofKind[0];
-}
-
 export async function loadAccount(db: Db | Tx, projectId: string, accountId: string): Promise<AccountWithIds | null> {
   return db.account.findFirst({ where: { id: accountId, projectId }, include: { identifiers: true } });
-}
-
-/** What the user object is made of (a sample event's user is made by the same function). */
-export type UserObjectSource = Pick<Account, "id" | "projectId" | "name" | "status" | "createdAt" | "updatedAt" | "lastLoginAt"> & {
-  identifiers: Pick<Identifier, "kind" | "origin" | "createdAt" | "value">[];
-};
-
-/**
- * The user object of events. link_user_object (src/linking/link-verify.sql) builds the same
- * object in SQL for the events link_verify writes; test/linking.user-object.test.ts compares the
- * two on both backends.
- */
-export function userObject(account: UserObjectSource, status = account.status as string) {
-  return {
-    user_id: account.id,
-    project_id: account.projectId,
-    email: preferred(account.identifiers, "email")?.value ?? null,
-    name: account.name,
-    status,
-    created_at: account.createdAt.toISOString(),
-    updated_at: account.updatedAt.toISOString(),
-    last_login: account.lastLoginAt?.toISOString() ?? null,
-  };
 }
 
 /**

@@ -1,5 +1,5 @@
 // Sample payloads for test events: the same shapes real events carry, with obvious fake data.
-import { userObject } from "../auth/accounts.ts";
+import { userObject } from "./user-object.ts";
 import type { EventType } from "./event-types.ts";
 
 export function sampleEventData(projectId: string, type: EventType): Record<string, unknown> {
