@@ -30,7 +30,7 @@ import { passkeyRoutes } from "./http/routes/passkey.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
 import { createLogger, type Logger } from "./log.ts";
-import { startNoticeSender } from "./messaging/notices.ts";
+import { startNoticeSender } from "./auth/notices.ts";
 import { startSweeper } from "./retention/sweep.ts";
 import { createMessenger, type Messenger } from "./messaging/transport.ts";
 

@@ -5,7 +5,6 @@ import type { Database } from "./db/client.ts";
 import type { MasterKey } from "./crypto.ts";
 import type { JWK } from "jose";
 import type { Messenger } from "./messaging/transport.ts";
-import type { NoticeSender } from "./messaging/notices.ts";
 import type { Logger } from "./log.ts";
 
 export type Claims = Record<string, unknown>;
@@ -23,6 +22,9 @@ export type KeyStore = {
   sign(claims: Claims, opts: { subject: string; audience: string; ttlSeconds: number }): Promise<string>;
   verifyAccessToken(token: string): Promise<VerifiedAccessToken>;
 };
+
+/** Sends queued security notices (src/auth/notices.ts); kick() after committing some. */
+export type NoticeSender = { kick(): void; stop(): Promise<void> };
 
 export type Deps = {
   config: Config;

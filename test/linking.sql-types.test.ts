@@ -3,7 +3,7 @@
 import "../src/auth/authenticate.ts";
 import "../src/auth/rate-limit.ts";
 import "../src/linking/service.ts";
-import "../src/messaging/notices.ts";
+import "../src/auth/notices.ts";
 import { describeRowTypes } from "./support/sql-types.ts";
 
 describeRowTypes("link flow", ["authenticate_user", "claim_notices", "count_all", "count_failures", "link_state", "link_verify", "record_notices_sent"]);

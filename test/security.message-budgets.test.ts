@@ -3,7 +3,7 @@
 // ceiling like codes do, and are gathered into one message per destination when a budget holds
 // them; and nothing a user typed goes into a notice sent under the operator's name.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import "../src/messaging/notices.ts";
+import "../src/auth/notices.ts";
 import "../src/auth/rate-limit.ts";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";

@@ -2,14 +2,14 @@
 // attached, merged, removed or unmerged, passkeys added or removed. Each goes to every other
 // identifier that signs into the account, says what changed, when and from which client
 // address, and how to undo it; a new identifier is never shown in full. Queued in the change's
-// own transaction (src/messaging/notices.ts sends them, with retries, within their budgets).
+// own transaction (src/auth/notices.ts sends them, with retries, within their budgets).
 //
 // Nothing a user typed goes into a notice: it is sent under the operator's name, so a passkey
 // named "Call +1 900 … to cancel" would be a phishing line the operator delivers for the
 // attacker. A passkey is "a passkey"; identifiers appear masked (docs/security.md).
 import type { Tx } from "../db/client.ts";
 import type { Actor } from "../deps.ts";
-import { maskIdentifier, queueNotices, type Notice } from "../messaging/notices.ts";
+import { maskIdentifier, queueNotices, type Notice } from "./notices.ts";
 import type { Identifier } from "./identifiers.ts";
 
 export type AccountChange =

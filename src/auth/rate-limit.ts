@@ -22,7 +22,7 @@ type DbLike = Pick<Database, "driver">;
 
 /**
  * The project's hourly ceiling of texts or e-mails: every message the service sends counts
- * against it, codes (src/auth/otp-flow.ts) and security notices (src/messaging/notices.ts).
+ * against it, codes (src/auth/otp-flow.ts) and security notices (src/auth/notices.ts).
  */
 export const projectSendKey = (projectId: string, kind: Identifier["kind"]) => `send:prj:${projectId}:${kind}`;
 

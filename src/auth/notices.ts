@@ -13,15 +13,16 @@
 // actually sent, so they hold for every writer of the queue (link_verify writes notices in SQL).
 
 import type { Database, Db, Tx } from "../db/client.ts";
+import type { NoticeSender } from "../deps.ts";
 import { prepared, run } from "../db/fast.ts";
 import { transaction } from "../db/transaction.ts";
 import type { Limit, Limits } from "../limits.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import { recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
-import { countAll, projectSendKey, type Check, type Counter } from "../auth/rate-limit.ts";
+import { countAll, projectSendKey, type Check, type Counter } from "./rate-limit.ts";
 import { enqueue } from "../webhooks/outbox.ts";
-import type { Messenger, Recipient } from "./transport.ts";
+import type { Messenger, Recipient } from "../messaging/transport.ts";
 
 export type Notice = { to: Recipient; subject: string; text: string };
 /** The budgets the sender counts notices against (src/limits.ts). */
@@ -154,7 +155,7 @@ async function recordFailure(db: Db, n: Claimed, error: string, schedule: number
   });
 }
 
-export type NoticeSender = { kick(): void; stop(): Promise<void> };
+export type { NoticeSender };
 
 const budgetKeys = {
   destination: (n: Claimed) => `ntc:dst:${n.project_id}:${n.kind}:${n.value}`,
