@@ -6,6 +6,7 @@
 // (readBacklog), so every process reports the same shared state.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Db } from "./db/client.ts";
+import { backlogStatement, PENDING_COUNTED_UP_TO, type BacklogRow } from "./delivery/pending.ts";
 import { Prisma } from "./generated/prisma/client.ts";
 
 export type DeliveryOutcome = "succeeded" | "failed" | "retried" | "gone";
@@ -108,19 +109,10 @@ export function recordRateLimitRefusal(limit: RateLimitName): void {
   metrics.rateLimitRefusals.inc({ limit });
 }
 
-/**
- * Up to this many pending deliveries the gauge is an exact count; above it, Postgres' own
- * estimate. Counting is linear in the backlog (a million index entries take longer than
- * a scrape should), and an operator needs the exact figure when it is small, the order of
- * magnitude when it is large.
- */
-export const PENDING_EXACT_UP_TO = 10_000;
-
-/**
- * At most this many leases are counted per webhook. The claim leases a webhook's first `cap`
- * due deliveries (20 by default; across simultaneous claims at most workers × cap).
- */
-export const LEASES_COUNTED_PER_WEBHOOK = 1_000;
+/** Up to this many pending deliveries the gauge is an exact count; above it, Postgres' estimate. */
+export const PENDING_EXACT_UP_TO = PENDING_COUNTED_UP_TO;
+// The backlog statement is delivery SQL and lives with it; re-exported for the benchmark.
+export { backlogStatement, LEASES_COUNTED_PER_WEBHOOK } from "./delivery/pending.ts";
 
 export type BacklogGauges = {
   pending: number;
@@ -128,15 +120,6 @@ export type BacklogGauges = {
   oldestDueSeconds: number;
   leasesHeld: number;
   disabledWebhooks: { project: number; failures: number };
-};
-
-type BacklogRow = {
-  pending_counted: number;
-  pending_estimate: number | null;
-  oldest_due_seconds: number | null;
-  leases_held: number;
-  disabled_by_project: number;
-  disabled_by_failures: number;
 };
 
 /**
@@ -168,65 +151,6 @@ export async function readBacklog(db: Db): Promise<BacklogGauges> {
     leasesHeld: Number(row!.leases_held),
     disabledWebhooks: { project: Number(row!.disabled_by_project), failures: Number(row!.disabled_by_failures) },
   };
-}
-
-/**
- * The backlog in one statement (exported so the benchmark can EXPLAIN it), each part bounded
- * whatever the number of pending rows. Everything is read through the partial index
- * deliveries_webhook_due_idx (pending rows by webhook, then next_attempt_at), as the claim
- * reads it (src/delivery/sql.ts):
- * * hooks: the claim's loose index scan, one probe per webhook that has pending deliveries.
- * * heads: per webhook, its first delivery in due order that no live lease holds, i.e. the one
- *   that has waited longest. A claimed delivery keeps its place at the head of the due range
- *   until its result is recorded, so the scan steps over that webhook's leases (a lease is only
- *   lease_until/leased_by, in no index: each is one row read) and stops at the first free row.
- * * leases: the rows before that first free one (index entries only), at most
- *   LEASES_COUNTED_PER_WEBHOOK per webhook. Not counted: a lease behind a free row (for a
- *   moment, while a crashed worker's expired leases are taken over) or due at the very same
- *   instant as the first free row (deliveries made due by one statement, e.g. a replay).
- * * oldest due: now() minus the earliest first free row that is due, over enabled webhooks:
- *   a disabled webhook's deliveries wait on purpose and would read as a stuck worker.
- * * pending: counts at most PENDING_EXACT_UP_TO + 1 index entries; past that, the index's
- *   number of entries as last measured by (auto)vacuum or analyze (pg_class.reltuples).
- * * disabled webhooks: the webhooks table (a row per webhook). "project": turned off by the
- *   project (src/webhooks/service.ts writes that reason); "failures": any other reason, i.e.
- *   disabled by the delivery engine after a day of failures.
- */
-export function backlogStatement(): Prisma.Sql {
-  return Prisma.sql`
-    WITH RECURSIVE hooks(webhook_id) AS (
-      (SELECT webhook_id FROM deliveries WHERE status = 'pending' ORDER BY webhook_id LIMIT 1)
-      UNION ALL
-      SELECT (SELECT d.webhook_id FROM deliveries d
-              WHERE d.status = 'pending' AND d.webhook_id > h.webhook_id
-              ORDER BY d.webhook_id LIMIT 1)
-      FROM hooks h
-      WHERE h.webhook_id IS NOT NULL
-    ),
-    heads AS MATERIALIZED (
-      SELECT h.webhook_id, w.enabled,
-             (SELECT d.next_attempt_at FROM deliveries d
-              WHERE d.webhook_id = h.webhook_id AND d.status = 'pending'
-                AND (d.lease_until IS NULL OR d.lease_until <= now())
-              ORDER BY d.next_attempt_at LIMIT 1) AS first_free_at
-      FROM hooks h
-      JOIN webhooks w ON w.id = h.webhook_id
-    )
-    SELECT
-      (SELECT count(*)::int FROM (SELECT 1 FROM deliveries WHERE status = 'pending' LIMIT ${PENDING_EXACT_UP_TO + 1}::int) p) AS pending_counted,
-      (SELECT c.reltuples::float8 FROM pg_class c
-       WHERE c.oid = to_regclass(quote_ident(current_schema()) || '.deliveries_webhook_due_idx')) AS pending_estimate,
-      (SELECT extract(epoch FROM now() - min(first_free_at))::float8 FROM heads
-       WHERE enabled AND first_free_at <= now()) AS oldest_due_seconds,
-      (SELECT coalesce(sum(l.n), 0)::int FROM heads
-       CROSS JOIN LATERAL (
-         SELECT count(*)::int AS n FROM (
-           SELECT 1 FROM deliveries d
-           WHERE d.webhook_id = heads.webhook_id AND d.status = 'pending'
-             AND d.next_attempt_at < coalesce(heads.first_free_at, 'infinity')
-           LIMIT ${LEASES_COUNTED_PER_WEBHOOK}::int) held) l) AS leases_held,
-      (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS NOT DISTINCT FROM 'disabled by the project') AS disabled_by_project,
-      (SELECT count(*)::int FROM webhooks WHERE NOT enabled AND disabled_reason IS DISTINCT FROM 'disabled by the project') AS disabled_by_failures`;
 }
 
 /** The backlog as a registry of its own, made per scrape (it holds only that scrape's values). */

@@ -6,6 +6,7 @@
 // long the delivery log is. scripts/measure-charts.ts compares this with aggregating the log.
 import { Prisma } from "../generated/prisma/client.ts";
 import type { Database } from "../db/client.ts";
+import { PENDING_COUNTED_UP_TO } from "./pending.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -146,7 +147,7 @@ export type WebhookStats = {
  * /metrics does): one request reads at most that many index entries per webhook of its page.
  * Ids of other projects, or of no webhook, get empty stats.
  */
-export const PENDING_COUNT_LIMIT = 10_000;
+export const PENDING_COUNT_LIMIT = PENDING_COUNTED_UP_TO;
 
 export async function webhooksStats(db: DbLike, projectId: string, webhookIds: readonly string[]): Promise<Map<string, WebhookStats>> {
   const ids = [...new Set(webhookIds)];

@@ -19,8 +19,19 @@
 //   at that head (at most the per-webhook cap) instead of an index of leases.
 import type { Database } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
+import { leaseFree, PENDING_WEBHOOKS } from "./pending.ts";
 
 type DbLike = Pick<Database, "driver">;
+
+/**
+ * The mark of a statement that writes only a lease (lease_until, leased_by): a condition that is
+ * always true and sets `linkgate.lease_only` for the rest of the transaction, so the console's
+ * per-state trigger on deliveries returns at once (console.count_updated_deliveries in
+ * console-states.sql; prisma/schema.prisma, model Delivery). Only the claim, the renewal and the
+ * release carry it: a statement that changes a status, a webhook or a creation time must not,
+ * or the console's counts miss the change.
+ */
+const LEASE_ONLY = "set_config('linkgate.lease_only', 'on', true) IS NOT NULL";
 
 /** What the sender needs for one attempt, as returned by claimDue. */
 export type ClaimedDelivery = {
@@ -79,9 +90,10 @@ type ClaimRow = {
  *
  * Why this form: its cost depends on the number of webhooks with work and the cap, never on
  * the backlog.
- * * `hooks` is a loose index scan (a recursive CTE that jumps from one webhook_id to the next in
- *   `deliveries_webhook_due_idx`): one index probe per webhook that has pending deliveries, not
- *   one row per delivery. Deliveries of a disabled webhook wait, pending, until it is enabled.
+ * * `hooks` is PENDING_WEBHOOKS (pending.ts), a loose index scan (a recursive CTE that jumps from
+ *   one webhook_id to the next in `deliveries_webhook_due_idx`): one index probe per webhook that
+ *   has pending deliveries, not one row per delivery. Deliveries of a disabled webhook wait,
+ *   pending, until it is enabled.
  * * `head` is, per enabled webhook, the first `cap` deliveries of its due range in due order
  *   (an ordered index range scan that stops there). Live leases sit at that head: a claim takes
  *   the oldest due deliveries, and a lease leaves the head only by being recorded or released.
@@ -135,15 +147,7 @@ function claimStatement(cap: number) {
       previous_secret_sealed: "text",
       previous_secret_expires_ms: "float8",
     },
-    `WITH RECURSIVE hooks(webhook_id) AS (
-       (SELECT webhook_id FROM deliveries WHERE status = 'pending' ORDER BY webhook_id LIMIT 1)
-       UNION ALL
-       SELECT (SELECT d.webhook_id FROM deliveries d
-               WHERE d.status = 'pending' AND d.webhook_id > h.webhook_id
-               ORDER BY d.webhook_id LIMIT 1)
-       FROM hooks h
-       WHERE h.webhook_id IS NOT NULL
-     ),
+    `WITH RECURSIVE ${PENDING_WEBHOOKS},
      head AS MATERIALIZED (
        SELECT w.id AS webhook_id, c.id, c.next_attempt_at, c.leased, w.mine
        FROM hooks h
@@ -173,7 +177,7 @@ function claimStatement(cap: number) {
             WITH ORDINALITY AS c(id, ord)
        JOIN deliveries d ON d.id = c.id
        WHERE d.status = 'pending' AND d.next_attempt_at <= now()
-         AND (d.lease_until IS NULL OR d.lease_until <= now())
+         AND ${leaseFree("d")}
        ORDER BY c.ord
        LIMIT $1::int
        FOR UPDATE OF d SKIP LOCKED
@@ -183,7 +187,7 @@ function claimStatement(cap: number) {
      FROM picked p, outbox_events e, webhooks w
      WHERE d.id = p.id AND e.id = d.event_id AND w.id = d.webhook_id
        AND set_config('synchronous_commit', 'off', true) IS NOT NULL
-       AND set_config('linkgate.lease_only', 'on', true) IS NOT NULL
+       AND ${LEASE_ONLY}
      RETURNING d.id AS delivery_id, d.attempts + 1 AS attempt, d.project_id, d.webhook_id,
                e.id AS event_id, e.event_type, e.body, (extract(epoch FROM e.created_at) * 1000)::float8 AS event_created_ms,
                w.url, w.secret_sealed, w.previous_secret_sealed,
@@ -235,7 +239,7 @@ const renewLeasesSql = prepared<{ id: string }>(
   `UPDATE deliveries
    SET lease_until = now() + $3::int * interval '1 millisecond'
    WHERE id = ANY ($1::text[]) AND leased_by = $2::text AND status = 'pending'
-     AND set_config('linkgate.lease_only', 'on', true) IS NOT NULL
+     AND ${LEASE_ONLY}
    RETURNING id`,
 );
 
@@ -374,7 +378,7 @@ const releaseLeasesSql = prepared<{ id: string }>(
   `UPDATE deliveries
    SET lease_until = NULL, leased_by = NULL
    WHERE id = ANY ($1::text[]) AND leased_by = $2::text AND status = 'pending'
-     AND set_config('linkgate.lease_only', 'on', true) IS NOT NULL
+     AND ${LEASE_ONLY}
    RETURNING id`,
 );
 
