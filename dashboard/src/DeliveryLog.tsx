@@ -219,7 +219,7 @@ function EventSearch(props: { eventId: string; onSearch: (eventId: string) => vo
   const [value, setValue] = useState(props.eventId);
   const [error, setError] = useState<string | null>(null);
   const input = useRef<HTMLInputElement>(null);
-  // Back to the field in the render that says what is wrong with it (see Confirm in ui.tsx).
+  // Back to the field in the render that says what is wrong with it (see ui/focus.tsx).
   useLayoutEffect(() => {
     if (error) input.current?.focus();
   }, [error]);

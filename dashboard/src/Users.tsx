@@ -3,7 +3,7 @@
 // its sessions, and unmerge it on its user's behalf after a confirmation naming both accounts.
 // The account shown is in the URL (#/users/<id>), so a reload or a link shows it again.
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
-import { describeUserAgent } from "../../pages/src/user-agent.ts";
+import { describeUserAgent } from "../../ui/user-agent.ts";
 import {
   accountQueryOf,
   endAccountSessions,
@@ -67,7 +67,7 @@ function AccountSearch() {
   const [notFound, setNotFound] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const input = useRef<HTMLInputElement>(null);
-  // Back to the field in the render that says why (see Confirm in ui.tsx).
+  // Back to the field in the render that says why (see ui/focus.tsx).
   useLayoutEffect(() => {
     if (error) input.current?.focus();
   }, [error]);

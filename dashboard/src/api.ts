@@ -1,5 +1,6 @@
 // The dashboard's only way to the server: POST /graphql with the project API key (x-api-key).
 // The key lives in sessionStorage, so it is gone when the browser session ends.
+import { dataOf, postGraphQL } from "../../ui/graphql.ts";
 import { OPERATIONS } from "./operations.ts";
 
 const KEY = "linkgate.apiKey";
@@ -36,37 +37,21 @@ export async function gql<T>(query: string, variables: Record<string, unknown> =
     onAuthLost?.(SECRET_KEY_NEEDED);
     throw new PublishableKeyError(SECRET_KEY_NEEDED);
   }
-  let res: Response;
-  try {
-    res = await fetch("/graphql", {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json", "x-api-key": key },
-      body: JSON.stringify({ query, variables }),
-    });
-  } catch {
-    throw new Error("The server cannot be reached.");
-  }
-  let body: { data?: T; errors?: { message: string; extensions?: { code?: string; error?: string } }[] };
-  try {
-    body = await res.json();
-  } catch {
-    throw new Error(`The server answered ${res.status} without a GraphQL response.`);
-  }
-  const err = body.errors?.[0];
+  const answer = await postGraphQL<T>({ "x-api-key": key }, query, variables, "The server cannot be reached.");
+  const err = answer.error;
   if (err) {
     const code = err.extensions?.code;
     if (err.extensions?.error === "SecretKeyRequired") {
       onAuthLost?.(SECRET_KEY_NEEDED);
       throw new PublishableKeyError(SECRET_KEY_NEEDED);
     }
-    if (code === "UNAUTHENTICATED" || code === "FORBIDDEN" || res.status === 401) {
+    if (code === "UNAUTHENTICATED" || code === "FORBIDDEN" || answer.status === 401) {
       onAuthLost?.(err.message);
       throw new AuthError(err.message);
     }
     throw new Error(err.message);
   }
-  if (!body.data) throw new Error(`The server answered ${res.status} without data.`);
-  return body.data;
+  return dataOf(answer);
 }
 
 // ---- types of what the page reads ---------------------------------------------------------------

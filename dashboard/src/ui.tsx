@@ -1,13 +1,16 @@
-// Small shared pieces: formatting, polling, badges, confirmations, copying and the shown-once secret.
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+// Small shared pieces: formatting, polling, badges, confirmations, copying and the shown-once
+// secret. What the hosted pages share too (focus, the confirmation, error words) is in ui/ at the
+// repository root.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { Confirm as SharedConfirm } from "../../ui/focus.tsx";
 import type { DeliveryStatus, Stats, Webhook } from "./api.ts";
+
+export { message } from "../../ui/text.ts";
 
 export const fmtTime = (iso: string | null | undefined) =>
   iso ? new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" }) : "—";
 
 export const fmtRate = (s: Stats) => (s.successRate === null ? "—" : `${Math.round(s.successRate * 1000) / 10} %`);
-
-export const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 export const fmtCount = (n: number) => n.toLocaleString();
 
@@ -99,30 +102,10 @@ export function SecretBox({ notice, onDismiss }: { notice: SecretNotice; onDismi
   );
 }
 
-/**
- * A question in place of the button that asked it, with the safe choice focused. Cancel takes the
- * focus in the render that shows the question, not after the next frame (as useEffect would):
- * until then the focus stays on the button that opened it, and a key pressed meanwhile acts there
- * instead of on the safe choice.
- */
-export function Confirm(props: { id?: string; text: string; action: string; danger?: boolean; busy: boolean; onConfirm: () => void; onCancel: () => void }) {
-  const cancel = useRef<HTMLButtonElement>(null);
-  useLayoutEffect(() => cancel.current?.focus(), []);
-  const textId = `${props.id ?? "confirm"}-text`;
-  return (
-    <div class="confirm" role="group" aria-labelledby={textId}>
-      <p id={textId}>{props.text}</p>
-      <div class="actions">
-        <button type="button" class={props.danger ? "danger" : "primary"} onClick={props.onConfirm} disabled={props.busy}>
-          {props.action}
-        </button>
-        <button type="button" ref={cancel} onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
-    </div>
-  );
-}
+/** A question in place of the button that asked it; `id` (default "confirm") prefixes its text's id. */
+export const Confirm = (props: { id?: string; text: string; action: string; danger?: boolean; busy: boolean; onConfirm: () => void; onCancel: () => void }) => (
+  <SharedConfirm {...props} id={`${props.id ?? "confirm"}-text`} danger={!!props.danger} />
+);
 
 /** Puts text on the clipboard; where the Clipboard API is refused, through a selected text area. */
 async function copyText(text: string): Promise<boolean> {

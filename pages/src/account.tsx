@@ -32,7 +32,7 @@ import {
   type Passkey,
   type Viewer,
 } from "./api.ts";
-import { describeUserAgent } from "./user-agent.ts";
+import { describeUserAgent } from "../../ui/user-agent.ts";
 import { assertWithPasskey, createPasskey, passkeysSupported } from "./webauthn.ts";
 import {
   Alert,

@@ -1,6 +1,8 @@
 // The pages' only way to the server: POST /graphql with the project's publishable key (from the
 // page's own <meta>, written by the server) and, once signed in, the user's access token. The
 // tokens live in sessionStorage: closing the browser signs the user out of these pages.
+import { dataOf, postGraphQL } from "../../ui/graphql.ts";
+import { sentence } from "../../ui/text.ts";
 import { OPERATIONS } from "./operations.ts";
 
 // ---- configuration ------------------------------------------------------------------------------
@@ -74,27 +76,14 @@ export class ApiError extends Error {
   }
 }
 
-type GraphQLError = { message: string; extensions?: { code?: string; error?: string } };
-
 async function gql<T>(query: string, variables: Record<string, unknown> = {}): Promise<T> {
   const key = publishableKey();
   if (!key) throw new Error("This page is not configured with the project's publishable key.");
   const session = storedSession();
-  const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json", "x-api-key": key };
+  const headers: Record<string, string> = { "x-api-key": key };
   if (session) headers.authorization = `Bearer ${session.accessToken}`;
-  let res: Response;
-  try {
-    res = await fetch("/graphql", { method: "POST", headers, body: JSON.stringify({ query, variables }) });
-  } catch {
-    throw new Error("The server cannot be reached. Check your connection and try again.");
-  }
-  let body: { data?: T; errors?: GraphQLError[] };
-  try {
-    body = await res.json();
-  } catch {
-    throw new Error(`The server answered ${res.status} without a GraphQL response.`);
-  }
-  const err = body.errors?.[0];
+  const answer = await postGraphQL<T>(headers, query, variables, "The server cannot be reached. Check your connection and try again.");
+  const err = answer.error;
   if (err) {
     if (err.extensions?.code === "UNAUTHENTICATED" && session) {
       forgetSession();
@@ -102,8 +91,7 @@ async function gql<T>(query: string, variables: Record<string, unknown> = {}): P
     }
     throw new Error(sentence(err.message));
   }
-  if (!body.data) throw new Error(`The server answered ${res.status} without data.`);
-  return body.data;
+  return dataOf(answer);
 }
 
 /** The union member `want`, or its error member thrown as an ApiError. */
@@ -114,14 +102,6 @@ function member<T>(result: { __typename: string; message?: string }, want: strin
 
 /** Changes to how the account signs in need a recent sign-in: the user confirms it is them, then the change goes ahead. */
 export const needsReauthentication = (err: unknown) => err instanceof ApiError && err.type === "ReauthenticationRequired";
-
-/** The server's messages are lower-case phrases; the pages show sentences. */
-export function sentence(text: string) {
-  const t = text.trim();
-  if (!t) return t;
-  const s = t[0].toUpperCase() + t.slice(1);
-  return /[.!?]$/.test(s) ? s : `${s}.`;
-}
 
 // ---- types of what the pages read ---------------------------------------------------------------
 

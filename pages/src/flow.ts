@@ -1,7 +1,8 @@
 // /login inside an OpenID Connect authorization (/login?interaction=…): the page signs the user
 // in through the interaction's own endpoints, which act for the project of the app that asked
 // (no publishable key needed) and answer where to go next: back to the app, or the consent page.
-import { identifierInput, sentence } from "./api.ts";
+import { sentence } from "../../ui/text.ts";
+import { identifierInput } from "./api.ts";
 
 export type Consent = { client: { name: string; firstParty: boolean }; scopes: string[] };
 export type Outcome = { redirectTo: string } | { consent: Consent };

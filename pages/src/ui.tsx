@@ -1,9 +1,13 @@
-// Pieces both pages share: the frame, messages, and a busy-aware action runner.
+// Pieces both pages share: the frame, messages, and a busy-aware action runner. What the
+// dashboard shares too (focus, the confirmation, error words) is in ui/ at the repository root.
 import type { ComponentChildren, Ref } from "preact";
-import { useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
+import { Confirm as SharedConfirm } from "../../ui/focus.tsx";
+import { message } from "../../ui/text.ts";
 import { loginUrl, needsReauthentication, SessionEnded } from "./api.ts";
 
-export const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+export { message };
+export { useFocusOnShow, useReturnFocus } from "../../ui/focus.tsx";
 
 export const fmtDate = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" }) : "never");
 
@@ -106,51 +110,10 @@ export function useAction() {
   return { busy, error, setError, run };
 }
 
-/**
- * Focuses the element when `key` changes (and when it first appears, unless `onMount` is false),
- * in the same render, so keys typed meanwhile land in it.
- */
-export function useFocusOnShow<T extends HTMLElement>(key?: unknown, onMount = true) {
-  const ref = useRef<T>(null);
-  const mounted = useRef(false);
-  useLayoutEffect(() => {
-    if (mounted.current || onMount) ref.current?.focus();
-    mounted.current = true;
-  }, [key]);
-  return ref;
-}
-
-/** The button that opened a question or form gets the focus back when it closes. */
-export function useReturnFocus<T extends HTMLElement>(open: boolean) {
-  const ref = useRef<T>(null);
-  const wasOpen = useRef(open);
-  useLayoutEffect(() => {
-    if (wasOpen.current && !open) ref.current?.focus();
-    wasOpen.current = open;
-  }, [open]);
-  return ref;
-}
-
-/**
- * A question before something that cannot be undone. Cancel takes the focus in the render that
- * shows it, so a key pressed meanwhile acts on the safe choice.
- */
-export function Confirm(props: { id: string; text: ComponentChildren; action: string; busy: boolean; onConfirm: () => void; onCancel: () => void }) {
-  const cancel = useFocusOnShow<HTMLButtonElement>();
-  return (
-    <div class="confirm" role="group" aria-labelledby={props.id}>
-      <p id={props.id}>{props.text}</p>
-      <div class="actions">
-        <button type="button" class="danger" onClick={props.onConfirm} disabled={props.busy}>
-          {props.action}
-        </button>
-        <button type="button" ref={cancel} onClick={props.onCancel}>
-          Cancel
-        </button>
-      </div>
-    </div>
-  );
-}
+/** A question before something that cannot be undone (the pages ask only those). */
+export const Confirm = (props: { id: string; text: ComponentChildren; action: string; busy: boolean; onConfirm: () => void; onCancel: () => void }) => (
+  <SharedConfirm {...props} danger />
+);
 
 /** One labelled text field. */
 export function Field(props: {
