@@ -37,7 +37,7 @@ if (wanted.includes("soak")) {
   await soak();
 }
 if (all || wanted.includes("delivery")) {
-  const mod = await import("./delivery.ts").catch(() => null);
+  const mod = await import("./delivery/index.ts").catch(() => null);
   if (mod && "main" in mod) await (mod as { main: () => Promise<void> }).main();
   else console.log("\n(delivery benchmark not available)");
 }
