@@ -169,108 +169,116 @@ function refusalName(key: string): RateLimitName | undefined {
   return undefined;
 }
 
-export function startNoticeSender(opts: {
+type SenderOptions = {
   db: Database;
   messenger: Messenger;
   logger: Logger;
   limits: NoticeLimits;
   scheduleMs?: number[];
   pollMs?: number;
-}): NoticeSender {
-  const schedule = opts.scheduleMs ?? NOTICE_RETRY_SCHEDULE_MS;
-  const pollMs = opts.pollMs ?? 5_000;
-  const l = opts.limits;
+};
+
+/** What the sender's parts share: the options, with their defaults filled in. */
+type Sender = Required<SenderOptions>;
+
+/**
+ * Counts one message to a destination against its budgets, in one statement; the project's
+ * ceiling only when the narrower ones allow it (src/auth/rate-limit.ts). Returns the counters.
+ */
+async function countMessage(s: Sender, group: Claimed[]): Promise<Counter[]> {
+  const first = group[0];
+  const l = s.limits;
+  const count: Check[] = [{ key: budgetKeys.destination(first), limit: l.noticesPerDestination }];
+  for (const accountId of new Set(group.flatMap((n) => (n.account_id ? [n.account_id] : [])))) {
+    count.push({ key: budgetKeys.account(accountId), limit: l.noticesPerAccount });
+  }
+  const ceiling: Limit = first.kind === "phone" ? l.smsPerProject : l.emailsPerProject;
+  return countAll(s.db, { count, ceilings: [{ key: projectSendKey(first.project_id, first.kind), limit: ceiling }] });
+}
+
+/** The first refusal of the project's ceiling in its window tells the project, as a code send's does. */
+async function alarm(s: Sender, group: Claimed[], counters: Counter[]) {
+  const tripped = counters.find((c) => c.tripped && c.key.startsWith("send:prj:"));
+  if (!tripped) return;
+  await transaction(s.db.prisma, (tx) =>
+    enqueue(tx, {
+      projectId: group[0].project_id,
+      eventType: "security.suspicious_activity",
+      data: { reason: "send_ceiling_per_project", channel: group[0].kind, retry_after_seconds: tripped.resetsIn },
+    }),
+  );
+}
+
+/** A budget refused the message: the notices wait for its window to end, and are sent together then. */
+async function hold(s: Sender, group: Claimed[], counters: Counter[]): Promise<"held"> {
+  const over = counters.filter((c) => c.over);
+  for (const c of over) {
+    const name = refusalName(c.key);
+    if (name) recordRateLimitRefusal(name);
+  }
+  await alarm(s, group, counters);
+  const waitSeconds = Math.max(...over.map((c) => c.resetsIn));
+  await postpone(s.db, group.map((n) => n.id), waitSeconds);
+  s.logger.info({ notices: group.length, kind: group[0].kind, waitSeconds }, "notices held by their budget");
+  return "held";
+}
+
+/**
+ * Sends the notices of one destination as one message, if its budgets allow; returns the
+ * delay until a retry if it failed, "sent" if it went out, "held" if a budget postponed it.
+ */
+async function sendGroup(s: Sender, group: Claimed[]): Promise<number | "sent" | "held" | undefined> {
+  const counters = await countMessage(s, group);
+  if (counters.some((c) => c.over)) return hold(s, group, counters);
+  const { subject, text } = gatherNotices(group);
+  try {
+    await s.messenger.send({ to: { kind: group[0].kind, value: group[0].value }, subject, text });
+    return "sent";
+  } catch (err) {
+    s.logger.warn({ notices: group.map((n) => n.id), attempt: group[0].attempts, kind: group[0].kind, err: String(err) }, "notice not sent; will retry");
+    for (const n of group) await recordFailure(s.db.prisma, n, String(err).slice(0, 500), s.scheduleMs);
+    return s.scheduleMs[group[0].attempts - 1];
+  }
+}
+
+/** The claimed notices by destination, in the order they were claimed. */
+function byDestination(batch: Claimed[]): Claimed[][] {
+  const groups = new Map<string, Claimed[]>();
+  for (const n of batch) {
+    const key = `${n.project_id}\n${n.kind}\n${n.value}`;
+    groups.set(key, [...(groups.get(key) ?? []), n]);
+  }
+  return [...groups.values()].map((g) => g.sort((a, b) => a.created_ms - b.created_ms));
+}
+
+/** Sends everything due; returns how soon a retry of this process's failures falls due. */
+async function drain(s: Sender, stopped: () => boolean): Promise<number> {
+  let soonest = s.pollMs;
+  for (;;) {
+    const batch = await claimDue(s.db);
+    const groups = byDestination(batch);
+    const results = await Promise.all(groups.map((g) => sendGroup(s, g)));
+    await recordSent(s.db, groups.flatMap((g, i) => (results[i] === "sent" ? g.map((n) => n.id) : [])));
+    for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
+    // held notices are no longer due, so an empty claim means everything due was handled
+    if (!batch.length || stopped()) return soonest;
+  }
+}
+
+/** Drains now, then whenever kicked or a retry falls due, until stopped. */
+export function startNoticeSender(opts: SenderOptions): NoticeSender {
+  const s: Sender = { ...opts, scheduleMs: opts.scheduleMs ?? NOTICE_RETRY_SCHEDULE_MS, pollMs: opts.pollMs ?? 5_000 };
   let stopped = false;
   let kicked = false; // a kick during a drain must not be lost
   let wake: (() => void) | undefined;
   let timer: NodeJS.Timeout | undefined;
 
-  /**
-   * Counts one message to a destination against its budgets, in one statement; the project's
-   * ceiling only when the narrower ones allow it (src/auth/rate-limit.ts). Returns the counters.
-   */
-  async function countMessage(group: Claimed[]): Promise<Counter[]> {
-    const first = group[0];
-    const count: Check[] = [{ key: budgetKeys.destination(first), limit: l.noticesPerDestination }];
-    for (const accountId of new Set(group.flatMap((n) => (n.account_id ? [n.account_id] : [])))) {
-      count.push({ key: budgetKeys.account(accountId), limit: l.noticesPerAccount });
-    }
-    const ceiling: Limit = first.kind === "phone" ? l.smsPerProject : l.emailsPerProject;
-    return countAll(opts.db, { count, ceilings: [{ key: projectSendKey(first.project_id, first.kind), limit: ceiling }] });
-  }
-
-  /** The first refusal of the project's ceiling in its window tells the project, as a code send's does. */
-  async function alarm(group: Claimed[], counters: Counter[]) {
-    const tripped = counters.find((c) => c.tripped && c.key.startsWith("send:prj:"));
-    if (!tripped) return;
-    await transaction(opts.db.prisma, (tx) =>
-      enqueue(tx, {
-        projectId: group[0].project_id,
-        eventType: "security.suspicious_activity",
-        data: { reason: "send_ceiling_per_project", channel: group[0].kind, retry_after_seconds: tripped.resetsIn },
-      }),
-    );
-  }
-
-  /**
-   * Sends the notices of one destination as one message, if its budgets allow; returns the
-   * delay until a retry if it failed, "sent" if it went out, "held" if a budget postponed it.
-   */
-  async function sendGroup(group: Claimed[]): Promise<number | "sent" | "held" | undefined> {
-    const counters = await countMessage(group);
-    const over = counters.filter((c) => c.over);
-    if (over.length) {
-      for (const c of over) {
-        const name = refusalName(c.key);
-        if (name) recordRateLimitRefusal(name);
-      }
-      await alarm(group, counters);
-      const waitSeconds = Math.max(...over.map((c) => c.resetsIn));
-      await postpone(opts.db, group.map((n) => n.id), waitSeconds);
-      opts.logger.info({ notices: group.length, kind: group[0].kind, waitSeconds }, "notices held by their budget");
-      return "held";
-    }
-    const { subject, text } = gatherNotices(group);
-    try {
-      await opts.messenger.send({ to: { kind: group[0].kind, value: group[0].value }, subject, text });
-      return "sent";
-    } catch (err) {
-      opts.logger.warn({ notices: group.map((n) => n.id), attempt: group[0].attempts, kind: group[0].kind, err: String(err) }, "notice not sent; will retry");
-      for (const n of group) await recordFailure(opts.db.prisma, n, String(err).slice(0, 500), schedule);
-      return schedule[group[0].attempts - 1];
-    }
-  }
-
-  /** The claimed notices by destination, in the order they were claimed. */
-  function byDestination(batch: Claimed[]): Claimed[][] {
-    const groups = new Map<string, Claimed[]>();
-    for (const n of batch) {
-      const key = `${n.project_id}\n${n.kind}\n${n.value}`;
-      groups.set(key, [...(groups.get(key) ?? []), n]);
-    }
-    return [...groups.values()].map((g) => g.sort((a, b) => a.created_ms - b.created_ms));
-  }
-
-  /** Sends everything due; returns how soon a retry of this process's failures falls due. */
-  async function drain(): Promise<number> {
-    let soonest = pollMs;
-    for (;;) {
-      const batch = await claimDue(opts.db);
-      const groups = byDestination(batch);
-      const results = await Promise.all(groups.map(sendGroup));
-      await recordSent(opts.db, groups.flatMap((g, i) => (results[i] === "sent" ? g.map((n) => n.id) : [])));
-      for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
-      // held notices are no longer due, so an empty claim means everything due was handled
-      if (!batch.length || stopped) return soonest;
-    }
-  }
-
   const loop = (async () => {
     while (!stopped) {
       kicked = false;
-      const sleepMs = await drain().catch((err) => {
-        opts.logger.warn({ err: String(err) }, "notice sender: database error; trying again");
-        return pollMs;
+      const sleepMs = await drain(s, () => stopped).catch((err) => {
+        s.logger.warn({ err: String(err) }, "notice sender: database error; trying again");
+        return s.pollMs;
       });
       if (stopped) break;
       if (kicked) continue;
