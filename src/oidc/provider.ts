@@ -138,6 +138,44 @@ async function offlineAccessAsksConsent(ctx: { path: string; method: string; que
   await next();
 }
 
+/** The protocol features linkgate turns on or off, and how each is set (docs/oidc.md). */
+function features(): Configuration["features"] {
+  return {
+    devInteractions: { enabled: false },
+    userinfo: { enabled: false },
+    introspection: { enabled: false },
+    // RFC 7009: a client revokes only its own tokens; another's is answered 200 and left alone
+    revocation: { enabled: true, allowedPolicy: (_ctx: Ctx, client: Client, token: { clientId?: string }) => token.clientId === client.clientId },
+    rpInitiatedLogout: {
+      enabled: true,
+      logoutSource: (ctx: Ctx, form: string) => {
+        ctx.type = "html";
+        ctx.body = logoutPage(form);
+      },
+      postLogoutSuccessSource: (ctx: Ctx) => {
+        ctx.type = "html";
+        ctx.body = signedOutPage();
+      },
+    },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: (_ctx: Ctx, client: Client) => resourceFor(projectOf(client)),
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx: Ctx, resource: string, client: Client) => {
+        const projectId = projectOf(client);
+        if (resource !== resourceFor(projectId)) throw new oidc!.errors.InvalidTarget("this client's tokens are for its own project only");
+        return {
+          scope: SCOPES.join(" "),
+          audience: projectId,
+          accessTokenFormat: "jwt",
+          accessTokenTTL: TTL.AccessToken,
+          jwt: { sign: { alg: "ES256" } },
+        };
+      },
+    },
+  };
+}
+
 async function configuration(deps: Deps): Promise<Configuration> {
   return {
     adapter: adapterFor(deps),
@@ -162,40 +200,7 @@ async function configuration(deps: Deps): Promise<Configuration> {
     // origin of one of its redirect URIs.
     clientBasedCORS: (_ctx: Ctx, origin: string, client: Client & { clientAuthMethod?: string; redirectUris?: string[] }) =>
       origin !== "null" && client.clientAuthMethod === "none" && (client.redirectUris ?? []).some((uri) => URL.canParse(uri) && new URL(uri).origin === origin),
-    features: {
-      devInteractions: { enabled: false },
-      userinfo: { enabled: false },
-      introspection: { enabled: false },
-      // RFC 7009: a client revokes only its own tokens; another's is answered 200 and left alone
-      revocation: { enabled: true, allowedPolicy: (_ctx: Ctx, client: Client, token: { clientId?: string }) => token.clientId === client.clientId },
-      rpInitiatedLogout: {
-        enabled: true,
-        logoutSource: (ctx: Ctx, form: string) => {
-          ctx.type = "html";
-          ctx.body = logoutPage(form);
-        },
-        postLogoutSuccessSource: (ctx: Ctx) => {
-          ctx.type = "html";
-          ctx.body = signedOutPage();
-        },
-      },
-      resourceIndicators: {
-        enabled: true,
-        defaultResource: (_ctx: Ctx, client: Client) => resourceFor(projectOf(client)),
-        useGrantedResource: () => true,
-        getResourceServerInfo: (_ctx: Ctx, resource: string, client: Client) => {
-          const projectId = projectOf(client);
-          if (resource !== resourceFor(projectId)) throw new oidc!.errors.InvalidTarget("this client's tokens are for its own project only");
-          return {
-            scope: SCOPES.join(" "),
-            audience: projectId,
-            accessTokenFormat: "jwt",
-            accessTokenTTL: TTL.AccessToken,
-            jwt: { sign: { alg: "ES256" } },
-          };
-        },
-      },
-    },
+    features: features(),
     findAccount: async (ctx: Ctx, sub: string) => {
       const client = ctx.oidc.client;
       if (!client) return undefined;
