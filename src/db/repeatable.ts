@@ -5,6 +5,10 @@
 // new migration for every one-line change, as an escape string with every semicolon written
 // \x3B (Prisma's applier splits a file at each semicolon, quoted or not).
 //
+// After editing a .sql file, run `npm run db:dump-schema` so prisma/schema.sql shows the change
+// (test/db.schema-dump.test.ts fails until it does), and ship it with an ordinary migration
+// (docs/operations.md, "Expand, then contract").
+//
 // How it is applied (applyMigrations runs it after the ordinary migrations):
 // * Each file is recorded in `_linkgate_repeatable` (name, sha256 of its text, when). A file
 //   whose checksum differs from its row, or that has none, is run again; the others are not
