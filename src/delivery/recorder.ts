@@ -187,7 +187,7 @@ export class Recorder {
       this.unrecorded = this.recording.concat(this.unrecorded);
       this.recording = [];
       const pause = backoff.failed("recording results", err);
-      if (!lifecycle.running) return false;
+      if (!lifecycle.running) return false; // recordRemaining() retries with its own deadline
       await lifecycle.sleep(pause);
       return true;
     }

@@ -140,20 +140,20 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
   const lifecycle = new Lifecycle({ shutdown: () => shutDown(parts, id, log, config.webhookTimeoutMs, stats), abandonSends: () => pool.abandon() });
   const backoff = new DbBackoff(log, id, stats);
   const recorder = new Recorder({
-    ...{ db, workerId: id, leaseMs, batchSize, log, stats, backoff, lifecycle },
+    db, workerId: id, leaseMs, batchSize, log, stats, backoff, lifecycle,
     inFlight: () => pool.inFlight,
     recorded: () => claims.wake(),
     retryIn: (ms) => claims.wakeAt(ms),
   });
   const pool = new SendPool({
-    ...{ concurrency, prefetch: batchSize, perWebhookCap, config, masterKey, lookup: opts.lookup, random: opts.random ?? Math.random, workerId: id, log, lifecycle },
+    concurrency, prefetch: batchSize, perWebhookCap, config, masterKey, lookup: opts.lookup, random: opts.random ?? Math.random, workerId: id, log, lifecycle,
     result: (r) => recorder.add(r),
     handBack: (ids) => recorder.handBack(ids),
     slotFreed: () => claims.slotFreed(),
     probeIn: (ms) => claims.wakeAt(ms),
   });
   const claims = new ClaimLoop({
-    ...{ db, workerId: id, batchSize, leaseMs, perWebhookCap, pollMs, lifecycle, backoff, log },
+    db, workerId: id, batchSize, leaseMs, perWebhookCap, pollMs, lifecycle, backoff, log,
     // Back-pressure: once the recorder holds too many results, nothing more is claimed.
     room: () => (recorder.full ? 0 : pool.room),
     endpointRooms: (now) => pool.breakers.claimRooms(now),
@@ -206,7 +206,7 @@ async function shutDown(p: Parts, workerId: string, log: Logger, webhookTimeoutM
 /** Counters the parts add to; the gauges read the parts (which exist by the time anyone reads). */
 function newStats(parts: () => Parts): WorkerStats {
   return {
-    ...{ claimed: 0, recorded: 0, succeeded: 0, retried: 0, failed: 0, gone: 0, lostLeases: 0, dbErrors: 0, webhooksDisabled: 0, breakerReleased: 0 },
+    claimed: 0, recorded: 0, succeeded: 0, retried: 0, failed: 0, gone: 0, lostLeases: 0, dbErrors: 0, webhooksDisabled: 0, breakerReleased: 0,
     get inFlight() {
       return parts().pool.inFlight;
     },
