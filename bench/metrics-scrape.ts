@@ -22,7 +22,7 @@ import { buildApp } from "../src/app.ts";
 import { loadConfig } from "../src/config.ts";
 import { createLogger } from "../src/log.ts";
 import { claimDue } from "../src/delivery/sql.ts";
-import { backlogStatement, readBacklog, withIndexPlans } from "../src/metrics.ts";
+import { backlogStatement, readBacklog, withIndexPlans } from "../src/delivery/pending.ts";
 import { createWebhook } from "../src/webhooks/service.ts";
 
 process.env.TEST_DATABASE_URL ||= process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";

@@ -3,11 +3,8 @@
 // serves one app. Tests that build several apps in one process read differences, never
 // absolute values. Gauges about the backlog (pending deliveries, the oldest due, leases,
 // disabled webhooks) are not kept in memory: they are read from the database at each scrape
-// (readBacklog), so every process reports the same shared state.
+// (readBacklog in src/delivery/pending.ts), so every process reports the same shared state.
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { Db } from "./db/client.ts";
-import { backlogStatement, PENDING_COUNTED_UP_TO, type BacklogRow } from "./delivery/pending.ts";
-import { Prisma } from "./generated/prisma/client.ts";
 
 export type DeliveryOutcome = "succeeded" | "failed" | "retried" | "gone";
 export type OtpChannel = "email" | "phone";
@@ -109,49 +106,19 @@ export function recordRateLimitRefusal(limit: RateLimitName): void {
   metrics.rateLimitRefusals.inc({ limit });
 }
 
-/** Up to this many pending deliveries the gauge is an exact count; above it, Postgres' estimate. */
-export const PENDING_EXACT_UP_TO = PENDING_COUNTED_UP_TO;
-// The backlog statement is delivery SQL and lives with it; re-exported for the benchmark.
-export { backlogStatement, LEASES_COUNTED_PER_WEBHOOK } from "./delivery/pending.ts";
-
+/**
+ * The backlog gauges one scrape shows, read from the database by src/delivery/pending.ts
+ * (readBacklog): the metrics module renders them and holds no delivery SQL.
+ */
 export type BacklogGauges = {
   pending: number;
+  /** the count is exact up to this many pending deliveries, Postgres' estimate above */
+  exactUpTo: number;
   pendingEstimated: boolean;
   oldestDueSeconds: number;
   leasesHeld: number;
   disabledWebhooks: { project: number; failures: number };
 };
-
-/**
- * Runs backlogStatement with plans that do not depend on statistics. Every part of it is meant
- * to be an ordered index scan that stops early; with missing or stale statistics (a big batch
- * written since the last analyze) Postgres may instead bitmap-scan a whole webhook's range and
- * sort it: measured 3 to 4 s instead of about 10 ms with 1,000,000 pending (bench/metrics-scrape.ts). Bitmap
- * scans and sequential scans are ruled out for this transaction only, and a scrape that still
- * runs long is cut off rather than piling up behind the next one.
- */
-export async function withIndexPlans<T>(db: Db, query: Prisma.PrismaPromise<T>): Promise<T> {
-  const [, , , result] = await db.$transaction([
-    db.$executeRaw`SET LOCAL enable_bitmapscan = off`,
-    db.$executeRaw`SET LOCAL enable_seqscan = off`,
-    db.$executeRaw`SET LOCAL statement_timeout = '5s'`,
-    query,
-  ]);
-  return result;
-}
-
-export async function readBacklog(db: Db): Promise<BacklogGauges> {
-  const [row] = await withIndexPlans(db, db.$queryRaw<BacklogRow[]>(backlogStatement()));
-  const counted = Number(row!.pending_counted);
-  const pendingEstimated = counted > PENDING_EXACT_UP_TO;
-  return {
-    pending: pendingEstimated ? Math.max(counted, Math.round(Number(row!.pending_estimate ?? 0))) : counted,
-    pendingEstimated,
-    oldestDueSeconds: Math.max(0, Number(row!.oldest_due_seconds ?? 0)),
-    leasesHeld: Number(row!.leases_held),
-    disabledWebhooks: { project: Number(row!.disabled_by_project), failures: Number(row!.disabled_by_failures) },
-  };
-}
 
 /** The backlog as a registry of its own, made per scrape (it holds only that scrape's values). */
 function backlogRegistry(b: BacklogGauges | undefined): Registry {
@@ -159,7 +126,7 @@ function backlogRegistry(b: BacklogGauges | undefined): Registry {
   const gauge = (name: string, help: string, labelNames: string[] = []) => new Gauge({ name, help, labelNames, registers: [registry] });
   gauge("linkgate_metrics_database_up", "1 when this scrape read the backlog gauges from the database, 0 when the database failed").set(b ? 1 : 0);
   if (!b) return registry;
-  gauge("linkgate_deliveries_pending", `pending deliveries (exact up to ${PENDING_EXACT_UP_TO}, Postgres' estimate above)`).set(b.pending);
+  gauge("linkgate_deliveries_pending", `pending deliveries (exact up to ${b.exactUpTo}, Postgres' estimate above)`).set(b.pending);
   gauge("linkgate_deliveries_pending_estimated", "1 when linkgate_deliveries_pending is an estimate").set(b.pendingEstimated ? 1 : 0);
   gauge(
     "linkgate_deliveries_oldest_due_age_seconds",
@@ -179,8 +146,8 @@ export type Exposition = { contentType: string; body: string };
  * fails does not fail the scrape (the process's own metrics matter most during an outage):
  * linkgate_metrics_database_up says so, and the error goes to `onDatabaseError`.
  */
-export async function renderMetrics(db: Db, onDatabaseError: (err: unknown) => void): Promise<Exposition> {
-  const backlog = await readBacklog(db).catch((err: unknown) => {
+export async function renderMetrics(readBacklog: () => Promise<BacklogGauges>, onDatabaseError: (err: unknown) => void): Promise<Exposition> {
+  const backlog = await readBacklog().catch((err: unknown) => {
     onDatabaseError(err);
     return undefined;
   });

@@ -7,7 +7,7 @@ import type { Database } from "../db/client.ts";
 import { type DbBackoff, errorSummary, type Logger } from "./failures.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import { recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";
-import type { WorkerStats } from "./worker.ts";
+import type { WorkerStats } from "./stats.ts";
 
 /** Results not yet recorded beyond which no more is claimed (memory stays bounded). */
 const MAX_UNRECORDED = 1_000;

@@ -46,6 +46,7 @@ import { Lifecycle, type WorkerState } from "./lifecycle.ts";
 import { Recorder } from "./recorder.ts";
 import { SendPool } from "./send-pool.ts";
 import { DEFAULT_PER_WEBHOOK_CAP } from "./sql.ts";
+import type { WorkerStats } from "./stats.ts";
 
 export type { Logger } from "./failures.ts";
 export type { WorkerState } from "./lifecycle.ts";
@@ -81,28 +82,7 @@ export type WorkerOptions = {
   random?: () => number;
 };
 
-export type WorkerStats = {
-  /** Deliveries claimed. */
-  claimed: number;
-  /** Attempt results recorded. */
-  recorded: number;
-  succeeded: number;
-  retried: number;
-  failed: number;
-  gone: number;
-  /** Results not applied because the lease had been lost (someone else owns the delivery). */
-  lostLeases: number;
-  dbErrors: number;
-  webhooksDisabled: number;
-  /** Sends running now. */
-  readonly inFlight: number;
-  /** Results waiting to be recorded. */
-  readonly unrecorded: number;
-  /** Claimed deliveries waiting for a send slot. */
-  readonly queued: number;
-  /** Claimed deliveries handed back unsent because their endpoint's breaker had opened. */
-  breakerReleased: number;
-};
+export type { WorkerStats };
 
 export type DeliveryWorker = {
   readonly id: string;

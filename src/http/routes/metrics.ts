@@ -12,6 +12,7 @@ import { COMPOSED_HANDLER } from "hono/utils/constants";
 import proxyaddr from "proxy-addr";
 import { safeEqual } from "../../crypto.ts";
 import { Forbidden, Unauthenticated } from "../../errors.ts";
+import { readBacklog } from "../../delivery/pending.ts";
 import { metrics, renderMetrics } from "../../metrics.ts";
 import { NO_SOCKET } from "../client-address.ts";
 import type { AppEnv } from "../env.ts";
@@ -22,7 +23,8 @@ export function metricsRoutes() {
   const r = new Hono<AppEnv>();
   r.get("/metrics", async (c) => {
     authorizeScrape(c);
-    const { contentType, body } = await renderMetrics(c.get("deps").prisma, (err) => c.get("log").warn({ err }, "metrics: backlog query failed"));
+    const db = c.get("deps").prisma;
+    const { contentType, body } = await renderMetrics(() => readBacklog(db), (err) => c.get("log").warn({ err }, "metrics: backlog query failed"));
     return c.body(body, 200, { "Content-Type": contentType, "Cache-Control": "no-store" });
   });
   return r;
