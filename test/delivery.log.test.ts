@@ -3,7 +3,9 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { seal } from "../src/crypto.ts";
-import { attemptRequestHeaders, disableDeadWebhooks, pullEvents, SIGNATURE_NOT_SHOWN } from "../src/delivery/log.ts";
+import { attemptRequestHeaders, SIGNATURE_NOT_SHOWN } from "../src/delivery/attempt-headers.ts";
+import { disableDeadWebhooks } from "../src/delivery/dead-webhooks.ts";
+import { pullEvents } from "../src/webhooks/events-pull.ts";
 import { redeliver, replayFailed } from "../src/delivery/redelivery.ts";
 import { webhooksStats } from "../src/delivery/charts.ts";
 import { claimDue } from "../src/delivery/sql.ts";

@@ -1,7 +1,7 @@
 // The delivery worker end to end: real receivers on loopback, a real database per backend,
 // events enqueued through the outbox in business transactions.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { attemptRequestHeaders } from "../src/delivery/log.ts";
+import { attemptRequestHeaders } from "../src/delivery/attempt-headers.ts";
 import { startWorker, type DeliveryWorker, type Logger, type WorkerOptions } from "../src/delivery/worker.ts";
 import { metrics } from "../src/metrics.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";

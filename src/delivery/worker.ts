@@ -38,7 +38,7 @@ import type { Config } from "../config.ts";
 import type { MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
 import type { LookupFn } from "../webhooks/target-guard.ts";
-import { disableDeadWebhooks } from "./log.ts";
+import { disableDeadWebhooks } from "./dead-webhooks.ts";
 import type { BreakerSettings } from "./breaker.ts";
 import { ClaimLoop } from "./claim-loop.ts";
 import { DbBackoff, silent, type Logger } from "./failures.ts";

@@ -2,7 +2,8 @@
 // project's events pulled after a cursor, and per-webhook health.
 import DataLoader from "dataloader";
 import { webhooksStats, type WebhookStats as Stats } from "../../delivery/charts.ts";
-import { attemptRequestHeaders, pullEvents } from "../../delivery/log.ts";
+import { attemptRequestHeaders } from "../../delivery/attempt-headers.ts";
+import { pullEvents } from "../../webhooks/events-pull.ts";
 import { redeliver, replayFailed } from "../../delivery/redelivery.ts";
 import * as E from "../../errors.ts";
 import { canonicalEventType } from "../../webhooks/event-types.ts";

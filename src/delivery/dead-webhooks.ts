@@ -1,0 +1,57 @@
+// Disabling webhooks whose deliveries have all failed for a day, run periodically by every
+// worker (docs/webhooks.md).
+import type { Database } from "../db/client.ts";
+
+type DbLike = Pick<Database, "prisma">;
+
+export type DisabledWebhook = { webhookId: string; projectId: string; failingSince: Date; reason: string };
+
+/**
+ * Disables every enabled webhook whose deliveries have all failed for 24 hours: it has failed
+ * attempts in the last 24 hours, no successful attempt (200/201/202) in that time, and its
+ * unbroken run of failures began at least 24 hours before `now`. Attempts of the last 3 days
+ * are considered (so a webhook with no traffic for days is not judged on ancient failures).
+ * Sets disabledReason, marks its pending deliveries that no worker holds as `failed` (they can
+ * be replayed with replayFailed once it works again), and returns what it disabled; the caller
+ * logs the `webhook.disabled` notice. Idempotent and safe to run from every worker at once.
+ */
+export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): Promise<DisabledWebhook[]> {
+  const at = now.toISOString();
+  const rows = await db.prisma.$queryRaw<{ id: string; project_id: string; failing_since: Date; reason: string }[]>`
+    WITH att AS (
+      SELECT d.webhook_id, a.started_at, coalesce(a.status_code IN (200, 201, 202), false) AS ok
+      FROM webhooks w
+      JOIN deliveries d ON d.webhook_id = w.id AND d.created_at >= ${at}::timestamptz - interval '3 days'
+      JOIN delivery_attempts a ON a.delivery_id = d.id
+      WHERE w.enabled
+        AND a.started_at >= ${at}::timestamptz - interval '3 days' AND a.started_at <= ${at}::timestamptz
+    ),
+    last_ok AS (
+      SELECT webhook_id, max(started_at) AS at FROM att WHERE ok GROUP BY webhook_id
+    ),
+    dead AS (
+      SELECT att.webhook_id, min(att.started_at) AS failing_since
+      FROM att LEFT JOIN last_ok USING (webhook_id)
+      WHERE NOT att.ok AND att.started_at > coalesce(last_ok.at, '-infinity'::timestamp)
+      GROUP BY att.webhook_id
+      HAVING min(att.started_at) <= ${at}::timestamptz - interval '24 hours'
+         AND max(att.started_at) >= ${at}::timestamptz - interval '24 hours'
+    ),
+    disabled AS (
+      UPDATE webhooks w
+      SET enabled = false, updated_at = now(),
+          disabled_reason = 'every delivery attempt failed for 24 hours (failing since '
+                            || to_char(dead.failing_since, 'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ')'
+      FROM dead
+      WHERE w.id = dead.webhook_id AND w.enabled
+      RETURNING w.id, w.project_id, dead.failing_since, w.disabled_reason AS reason
+    ),
+    abandoned AS (
+      UPDATE deliveries
+      SET status = 'failed', completed_at = now(), last_error = 'webhook disabled: every delivery attempt failed for 24 hours'
+      WHERE webhook_id IN (SELECT id FROM disabled) AND status = 'pending'
+        AND (lease_until IS NULL OR lease_until <= now())
+    )
+    SELECT id, project_id, failing_since, reason FROM disabled`;
+  return rows.map((r) => ({ webhookId: r.id, projectId: r.project_id, failingSince: r.failing_since, reason: r.reason }));
+}

@@ -1,0 +1,112 @@
+// Pulling a project's events after a cursor (GraphQL Query.events), so a receiver that was down
+// can catch up: the outbox read in order of its sequence, as far back as retention keeps events.
+// Every function that serves a caller takes the caller's projectId and puts it in the WHERE
+// clause, so another project's rows are simply not found.
+import type { Database } from "../db/client.ts";
+import { CursorExpired, InvalidRequest } from "../errors.ts";
+
+type DbLike = Pick<Database, "prisma">;
+
+export type PulledEvent = {
+  id: string;
+  eventType: string;
+  createdAt: Date;
+  /** The exact envelope bytes a webhook receives. */
+  body: string;
+  /** Resume after this event. */
+  cursor: string;
+};
+
+export type EventPage = {
+  events: PulledEvent[];
+  /** Pass as `after` for the next page; the input cursor again when the page is empty. */
+  endCursor: string | null;
+  hasMore: boolean;
+};
+
+export const MAX_PULL_LIMIT = 500;
+
+/** Opaque to clients; `v1:<seq>` in base64url so the format can change without breaking them. */
+export function encodeCursor(seq: bigint): string {
+  return Buffer.from(`v1:${seq}`, "utf8").toString("base64url");
+}
+
+const MAX_SEQ = 2n ** 63n - 1n; // Postgres bigint
+
+export function decodeCursor(cursor: string): bigint {
+  const m = /^v1:(\d{1,19})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"));
+  const seq = m ? BigInt(m[1]) : -1n;
+  if (seq < 0n || seq > MAX_SEQ) throw new InvalidRequest("invalid cursor");
+  return seq;
+}
+
+/**
+ * A project's events in commit-safe `seq` order, after `after` (exclusive), for a receiver
+ * catching up. Test events are not included. `limit` is clamped to 1…500 (default 100).
+ *
+ * The seq of an event is taken when it is inserted, not when its transaction commits, so an
+ * event with a lower seq can become visible after a higher one: a reader that had already
+ * moved past it would skip it forever. To prevent that, a page ends before the first event
+ * that is not older (by a 1 s margin) than the oldest transaction that is still writing to this
+ * database; such events are returned by a later call. With no transaction in progress, there is
+ * no delay at all.
+ *
+ * The pull reaches back as far as the events' retention (LINKGATE_RETENTION_EVENTS_DAYS). A
+ * cursor with events after it removed by retention is CursorExpired, never a page with a
+ * silent gap. The mark is read after the events, so a sweep committed in between is seen.
+ */
+export async function pullEvents(
+  db: DbLike,
+  projectId: string,
+  opts: { after?: string | null; limit?: number; retentionDays?: number } = {},
+): Promise<EventPage> {
+  const afterSeq = opts.after ? decodeCursor(opts.after) : 0n;
+  const limit = Math.min(MAX_PULL_LIMIT, Math.max(1, Math.floor(opts.limit ?? 100)));
+  const horizon = await writeHorizon(db);
+  const rows = await db.prisma.outboxEvent.findMany({
+    where: { projectId, test: false, seq: { gt: afterSeq } },
+    orderBy: { seq: "asc" },
+    take: limit + 1,
+    select: { id: true, seq: true, eventType: true, createdAt: true, body: true },
+  });
+  if (opts.after) await assertCursorKept(db, projectId, afterSeq, opts.retentionDays);
+  let hasMore = rows.length > limit;
+  const page = rows.slice(0, limit);
+  const safe = horizon === null ? page.length : page.findIndex((r) => r.createdAt.getTime() >= horizon);
+  const events = (safe === -1 ? page : page.slice(0, safe)).map((r) => ({
+    id: r.id,
+    eventType: r.eventType,
+    createdAt: r.createdAt,
+    body: r.body,
+    cursor: encodeCursor(r.seq),
+  }));
+  if (events.length < page.length) hasMore = true;
+  return { events, endCursor: events.at(-1)?.cursor ?? opts.after ?? null, hasMore };
+}
+
+/** Throws CursorExpired when retention has removed one of the project's events after `afterSeq`. */
+async function assertCursorKept(db: DbLike, projectId: string, afterSeq: bigint, retentionDays?: number): Promise<void> {
+  const mark = await db.prisma.eventRetention.findUnique({ where: { projectId }, select: { sweptSeq: true } });
+  if (!mark || mark.sweptSeq <= afterSeq) return;
+  const reach = retentionDays ? ` (${retentionDays} days)` : "";
+  throw new CursorExpired(
+    `that cursor is older than the events' retention${reach}: events after it have been removed; pull again without \`after\` to read from the oldest event kept`,
+  );
+}
+
+/**
+ * Events created at or after this time (ms) may still be joined by lower-seq events from
+ * transactions in progress; null when nothing else is writing. Reads pg_stat_activity, which
+ * shows the sessions of the same role (or all, with pg_read_all_stats); PGlite has one session.
+ */
+async function writeHorizon(db: DbLike): Promise<number | null> {
+  try {
+    const rows = await db.prisma.$queryRaw<{ started: Date | null }[]>`
+      SELECT min(xact_start) AS started FROM pg_stat_activity
+      WHERE backend_xid IS NOT NULL AND pid <> pg_backend_pid() AND datname = current_database()`;
+    const started = rows[0]?.started;
+    return started ? started.getTime() - 1_000 : null;
+  } catch {
+    return null;
+  }
+}
