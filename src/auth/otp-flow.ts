@@ -138,19 +138,27 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   if (binding.accountId) {
     refuseIfOver(await countAll(deps.db, { count: [], peek: [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }] }));
   }
-  // Guesses spread over many addresses: refused before the code is judged once the identifier
-  // took its hourly wrong codes, except from where it signed in before.
-  const capped = await stateIdentifierCapped(deps.db, binding.projectId, stateId, FAIL_IDENTIFIER, deps.limits.failuresPerIdentifier, placesHere(clientAddress));
-  if (capped !== null) {
-    recordRateLimitRefusal("wrong_codes_per_identifier");
-    throw new RateLimited(capped);
-  }
+  // Guesses spread over many addresses: once the identifier took its hourly wrong codes, a code
+  // is not judged (except from where it signed in before). The guard rides in the statement
+  // that judges the code; only a code that was not judged asks why, so a sign-in costs nothing more.
+  const places = placesHere(clientAddress);
+  const guard = { keyPrefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places };
   try {
-    return await checkOtp(deps.prisma, deps.otpKey, binding, stateId, otp);
+    return await checkOtp(deps.prisma, deps.otpKey, binding, stateId, otp, guard);
   } catch (err) {
-    if (err instanceof OTPInvalid) await onWrongCode(deps, binding, stateId, err as WrongCode, clientAddress);
+    if (!(err instanceof OTPInvalid)) throw err;
+    if (!(err as WrongCode).identifier) await refuseIfCapped(deps, binding, stateId, places);
+    await onWrongCode(deps, binding, stateId, err as WrongCode, clientAddress);
     throw err;
   }
+}
+
+/** A code that was not judged: RateLimited when that was the identifier-wide cap. */
+async function refuseIfCapped(deps: Deps, binding: OtpBinding, stateId: string, places: string[]): Promise<void> {
+  const capped = await stateIdentifierCapped(deps.db, binding.projectId, stateId, FAIL_IDENTIFIER, deps.limits.failuresPerIdentifier, places);
+  if (capped === null) return;
+  recordRateLimitRefusal("wrong_codes_per_identifier");
+  throw new RateLimited(capped);
 }
 
 type WrongCode = OTPInvalid & { exhausted?: boolean; identifier?: Identifier };

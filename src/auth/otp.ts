@@ -8,7 +8,9 @@ import { hmacHex, safeEqual } from "../crypto.ts";
 import { OTPInvalid } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { Identifier } from "./identifiers.ts";
-import type { NewOtpState } from "./rate-limit.ts";
+import { Prisma } from "../generated/prisma/client.ts";
+import { withHoles } from "../db/fast.ts";
+import { identifierCappedCondition, type NewOtpState } from "./rate-limit.ts";
 
 export const OTP_TTL_MS = 10 * 60 * 1000;
 export const OTP_MAX_TRIES = 5;
@@ -59,15 +61,25 @@ export type CheckedOtp = { identifier: Identifier; /** set when this state alrea
  * in SQL is not constant-time, but what is compared are HMACs under a server key: timing can
  * at most reveal a prefix of an HMAC, which says nothing about the code.
  */
-export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string): Promise<CheckedOtp> {
+/**
+ * A state whose identifier took its hourly wrong codes from everywhere is not judged (nor its
+ * try counted) unless the call comes from a known place: the key prefix and maximum of that
+ * counter, and the call's places (src/auth/rate-limit.ts identifierCappedCondition).
+ */
+export type JudgeGuard = { keyPrefix: string; max: number; places: string[] };
+
+export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string, guard?: JudgeGuard): Promise<CheckedOtp> {
   if (!/^\d{6}$/.test(code)) throw new OTPInvalid("the code is six digits");
   const hash = codeHash(key, stateId, code);
+  const uncapped = guard
+    ? Prisma.sql`AND NOT EXISTS (SELECT 1 FROM rate_limits r WHERE ${withHoles(identifierCappedCondition("\0", "\0", "\0"), guard.keyPrefix, guard.max, guard.places)})`
+    : Prisma.empty;
   const rows = await db.$queryRaw<{ ok: boolean; attempts: number; kind: Identifier["kind"]; value: string }[]>`
-    UPDATE otp_states SET attempts = attempts + CASE WHEN code_hash = ${hash} THEN 0 ELSE 1 END
-    WHERE id = ${stateId} AND project_id = ${binding.projectId} AND purpose = ${binding.purpose}::otp_purpose
-      AND account_id IS NOT DISTINCT FROM ${binding.accountId} AND session_id IS NOT DISTINCT FROM ${binding.sessionId ?? null}
-      AND consumed_at IS NULL AND expires_at > now() AND attempts < ${OTP_MAX_TRIES}
-    RETURNING code_hash = ${hash} AS ok, attempts, kind::text AS kind, value`;
+    UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = ${hash} THEN 0 ELSE 1 END
+    WHERE s.id = ${stateId} AND s.project_id = ${binding.projectId} AND s.purpose = ${binding.purpose}::otp_purpose
+      AND s.account_id IS NOT DISTINCT FROM ${binding.accountId} AND s.session_id IS NOT DISTINCT FROM ${binding.sessionId ?? null}
+      AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < ${OTP_MAX_TRIES} ${uncapped}
+    RETURNING s.code_hash = ${hash} AS ok, s.attempts, s.kind::text AS kind, s.value`;
   const live = rows[0];
   if (live?.ok) return { identifier: { kind: live.kind, value: live.value }, result: null };
   if (live) {

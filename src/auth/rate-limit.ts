@@ -3,6 +3,7 @@ import { isIPv4, isIPv6 } from "node:net";
 import type { Database } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { RateLimited } from "../errors.ts";
+import { ipv4From, ipv6Words } from "../ip.ts";
 import { recordRateLimitRefusal } from "../metrics.ts";
 import type { Limit } from "../limits.ts";
 import type { Identifier } from "./identifiers.ts";
@@ -243,23 +244,29 @@ export async function countFailures(db: DbLike, checks: Check[]): Promise<Counte
 }
 
 /**
- * The failures counted for the identifier of OTP state $1 (of project $2) under the key
- * $3 || project:kind:value, when they have reached $4 and the verify does not come from one
- * of the identifier's known places: $5 are the request's places (src/auth/known-places.ts
- * placesHere), hashed here with the state's identifier exactly as placeIds hashes them, so the
- * refusal costs one round trip before the code is judged.
+ * The identifier of OTP state `s` took its hourly wrong codes from everywhere (its counter `r`
+ * in rate_limits under the key `prefix` || project:kind:value has reached `max`) and the call
+ * does not come from one of its known places (`places`, src/auth/known-places.ts placesHere,
+ * hashed here with the state's identifier exactly as placeIds hashes them). Its arguments are
+ * SQL expressions: checkOtp (src/auth/otp.ts) guards the count of a try with it, so judging a
+ * code stays one statement, and STATE_FAILURES reads it to say how long the wait is.
  */
+export function identifierCappedCondition(prefix: string, max: string, places: string): string {
+  return `r.key = ${prefix}::text || s.project_id || ':' || s.kind::text || ':' || s.value
+     AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= ${max}::int
+     AND NOT EXISTS (
+       SELECT 1 FROM known_sign_ins k JOIN unnest(${places}::text[]) AS p(place)
+         ON k.id = encode(sha256(convert_to(s.project_id || E'\\n' || s.kind::text || E'\\n' || s.value || E'\\n' || p.place, 'UTF8')), 'hex')
+       WHERE k.last_at > (now() - make_interval(days => ${KNOWN_FOR_DAYS})) AT TIME ZONE 'UTC')`;
+}
+
+/** How long the identifier of state $1 (of project $2) stays capped: identifierCappedCondition($3, $4, $5). */
 const STATE_FAILURES = prepared<{ count: number; resets_in: number }>(
   "state_failures",
   { count: "int4", resets_in: "int4" },
   `SELECT r.count, ${RESETS_IN} AS resets_in
-   FROM otp_states s JOIN rate_limits r ON r.key = $3::text || s.project_id || ':' || s.kind::text || ':' || s.value
-   WHERE s.id = $1::text AND s.project_id = $2::text
-     AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= $4::int
-     AND NOT EXISTS (
-       SELECT 1 FROM known_sign_ins k JOIN unnest($5::text[]) AS p(place)
-         ON k.id = encode(sha256(convert_to(s.project_id || E'\\n' || s.kind::text || E'\\n' || s.value || E'\\n' || p.place, 'UTF8')), 'hex')
-       WHERE k.last_at > (now() - make_interval(days => ${KNOWN_FOR_DAYS})) AT TIME ZONE 'UTC')`,
+   FROM otp_states s JOIN rate_limits r ON ${identifierCappedCondition("$3", "$4", "$5")}
+   WHERE s.id = $1::text AND s.project_id = $2::text`,
 );
 
 /**
@@ -280,26 +287,8 @@ export async function stateIdentifierCapped(db: DbLike, projectId: string, state
 export function addressGroup(address: string): string {
   if (isIPv4(address)) return address;
   if (!isIPv6(address)) return address; // NO_SOCKET, or whatever an embedding passes
-  const hextets = expandIPv6(address.split("%")[0]);
+  const hextets = ipv6Words(address.split("%")[0]);
   // an IPv4-mapped address in hex form (::ffff:c000:0201) is that IPv4 client
-  if (hextets.slice(0, 5).every((h) => h === 0) && hextets[5] === 0xffff) {
-    return [hextets[6] >> 8, hextets[6] & 0xff, hextets[7] >> 8, hextets[7] & 0xff].join(".");
-  }
+  if (hextets.slice(0, 5).every((h) => h === 0) && hextets[5] === 0xffff) return ipv4From(hextets[6], hextets[7]);
   return `${hextets.slice(0, 4).map((h) => h.toString(16)).join(":")}::/64`;
 }
-
-/** The eight 16-bit groups of a valid IPv6 address (a trailing dotted quad included). */
-function expandIPv6(address: string): number[] {
-  let text = address;
-  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
-  if (dotted) {
-    const [a, b, c, d] = dotted.slice(1).map(Number);
-    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.includes("::") ? text.split("::") : [text, undefined];
-  const parse = (s: string | undefined) => (s ? s.split(":").map((h) => parseInt(h, 16)) : []);
-  const left = parse(head);
-  const right = parse(tail);
-  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
-}
-

@@ -4,6 +4,7 @@ import type { Db, Tx } from "../db/client.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
+import { withHoles } from "../db/fast.ts";
 import type { Deps, UserActor } from "../deps.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 
@@ -55,11 +56,6 @@ export function touchSessionStatement(session: string, keyHash: string): string 
   return `UPDATE sessions SET last_used_at = now()
     WHERE id = ${session} AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')
       AND EXISTS (SELECT 1 FROM api_keys k WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL AND k.project_id = sessions.project_id)`;
-}
-
-/** `text` with its "\0" holes filled by values (or SQL fragments), as a Prisma fragment. */
-function withHoles(text: string, ...values: unknown[]): Prisma.Sql {
-  return Prisma.sql(text.split("\0"), ...(values as Prisma.Sql[]));
 }
 
 function liveSessionWhere(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {

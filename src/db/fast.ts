@@ -11,6 +11,16 @@
 // (names and Postgres types) against those row types.
 import { createHash } from "node:crypto";
 import type { Database } from "./client.ts";
+import { Prisma } from "../generated/prisma/client.ts";
+
+/**
+ * `text` with its "\0" holes filled by values (or SQL fragments), as a Prisma fragment: an SQL
+ * condition written once with its arguments as holes serves a prepared statement here ($1…) and
+ * a Prisma query alike.
+ */
+export function withHoles(text: string, ...values: unknown[]): Prisma.Sql {
+  return Prisma.sql(text.split("\0"), ...(values as Prisma.Sql[]));
+}
 
 /** One statement: its SQL, a name unique to that text, and (for the type checker) its row type. */
 export type Prepared<Row> = {

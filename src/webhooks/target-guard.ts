@@ -1,5 +1,6 @@
 import { BlockList, isIP } from "node:net";
 import { lookup as dnsLookup } from "node:dns/promises";
+import { ipv4From, ipv6Words } from "../ip.ts";
 
 export interface ResolvedAddress {
   address: string;
@@ -70,18 +71,6 @@ const V6 = compile(V6_RULES, "ipv6");
 const EMBEDS_V4 = compile([["mapped", ["::ffff:0:0/96"]], ["translated", ["::ffff:0:0:0/96"]], ["nat64", ["64:ff9b::/96"]]], "ipv6");
 const SIX_TO_FOUR = compile([["6to4", ["2002::/16"]]], "ipv6")[0][1];
 
-/** The eight 16-bit words of an IPv6 address, via the URL parser's canonical form. */
-function words(v6: string): number[] {
-  const canonical = new URL(`http://[${v6}]/`).hostname.slice(1, -1);
-  const [head, tail] = canonical.split("::");
-  const h = head ? head.split(":") : [];
-  const t = tail ? tail.split(":") : [];
-  const all = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t];
-  return all.map((w) => parseInt(w, 16));
-}
-
-const v4From = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
-
 /** Why `address` is not a public unicast address, or null when it is. */
 export function classifyAddress(address: string): string | null {
   const family = isIP(address);
@@ -90,11 +79,11 @@ export function classifyAddress(address: string): string | null {
   // Addresses that carry an IPv4 address are only as safe as that address.
   let embedded: string | null = null;
   if (EMBEDS_V4.some(([, list]) => list.check(address, "ipv6"))) {
-    const w = words(address);
-    embedded = v4From(w[6], w[7]);
+    const w = ipv6Words(address);
+    embedded = ipv4From(w[6], w[7]);
   } else if (SIX_TO_FOUR.check(address, "ipv6")) {
-    const w = words(address);
-    embedded = v4From(w[1], w[2]);
+    const w = ipv6Words(address);
+    embedded = ipv4From(w[1], w[2]);
   }
   if (embedded !== null) return classifyAddress(embedded);
   return V6.find(([, list]) => list.check(address, "ipv6"))?.[0] ?? null;
