@@ -1,4 +1,4 @@
-// Identifier linking (CONTRACT section 3): request, verify (attach or merge, decided by the
+// Identifier linking (docs/rest.md, linking): request, verify (attach or merge, decided by the
 // link_verify statement alone, see verifyLink), remove and unmerge. GraphQL and REST both call
 // these functions; no rule lives anywhere else.
 import { randomBytes } from "node:crypto";
