@@ -7,8 +7,8 @@ import { seal } from "../../src/crypto.ts";
 import { createDatabase, withDatabase, withDbCpu } from "./database.ts";
 import { drainRun, openLoopRun, received, settle } from "./measure.ts";
 import { childEnv, spawnMany, stopAll, type Child } from "./processes.ts";
-import { row } from "./report.ts";
-import { DRAIN, envelope, HOOKS, n, OPEN_RATE, OPEN_SECONDS, REPEAT, sleep, type Ctx, type Hook, type Row, type Run } from "./shared.ts";
+import { row, senderCpuPerEvent } from "./report.ts";
+import { DRAIN, envelope, HOOKS, n, OPEN_RATES, OPEN_SECONDS, REPEAT, sleep, type Ctx, type Hook, type Row, type Run } from "./shared.ts";
 
 export async function graphileWorker(ctx: Ctx): Promise<Row[]> {
   const { Logger, makeWorkerUtils, runMigrations } = await import("graphile-worker");
@@ -48,12 +48,18 @@ export async function graphileWorker(ctx: Ctx): Promise<Row[]> {
 
     children.push(...(await spawnMany(1, "gw", env)));
     await sleep(300);
-    const { run, events } = await openLoopRun(ctx, name, async (i) => {
-      const id = `evt_gwopen_${i}`;
-      await utils.addJob("deliver", { hook: 0, id, body: envelope(id, "prj_gw", i) });
-      return id;
-    });
-    rows.push(row("graphile-worker 0.17", 1, `open loop: ${OPEN_RATE}/s for ${OPEN_SECONDS} s, addJob() each; events/s achieved`, [run], await stopAll(children), events));
+    const open: Row[] = [];
+    for (const rate of OPEN_RATES) {
+      const { run, events } = await openLoopRun(ctx, name, rate, async (i) => {
+        const id = `evt_gwopen${rate}_${i}`;
+        await utils.addJob("deliver", { hook: 0, id, body: envelope(id, "prj_gw", i) });
+        return id;
+      });
+      open.push(row("graphile-worker 0.17", 1, `open loop: ${n(rate)}/s for ${OPEN_SECONDS} s, addJob() each; events/s achieved`, [run], [], events));
+    }
+    const report = await stopAll(children);
+    for (const r of open) r["sender CPU µs/ev"] = senderCpuPerEvent(report);
+    rows.push(...open);
     return rows;
   } finally {
     await stopAll(children);

@@ -25,12 +25,14 @@
 //   database on the same server, tuned as its performance docs advise (GW_TUNING).
 // * ceiling: a bare loop with no database: DRAIN POSTs, CONCURRENCY in flight per process.
 //   p50/p99 are single request times (there is no queue).
-// * open loop: OPEN_RATE events a second for OPEN_SECONDS (after OPEN_WARMUP_SECONDS not
-//   counted), each committed on its own (ours: enqueue(), fanned out to one webhook;
-//   graphile-worker: addJob()), 1 worker process: p50/p99 of commit → receipt.
+// * open loop: each rate of OPEN_RATES (500 and 2,000 events a second) for OPEN_SECONDS (after
+//   OPEN_WARMUP_SECONDS not counted), each event committed on its own (ours: the statement
+//   enqueue() sends, fanned out to one webhook; graphile-worker: addJob()), both as prepared
+//   statements on the pg driver, 1 worker process: p50/p99 of commit → receipt. The sender CPU
+//   of the open-loop rows is the worker's over both rates.
 // * PGlite: the same drains (1 worker: PGlite is one process's database, so the worker, its
-//   database and the seeding all live in one child) and the open loop, whose events are
-//   committed in that child too.
+//   database and the seeding all live in one child) and the open loop at OPEN_RATE (500/s),
+//   whose events are committed in that child too, through enqueue().
 // * CPU columns, per delivered event: the sending processes' CPU (process.cpuUsage, from start
 //   to stop, all runs; for PGlite that includes the database), that of the database's backends
 //   (from /proc, Linux only; timed part of the runs only) and the receiver's (this process,
@@ -55,7 +57,7 @@ import { newMasterKey, TestReceiver } from "../../test/support/receiver.ts";
 import type { StatementCost } from "../delivery-statements.ts";
 import { admin, created, createDatabase, oursDatabase, seedBacklog, withDatabase } from "./database.ts";
 import { graphileWorker } from "./graphile.ts";
-import { ceiling, oursDrain, oursOpenLoop, pgliteRows, statements } from "./ours.ts";
+import { ceiling, oursDrain, oursOpenLoops, pgliteRows, statements } from "./ours.ts";
 import { printReport } from "./report.ts";
 import { BIG, DRAIN, n, REPEAT, type Ctx, type Row } from "./shared.ts";
 
@@ -118,7 +120,7 @@ export async function main(argv: string[] = []): Promise<void> {
     });
     await part("open", async () => {
       log("ours, open loop");
-      rows.push(await oursOpenLoop(ctx));
+      rows.push(...(await oursOpenLoops(ctx)));
     });
     await part("gw", async () => {
       log("graphile-worker");

@@ -3,7 +3,7 @@
 import type { Receipt, TestReceiver } from "../../test/support/receiver.ts";
 import { openLoop } from "../load.ts";
 import { withDbCpu } from "./database.ts";
-import { duplicates, eventIdOf, OPEN_RATE, OPEN_SECONDS, OPEN_WARMUP_SECONDS, pct, sleep, type Ctx, type Run } from "./shared.ts";
+import { duplicates, eventIdOf, OPEN_SECONDS, OPEN_WARMUP_SECONDS, pct, sleep, type Ctx, type Run } from "./shared.ts";
 
 /**
  * Waits until the receiver has `count` requests (bounded), then returns the first `count` and
@@ -33,11 +33,11 @@ export function drainRun(t0: number, receipts: Receipt[] & { recvCpuSec: number 
 }
 
 /**
- * The open loop: OPEN_WARMUP_SECONDS at OPEN_RATE first, not counted (a fresh worker plans its
+ * The open loop: OPEN_WARMUP_SECONDS at `rate` first, not counted (a fresh worker plans its
  * statements and warms its code; that second of start-up would otherwise be the p99), then
  * OPEN_SECONDS measured. `produce(i)` commits event i and returns its id.
  */
-export async function openLoopRun(ctx: Ctx, database: string, produce: (i: number) => Promise<string>): Promise<{ run: Run; events: number }> {
+export async function openLoopRun(ctx: Ctx, database: string, rate: number, produce: (i: number) => Promise<string>): Promise<{ run: Run; events: number }> {
   const committedAt = new Map<string, number>();
   let i = 0;
   const once = async () => {
@@ -45,11 +45,11 @@ export async function openLoopRun(ctx: Ctx, database: string, produce: (i: numbe
     committedAt.set(id, Date.now());
   };
   await settle(ctx.receiver);
-  const warm = await openLoop(OPEN_RATE, OPEN_WARMUP_SECONDS, once);
+  const warm = await openLoop(rate, OPEN_WARMUP_SECONDS, once);
   await received(ctx.receiver, warm.count, 60_000);
   await settle(ctx.receiver);
   const [[load, receipts], dbCpuSec] = await withDbCpu(database, async () => {
-    const load = await openLoop(OPEN_RATE, OPEN_SECONDS, once);
+    const load = await openLoop(rate, OPEN_SECONDS, once);
     return [load, await received(ctx.receiver, load.count, 60_000)] as const;
   });
   if (warm.errors + load.errors > 0) throw new Error(`${warm.errors + load.errors} events could not be committed`);

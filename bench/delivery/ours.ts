@@ -2,14 +2,16 @@
 // ceiling they are compared with, and the cost of the two hot statements on their own.
 import { randomBytes } from "node:crypto";
 import { seal } from "../../src/crypto.ts";
-import { openDatabase, type Tx } from "../../src/db/client.ts";
-import { enqueue } from "../../src/webhooks/outbox.ts";
+import pg from "pg";
+import { openDatabase } from "../../src/db/client.ts";
+import { newId } from "../../src/ids.ts";
+import { DELIVERY_CHANNEL, envelope } from "../../src/webhooks/outbox.ts";
 import { seedWebhook } from "../../test/support/receiver.ts";
 import { measureStatements, type StatementCost } from "../delivery-statements.ts";
 import { createDatabase, deliveryUpdates, serverUrl, setEnabled, withDatabase, withDbCpu, type OursDb } from "./database.ts";
 import { drainRun, openLoopRun, received, settle } from "./measure.ts";
 import { childEnv, spawnMany, stopAll, type Child } from "./processes.ts";
-import { row } from "./report.ts";
+import { row, senderCpuPerEvent } from "./report.ts";
 import {
   BIG_PGLITE,
   CONCURRENCY,
@@ -18,6 +20,7 @@ import {
   eventIdOf,
   n,
   OPEN_RATE,
+  OPEN_RATES,
   OPEN_SECONDS,
   pct,
   REPEAT,
@@ -89,24 +92,44 @@ export async function oursDrain(ctx: Ctx, o: OursDb, workers: number, scenario: 
   }
 }
 
-export async function oursOpenLoop(ctx: Ctx): Promise<Row> {
+/**
+ * The open loops, one per rate of OPEN_RATES, with one worker process on one database. Each
+ * event is committed on its own by the statement enqueue() sends (outbox_enqueue: the event, its
+ * fan-out to the one webhook and the NOTIFY), as a prepared statement straight on the pg driver,
+ * as graphile-worker's addJob() is: through Prisma the load generator itself cost ~0.7 ms of CPU
+ * per event (bench/delivery-statements.ts, "enqueue"), 1.4 of the machine's 2 cores at 2,000/s,
+ * which measured the generator rather than the delivery.
+ */
+export async function oursOpenLoops(ctx: Ctx): Promise<Row[]> {
   const name = await createDatabase("lg_bench_ours", ctx.template);
   const url = withDatabase(name);
-  const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: 10 });
+  const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: 2 });
   const hook = await seedWebhook(db, ctx.masterKey, { url: ctx.receiver.url });
+  await db.close();
+  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  pool.on("error", () => {});
   const children = await oursWorkers(ctx, url, 1);
+  const rows: Row[] = [];
   try {
-    // enqueue() given the client itself as its transaction: the event, its fan-out and the
-    // NOTIFY commit as one statement (like addJob()), without the extra round trips of an
-    // interactive Prisma transaction, so that the load generator is not what saturates.
-    const autocommit = db.prisma as unknown as Tx;
-    const { run, events } = await openLoopRun(ctx, name, (i) =>
-      enqueue(autocommit, { projectId: hook.projectId, eventType: "user.created", data: { user: { user_id: `acc_${i}` } } }),
-    );
-    return row("ours (linkgate)", 1, `open loop: ${OPEN_RATE}/s for ${OPEN_SECONDS} s, enqueue() each; events/s achieved`, [run], await stopAll(children), events);
+    for (const rate of OPEN_RATES) {
+      const { run, events } = await openLoopRun(ctx, name, rate, async () => {
+        const id = newId("evt");
+        const body = envelope(id, { projectId: hook.projectId, eventType: "user.created", data: { user: { user_id: `acc_${id}` } } });
+        await pool.query({
+          name: "bench_enqueue",
+          text: "SELECT outbox_enqueue($1, ARRAY[$2::text], ARRAY[$3::text], ARRAY['user.created'], ARRAY[$4::text], ARRAY[false], ARRAY[NULL::text])::text",
+          values: [DELIVERY_CHANNEL, id, hook.projectId, body],
+        });
+        return id;
+      });
+      rows.push(row("ours (linkgate)", 1, `open loop: ${n(rate)}/s for ${OPEN_SECONDS} s, one outbox_enqueue commit each; events/s achieved`, [run], [], events));
+    }
+    const report = await stopAll(children);
+    for (const r of rows) r["sender CPU µs/ev"] = senderCpuPerEvent(report);
+    return rows;
   } finally {
     await stopAll(children);
-    await db.close();
+    await pool.end();
   }
 }
 
