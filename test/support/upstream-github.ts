@@ -32,6 +32,8 @@ export type UpstreamGithub = UpstreamControls & {
   setUsers(users: GithubUser[]): void;
   /** Who signs in from now on; by default the first user. */
   nextLogin(id: number): void;
+  /** Adds the user (or replaces the one with its id) and makes it the one who signs in. */
+  loginAs(user: GithubUser): void;
   /** The user clicks "Cancel" on GitHub's authorize page. */
   refuseNextLogin(): void;
   followAuthorization(authorizationUrl: string | URL): Promise<URL>;
@@ -165,6 +167,10 @@ export async function startUpstreamGithub(opts: { users?: GithubUser[]; redirect
     nextLogin(id) {
       if (!users.some((u) => u.id === id)) throw new Error(`upstream fixture: no GitHub user ${id}`);
       chosen = id;
+    },
+    loginAs(user) {
+      users = [...users.filter((u) => u.id !== user.id), user];
+      chosen = user.id;
     },
     refuseNextLogin() {
       refuseNext = true;

@@ -27,6 +27,8 @@ export type UpstreamOidc = UpstreamControls & {
   setUsers(users: UpstreamUser[]): void;
   /** Who signs in from now on (until changed); by default the first user of setUsers. */
   nextLogin(sub: string): void;
+  /** Adds the user (or replaces the one with its sub) and makes it the one who signs in. */
+  loginAs(user: UpstreamUser): void;
   /** The next sign-in is cancelled by the user: the app's callback gets error=access_denied. */
   refuseNextLogin(): void;
   /** See followOnUpstream: the app's callback URL (code, state, iss) the upstream redirects to. */
@@ -241,6 +243,10 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
     nextLogin(sub) {
       if (!users.some((u) => u.sub === sub)) throw new Error(`upstream fixture: no user ${sub}`);
       chosen = sub;
+    },
+    loginAs(user) {
+      users = [...users.filter((u) => u.sub !== user.sub), user];
+      chosen = user.sub;
     },
     refuseNextLogin() {
       refuseNext = true;
