@@ -1,4 +1,4 @@
-// `npm run bench -- <name…>`: link and delivery by default; soak, fairness, console and start only when named. Prints a table per benchmark.
+// `npm run bench -- <name…>`: link and delivery by default; signin, soak, fairness, console and start only when named. Prints a table per benchmark.
 import os from "node:os";
 import pg from "pg";
 import type { Backend } from "../test/support/db.ts";
@@ -30,6 +30,11 @@ if (all || wanted.includes("link")) {
   const figures = Object.keys(rows[0] ?? {}).filter((k) => k !== "backend");
   console.table(Object.fromEntries(figures.map((f) => [f, Object.fromEntries(rows.map((r) => [r.backend, r[f]]))])));
   console.log(`goals (issue 11):\n${goalLines.map((l) => `  ${l}`).join("\n")}`);
+}
+if (wanted.includes("signin")) {
+  // Postgres only, and only when asked for: 3 scenarios × 2 systems × 3 runs of 30 s (about 6 minutes with the pool's sign-ins).
+  const { main: signin } = await import("./signin.ts");
+  await signin();
 }
 if (wanted.includes("soak")) {
   // Postgres only, and only when asked for: 30 simulated days in a few minutes.
