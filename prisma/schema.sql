@@ -5,6 +5,8 @@
 
 CREATE SCHEMA console;
 
+CREATE SCHEMA dashboard;
+
 -- Enums
 
 CREATE TYPE public.account_status AS ENUM ('active', 'disabled');
@@ -29,7 +31,7 @@ CREATE TYPE public.webauthn_purpose AS ENUM ('registration', 'authentication');
 
 -- Composite types
 
-CREATE TYPE console.attempt_outcome AS (
+CREATE TYPE dashboard.attempt_outcome AS (
     project_id text,
     webhook_id text,
     started_at timestamp with time zone,
@@ -38,7 +40,7 @@ CREATE TYPE console.attempt_outcome AS (
     duration_ms integer
 );
 
-CREATE TYPE console.delivery_state_change AS (
+CREATE TYPE dashboard.delivery_state_change AS (
     webhook_id text,
     hour timestamp with time zone,
     status public.delivery_status,
@@ -47,13 +49,19 @@ CREATE TYPE console.delivery_state_change AS (
     recount boolean
 );
 
+-- Domains
+
+CREATE DOMAIN console.attempt_outcome AS dashboard.attempt_outcome;
+
+CREATE DOMAIN console.delivery_state_change AS dashboard.delivery_state_change;
+
 -- Sequences
 
 CREATE SEQUENCE public.outbox_events_seq_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
 
 -- Tables
 
-CREATE TABLE console.project_hours (
+CREATE TABLE dashboard.project_hours (
     project_id text NOT NULL,
     hour timestamp with time zone NOT NULL,
     succeeded integer NOT NULL,
@@ -62,7 +70,7 @@ CREATE TABLE console.project_hours (
     latency integer[] NOT NULL
 );
 
-CREATE TABLE console.webhook_delivery_hours (
+CREATE TABLE dashboard.webhook_delivery_hours (
     webhook_id text NOT NULL,
     hour timestamp with time zone NOT NULL,
     shard smallint DEFAULT 0 NOT NULL,
@@ -73,7 +81,7 @@ CREATE TABLE console.webhook_delivery_hours (
     last_ok timestamp with time zone
 );
 
-CREATE TABLE console.webhook_hours (
+CREATE TABLE dashboard.webhook_hours (
     webhook_id text NOT NULL,
     project_id text NOT NULL,
     hour timestamp with time zone NOT NULL,
@@ -316,11 +324,11 @@ ALTER SEQUENCE public.outbox_events_seq_seq OWNED BY public.outbox_events.seq;
 
 -- Primary keys, unique and check constraints
 
-ALTER TABLE ONLY console.project_hours ADD CONSTRAINT project_hours_pkey PRIMARY KEY (project_id, hour);
+ALTER TABLE ONLY dashboard.project_hours ADD CONSTRAINT project_hours_pkey PRIMARY KEY (project_id, hour);
 
-ALTER TABLE ONLY console.webhook_delivery_hours ADD CONSTRAINT webhook_delivery_hours_pkey PRIMARY KEY (webhook_id, hour, shard);
+ALTER TABLE ONLY dashboard.webhook_delivery_hours ADD CONSTRAINT webhook_delivery_hours_pkey PRIMARY KEY (webhook_id, hour, shard);
 
-ALTER TABLE ONLY console.webhook_hours ADD CONSTRAINT webhook_hours_pkey PRIMARY KEY (webhook_id, hour);
+ALTER TABLE ONLY dashboard.webhook_hours ADD CONSTRAINT webhook_hours_pkey PRIMARY KEY (webhook_id, hour);
 
 ALTER TABLE ONLY public.accounts ADD CONSTRAINT accounts_merge_consistent CHECK ((((merged_with_id IS NULL) = (merge_role IS NULL)) AND (merged_with_id IS DISTINCT FROM id)));
 
@@ -366,11 +374,11 @@ ALTER TABLE ONLY public.webhooks ADD CONSTRAINT webhooks_pkey PRIMARY KEY (id);
 
 -- Foreign keys
 
-ALTER TABLE ONLY console.project_hours ADD CONSTRAINT project_hours_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON DELETE CASCADE;
+ALTER TABLE ONLY dashboard.project_hours ADD CONSTRAINT project_hours_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON DELETE CASCADE;
 
-ALTER TABLE ONLY console.webhook_delivery_hours ADD CONSTRAINT webhook_delivery_hours_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES public.webhooks(id) ON DELETE CASCADE;
+ALTER TABLE ONLY dashboard.webhook_delivery_hours ADD CONSTRAINT webhook_delivery_hours_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES public.webhooks(id) ON DELETE CASCADE;
 
-ALTER TABLE ONLY console.webhook_hours ADD CONSTRAINT webhook_hours_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES public.webhooks(id) ON DELETE CASCADE;
+ALTER TABLE ONLY dashboard.webhook_hours ADD CONSTRAINT webhook_hours_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES public.webhooks(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.accounts ADD CONSTRAINT accounts_merged_with_id_fkey FOREIGN KEY (merged_with_id) REFERENCES public.accounts(id) ON UPDATE CASCADE ON DELETE SET NULL;
 
@@ -438,13 +446,13 @@ CREATE INDEX oidc_payloads_uid_idx ON public.oidc_payloads USING btree (uid);
 
 CREATE INDEX otp_states_project_id_kind_value_idx ON public.otp_states USING btree (project_id, kind, value);
 
-CREATE INDEX outbox_events_account_idx ON public.outbox_events USING btree (project_id, console.event_account(body), seq) WHERE (NOT test);
+CREATE INDEX outbox_events_account_idx ON public.outbox_events USING btree (project_id, dashboard.event_account(body), seq) WHERE (NOT test);
 
 CREATE INDEX outbox_events_created_at_idx ON public.outbox_events USING btree (created_at);
 
 CREATE INDEX outbox_events_project_id_seq_idx ON public.outbox_events USING btree (project_id, seq);
 
-CREATE INDEX outbox_events_secondary_account_idx ON public.outbox_events USING btree (project_id, console.event_secondary_account(body), seq) WHERE ((NOT test) AND (event_type = ANY (ARRAY['user.merged'::text, 'user.unmerged'::text])));
+CREATE INDEX outbox_events_secondary_account_idx ON public.outbox_events USING btree (project_id, dashboard.event_secondary_account(body), seq) WHERE ((NOT test) AND (event_type = ANY (ARRAY['user.merged'::text, 'user.unmerged'::text])));
 
 CREATE UNIQUE INDEX outbox_events_seq_key ON public.outbox_events USING btree (seq);
 
@@ -458,7 +466,49 @@ CREATE INDEX webhooks_project_id_idx ON public.webhooks USING btree (project_id)
 
 -- Functions (src/**/*.sql, applied by src/db/repeatable.ts)
 
-CREATE OR REPLACE FUNCTION console.add_delivery_states(batch console.delivery_state_change[])
+CREATE OR REPLACE FUNCTION console.add_delivery_states(batch dashboard.delivery_state_change[])
+ RETURNS void
+ LANGUAGE sql
+AS $function$ SELECT dashboard.add_delivery_states(batch) $function$;
+
+CREATE OR REPLACE FUNCTION console.add_outcomes(batch dashboard.attempt_outcome[])
+ RETURNS void
+ LANGUAGE sql
+AS $function$ SELECT dashboard.add_outcomes(batch) $function$;
+
+CREATE OR REPLACE FUNCTION console.event_account(body text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ SELECT dashboard.event_account(body) $function$;
+
+CREATE OR REPLACE FUNCTION console.event_secondary_account(body text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ SELECT dashboard.event_secondary_account(body) $function$;
+
+CREATE OR REPLACE FUNCTION console.histogram(buckets integer[])
+ RETURNS integer[]
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ SELECT dashboard.histogram(buckets) $function$;
+
+CREATE OR REPLACE FUNCTION console.latency_bucket(ms integer)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$ SELECT dashboard.latency_bucket(ms) $function$;
+
+CREATE OR REPLACE FUNCTION console.outcome(project_id text, webhook_id text, delivery_status public.delivery_status, delivery_attempts integer, attempt integer, started_at timestamp with time zone, status_code integer, duration_ms integer)
+ RETURNS dashboard.attempt_outcome
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  SELECT dashboard.outcome(project_id, webhook_id, delivery_status, delivery_attempts, attempt, started_at, status_code, duration_ms)
+$function$;
+
+CREATE OR REPLACE FUNCTION dashboard.add_delivery_states(batch dashboard.delivery_state_change[])
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
@@ -477,7 +527,7 @@ BEGIN
       AND EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = b.webhook_id)
     GROUP BY b.webhook_id, b.hour
   ), added AS (
-    INSERT INTO console.webhook_delivery_hours AS s (webhook_id, hour, shard, pending, succeeded, failed, gone, last_ok)
+    INSERT INTO dashboard.webhook_delivery_hours AS s (webhook_id, hour, shard, pending, succeeded, failed, gone, last_ok)
     SELECT webhook_id, hour, (pg_backend_pid() % 32)::smallint, 0, succeeded, failed, gone, ok FROM c
     ORDER BY webhook_id, hour
     ON CONFLICT (webhook_id, hour, shard) DO UPDATE
@@ -491,11 +541,11 @@ BEGIN
   WITH r AS (
     SELECT DISTINCT b.webhook_id, b.hour FROM unnest(batch) AS b WHERE b.recount
   ), locked AS (
-    SELECT s.webhook_id, s.hour, s.shard FROM console.webhook_delivery_hours s JOIN r USING (webhook_id, hour)
+    SELECT s.webhook_id, s.hour, s.shard FROM dashboard.webhook_delivery_hours s JOIN r USING (webhook_id, hour)
     ORDER BY s.webhook_id, s.hour, s.shard
     FOR UPDATE OF s
   )
-  UPDATE console.webhook_delivery_hours s
+  UPDATE dashboard.webhook_delivery_hours s
   SET last_ok = (SELECT max(d.completed_at) FROM public.deliveries d
                  WHERE d.webhook_id = s.webhook_id AND d.created_at >= s.hour AND d.created_at < s.hour + interval '1 hour'
                    AND d.status = 'succeeded')
@@ -503,28 +553,28 @@ BEGIN
   WHERE s.webhook_id = l.webhook_id AND s.hour = l.hour AND s.shard = l.shard;
 
   IF opened THEN
-    DELETE FROM console.webhook_delivery_hours o
+    DELETE FROM dashboard.webhook_delivery_hours o
     WHERE (o.webhook_id, o.hour, o.shard) IN (
-      SELECT webhook_id, hour, shard FROM console.webhook_delivery_hours
+      SELECT webhook_id, hour, shard FROM dashboard.webhook_delivery_hours
       WHERE hour < date_trunc('hour', now() - interval '26 hours')
       FOR UPDATE SKIP LOCKED);
   END IF;
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION console.add_outcomes(batch console.attempt_outcome[])
+CREATE OR REPLACE FUNCTION dashboard.add_outcomes(batch dashboard.attempt_outcome[])
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
 BEGIN
   WITH a AS (
-    SELECT project_id, webhook_id, date_trunc('hour', started_at) AS hour, ok, gave_up, console.latency_bucket(duration_ms) AS bucket
+    SELECT project_id, webhook_id, date_trunc('hour', started_at) AS hour, ok, gave_up, dashboard.latency_bucket(duration_ms) AS bucket
     FROM unnest(batch)
   ), hooks AS (
-    INSERT INTO console.webhook_hours AS s (webhook_id, project_id, hour, succeeded, retried, failed, latency)
+    INSERT INTO dashboard.webhook_hours AS s (webhook_id, project_id, hour, succeeded, retried, failed, latency)
     SELECT webhook_id, project_id, hour,
            count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok AND NOT gave_up), count(*) FILTER (WHERE gave_up),
-           console.histogram(array_agg(bucket) FILTER (WHERE ok))
+           dashboard.histogram(array_agg(bucket) FILTER (WHERE ok))
     FROM a GROUP BY webhook_id, project_id, hour
     ORDER BY webhook_id, hour
     ON CONFLICT (webhook_id, hour) DO UPDATE
@@ -532,10 +582,10 @@ BEGIN
           latency = ARRAY(SELECT x + y FROM unnest(s.latency, excluded.latency) WITH ORDINALITY AS u(x, y, k) ORDER BY k)
     RETURNING webhook_id, hour, xmax = 0 AS opened
   ), projects AS (
-    INSERT INTO console.project_hours AS s (project_id, hour, succeeded, retried, failed, latency)
+    INSERT INTO dashboard.project_hours AS s (project_id, hour, succeeded, retried, failed, latency)
     SELECT project_id, hour,
            count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok AND NOT gave_up), count(*) FILTER (WHERE gave_up),
-           console.histogram(array_agg(bucket) FILTER (WHERE ok))
+           dashboard.histogram(array_agg(bucket) FILTER (WHERE ok))
     FROM a GROUP BY project_id, hour
     ORDER BY project_id, hour
     ON CONFLICT (project_id, hour) DO UPDATE
@@ -543,21 +593,21 @@ BEGIN
           latency = ARRAY(SELECT x + y FROM unnest(s.latency, excluded.latency) WITH ORDINALITY AS u(x, y, k) ORDER BY k)
     RETURNING project_id, hour, xmax = 0 AS opened
   ), old_hooks AS (
-    DELETE FROM console.webhook_hours o USING hooks h
+    DELETE FROM dashboard.webhook_hours o USING hooks h
     WHERE h.opened AND o.webhook_id = h.webhook_id AND o.hour < h.hour - interval '8 days'
   )
-  DELETE FROM console.project_hours o USING projects p
+  DELETE FROM dashboard.project_hours o USING projects p
   WHERE p.opened AND o.project_id = p.project_id AND o.hour < p.hour - interval '8 days';
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION console.count_deleted_deliveries()
+CREATE OR REPLACE FUNCTION dashboard.count_deleted_deliveries()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  PERFORM console.add_delivery_states(array_agg(ROW(o.webhook_id, date_trunc('hour', o.created_at), o.status, -1,
-                                                    NULL, o.status = 'succeeded')::console.delivery_state_change))
+  PERFORM dashboard.add_delivery_states(array_agg(ROW(o.webhook_id, date_trunc('hour', o.created_at), o.status, -1,
+                                                    NULL, o.status = 'succeeded')::dashboard.delivery_state_change))
   FROM deleted o
   WHERE o.created_at >= date_trunc('hour', now() - interval '25 hours')
   HAVING count(*) > 0;
@@ -565,30 +615,30 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION console.count_inserted_finished_delivery()
+CREATE OR REPLACE FUNCTION dashboard.count_inserted_finished_delivery()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  PERFORM console.add_delivery_states(ARRAY[ROW(NEW.webhook_id, date_trunc('hour', NEW.created_at), NEW.status, 1,
-                                                CASE WHEN NEW.status = 'succeeded' THEN NEW.completed_at END, false)::console.delivery_state_change]);
+  PERFORM dashboard.add_delivery_states(ARRAY[ROW(NEW.webhook_id, date_trunc('hour', NEW.created_at), NEW.status, 1,
+                                                CASE WHEN NEW.status = 'succeeded' THEN NEW.completed_at END, false)::dashboard.delivery_state_change]);
   RETURN NULL;
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION console.count_logged_attempts()
+CREATE OR REPLACE FUNCTION dashboard.count_logged_attempts()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  PERFORM console.add_outcomes(array_agg(console.outcome(d.project_id, d.webhook_id, d.status, d.attempts, n.attempt, n.started_at, n.status_code, n.duration_ms)))
+  PERFORM dashboard.add_outcomes(array_agg(dashboard.outcome(d.project_id, d.webhook_id, d.status, d.attempts, n.attempt, n.started_at, n.status_code, n.duration_ms)))
   FROM logged n JOIN public.deliveries d ON d.id = n.delivery_id
   HAVING count(*) > 0;
   RETURN NULL;
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION console.count_updated_deliveries()
+CREATE OR REPLACE FUNCTION dashboard.count_updated_deliveries()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
@@ -596,7 +646,7 @@ BEGIN
   IF current_setting('linkgate.lease_only', true) = 'on' THEN
     RETURN NULL;
   END IF;
-  PERFORM console.add_delivery_states(array_agg(c))
+  PERFORM dashboard.add_delivery_states(array_agg(c))
   FROM (
     SELECT o.id, o.webhook_id AS ow, o.created_at AS oc, o.status AS os, n.webhook_id AS nw, n.created_at AS nc, n.status AS ns, n.completed_at AS nok
     FROM old_rows o JOIN new_rows n ON n.id = o.id
@@ -604,8 +654,8 @@ BEGIN
        OR (n.status = 'succeeded' AND o.completed_at IS DISTINCT FROM n.completed_at)
   ) m
   CROSS JOIN LATERAL (VALUES
-    (ROW(m.ow, date_trunc('hour', m.oc), m.os, -1, NULL, m.os = 'succeeded')::console.delivery_state_change),
-    (ROW(m.nw, date_trunc('hour', m.nc), m.ns, 1, CASE WHEN m.ns = 'succeeded' THEN m.nok END, false)::console.delivery_state_change)
+    (ROW(m.ow, date_trunc('hour', m.oc), m.os, -1, NULL, m.os = 'succeeded')::dashboard.delivery_state_change),
+    (ROW(m.nw, date_trunc('hour', m.nc), m.ns, 1, CASE WHEN m.ns = 'succeeded' THEN m.nok END, false)::dashboard.delivery_state_change)
   ) AS v(c)
   WHERE greatest(m.oc, m.nc) >= date_trunc('hour', now() - interval '25 hours')
   HAVING count(*) > 0;
@@ -613,7 +663,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION console.event_account(body text)
+CREATE OR REPLACE FUNCTION dashboard.event_account(body text)
  RETURNS text
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
@@ -621,7 +671,7 @@ AS $function$
   SELECT coalesce(j #>> '{data,user,user_id}', j #>> '{data,user_id}') FROM (SELECT body::jsonb AS j) AS e
 $function$;
 
-CREATE OR REPLACE FUNCTION console.event_secondary_account(body text)
+CREATE OR REPLACE FUNCTION dashboard.event_secondary_account(body text)
  RETURNS text
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
@@ -629,7 +679,7 @@ AS $function$
   SELECT body::jsonb #>> '{data,secondary_user_id}'
 $function$;
 
-CREATE OR REPLACE FUNCTION console.histogram(buckets integer[])
+CREATE OR REPLACE FUNCTION dashboard.histogram(buckets integer[])
  RETURNS integer[]
  LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
@@ -645,7 +695,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION console.latency_bucket(ms integer)
+CREATE OR REPLACE FUNCTION dashboard.latency_bucket(ms integer)
  RETURNS integer
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
@@ -653,15 +703,15 @@ AS $function$
   SELECT CASE WHEN ms IS NULL OR ms <= 0 THEN 0 ELSE least(127, 1 + floor(8 * ln(ms::float8) / ln(2::float8))::integer) END
 $function$;
 
-CREATE OR REPLACE FUNCTION console.outcome(project_id text, webhook_id text, delivery_status public.delivery_status, delivery_attempts integer, attempt integer, started_at timestamp with time zone, status_code integer, duration_ms integer)
- RETURNS console.attempt_outcome
+CREATE OR REPLACE FUNCTION dashboard.outcome(project_id text, webhook_id text, delivery_status public.delivery_status, delivery_attempts integer, attempt integer, started_at timestamp with time zone, status_code integer, duration_ms integer)
+ RETURNS dashboard.attempt_outcome
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
   SELECT ROW(project_id, webhook_id, started_at, coalesce(status_code IN (200, 201, 202), false),
              NOT coalesce(status_code IN (200, 201, 202), false)
                AND (status_code IS NOT DISTINCT FROM 410 OR (delivery_attempts = attempt AND delivery_status IN ('failed', 'gone'))),
-             duration_ms)::console.attempt_outcome
+             duration_ms)::dashboard.attempt_outcome
 $function$;
 
 CREATE OR REPLACE FUNCTION public.link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[])
@@ -905,12 +955,47 @@ BEGIN
 END
 $function$;
 
+-- Views
+
+CREATE VIEW console.project_hours AS
+ SELECT project_id,
+    hour,
+    succeeded,
+    retried,
+    failed,
+    latency,
+    xmax
+   FROM dashboard.project_hours;
+
+CREATE VIEW console.webhook_delivery_hours AS
+ SELECT webhook_id,
+    hour,
+    shard,
+    pending,
+    succeeded,
+    failed,
+    gone,
+    last_ok,
+    xmax
+   FROM dashboard.webhook_delivery_hours;
+
+CREATE VIEW console.webhook_hours AS
+ SELECT webhook_id,
+    project_id,
+    hour,
+    succeeded,
+    retried,
+    failed,
+    latency,
+    xmax
+   FROM dashboard.webhook_hours;
+
 -- Triggers (src/**/*.sql, applied by src/db/repeatable.ts)
 
-CREATE TRIGGER deliveries_console_states_delete AFTER DELETE ON public.deliveries REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION console.count_deleted_deliveries();
+CREATE TRIGGER deliveries_dashboard_states_delete AFTER DELETE ON public.deliveries REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_deleted_deliveries();
 
-CREATE TRIGGER deliveries_console_states_insert_finished AFTER INSERT ON public.deliveries FOR EACH ROW WHEN ((new.status <> 'pending'::public.delivery_status)) EXECUTE FUNCTION console.count_inserted_finished_delivery();
+CREATE TRIGGER deliveries_dashboard_states_insert_finished AFTER INSERT ON public.deliveries FOR EACH ROW WHEN ((new.status <> 'pending'::public.delivery_status)) EXECUTE FUNCTION dashboard.count_inserted_finished_delivery();
 
-CREATE TRIGGER deliveries_console_states_update AFTER UPDATE ON public.deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION console.count_updated_deliveries();
+CREATE TRIGGER deliveries_dashboard_states_update AFTER UPDATE ON public.deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_updated_deliveries();
 
-CREATE TRIGGER delivery_attempts_console_hours AFTER INSERT ON public.delivery_attempts REFERENCING NEW TABLE AS logged FOR EACH STATEMENT EXECUTE FUNCTION console.count_logged_attempts();
+CREATE TRIGGER delivery_attempts_dashboard_hours AFTER INSERT ON public.delivery_attempts REFERENCING NEW TABLE AS logged FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_logged_attempts();

@@ -56,7 +56,18 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind = 'c' AND ${userSchema} AND ${notExtension("pg_class", "c.oid")}
 
 UNION ALL
-SELECT 4, n.nspname, c.relname,
+-- domains come after the composite types they may be over
+SELECT 4, n.nspname, t.typname,
+       format('CREATE DOMAIN %I.%I AS %s%s%s%s;', n.nspname, t.typname, format_type(t.typbasetype, t.typtypmod),
+              CASE WHEN t.typdefaultbin IS NOT NULL THEN ' DEFAULT ' || pg_get_expr(t.typdefaultbin, 0) ELSE '' END,
+              CASE WHEN t.typnotnull THEN ' NOT NULL' ELSE '' END,
+              coalesce((SELECT string_agg(format(' CONSTRAINT %I %s', o.conname, pg_get_constraintdef(o.oid)), '' ORDER BY o.conname COLLATE "C")
+                        FROM pg_constraint o WHERE o.contypid = t.oid), ''))
+FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE t.typtype = 'd' AND ${userSchema} AND ${notExtension("pg_type", "t.oid")}
+
+UNION ALL
+SELECT 5, n.nspname, c.relname,
        format('CREATE SEQUENCE %I.%I AS %s START WITH %s INCREMENT BY %s MINVALUE %s MAXVALUE %s CACHE %s%s;',
               n.nspname, c.relname, format_type(s.seqtypid, NULL), s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache,
               CASE WHEN s.seqcycle THEN ' CYCLE' ELSE '' END)
@@ -64,7 +75,7 @@ FROM pg_sequence s JOIN pg_class c ON c.oid = s.seqrelid JOIN pg_namespace n ON 
 WHERE ${userSchema} AND ${notExtension("pg_class", "c.oid")}
 
 UNION ALL
-SELECT 5, n.nspname, c.relname,
+SELECT 6, n.nspname, c.relname,
        format(E'CREATE %sTABLE %I.%I (\\n%s\\n)%s;',
               CASE c.relpersistence WHEN 'u' THEN 'UNLOGGED ' ELSE '' END, n.nspname, c.relname,
               (SELECT string_agg(format('    %I %s%s%s%s', a.attname, format_type(a.atttypid, a.atttypmod),
@@ -81,7 +92,7 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND ${appTable} AND ${userSchema} AND ${notExtension("pg_class", "c.oid")}
 
 UNION ALL
-SELECT 6, sn.nspname || '.' || sc.relname, '',
+SELECT 7, sn.nspname || '.' || sc.relname, '',
        format('ALTER SEQUENCE %I.%I OWNED BY %I.%I.%I;', sn.nspname, sc.relname, tn.nspname, tc.relname, a.attname)
 FROM pg_depend d
 JOIN pg_class sc ON sc.oid = d.objid AND sc.relkind = 'S' JOIN pg_namespace sn ON sn.oid = sc.relnamespace
@@ -92,33 +103,42 @@ WHERE d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass A
 
 UNION ALL
 -- constraints: primary keys, unique and check constraints first, then foreign keys (which need them)
-SELECT CASE WHEN o.contype = 'f' THEN 8 ELSE 7 END, n.nspname || '.' || c.relname, o.conname,
+SELECT CASE WHEN o.contype = 'f' THEN 9 ELSE 8 END, n.nspname || '.' || c.relname, o.conname,
        format('ALTER TABLE ONLY %I.%I ADD CONSTRAINT %I %s;', n.nspname, c.relname, o.conname, pg_get_constraintdef(o.oid))
 FROM pg_constraint o JOIN pg_class c ON c.oid = o.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE o.contype IN ('p', 'u', 'c', 'f', 'x') AND ${appTable} AND ${userSchema} AND ${notExtension("pg_class", "c.oid")}
 
 UNION ALL
 -- indexes other than those of a constraint
-SELECT 9, n.nspname || '.' || c.relname, i.relname, pg_get_indexdef(i.oid) || ';'
+SELECT 10, n.nspname || '.' || c.relname, i.relname, pg_get_indexdef(i.oid) || ';'
 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class c ON c.oid = x.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE NOT EXISTS (SELECT 1 FROM pg_constraint o WHERE o.conindid = i.oid AND o.contype IN ('p', 'u', 'x'))
   AND ${appTable} AND ${userSchema} AND ${notExtension("pg_class", "c.oid")}
 
 UNION ALL
-SELECT 10, n.nspname, p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
+SELECT 11, n.nspname, p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
        rtrim(pg_get_functiondef(p.oid), E'\\n') || ';'
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE p.prokind IN ('f', 'p') AND ${userSchema} AND ${notExtension("pg_proc", "p.oid")}
 
 UNION ALL
-SELECT 11, n.nspname, c.relname,
+-- Postgres 15 qualifies the columns of a view over one table with the table's name, 16 and later
+-- do not (the view's rule lost its OLD and NEW entries): printed unqualified, as 16 does.
+SELECT 12, n.nspname, c.relname,
        format(E'CREATE %sVIEW %I.%I AS\\n%s', CASE WHEN c.relkind = 'm' THEN 'MATERIALIZED ' ELSE '' END, n.nspname, c.relname,
-              rtrim(pg_get_viewdef(c.oid, true), ';') || ';')
+              rtrim(CASE WHEN o.single IS NULL THEN pg_get_viewdef(c.oid, true)
+                         ELSE regexp_replace(pg_get_viewdef(c.oid, true), '(^|[^.\\w"])' || o.single || '\\.', '\\1', 'g') END, ';') || ';')
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+CROSS JOIN LATERAL (
+  SELECT CASE WHEN count(DISTINCT t.oid) = 1 THEN min(t.relname::text) END AS single
+  FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid AND d.refclassid = 'pg_class'::regclass
+  JOIN pg_class t ON t.oid = d.refobjid AND t.oid <> c.oid
+  WHERE r.ev_class = c.oid
+) o
 WHERE c.relkind IN ('v', 'm') AND ${userSchema} AND ${notExtension("pg_class", "c.oid")}
 
 UNION ALL
-SELECT 12, n.nspname || '.' || c.relname, t.tgname, pg_get_triggerdef(t.oid) || ';'
+SELECT 13, n.nspname || '.' || c.relname, t.tgname, pg_get_triggerdef(t.oid) || ';'
 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE NOT t.tgisinternal AND ${userSchema} AND ${notExtension("pg_class", "c.oid")}
 
@@ -129,15 +149,16 @@ const SECTIONS: Record<number, string> = {
   1: "Schemas",
   2: "Enums",
   3: "Composite types",
-  4: "Sequences",
-  5: "Tables",
-  6: "Sequence owners",
-  7: "Primary keys, unique and check constraints",
-  8: "Foreign keys",
-  9: "Indexes",
-  10: "Functions (src/**/*.sql, applied by src/db/repeatable.ts)",
-  11: "Views",
-  12: "Triggers (src/**/*.sql, applied by src/db/repeatable.ts)",
+  4: "Domains",
+  5: "Sequences",
+  6: "Tables",
+  7: "Sequence owners",
+  8: "Primary keys, unique and check constraints",
+  9: "Foreign keys",
+  10: "Indexes",
+  11: "Functions (src/**/*.sql, applied by src/db/repeatable.ts)",
+  12: "Views",
+  13: "Triggers (src/**/*.sql, applied by src/db/repeatable.ts)",
 };
 
 /** The schema of a migrated database, as prisma/schema.sql holds it. */

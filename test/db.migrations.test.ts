@@ -44,33 +44,33 @@ describe("migrations", () => {
   });
 });
 
+/** A database with no migrations at all (the test databases are copies of a migrated one). */
+async function emptyDatabase(backend: Backend): Promise<Database & { url?: string }> {
+  if (backend === "pglite") return openDatabase({ dataDir: "memory://" });
+  const name = `lg_test_${randomBytes(6).toString("hex")}`;
+  await adminQuery(`CREATE DATABASE ${name}`);
+  const url = withDatabase(serverUrl!, name);
+  const db = await openDatabase({ databaseUrl: url, dataDir: "" });
+  return {
+    ...db,
+    url,
+    async close() {
+      await db.close();
+      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    },
+  };
+}
+
 // The functions and triggers live in repeatable files (src/db/repeatable.ts), applied after the
 // ordinary migrations whenever a file's content changes.
 describe("repeatable migrations", () => {
-  /** A database with no migrations at all (the test databases are copies of a migrated one). */
-  async function emptyDatabase(backend: Backend): Promise<Database & { url?: string }> {
-    if (backend === "pglite") return openDatabase({ dataDir: "memory://" });
-    const name = `lg_test_${randomBytes(6).toString("hex")}`;
-    await adminQuery(`CREATE DATABASE ${name}`);
-    const url = withDatabase(serverUrl!, name);
-    const db = await openDatabase({ databaseUrl: url, dataDir: "" });
-    return {
-      ...db,
-      url,
-      async close() {
-        await db.close();
-        await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      },
-    };
-  }
-
   type Fn = { name: string; header: string; body: string };
   async function catalog(db: Database) {
     const functions = await db.prisma.$queryRaw<Fn[]>`
       SELECT n.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' AS name,
              split_part(pg_get_functiondef(p.oid), 'AS $function$', 1) AS header, btrim(p.prosrc, E' \n') AS body
       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-      WHERE n.nspname IN ('public', 'console') ORDER BY 1`;
+      WHERE n.nspname IN ('public', 'console', 'dashboard') ORDER BY 1`;
     const triggers = await db.prisma.$queryRaw<{ def: string }[]>`
       SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname`;
     return { functions: new Map(functions.map((f) => [f.name, f])), triggers: triggers.map((t) => t.def) };
@@ -110,7 +110,9 @@ describe("repeatable migrations", () => {
         const positional = [...history.functions.keys()].find((k) => k.startsWith("public.link_verify("))!;
         for (const [name, fn] of history.functions) {
           if (name === positional) continue;
-          expect(now.functions.get(name), name).toEqual(fn);
+          // the history wrote them in schema console, which 20261125170500_dashboard_schema renamed
+          const renamed = name.startsWith("dashboard.") ? { ...fn, body: fn.body.replaceAll("console.", "dashboard.") } : fn;
+          expect(now.functions.get(name), name).toEqual(renamed);
         }
         // the positional form is now a wrapper of the jsonb form (the previous build calls it)
         expect(now.functions.get(positional)!.header).toBe(history.functions.get(positional)!.header.replace("LANGUAGE plpgsql", "LANGUAGE sql"));
@@ -185,4 +187,119 @@ describe("repeatable migrations", () => {
       await db.close();
     }
   });
+});
+
+// Migration 20261125170500_dashboard_schema renames schema console to dashboard and leaves a
+// compatibility schema console for the build before it (docs/operations.md, "Expand, then
+// contract"). That build's trigger functions stay installed until the repeatable step that
+// follows re-creates them, and its code keeps reading console.* for as long as it runs.
+describe("the dashboard schema, renamed from console", () => {
+  const RENAME = "20261125170500_dashboard_schema";
+
+  /** The previous build's repeatable files: these files as they were before the rename. */
+  const previousFiles = (files: RepeatableFile[]) =>
+    files.map((f) => ({
+      name: f.name.replace("delivery/dashboard-", "delivery/console-"),
+      sql: f.sql.replaceAll("dashboard.", "console.").replaceAll("_dashboard_", "_console_"),
+    }));
+
+  /** One delivery per row, its event and (when it finished) its attempt, as the worker logs them. */
+  async function deliver(db: Database, rows: { id: string; status: "succeeded" | "failed"; code: number; ms: number }[]) {
+    for (const r of rows) {
+      await db.prisma.$executeRawUnsafe(
+        `INSERT INTO outbox_events (id, project_id, event_type, body) VALUES ($1, 'p1', 'user.created', $2)`,
+        `evt_${r.id}`,
+        JSON.stringify({ data: { user: { user_id: `acc_${r.id}` } } }),
+      );
+      await db.prisma.$executeRawUnsafe(
+        `INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type) VALUES ($1, $2, 'w1', 'p1', 'user.created')`,
+        r.id,
+        `evt_${r.id}`,
+      );
+      // the worker's record statement: the delivery's new state and its attempt, at once
+      await db.prisma.$executeRawUnsafe(
+        `WITH u AS (UPDATE deliveries SET status = $2::delivery_status, attempts = 1, completed_at = now() WHERE id = $1 RETURNING id)
+         INSERT INTO delivery_attempts (id, delivery_id, attempt, started_at, duration_ms, status_code) SELECT 'att_' || id, id, 1, now(), $4, $3 FROM u`,
+        r.id,
+        r.status,
+        r.code,
+        r.ms,
+      );
+    }
+  }
+
+  const counts = async (db: Database) => {
+    const [row] = await db.prisma.$queryRawUnsafe<Record<string, number>[]>(`
+      SELECT (SELECT sum(succeeded)::int FROM dashboard.webhook_hours) AS hour_ok, (SELECT sum(failed)::int FROM dashboard.webhook_hours) AS hour_failed,
+             (SELECT sum(succeeded)::int FROM dashboard.project_hours) AS project_ok,
+             (SELECT sum(succeeded)::int FROM dashboard.webhook_delivery_hours) AS state_ok,
+             (SELECT sum(failed)::int FROM dashboard.webhook_delivery_hours) AS state_failed, (SELECT sum(gone)::int FROM dashboard.webhook_delivery_hours) AS state_gone`);
+    return row;
+  };
+
+  describe.each(backends)("on %s", (backend) => {
+    it("counts with the previous build's trigger functions in between, then serves the previous build's reads through console", async () => {
+      const db = await emptyDatabase(backend);
+      try {
+        const all = await readMigrations();
+        const before = { ...all, migrationDirectories: all.migrationDirectories.filter((d) => d.path < RENAME) };
+        await applyOrdinaryMigrations(db.adapterFactory, before);
+        const previous = previousFiles(await readRepeatable());
+        await applyRepeatable(db.adapterFactory, { files: previous, knownMigrations: before.migrationDirectories.map((d) => d.path) });
+        await db.prisma.$executeRawUnsafe(`INSERT INTO projects (id, name) VALUES ('p1', 'p')`);
+        await db.prisma.$executeRawUnsafe(`INSERT INTO webhooks (id, project_id, url, secret_sealed) VALUES ('w1', 'p1', 'http://127.0.0.1:9/', 's')`);
+        await deliver(db, [{ id: "d1", status: "succeeded", code: 200, ms: 12 }]);
+
+        // This build's migrations, and not yet its repeatable files: the previous build's
+        // functions (now in schema dashboard) run and resolve console.* in the compatibility schema.
+        expect(await applyOrdinaryMigrations(db.adapterFactory)).toEqual(all.migrationDirectories.map((d) => d.path).filter((p) => p >= RENAME));
+        expect((await catalog(db)).bodies.filter((b) => b.includes("console.")).length).toBeGreaterThan(0);
+        await deliver(db, [
+          { id: "d2", status: "succeeded", code: 200, ms: 40 },
+          { id: "d3", status: "failed", code: 410, ms: 5 },
+        ]);
+        // a delivery inserted finished (seeds and tests do), and one that changes state
+        await db.prisma.$executeRawUnsafe(`INSERT INTO outbox_events (id, project_id, event_type, body) VALUES ('evt_d4', 'p1', 'user.created', '{}')`);
+        await db.prisma.$executeRawUnsafe(`INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type, status, attempts, completed_at)
+                                           VALUES ('d4', 'evt_d4', 'w1', 'p1', 'user.created', 'gone', 1, now())`);
+        await db.prisma.$executeRawUnsafe(`UPDATE deliveries SET status = 'gone' WHERE id = 'd3'`);
+        expect(await counts(db)).toEqual({ hour_ok: 2, hour_failed: 1, project_ok: 2, state_ok: 2, state_failed: 0, state_gone: 2 });
+
+        // This build's repeatable files: every function says dashboard, the old files' rows are gone.
+        expect(await applyMigrations(db.adapterFactory)).toEqual(["webhooks/event-accounts.sql", "delivery/dashboard-rollups.sql", "delivery/dashboard-states.sql"]);
+        const now = await catalog(db);
+        expect(now.bodies.filter((b) => b.includes("console.")).length).toBe(0);
+        expect(now.triggers.filter((t) => /console/.test(t))).toEqual([]);
+        expect((await recorded(db)).map((r) => r.name).sort()).toEqual([...REPEATABLE].sort());
+        await db.prisma.$executeRawUnsafe(`DELETE FROM deliveries WHERE id = 'd2'`);
+        await deliver(db, [{ id: "d5", status: "succeeded", code: 201, ms: 7 }]);
+        expect(await counts(db)).toEqual({ hour_ok: 3, hour_failed: 1, project_ok: 3, state_ok: 2, state_failed: 0, state_gone: 2 });
+
+        // What the previous build's code reads (src/delivery/charts.ts and src/console/users.ts at
+        // that build), with the index of its account filter.
+        const [old] = await db.prisma.$queryRawUnsafe<Record<string, number>[]>(`
+          SELECT (SELECT sum(succeeded)::int FROM console.webhook_hours h WHERE h.webhook_id = 'w1' AND h.project_id = 'p1') AS hooks,
+                 (SELECT sum(succeeded)::int FROM console.project_hours h WHERE h.project_id = 'p1') AS projects,
+                 (SELECT sum(succeeded)::int FROM console.webhook_delivery_hours s WHERE s.webhook_id = 'w1') AS states`);
+        expect(old).toEqual({ hooks: 3, projects: 3, states: 2 });
+        const accountQuery = `SELECT id FROM outbox_events WHERE project_id = 'p1' AND NOT test AND console.event_account(body) = 'acc_d5' ORDER BY seq DESC LIMIT 50`;
+        expect(await db.prisma.$queryRawUnsafe(accountQuery)).toEqual([{ id: "evt_d5" }]);
+        const plan = await db.prisma.$transaction(async (tx) => {
+          await tx.$executeRawUnsafe("SET LOCAL enable_seqscan = off");
+          return tx.$queryRawUnsafe<{ "QUERY PLAN": string }[]>(`EXPLAIN (COSTS OFF) ${accountQuery}`);
+        });
+        expect(plan.map((r) => r["QUERY PLAN"]).join("\n")).toContain("outbox_events_account_idx");
+      } finally {
+        await db.close();
+      }
+    });
+  });
+
+  async function catalog(db: Database) {
+    const bodies = await db.prisma.$queryRaw<{ body: string }[]>`
+      SELECT p.prosrc AS body FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'dashboard'`;
+    const triggers = await db.prisma.$queryRaw<{ def: string }[]>`SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE NOT tgisinternal`;
+    return { bodies: bodies.map((b) => b.body), triggers: triggers.map((t) => t.def) };
+  }
+  const recorded = async (db: Database) => db.prisma.$queryRaw<{ name: string }[]>`SELECT name FROM _linkgate_repeatable`;
 });

@@ -115,6 +115,8 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
       DATABASE_URL: url.toString(),
       LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"),
       LINKGATE_BOOTSTRAP_API_KEY: apiKey,
+      // up to three gateways share the database: they must name one issuer, or the second refuses to start
+      LINKGATE_ISSUER: "http://127.0.0.1:4000",
       SMTP_URL: mailbox.smtpUrl,
       SMS_WEBHOOK_URL: mailbox.smsUrl,
       LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1",

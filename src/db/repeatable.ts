@@ -14,6 +14,12 @@
 //   whose checksum differs from its row, or that has none, is run again; the others are not
 //   touched, so a change to one file re-creates only its own functions and triggers (a trigger
 //   re-created takes a lock on its table: deliveries, the hottest one).
+// * A file is known by its name: a renamed file is a new one, applied in full, and the rows of
+//   files this build no longer has (an old name) are deleted when it applies anything. What
+//   those files created is not: nothing here drops a definition, so renaming what a file
+//   defines, or dropping what it no longer defines, is the job of an ordinary migration that
+//   runs before it (20261125170500_dashboard_schema renamed the schema of
+//   delivery/console-*.sql, then delivery/dashboard-*.sql re-created those functions in place).
 // * The files run in the order of REPEATABLE below (a LANGUAGE sql function is checked against
 //   the functions it calls when it is created, so those come first), all in one transaction
 //   with their rows: a file that fails leaves every definition and checksum as it was.
@@ -41,10 +47,10 @@ import type { SqlMigrationAwareDriverAdapterFactory, Transaction } from "@prisma
  */
 export const REPEATABLE = [
   "webhooks/outbox.sql", // outbox_enqueue (link_enqueue calls it)
-  "webhooks/event-accounts.sql", // console.event_account, console.event_secondary_account (indexed)
+  "webhooks/event-accounts.sql", // dashboard.event_account, dashboard.event_secondary_account (indexed)
   "linking/link-verify.sql", // link_user_object, link_enqueue, link_verify
-  "delivery/console-rollups.sql", // the console's hourly attempt counts and their trigger
-  "delivery/console-states.sql", // the webhook list's per-state counts and their triggers
+  "delivery/dashboard-rollups.sql", // the dashboard's hourly attempt counts and their trigger
+  "delivery/dashboard-states.sql", // the webhook list's per-state counts and their triggers
 ] as const;
 
 export type RepeatableFile = { name: string; sql: string };
@@ -104,6 +110,7 @@ export async function applyRepeatable(adapterFactory: SqlMigrationAwareDriverAda
           });
           applied.push(f.name);
         }
+        if (applied.length > 0) await forgetOthers(tx, files);
       }
     } catch (e) {
       applied = [];
@@ -136,6 +143,15 @@ async function finish(tx: Transaction, how: "COMMIT" | "ROLLBACK") {
   }
   if (!tx.options.usePhantomQuery) await exec(tx, "COMMIT");
   await tx.commit();
+}
+
+/** Deletes the rows of files this build does not have (renamed or removed since). */
+async function forgetOthers(tx: Pick<Transaction, "executeRaw">, files: RepeatableFile[]) {
+  await tx.executeRaw({
+    sql: `DELETE FROM ${TABLE} WHERE NOT (name = ANY ($1::text[]))`,
+    args: [files.map((f) => f.name)],
+    argTypes: [{ scalarType: "string", arity: "list" }],
+  });
 }
 
 async function allCurrent(q: Pick<Transaction, "queryRaw">, sums: Map<string, string>): Promise<boolean> {

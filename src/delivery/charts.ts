@@ -1,7 +1,7 @@
 // Delivery charts: per interval, the attempts that succeeded, were retried or failed for good,
 // and the p50 / p95 latency of the successful ones, for one webhook or a whole project.
 //
-// Read from the hourly rollups of the console schema (prisma/migrations/*_console_rollups), which
+// Read from the hourly rollups of the dashboard schema (src/delivery/dashboard-rollups.sql), which
 // a trigger keeps as attempts are logged: a chart reads at most 168 rows an hour-scope, however
 // long the delivery log is. scripts/measure-charts.ts compares this with aggregating the log.
 import { Prisma } from "../generated/prisma/client.ts";
@@ -56,8 +56,8 @@ export async function deliveryChart(db: DbLike, projectId: string, range: ChartR
   const { points, stepHours } = CHART_RANGES[range];
   const step = `${stepHours} hours`;
   const source = webhookId
-    ? Prisma.sql`console.webhook_hours h WHERE h.webhook_id = ${webhookId} AND h.project_id = ${projectId}`
-    : Prisma.sql`console.project_hours h WHERE h.project_id = ${projectId}`;
+    ? Prisma.sql`dashboard.webhook_hours h WHERE h.webhook_id = ${webhookId} AND h.project_id = ${projectId}`
+    : Prisma.sql`dashboard.project_hours h WHERE h.project_id = ${projectId}`;
   // Interval starts align to UTC multiples of the step; the last interval holds now. Percentiles
   // come from the summed histogram: the bucket where the rank falls, interpolated geometrically
   // within it (so within one bucket's width, 9 %, of the exact value).
@@ -137,7 +137,7 @@ export type WebhookStats = {
 /**
  * The stats of many webhooks of one project (see WebhookStats: deliveries created in the last 24
  * hours, each once by its state, and the newest success of any time), in one statement. Finished
- * deliveries of the window's whole hours come from console.webhook_delivery_hours (kept by
+ * deliveries of the window's whole hours come from dashboard.webhook_delivery_hours (kept by
  * triggers on deliveries), those of its oldest, partial hour from deliveries itself, so the
  * counts are exactly those of the window while reading at most an hour of deliveries. Pending
  * ones are counted here, from deliveries_pending_created_idx: counting them at every enqueue
@@ -165,7 +165,7 @@ export async function webhooksStats(db: DbLike, projectId: string, webhookIds: r
     FROM hooks h CROSS JOIN bounds b
     LEFT JOIN LATERAL (
       SELECT sum(succeeded) AS succeeded, sum(failed) AS failed, sum(gone) AS gone, max(last_ok) AS last_ok
-      FROM console.webhook_delivery_hours s WHERE s.webhook_id = h.id AND s.hour >= b.whole
+      FROM dashboard.webhook_delivery_hours s WHERE s.webhook_id = h.id AND s.hour >= b.whole
     ) r ON true
     CROSS JOIN LATERAL (
       SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded, count(*) FILTER (WHERE status = 'failed') AS failed,

@@ -11,8 +11,8 @@
 //   a claim, a renewal and a release change nothing else, so each is a HOT update (a new row
 //   version on the same page, no index entry at all; the table keeps room on its pages for
 //   them, see migration 20261123090100_delivery_hot_leases). Each marks its transaction
-//   `linkgate.lease_only`, and the console's per-state trigger on deliveries skips it
-//   (console.count_updated_deliveries in src/delivery/console-states.sql). A claimed delivery keeps its
+//   `linkgate.lease_only`, and the dashboard's per-state trigger on deliveries skips it
+//   (dashboard.count_updated_deliveries in src/delivery/dashboard-states.sql). A claimed delivery keeps its
 //   `next_attempt_at`: it stays in its place at the head of its webhook's due range
 //   (`deliveries_webhook_due_idx`), so when a worker dies its deliveries are due again, first
 //   in line, as soon as their leases run out, and the next claim reads past the few live leases
@@ -25,11 +25,11 @@ type DbLike = Pick<Database, "driver">;
 
 /**
  * The mark of a statement that writes only a lease (lease_until, leased_by): a condition that is
- * always true and sets `linkgate.lease_only` for the rest of the transaction, so the console's
- * per-state trigger on deliveries returns at once (console.count_updated_deliveries in
- * console-states.sql; prisma/schema.prisma, model Delivery). Only the claim, the renewal and the
+ * always true and sets `linkgate.lease_only` for the rest of the transaction, so the dashboard's
+ * per-state trigger on deliveries returns at once (dashboard.count_updated_deliveries in
+ * dashboard-states.sql; prisma/schema.prisma, model Delivery). Only the claim, the renewal and the
  * release carry it: a statement that changes a status, a webhook or a creation time must not,
- * or the console's counts miss the change.
+ * or the dashboard's counts miss the change.
  */
 const LEASE_ONLY = "set_config('linkgate.lease_only', 'on', true) IS NOT NULL";
 

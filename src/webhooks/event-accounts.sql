@@ -1,19 +1,21 @@
 -- Repeatable migration (src/db/repeatable.ts): re-created whenever this file changes.
 --
--- The account an event is about, for the support view's recent events of an account
--- (src/console/), read without scanning the outbox: data.user.user_id on every user.* event,
+-- The account an event is about, for the dashboard's users view: an account's recent events
+-- (src/support/users.ts), read without scanning the outbox: data.user.user_id on every user.* event,
 -- data.user_id on a security event that names one; and the secondary of a merge or unmerge
 -- (whose user is the primary). Both are IMMUTABLE because the expression indexes
 -- outbox_events_account_idx and outbox_events_secondary_account_idx (migration
 -- 20261123091300_console_rollups) are built on them: a change to what they return must come
 -- with a REINDEX of those two indexes in an ordinary migration, or the indexes keep the old
--- answers.
-CREATE OR REPLACE FUNCTION console.event_account(body text) RETURNS text
+-- answers. Schema "dashboard" was named "console" before migration
+-- 20261125170500_dashboard_schema, which left console.event_account and
+-- console.event_secondary_account as wrappers for the build before it.
+CREATE OR REPLACE FUNCTION dashboard.event_account(body text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT coalesce(j #>> '{data,user,user_id}', j #>> '{data,user_id}') FROM (SELECT body::jsonb AS j) AS e
 $$;
 
-CREATE OR REPLACE FUNCTION console.event_secondary_account(body text) RETURNS text
+CREATE OR REPLACE FUNCTION dashboard.event_secondary_account(body text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT body::jsonb #>> '{data,secondary_user_id}'
 $$;

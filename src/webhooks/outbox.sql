@@ -7,12 +7,12 @@
 -- event" is written once. One statement instead of INSERTs plus fan-out plus notify: a link
 -- verify's two events took six round trips inside the business transaction.
 --
--- It counts nothing for the console: a statement trigger on every INSERT into deliveries did,
+-- It counts nothing for the dashboard: a statement trigger on every INSERT into deliveries did,
 -- and an enqueue took 3.63 ms and 560 µs of database CPU with it against 1.72 ms and 380 µs
 -- without (bench/delivery-statements.ts, one event and one delivery per commit); the delivery
 -- benchmark's open loop at 500 events/s committed only 421/s (migration
 -- 20261123120000_enqueue_without_counters). Pending deliveries are counted when the stats are
--- read instead (src/delivery/console-states.sql).
+-- read instead (src/delivery/dashboard-states.sql).
 --
 -- `p_only_webhooks[i]` limits event i to one webhook (a test event); NULL fans it out.
 CREATE OR REPLACE FUNCTION outbox_enqueue(

@@ -1,7 +1,7 @@
 // The dashboard as the project's console: what an event sent, delivery charts, and the users view
 // for support staff. Everything here needs the project's secret key.
 import { preferred } from "../../auth/accounts.ts";
-import { endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../console/users.ts";
+import { endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";
 import { CHART_RANGES, deliveryChart, type ChartCounts, type ChartPoint, type ChartRange, type DeliveryChart } from "../../delivery/charts.ts";
 import * as E from "../../errors.ts";
 import { unmergeForUser } from "../../linking/support.ts";

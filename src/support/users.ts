@@ -1,4 +1,4 @@
-// The users view of the console, for a project's support staff (secret key only): find an
+// The dashboard's users view, for a project's support staff (secret key only): find an
 // account, read its recent events, end its sessions. Every statement has the project in its
 // WHERE clause: another project's account is not found, exactly like no account.
 import { normalizeEmail, normalizePhone, type Identifier } from "../auth/identifiers.ts";
@@ -43,18 +43,19 @@ export const MAX_RECENT_EVENTS = 50;
 /**
  * The ids of the account's most recent events, newest first: those about it (its user object, or
  * its id in a security event) and the merges and unmerges it was the secondary of. Read through
- * the two partial indexes of the console migration, newest first, `limit` rows each.
+ * the two partial indexes of migration 20261123091300_console_rollups (on the functions of
+ * src/webhooks/event-accounts.sql), newest first, `limit` rows each.
  */
 export async function recentEventIds(db: DbLike, projectId: string, accountId: string, limit: number): Promise<string[]> {
   const rows = await db.prisma.$queryRaw<{ id: string }[]>`
     SELECT id FROM (
       (SELECT id, seq FROM outbox_events
-       WHERE project_id = ${projectId} AND NOT test AND console.event_account(body) = ${accountId}
+       WHERE project_id = ${projectId} AND NOT test AND dashboard.event_account(body) = ${accountId}
        ORDER BY seq DESC LIMIT ${limit}::int)
       UNION ALL
       (SELECT id, seq FROM outbox_events
        WHERE project_id = ${projectId} AND NOT test AND event_type IN ('user.merged', 'user.unmerged')
-         AND console.event_secondary_account(body) = ${accountId}
+         AND dashboard.event_secondary_account(body) = ${accountId}
        ORDER BY seq DESC LIMIT ${limit}::int)
     ) e
     ORDER BY seq DESC LIMIT ${limit}::int`;

@@ -1,13 +1,13 @@
 -- Repeatable migration (src/db/repeatable.ts): re-created whenever this file changes.
--- The tables and types these functions write (schema "console": derived data only, every row
--- follows from delivery_attempts or deliveries and can be rebuilt) change only in
--- prisma/migrations. Triggers are CREATE OR REPLACE TRIGGER (Postgres 14+): unlike DROP and
--- CREATE, it never takes an ACCESS EXCLUSIVE lock on the table, so claims keep reading
--- deliveries while it waits.
+-- The tables and types these functions write (schema "dashboard", named "console" before
+-- migration 20261125170500_dashboard_schema: derived data only, every row follows from
+-- delivery_attempts or deliveries and can be rebuilt) change only in prisma/migrations.
+-- Triggers are CREATE OR REPLACE TRIGGER (Postgres 14+): unlike DROP and CREATE, it never takes
+-- an ACCESS EXCLUSIVE lock on the table, so claims keep reading deliveries while it waits.
 
--- The webhook list's stats (src/delivery/log.ts webhooksStats): each webhook's deliveries
+-- The webhook list's stats (src/delivery/charts.ts webhooksStats): each webhook's deliveries
 -- created in the last 24 hours by state, without counting the window's deliveries at every
--- request (180 ms for 140,000 of them with 1,000,000 over 7 days). console.webhook_delivery_hours
+-- request (180 ms for 140,000 of them with 1,000,000 over 7 days). dashboard.webhook_delivery_hours
 -- holds, per webhook, hour of creation and shard, how many of them are now succeeded, failed
 -- and gone, and the latest completion of the succeeded ones (migrations
 -- 20261123101400_console_delivery_states, 20261123120000_enqueue_without_counters).
@@ -26,7 +26,7 @@
 -- delivery left its hour) locks the shards it rewrites in key order. A row opened for a new hour
 -- drops the rows older than 26 hours, skipping rows another transaction is deleting instead of
 -- waiting on them in scan order (a deadlock otherwise).
-CREATE OR REPLACE FUNCTION console.add_delivery_states(batch console.delivery_state_change[]) RETURNS void
+CREATE OR REPLACE FUNCTION dashboard.add_delivery_states(batch dashboard.delivery_state_change[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   opened boolean;
@@ -43,7 +43,7 @@ BEGIN
       AND EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = b.webhook_id)
     GROUP BY b.webhook_id, b.hour
   ), added AS (
-    INSERT INTO console.webhook_delivery_hours AS s (webhook_id, hour, shard, pending, succeeded, failed, gone, last_ok)
+    INSERT INTO dashboard.webhook_delivery_hours AS s (webhook_id, hour, shard, pending, succeeded, failed, gone, last_ok)
     SELECT webhook_id, hour, (pg_backend_pid() % 32)::smallint, 0, succeeded, failed, gone, ok FROM c
     ORDER BY webhook_id, hour
     ON CONFLICT (webhook_id, hour, shard) DO UPDATE
@@ -57,11 +57,11 @@ BEGIN
   WITH r AS (
     SELECT DISTINCT b.webhook_id, b.hour FROM unnest(batch) AS b WHERE b.recount
   ), locked AS (
-    SELECT s.webhook_id, s.hour, s.shard FROM console.webhook_delivery_hours s JOIN r USING (webhook_id, hour)
+    SELECT s.webhook_id, s.hour, s.shard FROM dashboard.webhook_delivery_hours s JOIN r USING (webhook_id, hour)
     ORDER BY s.webhook_id, s.hour, s.shard
     FOR UPDATE OF s
   )
-  UPDATE console.webhook_delivery_hours s
+  UPDATE dashboard.webhook_delivery_hours s
   SET last_ok = (SELECT max(d.completed_at) FROM public.deliveries d
                  WHERE d.webhook_id = s.webhook_id AND d.created_at >= s.hour AND d.created_at < s.hour + interval '1 hour'
                    AND d.status = 'succeeded')
@@ -69,9 +69,9 @@ BEGIN
   WHERE s.webhook_id = l.webhook_id AND s.hour = l.hour AND s.shard = l.shard;
 
   IF opened THEN
-    DELETE FROM console.webhook_delivery_hours o
+    DELETE FROM dashboard.webhook_delivery_hours o
     WHERE (o.webhook_id, o.hour, o.shard) IN (
-      SELECT webhook_id, hour, shard FROM console.webhook_delivery_hours
+      SELECT webhook_id, hour, shard FROM dashboard.webhook_delivery_hours
       WHERE hour < date_trunc('hour', now() - interval '26 hours')
       FOR UPDATE SKIP LOCKED);
   END IF;
@@ -80,19 +80,19 @@ $$;
 
 -- A delivery inserted in a finished state (linkgate never does; seeds and tests do). A row
 -- trigger whose WHEN skips pending rows before any function runs, so an enqueue pays nothing.
-CREATE OR REPLACE FUNCTION console.count_inserted_finished_delivery() RETURNS trigger
+CREATE OR REPLACE FUNCTION dashboard.count_inserted_finished_delivery() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM console.add_delivery_states(ARRAY[ROW(NEW.webhook_id, date_trunc('hour', NEW.created_at), NEW.status, 1,
-                                                CASE WHEN NEW.status = 'succeeded' THEN NEW.completed_at END, false)::console.delivery_state_change]);
+  PERFORM dashboard.add_delivery_states(ARRAY[ROW(NEW.webhook_id, date_trunc('hour', NEW.created_at), NEW.status, 1,
+                                                CASE WHEN NEW.status = 'succeeded' THEN NEW.completed_at END, false)::dashboard.delivery_state_change]);
   RETURN NULL;
 END
 $$;
 
-CREATE OR REPLACE TRIGGER deliveries_console_states_insert_finished
+CREATE OR REPLACE TRIGGER deliveries_dashboard_states_insert_finished
 AFTER INSERT ON public.deliveries
 FOR EACH ROW WHEN (NEW.status <> 'pending')
-EXECUTE FUNCTION console.count_inserted_finished_delivery();
+EXECUTE FUNCTION dashboard.count_inserted_finished_delivery();
 
 -- An update changes the counts only when a delivery changes state (or a succeeded one its
 -- completion). Claims, lease renewals and releases write only lease_until and leased_by, and
@@ -101,13 +101,13 @@ EXECUTE FUNCTION console.count_inserted_finished_delivery();
 -- (EXPLAIN ANALYZE, 40,000 pending over 10 webhooks; migration
 -- 20261123120200_lease_statements_skip_state_counts). A trigger with transition tables cannot
 -- be limited to some columns: Postgres refuses UPDATE OF with REFERENCING.
-CREATE OR REPLACE FUNCTION console.count_updated_deliveries() RETURNS trigger
+CREATE OR REPLACE FUNCTION dashboard.count_updated_deliveries() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
   IF current_setting('linkgate.lease_only', true) = 'on' THEN
     RETURN NULL;
   END IF;
-  PERFORM console.add_delivery_states(array_agg(c))
+  PERFORM dashboard.add_delivery_states(array_agg(c))
   FROM (
     SELECT o.id, o.webhook_id AS ow, o.created_at AS oc, o.status AS os, n.webhook_id AS nw, n.created_at AS nc, n.status AS ns, n.completed_at AS nok
     FROM old_rows o JOIN new_rows n ON n.id = o.id
@@ -115,8 +115,8 @@ BEGIN
        OR (n.status = 'succeeded' AND o.completed_at IS DISTINCT FROM n.completed_at)
   ) m
   CROSS JOIN LATERAL (VALUES
-    (ROW(m.ow, date_trunc('hour', m.oc), m.os, -1, NULL, m.os = 'succeeded')::console.delivery_state_change),
-    (ROW(m.nw, date_trunc('hour', m.nc), m.ns, 1, CASE WHEN m.ns = 'succeeded' THEN m.nok END, false)::console.delivery_state_change)
+    (ROW(m.ow, date_trunc('hour', m.oc), m.os, -1, NULL, m.os = 'succeeded')::dashboard.delivery_state_change),
+    (ROW(m.nw, date_trunc('hour', m.nc), m.ns, 1, CASE WHEN m.ns = 'succeeded' THEN m.nok END, false)::dashboard.delivery_state_change)
   ) AS v(c)
   WHERE greatest(m.oc, m.nc) >= date_trunc('hour', now() - interval '25 hours')
   HAVING count(*) > 0;
@@ -124,17 +124,17 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE TRIGGER deliveries_console_states_update
+CREATE OR REPLACE TRIGGER deliveries_dashboard_states_update
 AFTER UPDATE ON public.deliveries
 REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-FOR EACH STATEMENT EXECUTE FUNCTION console.count_updated_deliveries();
+FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_updated_deliveries();
 
 -- Retention, a webhook deleted: whatever removes deliveries takes them out of the counts.
-CREATE OR REPLACE FUNCTION console.count_deleted_deliveries() RETURNS trigger
+CREATE OR REPLACE FUNCTION dashboard.count_deleted_deliveries() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM console.add_delivery_states(array_agg(ROW(o.webhook_id, date_trunc('hour', o.created_at), o.status, -1,
-                                                    NULL, o.status = 'succeeded')::console.delivery_state_change))
+  PERFORM dashboard.add_delivery_states(array_agg(ROW(o.webhook_id, date_trunc('hour', o.created_at), o.status, -1,
+                                                    NULL, o.status = 'succeeded')::dashboard.delivery_state_change))
   FROM deleted o
   WHERE o.created_at >= date_trunc('hour', now() - interval '25 hours')
   HAVING count(*) > 0;
@@ -142,7 +142,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE TRIGGER deliveries_console_states_delete
+CREATE OR REPLACE TRIGGER deliveries_dashboard_states_delete
 AFTER DELETE ON public.deliveries
 REFERENCING OLD TABLE AS deleted
-FOR EACH STATEMENT EXECUTE FUNCTION console.count_deleted_deliveries();
+FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_deleted_deliveries();
