@@ -173,7 +173,7 @@ describe.each(backends)("delivery charts on %s", (backend) => {
       );
     const rows = () =>
       h.db.prisma.$queryRaw<{ hour: Date; succeeded: number; retried: number; failed: number }[]>`
-        SELECT hour, succeeded, retried, failed FROM console.webhook_hours WHERE webhook_id = ${hookC} ORDER BY hour`;
+        SELECT hour, succeeded, retried, failed FROM dashboard.webhook_hours WHERE webhook_id = ${hookC} ORDER BY hour`;
 
     it("puts each attempt in its hour: the day chart shows the last 24 hours, the week chart 7 days, and rows past 8 days are dropped", async () => {
       const old = await delivery("succeeded", 1);

@@ -155,7 +155,7 @@ describe.each(backends)("the console's webhook list and log on %s", (backend) =>
     );
     const same = async () => expect(await statsOf("wh_changes")).toEqual(await counted("wh_changes"));
     await same();
-    const rollup = () => h.db.prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM console.webhook_delivery_hours WHERE webhook_id = 'wh_changes'`;
+    const rollup = () => h.db.prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM dashboard.webhook_delivery_hours WHERE webhook_id = 'wh_changes'`;
     expect((await rollup())[0].n).toBeGreaterThan(3);
     const sql = (text: string) => h.db.prisma.$executeRawUnsafe(text);
     // the worker records results: a success, a retry, a failure, a gone

@@ -138,21 +138,21 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     // Applying the same result twice is impossible too.
     expect(await recordResults(db, "w2", [result(taken)])).toEqual([]);
 
-    // The console's rollups count each logged attempt once, applied or not (the record statement
+    // The dashboard's rollups count each logged attempt once, applied or not (the record statement
     // counts them itself, and the triggers must not count them again), and the delivery once.
     const [hours] = await db.prisma.$queryRaw<{ succeeded: number; retried: number; failed: number }[]>`
       SELECT sum(succeeded)::int AS succeeded, sum(retried)::int AS retried, sum(failed)::int AS failed
-      FROM console.webhook_hours WHERE webhook_id = ${hook.webhookId}`;
+      FROM dashboard.webhook_hours WHERE webhook_id = ${hook.webhookId}`;
     const [logged] = await db.prisma.$queryRaw<{ ok: number; not_ok: number }[]>`
       SELECT count(*) FILTER (WHERE a.status_code = 200)::int AS ok, count(*) FILTER (WHERE a.status_code <> 200)::int AS not_ok
       FROM delivery_attempts a WHERE a.delivery_id = ${late.deliveryId}`;
     expect(hours).toEqual({ succeeded: logged.ok, retried: logged.not_ok, failed: 0 });
     const [states] = await db.prisma.$queryRaw<{ succeeded: number; failed: number }[]>`
-      SELECT sum(succeeded)::int AS succeeded, sum(failed)::int AS failed FROM console.webhook_delivery_hours WHERE webhook_id = ${hook.webhookId}`;
+      SELECT sum(succeeded)::int AS succeeded, sum(failed)::int AS failed FROM dashboard.webhook_delivery_hours WHERE webhook_id = ${hook.webhookId}`;
     expect(states).toEqual({ succeeded: 1, failed: 0 });
   });
 
-  it("a batch whose every lease was lost still counts its logged attempts in the console", async () => {
+  it("a batch whose every lease was lost still counts its logged attempts in the dashboard's rollups", async () => {
     const hook = await seedWebhook(db, masterKey, { url: URL_ });
     await enqueueEvents(db, hook.projectId, 2);
     const late = await claim("w1");
@@ -160,7 +160,7 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     expect(await recordResults(db, "w1", late.map((c) => result(c, { status: "failed", statusCode: 500 })))).toEqual([]);
     const [hours] = await db.prisma.$queryRaw<{ succeeded: number; retried: number; failed: number }[]>`
       SELECT sum(succeeded)::int AS succeeded, sum(retried)::int AS retried, sum(failed)::int AS failed
-      FROM console.webhook_hours WHERE webhook_id = ${hook.webhookId}`;
+      FROM dashboard.webhook_hours WHERE webhook_id = ${hook.webhookId}`;
     // Logged, not applied: the deliveries are still pending, so these attempts were retried.
     expect(hours).toEqual({ succeeded: 0, retried: 2, failed: 0 });
   });
