@@ -160,10 +160,10 @@ export async function measureStatements(serverUrl: string, url: string, database
     });
     const on = await phase();
     const rows = [row(`claim (${LIMIT} per call)`, on.claim, on.hot), row(`record (${LIMIT} per call)`, on.record, on.hot)];
-    // The console's hourly rollups (migration 20261123091300_console_rollups) are kept by a
+    // The dashboard's hourly rollups (migration 20261123091300_console_rollups) are kept by a
     // statement trigger on delivery_attempts, which the record statement fires: its share, measured
     // by the same loop with the trigger off.
-    const trigger = "delivery_attempts_console_hours";
+    const trigger = "delivery_attempts_dashboard_hours";
     const [{ present }] = await db.prisma.$queryRaw<{ present: boolean }[]>`SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = ${trigger}) AS present`;
     if (present) {
       await db.prisma.$executeRawUnsafe(`ALTER TABLE delivery_attempts DISABLE TRIGGER ${trigger}`);
@@ -182,7 +182,7 @@ export async function measureStatements(serverUrl: string, url: string, database
 /**
  * The outbox's statement (enqueue(): the event, its one delivery and the NOTIFY), one event per
  * call and per commit as in the open loop, with every trigger on `deliveries` that an enqueue can
- * fire, and then with them off: what the console's counters cost the path from commit to send.
+ * fire, and then with them off: what the dashboard's counters cost the path from commit to send.
  */
 async function measureEnqueue(
   db: Database,

@@ -1,4 +1,4 @@
-// `npm run bench -- <name…>`: link and delivery by default; signin, soak, fairness, console and start only when named. Prints a table per benchmark.
+// `npm run bench -- <name…>`: link and delivery by default; signin, soak, fairness, dashboard and start only when named. Prints a table per benchmark.
 import os from "node:os";
 import pg from "pg";
 import type { Backend } from "../test/support/db.ts";
@@ -51,10 +51,10 @@ if (wanted.includes("fairness")) {
   const { main: fairness } = await import("./fairness.ts");
   await fairness();
 }
-if (wanted.includes("console")) {
+if (wanted.includes("dashboard")) {
   // Postgres only, and only when asked for: seeding its data set takes minutes (BENCH_KEEP=1 keeps it).
-  const { main: consoleViews } = await import("./console.ts");
-  await consoleViews();
+  const { main: dashboardViews } = await import("./dashboard.ts");
+  await dashboardViews();
 }
 if (wanted.includes("start")) {
   // Only when asked for: starts and stops the server about 30 times (about a minute).

@@ -129,15 +129,15 @@ async function logBatches() {
       const plan = (await client.query(`EXPLAIN (ANALYZE) ${text}`, values)).rows.map((r: Record<string, string>) => r["QUERY PLAN"]);
       const ms = (re: RegExp) => Number(re.exec(plan.find((l: string) => re.test(l)) ?? "")?.[1] ?? NaN);
       statement.push(ms(/^Execution Time: ([\d.]+) ms/));
-      trigger.push(ms(/^Trigger delivery_attempts_console_hours: time=([\d.]+)/));
+      trigger.push(ms(/^Trigger delivery_attempts_dashboard_hours: time=([\d.]+)/));
     }
   } finally {
     await client.query("BEGIN");
     await client.query("DELETE FROM delivery_attempts WHERE id LIKE 'att_bench_%'");
-    await client.query("DELETE FROM console.webhook_hours WHERE hour >= $1", [since]);
-    await client.query("DELETE FROM console.project_hours WHERE hour >= $1", [since]);
+    await client.query("DELETE FROM dashboard.webhook_hours WHERE hour >= $1", [since]);
+    await client.query("DELETE FROM dashboard.project_hours WHERE hour >= $1", [since]);
     await client.query(
-      `SELECT console.add_outcomes(array_agg(console.outcome(d.project_id, d.webhook_id, d.status, d.attempts, a.attempt, a.started_at, a.status_code, a.duration_ms)))
+      `SELECT dashboard.add_outcomes(array_agg(dashboard.outcome(d.project_id, d.webhook_id, d.status, d.attempts, a.attempt, a.started_at, a.status_code, a.duration_ms)))
        FROM delivery_attempts a JOIN deliveries d ON d.id = a.delivery_id WHERE a.started_at >= $1 HAVING count(*) > 0`,
       [since],
     );
@@ -158,8 +158,8 @@ const enqueueBatch = (tag: string) => (i: number): [string, unknown[]] => [
 const withIndexes = await inRolledBack(null, batches, enqueueBatch("i"));
 const withoutIndexes = await inRolledBack("DROP INDEX outbox_events_account_idx; DROP INDEX outbox_events_secondary_account_idx", batches, enqueueBatch("x"));
 
-const rollupRows = (await client.query(`SELECT (SELECT count(*) FROM console.webhook_hours)::int AS hooks, (SELECT count(*) FROM console.project_hours)::int AS projects`)).rows[0];
-const size = (await client.query(`SELECT pg_size_pretty(pg_total_relation_size('console.webhook_hours') + pg_total_relation_size('console.project_hours')) AS size`)).rows[0].size;
+const rollupRows = (await client.query(`SELECT (SELECT count(*) FROM dashboard.webhook_hours)::int AS hooks, (SELECT count(*) FROM dashboard.project_hours)::int AS projects`)).rows[0];
+const size = (await client.query(`SELECT pg_size_pretty(pg_total_relation_size('dashboard.webhook_hours') + pg_total_relation_size('dashboard.project_hours')) AS size`)).rows[0].size;
 
 console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(1)).join(" ")} (other processes share it)`);
 console.log(`\n## chart reads (${RUNS} runs each; "from the log" is the same series aggregated from deliveries and attempts)\n`);

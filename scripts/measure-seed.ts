@@ -1,10 +1,10 @@
-// The data set of the console measurements (scripts/measure-console.ts, scripts/measure-charts.ts):
+// The data set of the dashboard measurements (scripts/measure-dashboard.ts, scripts/measure-charts.ts):
 // a whole linkgate on its own Postgres database with 1,000,000 deliveries over the last 7 days and
 // 100,000 accounts, written in bulk with SQL (the delivery worker's own statement would take hours
 // for that many). The rollup trigger runs as it does in production: attempts are logged in
 // batched INSERTs.
 //
-// The database is `lg_measure_console` on the server of TEST_DATABASE_URL / DATABASE_URL (default
+// The database is `lg_measure_dashboard` on the server of TEST_DATABASE_URL / DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/postgres). It is kept between runs with --keep and reused when
 // it already holds the data set; otherwise it is dropped at the end.
 import { randomBytes } from "node:crypto";
@@ -25,8 +25,8 @@ export const WEBHOOKS = 10;
 /** Half of all deliveries go to the first webhook: the busiest one a view can show. */
 export const BUSY_WEBHOOK = "wh_measure_0";
 
-const NAME = "lg_measure_console";
-const API_KEY = "lg_sk_measure_console_0123456789abcdef";
+const NAME = "lg_measure_dashboard";
+const API_KEY = "lg_sk_measure_dashboard_0123456789abcdef";
 const SECRET_KEY = Buffer.alloc(32, 7).toString("base64");
 
 const server = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/postgres";

@@ -1,4 +1,4 @@
-// The dashboard (the project's console) in a real browser (Debian's Chromium via playwright-core)
+// The dashboard in a real browser (Debian's Chromium via playwright-core)
 // against a whole app on a loopback port, a delivery worker and a real receiver: what an owner and
 // support staff do, checked on the page, at the receiver and in the database; every control used
 // from the keyboard, nothing wider than a phone, no request leaving the origin and no CSP
@@ -285,7 +285,7 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
   });
 
 
-  // ---- the console: what was sent, charts, users ------------------------------------------------
+  // ---- what was sent, charts, users ------------------------------------------------------------
 
   /** Tabs through the page from the top; fails unless every visible control got the focus. */
   async function everyControlTakesTheFocus(view: string) {

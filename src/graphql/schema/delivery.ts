@@ -177,7 +177,7 @@ function deliveriesWhere(webhook: { id: string; projectId: string }, args: { sta
 builder.prismaObjectFields(Webhook, (t) => ({
   // A findMany of deliveries, not the relation nested in the webhook's query: Prisma's cursor on a
   // nested relation took 5.4 s for a page after the first at 500,000 deliveries (measured with
-  // scripts/measure-console.ts), the same cursor on a top-level findMany 27 ms.
+  // scripts/measure-dashboard.ts), the same cursor on a top-level findMany 27 ms.
   deliveries: t.prismaConnection(
     {
       type: Delivery,

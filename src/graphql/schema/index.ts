@@ -11,6 +11,6 @@ import "./webhook.ts";
 import "./oauth-client.ts";
 import "./delivery.ts";
 import "./admin.ts";
-import "./console.ts";
+import "./dashboard.ts";
 
 export const schema = builder.toSchema({ sortSchema: true });

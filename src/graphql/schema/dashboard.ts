@@ -1,4 +1,4 @@
-// The dashboard as the project's console: what an event sent, delivery charts, and the users view
+// The dashboard: what an event sent, delivery charts, and the users view
 // for support staff. Everything here needs the project's secret key.
 import { preferred } from "../../auth/accounts.ts";
 import { endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";

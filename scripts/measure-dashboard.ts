@@ -1,10 +1,10 @@
-// `npx tsx scripts/measure-console.ts [--keep]`: how long each view of the dashboard takes to
+// `npx tsx scripts/measure-dashboard.ts [--keep]`: how long each view of the dashboard takes to
 // answer with 1,000,000 deliveries and 100,000 accounts on Postgres (the data set of
 // scripts/measure-seed.ts). Each view sends the GraphQL documents the page sends
 // (dashboard/src/operations.ts), in parallel as the page does, through the whole app (HTTP
 // handling, credentials, limits, Pothos, Prisma); the time is until the last answer is read.
 // A measurement, not a test: it prints a table and says which views, if any, took 200 ms or more.
-// `npm run bench -- console` runs the same measurement (bench/console.ts).
+// `npm run bench -- dashboard` runs the same measurement (bench/dashboard.ts).
 import os from "node:os";
 import { pathToFileURL } from "node:url";
 import { OPERATIONS } from "../dashboard/src/operations.ts";
@@ -15,10 +15,10 @@ const WARMUP = 3;
 export const LIMIT_MS = 200;
 
 export type ViewTiming = { view: string; documents: string; "median ms": number; "p95 ms": number; "max ms": number };
-export type ConsoleMeasurement = { rows: ViewTiming[]; counts: string; machine: string };
+export type DashboardMeasurement = { rows: ViewTiming[]; counts: string; machine: string };
 
 /** Times every view of the dashboard on the seeded database, `runs` times each after warm-up runs. */
-export async function measureConsole(opts: { keep: boolean; runs: number }): Promise<ConsoleMeasurement> {
+export async function measureDashboard(opts: { keep: boolean; runs: number }): Promise<DashboardMeasurement> {
   const m = await openMeasured({ keep: opts.keep });
   try {
     return await measureViews(m, opts.runs);
@@ -27,7 +27,7 @@ export async function measureConsole(opts: { keep: boolean; runs: number }): Pro
   }
 }
 
-async function measureViews(m: Measured, runs: number): Promise<ConsoleMeasurement> {
+async function measureViews(m: Measured, runs: number): Promise<DashboardMeasurement> {
   async function gql(query: string, variables: Record<string, unknown>): Promise<any> {
     const res = await m.app.fetch(
       new Request("http://measure.local/graphql", {
@@ -114,7 +114,7 @@ export function goalLines(rows: ViewTiming[]): string[] {
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const result = await measureConsole({ keep: process.argv.includes("--keep"), runs: Number(process.env.RUNS ?? 30) });
+  const result = await measureDashboard({ keep: process.argv.includes("--keep"), runs: Number(process.env.RUNS ?? 30) });
   console.log(`${result.machine}\n\n${result.counts}\n`);
   console.table(result.rows);
   const lines = goalLines(result.rows);

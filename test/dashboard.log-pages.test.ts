@@ -21,7 +21,7 @@ const Q = {
   stats: `query($first: Int!) { webhooks(first: $first) { edges { node { id stats { succeeded failed gone pending pendingCapped successRate lastSuccessAt } } } } }`,
 };
 
-describe.each(backends)("the console's webhook list and log on %s", (backend) => {
+describe.each(backends)("the dashboard's webhook list and log on %s", (backend) => {
   let h: Harness;
   let otherProject = "";
   const now = Date.now();

@@ -1,4 +1,4 @@
-// The console's users view and event lookup through GraphQL, on PGlite and Postgres: support
+// The dashboard's users view and event lookup through GraphQL, on PGlite and Postgres: support
 // staff find an account by e-mail, phone or id and see its identifiers, merge partner, passkeys,
 // sessions and recent events with their deliveries; end its sessions; unmerge it for its user
 // with the events a user's own unmerge emits plus who did it, and no recent sign-in asked for.
@@ -32,7 +32,7 @@ const Q = {
 
 type User = { token: string; accountId: string };
 
-describe.each(backends)("the console's users view on %s", (backend) => {
+describe.each(backends)("the dashboard's users view on %s", (backend) => {
   let h: Harness;
   let otherKey: Record<string, string>;
   let webhookId = "";
