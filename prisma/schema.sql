@@ -15,9 +15,11 @@ CREATE TYPE public.api_key_kind AS ENUM ('secret', 'publishable');
 
 CREATE TYPE public.delivery_status AS ENUM ('pending', 'succeeded', 'failed', 'gone');
 
-CREATE TYPE public.identifier_kind AS ENUM ('email', 'phone');
+CREATE TYPE public.identifier_kind AS ENUM ('email', 'phone', 'external');
 
 CREATE TYPE public.identifier_origin AS ENUM ('own', 'attached');
+
+CREATE TYPE public.identity_provider_preset AS ENUM ('oidc', 'google', 'apple', 'microsoft', 'gitlab', 'github');
 
 CREATE TYPE public.merge_role AS ENUM ('primary', 'secondary');
 
@@ -25,7 +27,7 @@ CREATE TYPE public.notice_status AS ENUM ('pending', 'sent', 'failed');
 
 CREATE TYPE public.oauth_client_type AS ENUM ('public', 'confidential');
 
-CREATE TYPE public.otp_purpose AS ENUM ('sign_in', 'link', 'reauth');
+CREATE TYPE public.otp_purpose AS ENUM ('sign_in', 'link', 'reauth', 'external_confirm');
 
 CREATE TYPE public.webauthn_purpose AS ENUM ('registration', 'authentication');
 
@@ -150,6 +152,38 @@ CREATE TABLE public.event_retention (
     swept_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
 );
 
+CREATE TABLE public.external_flows (
+    id text NOT NULL,
+    project_id text NOT NULL,
+    provider_id text NOT NULL,
+    purpose text NOT NULL,
+    account_id text,
+    session_id text,
+    redirect_uri text NOT NULL,
+    state_hash text NOT NULL,
+    nonce text NOT NULL,
+    code_verifier text NOT NULL,
+    code_hash text,
+    issuer text,
+    subject text,
+    email text,
+    email_verified boolean,
+    name text,
+    result jsonb,
+    created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    expires_at timestamp(3) without time zone NOT NULL,
+    consumed_at timestamp(3) without time zone
+);
+
+CREATE TABLE public.external_identities (
+    identifier_id text NOT NULL,
+    provider_id text,
+    email text,
+    email_verified boolean,
+    name text,
+    updated_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+);
+
 CREATE TABLE public.identifiers (
     id text NOT NULL,
     project_id text NOT NULL,
@@ -158,6 +192,20 @@ CREATE TABLE public.identifiers (
     value text NOT NULL,
     origin public.identifier_origin NOT NULL,
     created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+);
+
+CREATE TABLE public.identity_providers (
+    id text NOT NULL,
+    project_id text NOT NULL,
+    slug text NOT NULL,
+    preset public.identity_provider_preset NOT NULL,
+    display_name text NOT NULL,
+    issuer text NOT NULL,
+    client_id text NOT NULL,
+    client_secret text,
+    scopes text NOT NULL,
+    created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    updated_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
 );
 
 CREATE TABLE public.known_sign_ins (
@@ -228,7 +276,8 @@ CREATE TABLE public.otp_states (
     consumed_at timestamp(3) without time zone,
     result jsonb,
     created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
-    session_id text
+    session_id text,
+    external_flow_id text
 );
 
 CREATE TABLE public.outbox_events (
@@ -342,7 +391,13 @@ ALTER TABLE ONLY public.delivery_attempts ADD CONSTRAINT delivery_attempts_pkey 
 
 ALTER TABLE ONLY public.event_retention ADD CONSTRAINT event_retention_pkey PRIMARY KEY (project_id);
 
+ALTER TABLE ONLY public.external_flows ADD CONSTRAINT external_flows_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.external_identities ADD CONSTRAINT external_identities_pkey PRIMARY KEY (identifier_id);
+
 ALTER TABLE ONLY public.identifiers ADD CONSTRAINT identifiers_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.identity_providers ADD CONSTRAINT identity_providers_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.known_sign_ins ADD CONSTRAINT known_sign_ins_pkey PRIMARY KEY (id);
 
@@ -392,9 +447,17 @@ ALTER TABLE ONLY public.deliveries ADD CONSTRAINT deliveries_webhook_id_fkey FOR
 
 ALTER TABLE ONLY public.delivery_attempts ADD CONSTRAINT delivery_attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES public.deliveries(id) ON UPDATE CASCADE ON DELETE CASCADE;
 
+ALTER TABLE ONLY public.external_flows ADD CONSTRAINT external_flows_provider_id_fkey FOREIGN KEY (provider_id) REFERENCES public.identity_providers(id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.external_identities ADD CONSTRAINT external_identities_identifier_id_fkey FOREIGN KEY (identifier_id) REFERENCES public.identifiers(id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.external_identities ADD CONSTRAINT external_identities_provider_id_fkey FOREIGN KEY (provider_id) REFERENCES public.identity_providers(id) ON UPDATE CASCADE ON DELETE SET NULL;
+
 ALTER TABLE ONLY public.identifiers ADD CONSTRAINT identifiers_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id) ON UPDATE CASCADE ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.identifiers ADD CONSTRAINT identifiers_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON UPDATE CASCADE ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.identity_providers ADD CONSTRAINT identity_providers_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON UPDATE CASCADE ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.oauth_clients ADD CONSTRAINT oauth_clients_project_id_fkey FOREIGN KEY (project_id) REFERENCES public.projects(id) ON UPDATE CASCADE ON DELETE CASCADE;
 
@@ -424,9 +487,15 @@ CREATE INDEX delivery_attempts_delivery_id_idx ON public.delivery_attempts USING
 
 CREATE INDEX delivery_attempts_started_at_idx ON public.delivery_attempts USING btree (started_at);
 
+CREATE INDEX external_flows_expires_at_idx ON public.external_flows USING btree (expires_at);
+
+CREATE UNIQUE INDEX external_flows_state_hash_key ON public.external_flows USING btree (state_hash);
+
 CREATE INDEX identifiers_account_id_idx ON public.identifiers USING btree (account_id);
 
 CREATE UNIQUE INDEX identifiers_project_id_kind_value_key ON public.identifiers USING btree (project_id, kind, value);
+
+CREATE UNIQUE INDEX identity_providers_project_id_slug_key ON public.identity_providers USING btree (project_id, slug);
 
 CREATE INDEX known_sign_ins_last_at_idx ON public.known_sign_ins USING btree (last_at);
 
@@ -858,7 +927,7 @@ BEGIN
       SELECT 'ntc_' || replace(gen_random_uuid()::text, '-', ''), p_project, r.kind, r.value, p_notice_subjects[1], p_notice_texts[1], v_now, v_now
       FROM (SELECT DISTINCT i.kind, i.value FROM identifiers i JOIN accounts a ON a.id = i.account_id
             WHERE (i.account_id = p_account OR (a.merged_with_id = p_account AND a.merge_role = 'secondary'))
-              AND NOT (i.kind = v_kind AND i.value = v_value)) AS r;
+              AND i.kind <> 'external' AND NOT (i.kind = v_kind AND i.value = v_value)) AS r;
     UPDATE otp_states SET consumed_at = v_now, result = p_attached_result::jsonb WHERE id = p_state;
     outcome := 'attached';
     stored := p_attached_result;
@@ -904,7 +973,7 @@ BEGIN
   INSERT INTO notices (id, project_id, kind, value, subject, text, next_attempt_at, created_at)
     SELECT 'ntc_' || replace(gen_random_uuid()::text, '-', ''), p_project, r.kind, r.value, p_notice_subjects[r.n], p_notice_texts[r.n], v_now, v_now
     FROM (SELECT DISTINCT i.kind, i.value, CASE WHEN i.account_id = p_account THEN 2 ELSE 3 END AS n
-          FROM identifiers i WHERE i.account_id IN (p_account, v_other.id)) AS r;
+          FROM identifiers i WHERE i.account_id IN (p_account, v_other.id) AND i.kind <> 'external') AS r;
   UPDATE otp_states SET consumed_at = v_now, result = p_merged_result::jsonb WHERE id = p_state;
   outcome := 'merged';
   stored := p_merged_result;

@@ -23,6 +23,7 @@ import { dashboardRoutes } from "./http/routes/dashboard.ts";
 import { graphiqlRoutes } from "./http/routes/graphiql.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { hostedPageRoutes, resolvePagesKey, type PagesKey } from "./http/routes/pages.ts";
+import { externalRoutes } from "./http/routes/external.ts";
 import { linkRoutes } from "./http/routes/link.ts";
 import { CLIENT_CORS_PATHS, oauthRoutes } from "./http/routes/oauth.ts";
 import { httpMetrics, metricsRoutes } from "./http/routes/metrics.ts";
@@ -121,6 +122,7 @@ function routes(deps: Deps, expectedMigrations: number, pagesKey: PagesKey) {
   app.route("/", metricsRoutes());
   app.route("/", authRoutes());
   app.route("/", linkRoutes());
+  app.route("/", externalRoutes());
   app.route("/", oauthRoutes());
   app.route("/", passkeyRoutes());
   app.route("/", webhookRoutes());

@@ -67,6 +67,20 @@ export const ERRORS = {
       "The events pull reaches back as far as the events' retention (LINKGATE_RETENTION_EVENTS_DAYS, 30 days by default): events after this cursor have already been removed. Pull again without `after` to read from the oldest event kept, and reconcile anything older another way.",
     graphql: "result",
   },
+  InvalidRedirectUri: {
+    status: 400,
+    message: "that redirect_uri is not registered for this project",
+    meaning:
+      "An external sign-in or link returns only to the hosted /login page or to a redirect URI registered on one of the project's first-party OAuth clients (docs/external-identities.md).",
+    graphql: "result",
+  },
+  ExternalSignInFailed: {
+    status: 400,
+    message: "the sign-in at the other service did not succeed",
+    meaning:
+      "The identity provider refused the sign-in, or its answer failed a check (state, nonce, PKCE, signature, issuer, audience, expiry, a code already used); nothing was changed. Start again.",
+    graphql: "result",
+  },
   Unauthenticated: {
     status: 401,
     message: "missing or invalid credentials",
@@ -108,6 +122,12 @@ export const ERRORS = {
     status: 404,
     message: "no such webhook",
     meaning: "No webhook with that id in this project (another project's webhook is not found either).",
+    graphql: "result",
+  },
+  ProviderNotFound: {
+    status: 404,
+    message: "no such identity provider",
+    meaning: "No identity provider with that slug (or id) in this project.",
     graphql: "result",
   },
   DeliveryNotFound: { status: 404, message: "no such delivery", meaning: "No delivery with that id in this project.", graphql: "result" },
@@ -173,6 +193,12 @@ export const ERRORS = {
       "Too many codes sent, wrong codes tried, or unauthenticated calls from one client address: wait `Retry-After` seconds (GraphQL: `retryAfterSeconds`), then try again.",
     graphql: "result",
   },
+  UpstreamUnavailable: {
+    status: 502,
+    message: "the identity provider could not be reached in time; try again shortly",
+    meaning: "The external identity provider did not answer within LINKGATE_UPSTREAM_TIMEOUT_MS, or its address is not allowed; nothing was changed.",
+    graphql: "result",
+  },
   ServiceUnavailable: {
     status: 503,
     message: "the service is temporarily unavailable; try again shortly",
@@ -224,6 +250,12 @@ export class InvalidEventType extends domain("InvalidEventType") {}
 export class CursorExpired extends domain("CursorExpired") {}
 export class PasskeyInvalid extends domain("PasskeyInvalid") {}
 export class AccountMerged extends domain("AccountMerged") {}
+export class ProviderNotFound extends domain("ProviderNotFound") {}
+export class InvalidRedirectUri extends domain("InvalidRedirectUri") {}
+/** The external identity provider refused, or its answer failed a check: nothing changed. */
+export class ExternalSignInFailed extends domain("ExternalSignInFailed") {}
+/** The external identity provider is down, too slow, or at an address that is not allowed. */
+export class UpstreamUnavailable extends domain("UpstreamUnavailable") {}
 
 export class RateLimited extends domain("RateLimited") {
   constructor(

@@ -24,6 +24,7 @@ export const RATE_LIMITS = [
   "notices_per_account",
   "sign_in_options_per_address",
   "provider_pages_per_address",
+  "external_flows_per_address",
 ] as const;
 export type RateLimitName = (typeof RATE_LIMITS)[number];
 

@@ -40,6 +40,12 @@ const ROUTES = [
   "POST /users/link/verify",
   "POST /users/link/remove",
   "POST /users/link/unmerge",
+  "GET /auth/external/providers",
+  "POST /auth/external/start",
+  "POST /auth/external/complete",
+  "POST /auth/external/confirm",
+  "POST /users/link/external/start",
+  "POST /users/link/external/verify",
   "POST /auth/passkey/registration/options",
   "POST /auth/passkey/registration/verify",
   "POST /auth/passkey/sign-in/options",
@@ -475,7 +481,7 @@ describe("the reference page at /docs", () => {
     for (const other of ["package.json", "index.html", "swagger-initializer.js", "..%2F..%2Fpackage.json"]) expect((await get(base + other)).status, other).toBe(404);
   });
 
-  it.skipIf(!!chromiumMissing)("renders all 23 operations in Chromium, opens some, with no CSP violation and no request off the site", async () => {
+  it.skipIf(!!chromiumMissing)("renders all 29 operations in Chromium, opens some, with no CSP violation and no request off the site", async () => {
     const site = await listen(async (req) => docsApp.fetch(req));
     const browser = await launchChromium();
     try {
@@ -498,7 +504,7 @@ describe("the reference page at /docs", () => {
       await page.waitForSelector(".opblock");
       const summaries = page.locator(".opblock-summary");
       expect(await summaries.count()).toBe(ROUTES.length);
-      // A few open, each with request and response schemas (opening all 23 takes ~40 s here).
+      // A few open, each with request and response schemas (opening all 29 takes ~40 s here).
       for (const path of ["/auth/otp/start", "/auth/passkey/registration/verify", "/readyz"]) {
         await summaries.filter({ has: page.locator(`[data-path="${path}"]`) }).first().click();
       }

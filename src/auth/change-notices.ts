@@ -10,7 +10,7 @@
 import type { Tx } from "../db/client.ts";
 import type { Actor } from "../deps.ts";
 import { maskIdentifier, queueNotices, type Notice } from "./notices.ts";
-import type { Identifier } from "./identifiers.ts";
+import { externalParts, isContact, type Identifier } from "./identifiers.ts";
 
 export type AccountChange =
   | { kind: "attached"; identifier: Identifier }
@@ -23,20 +23,27 @@ export type AccountChange =
   | { kind: "passkey_removed"; name?: string };
 
 const cap = (s: string) => s[0].toUpperCase() + s.slice(1);
-const noun = (i: Identifier) => (i.kind === "email" ? "an e-mail address" : "a phone number");
+const noun = (i: Identifier) => (i.kind === "email" ? "an e-mail address" : i.kind === "phone" ? "a phone number" : "a sign-in with another service");
+
+/** An identifier as a notice shows it: masked, and an external one by its provider's address only. */
+function shown(i: Identifier): string {
+  if (isContact(i)) return maskIdentifier(i);
+  const { issuer } = externalParts(i.value);
+  return `an account at ${issuer.replace(/^https?:\/\//, "")}`;
+}
 
 function describe(change: AccountChange): { subject: string; what: string; undo: string } {
   switch (change.kind) {
     case "attached":
       return {
         subject: `${cap(noun(change.identifier))} was added to your account`,
-        what: `${cap(noun(change.identifier))}, ${maskIdentifier(change.identifier)}, was added to your account. Whoever holds it can now sign in to your account.`,
-        undo: `sign in, end your other sessions, and remove ${maskIdentifier(change.identifier)} from your account`,
+        what: `${cap(noun(change.identifier))}, ${shown(change.identifier)}, was added to your account. Whoever holds it can now sign in to your account.`,
+        undo: `sign in, end your other sessions, and remove ${shown(change.identifier)} from your account`,
       };
     case "merged":
       return {
         subject: "Another account was merged into your account",
-        what: `The account of ${maskIdentifier(change.identifier)} was merged into your account. Its addresses and passkeys now sign in to your account.`,
+        what: `The account of ${shown(change.identifier)} was merged into your account. Its addresses and passkeys now sign in to your account.`,
         undo: "sign in, end your other sessions, and unmerge the accounts",
       };
     case "merged_away":
@@ -48,7 +55,7 @@ function describe(change: AccountChange): { subject: string; what: string; undo:
     case "removed":
       return {
         subject: `${cap(noun(change.identifier))} was removed from your account`,
-        what: `${maskIdentifier(change.identifier)} was removed from your account and no longer signs in to it.`,
+        what: `${shown(change.identifier)} was removed from your account and no longer signs in to it.`,
         undo: "sign in, end your other sessions, and add it again",
       };
     case "unmerged":
@@ -116,6 +123,7 @@ export function others(ids: Identifier[], except?: Identifier): Identifier[] {
  */
 export async function announce(tx: Tx, actor: Actor, change: AccountChange, recipients: Identifier[]): Promise<void> {
   const { subject, text } = noticeText(change, new Date(), actor.clientAddress);
-  const notices: Notice[] = others(recipients).map((to) => ({ to, subject, text }));
+  // an external identifier cannot be written to
+  const notices: Notice[] = others(recipients).filter(isContact).map((to) => ({ to, subject, text }));
   await queueNotices(tx, actor.projectId, notices, actor.user?.accountId);
 }

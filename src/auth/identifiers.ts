@@ -4,8 +4,21 @@ import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import { z } from "zod";
 import { IdentifierRequired, InvalidIdentifier, InvalidRequest } from "../errors.ts";
 
-export type IdentifierKind = "email" | "phone";
+/** `external`: a sign-in at an identity provider, `<issuer>#<subject>` (src/auth/external/). */
+export type IdentifierKind = "email" | "phone" | "external";
 export type Identifier = { kind: IdentifierKind; value: string };
+/** An identifier messages can reach: codes and notices go to these only. */
+export type Contact = { kind: "email" | "phone"; value: string };
+
+export const isContact = (i: Identifier): i is Contact => i.kind !== "external";
+
+/** The issuer and subject of an external identifier's value (an issuer has no `#`). */
+export function externalParts(value: string): { issuer: string; subject: string } {
+  const at = value.indexOf("#");
+  return { issuer: value.slice(0, at), subject: value.slice(at + 1) };
+}
+
+export const externalValue = (issuer: string, subject: string) => `${issuer}#${subject}`;
 
 const emailSchema = z.email();
 
@@ -27,7 +40,7 @@ export function normalizePhone(raw: string): string {
 }
 
 /** Exactly one of email / phone, each a string when present. */
-export function parseIdentifier(input: { email?: unknown; phone?: unknown }): Identifier {
+export function parseIdentifier(input: { email?: unknown; phone?: unknown }): Contact {
   const hasEmail = input.email !== undefined && input.email !== null;
   const hasPhone = input.phone !== undefined && input.phone !== null;
   if (hasEmail && hasPhone) throw new InvalidRequest("send either email or phone, not both");
@@ -36,4 +49,18 @@ export function parseIdentifier(input: { email?: unknown; phone?: unknown }): Id
   if (typeof raw !== "string") throw new InvalidRequest(`${hasEmail ? "email" : "phone"} must be a string`);
   if (raw.trim() === "") throw new IdentifierRequired();
   return hasEmail ? { kind: "email", value: normalizeEmail(raw) } : { kind: "phone", value: normalizePhone(raw) };
+}
+
+/**
+ * What remove takes: an e-mail or phone as everywhere, or an external identifier as
+ * `viewer.identifiers` shows it (`{"external": "<issuer>#<subject>"}`).
+ */
+export function parseRemovable(input: { email?: unknown; phone?: unknown; external?: unknown }): Identifier {
+  if (input.external === undefined || input.external === null) return parseIdentifier(input);
+  if (input.email != null || input.phone != null) throw new InvalidRequest("send one of email, phone or external");
+  const value = input.external;
+  if (typeof value !== "string" || value.length > 2400 || value.indexOf("#") < 1 || value.endsWith("#")) {
+    throw new InvalidIdentifier("external is an identifier's value as listed: <issuer>#<subject>");
+  }
+  return { kind: "external", value };
 }

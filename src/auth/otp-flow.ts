@@ -14,7 +14,7 @@ import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../webhooks/outbox.ts";
 import { OTPInvalid, RateLimited } from "../errors.ts";
 import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
-import type { Identifier } from "./identifiers.ts";
+import type { Contact, Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, newOtpState, OTP_MAX_TRIES, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
 import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, stateIdentifierCapped, type Check, type Counter } from "./rate-limit.ts";
@@ -69,7 +69,7 @@ const ALARMS: Array<[prefix: string, reason: string]> = [
 export async function sendOtp(
   deps: Deps,
   binding: OtpBinding,
-  identifier: Identifier,
+  identifier: Contact,
   subject: string,
   clientAddress: string,
   notOwnedBy?: { accountId: string; refuse: () => Error },
@@ -174,9 +174,14 @@ export type VerifyInStatement = { stateId: string; hash: string; maxTries: numbe
 
 export function verifyInStatement(deps: Deps, binding: OtpBinding & { accountId: string }, stateId: unknown, otp: unknown): VerifyInStatement | null {
   if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !/^\d{6}$/.test(otp)) return null;
+  return checkInStatement(deps, binding, stateId, otp);
+}
+
+/** The same rules for a code that is not typed by a person (an external sign-in's one-time code). */
+export function checkInStatement(deps: Deps, binding: OtpBinding & { accountId: string }, stateId: string, code: string): VerifyInStatement {
   return {
     stateId,
-    hash: codeHash(deps.otpKey, stateId, otp),
+    hash: codeHash(deps.otpKey, stateId, code),
     maxTries: OTP_MAX_TRIES,
     failKey: keys.failAccount(binding.accountId),
     failMax: deps.limits.failuresPerSubject.max,

@@ -15,7 +15,8 @@ import { identifierCappedCondition, type NewOtpState } from "./rate-limit.ts";
 export const OTP_TTL_MS = 10 * 60 * 1000;
 export const OTP_MAX_TRIES = 5;
 
-export type OtpPurpose = "sign_in" | "link" | "reauth";
+/** `external_confirm`: proves an e-mail before an external identity joins its account (src/auth/external/sign-in.ts) */
+export type OtpPurpose = "sign_in" | "link" | "reauth" | "external_confirm";
 /** A state is good only for this project, account, purpose and (re-authentication) session. */
 export type OtpBinding = { projectId: string; accountId: string | null; purpose: OtpPurpose; sessionId?: string };
 

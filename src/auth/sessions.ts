@@ -10,7 +10,8 @@ import { requireRecentAuth } from "./recent-auth.ts";
 
 const SESSION_TTL_MS = 30 * 24 * 3600 * 1000;
 
-export type AuthMethod = "otp" | "passkey";
+/** `fed`: an external identity provider (docs/external-identities.md) */
+export type AuthMethod = "otp" | "passkey" | "fed";
 /** Where a sign-in came from, kept on the session for the user's list of sessions. */
 export type SessionOrigin = { clientAddress?: string; userAgent?: string };
 

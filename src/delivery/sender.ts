@@ -12,7 +12,7 @@ import type { LookupAddress } from "node:dns";
 import { isIP } from "node:net";
 import { Agent, errors as undiciErrors, request } from "undici";
 import { signatureHeaders, type LiveSecrets } from "../webhooks/signing.ts";
-import { assertSafeTarget, UnsafeWebhookTarget, type LookupFn, type ResolvedAddress } from "../webhooks/target-guard.ts";
+import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget, type LookupFn, type ResolvedAddress } from "../webhooks/target-guard.ts";
 
 /** How much of a response body is kept in the attempt log. */
 export const EXCERPT_BYTES = 1024;
@@ -68,7 +68,6 @@ export type Sender = {
   close(): Promise<void>;
 };
 
-type NetLookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 export function createSender(opts: SenderOptions): Sender {
   const now = opts.now ?? Date.now;
@@ -161,24 +160,6 @@ export function requestHeaders(input: Omit<SendInput, "url"> & { timestamp: numb
  */
 export function secretRef(secret: string): string {
   return createHash("sha256").update(secret, "utf8").digest("hex").slice(0, 16);
-}
-
-/** The Agent's connect-time DNS: only the addresses the latest target check vetted for a host. */
-function pinnedLookup(vetted: Map<string, ResolvedAddress[]>) {
-  return (hostname: string, options: { all?: boolean; family?: number | string }, cb: NetLookupCallback): void => {
-    const host = hostname.toLowerCase();
-    let addresses = vetted.get(host) ?? [];
-    const family = options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family) || 0;
-    if (family) addresses = addresses.filter((a) => a.family === family);
-    if (addresses.length === 0) {
-      const err: NodeJS.ErrnoException = new Error(`no vetted address for ${hostname}`);
-      err.code = "ENOTFOUND";
-      process.nextTick(cb, err, options.all ? [] : "", 0);
-      return;
-    }
-    if (options.all) process.nextTick(cb, null, addresses.map((a) => ({ address: a.address, family: a.family })));
-    else process.nextTick(cb, null, addresses[0].address, addresses[0].family);
-  };
 }
 
 function hostOf(url: string): string | null {

@@ -107,16 +107,14 @@ function fieldsOf(schema: z.ZodObject | z.ZodUnion<z.ZodObject[]>): string[] {
 
 // Shared bodies.
 
+/** The two halves of an identifier body: `{"email"}` or `{"phone"}`. */
+export const IDENTIFIER_OBJECTS = [
+  z.strictObject({ email: z.string().openapi({ description: "an e-mail address, compared case-insensitively", example: "ada@example.com" }) }),
+  z.strictObject({ phone: z.string().openapi({ description: "a phone number in E.164: + and country code", example: "+15551234567" }) }),
+] as const;
+
 /** Exactly one of email or phone. */
-export const identifierBody = (name: string, description: string) =>
-  jsonBody(
-    name,
-    z.union([
-      z.strictObject({ email: z.string().openapi({ description: "an e-mail address, compared case-insensitively", example: "ada@example.com" }) }),
-      z.strictObject({ phone: z.string().openapi({ description: "a phone number in E.164: + and country code", example: "+15551234567" }) }),
-    ]),
-    { required: true, description },
-  );
+export const identifierBody = (name: string, description: string) => jsonBody(name, z.union([...IDENTIFIER_OBJECTS]), { required: true, description });
 
 export const otpBody = (name: string, description: string) =>
   jsonBody(

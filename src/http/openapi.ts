@@ -7,6 +7,7 @@ import type { AppEnv } from "./env.ts";
 import { BODY_LIMIT } from "./body.ts";
 import { authRoutes } from "./routes/auth.ts";
 import { healthRoutes } from "./routes/health.ts";
+import { externalRoutes } from "./routes/external.ts";
 import { linkRoutes } from "./routes/link.ts";
 import { passkeyRoutes } from "./routes/passkey.ts";
 import { webhookRoutes } from "./routes/webhooks.ts";
@@ -36,7 +37,7 @@ const TAGS = [
 function collectRoutes() {
   const api = new OpenAPIHono<AppEnv>();
   // The migration count only matters to /readyz's answer, not to its description.
-  for (const routes of [healthRoutes(0), authRoutes(), linkRoutes(), passkeyRoutes(), webhookRoutes()]) api.route("/", routes);
+  for (const routes of [healthRoutes(0), authRoutes(), linkRoutes(), externalRoutes(), passkeyRoutes(), webhookRoutes()]) api.route("/", routes);
   const registry = api.openAPIRegistry;
   registry.registerComponent("securitySchemes", "ApiKey", {
     type: "apiKey",

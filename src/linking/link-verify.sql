@@ -63,6 +63,9 @@ $$;
 -- replaced here with the user object (link_user_object) and the secondary's id read after the
 -- change: no value anywhere in an event can imitate them.
 --
+-- Notices go to e-mail addresses and phones only: an external identifier (a sign-in at another
+-- service, docs/external-identities.md) cannot be written to.
+--
 -- Outcomes: rate_limited (retry_after), invalid (no live state, no replay), replay (stored),
 -- wrong (tries, id_kind, id_value), gone, ended, a refusal's error name, attached or merged
 -- (stored).
@@ -169,7 +172,7 @@ BEGIN
       SELECT 'ntc_' || replace(gen_random_uuid()::text, '-', ''), p_project, r.kind, r.value, p_notice_subjects[1], p_notice_texts[1], v_now, v_now
       FROM (SELECT DISTINCT i.kind, i.value FROM identifiers i JOIN accounts a ON a.id = i.account_id
             WHERE (i.account_id = p_account OR (a.merged_with_id = p_account AND a.merge_role = 'secondary'))
-              AND NOT (i.kind = v_kind AND i.value = v_value)) AS r;
+              AND i.kind <> 'external' AND NOT (i.kind = v_kind AND i.value = v_value)) AS r;
     UPDATE otp_states SET consumed_at = v_now, result = p_attached_result::jsonb WHERE id = p_state;
     outcome := 'attached';
     stored := p_attached_result;
@@ -215,7 +218,7 @@ BEGIN
   INSERT INTO notices (id, project_id, kind, value, subject, text, next_attempt_at, created_at)
     SELECT 'ntc_' || replace(gen_random_uuid()::text, '-', ''), p_project, r.kind, r.value, p_notice_subjects[r.n], p_notice_texts[r.n], v_now, v_now
     FROM (SELECT DISTINCT i.kind, i.value, CASE WHEN i.account_id = p_account THEN 2 ELSE 3 END AS n
-          FROM identifiers i WHERE i.account_id IN (p_account, v_other.id)) AS r;
+          FROM identifiers i WHERE i.account_id IN (p_account, v_other.id) AND i.kind <> 'external') AS r;
   UPDATE otp_states SET consumed_at = v_now, result = p_merged_result::jsonb WHERE id = p_state;
   outcome := 'merged';
   stored := p_merged_result;

@@ -23,7 +23,8 @@ import {
   Unauthenticated,
 } from "../errors.ts";
 import { newId } from "../ids.ts";
-import { parseIdentifier, type Identifier } from "../auth/identifiers.ts";
+import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identifiers.ts";
+import type { OtpBinding } from "../auth/otp.ts";
 import { refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
@@ -100,6 +101,14 @@ export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId:
     await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
     throw new OTPInvalid();
   }
+  return decideLink(deps, actor, binding, check, identifier);
+}
+
+/**
+ * Runs link_verify for a state whose code `check` carries, and answers its outcome: the verify
+ * of a code, and of an external sign-in's one-time code (src/linking/external.ts), decide alike.
+ */
+export async function decideLink(deps: Deps, actor: UserActor, binding: OtpBinding, check: VerifyInStatement, identifier: Identifier): Promise<VerifyResult> {
   const row = await retryingConflicts(() => runLinkVerify(deps.db, linkVerifyArguments(actor, check, identifier)));
   switch (row.outcome) {
     case "attached":
@@ -200,8 +209,8 @@ function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identif
   };
 }
 
-export async function removeLink(deps: Deps, actor: UserActor, input: IdentifierInput) {
-  const identifier = parseIdentifier(input);
+export async function removeLink(deps: Deps, actor: UserActor, input: IdentifierInput & { external?: unknown }) {
+  const identifier = parseRemovable(input);
   await requireRecentAuth(deps, actor);
   await transaction(deps.prisma, async (tx) => {
     const me = await currentAccount(tx, actor);
@@ -211,7 +220,7 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
     const onSecondary = !!row && me.merge_role === "primary" && row.accountId === me.merged_with_id;
     if (!row || (row.accountId !== me.id && !onSecondary)) throw new IdentifierNotLinked();
     if (onSecondary) return separate(tx, actor, me.merged_with_id!);
-    if ((await tx.identifier.count({ where: { accountId: me.id } })) <= 1) throw new LastIdentifier();
+    if ((await signInCapable(tx, me.id)) <= 1) throw new LastIdentifier();
     await tx.identifier.delete({ where: { id: row.id } });
     await tx.account.update({ where: { id: me.id }, data: { updatedAt: new Date() } });
     await emit(tx, actor.projectId, me.id, [
@@ -249,6 +258,11 @@ export async function unmergeOnBehalf(deps: Deps, actor: UserActor, secondaryId:
   });
   deps.notices.kick();
   return { message: "Accounts unmerged successfully" as const };
+}
+
+/** Identifiers that can still sign in: an external one whose provider was deleted cannot. */
+function signInCapable(tx: Tx, accountId: string): Promise<number> {
+  return tx.identifier.count({ where: { accountId, OR: [{ kind: { not: "external" } }, { external: { providerId: { not: null } } }] } });
 }
 
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {

@@ -1,4 +1,5 @@
 import { BlockList, isIP } from "node:net";
+import type { LookupAddress } from "node:dns";
 import { lookup as dnsLookup } from "node:dns/promises";
 import { ipv4From, ipv6Words } from "../ip.ts";
 
@@ -152,4 +153,27 @@ export async function assertSafeTarget(
     }
   }
   return addresses;
+}
+
+type NetLookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * An undici Agent's connect-time DNS: only the addresses the latest target check vetted for a
+ * host, so a DNS answer that changed since the check cannot redirect the connection.
+ */
+export function pinnedLookup(vetted: Map<string, ResolvedAddress[]>) {
+  return (hostname: string, options: { all?: boolean; family?: number | string }, cb: NetLookupCallback): void => {
+    const host = hostname.toLowerCase();
+    let addresses = vetted.get(host) ?? [];
+    const family = options.family === "IPv4" ? 4 : options.family === "IPv6" ? 6 : Number(options.family) || 0;
+    if (family) addresses = addresses.filter((a) => a.family === family);
+    if (addresses.length === 0) {
+      const err: NodeJS.ErrnoException = new Error(`no vetted address for ${hostname}`);
+      err.code = "ENOTFOUND";
+      process.nextTick(cb, err, options.all ? [] : "", 0);
+      return;
+    }
+    if (options.all) process.nextTick(cb, null, addresses.map((a) => ({ address: a.address, family: a.family })));
+    else process.nextTick(cb, null, addresses[0].address, addresses[0].family);
+  };
 }

@@ -13,6 +13,7 @@ const AuthMethod = builder.enumType("AuthMethod", {
   values: {
     otp: { description: "a one-time code sent to an e-mail address or phone number" },
     passkey: { description: "a passkey" },
+    fed: { description: "an external identity provider (Google, GitHub, …)" },
   } satisfies Record<Method, { description: string }>,
 });
 

@@ -9,7 +9,11 @@ import { NEEDS } from "./root.ts";
 // lower case (ApiKeyKind predates this and keeps its upper-case names).
 const IdentifierKind = builder.enumType("IdentifierKind", {
   description: "What an identifier is.",
-  values: { email: { description: "an e-mail address" }, phone: { description: "a phone number, in E.164" } },
+  values: {
+    email: { description: "an e-mail address" },
+    phone: { description: "a phone number, in E.164" },
+    external: { description: "a sign-in at an external identity provider (Google, GitHub, …): the value is `<issuer>#<subject>`" },
+  },
 });
 const IdentifierOrigin = builder.enumType("IdentifierOrigin", {
   description: "How an identifier came to be on its account.",
@@ -34,12 +38,32 @@ export const MergeRole = builder.enumType("MergeRole", {
   },
 });
 
+type ExternalProfileShape = { email: string | null; emailVerified: boolean | null; name: string | null; providerName: string | null };
+const ExternalProfile = builder.objectRef<ExternalProfileShape>("ExternalProfile").implement({
+  description: "What an external identity provider last said of the user (profile claims only).",
+  fields: (t) => ({
+    providerName: t.exposeString("providerName", { nullable: true, description: "The provider's display name; null once the provider was deleted." }),
+    email: t.exposeString("email", { nullable: true, description: "The e-mail address the provider gave." }),
+    emailVerified: t.exposeBoolean("emailVerified", { nullable: true, description: "Whether the provider said it verified that address." }),
+    name: t.exposeString("name", { nullable: true, description: "The name the provider gave." }),
+  }),
+});
+
 builder.prismaObject("Identifier", {
-  description: "An e-mail address or phone number that signs into the account it is on.",
+  description: "An e-mail address, phone number or external sign-in (Google, GitHub, …) that signs into the account it is on.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The identifier's id." }),
-    kind: t.expose("kind", { type: IdentifierKind, description: "Whether it is an e-mail address or a phone number." }),
-    value: t.exposeString("value", { description: "The address: an e-mail address in lower case, or a phone number in E.164." }),
+    kind: t.expose("kind", { type: IdentifierKind, description: "Whether it is an e-mail address, a phone number or an external sign-in." }),
+    value: t.exposeString("value", {
+      description: "The address: an e-mail address in lower case, a phone number in E.164, or for an external sign-in `<issuer>#<subject>` (the provider's user id, never its e-mail).",
+    }),
+    externalProfile: t.field({
+      type: ExternalProfile,
+      nullable: true,
+      description: "For an external sign-in: the provider's latest profile claims. They describe the user and decide nothing.",
+      select: { external: { include: { provider: true } } },
+      resolve: (i) => i.external && { ...i.external, providerName: i.external.provider?.displayName ?? null },
+    }),
     origin: t.expose("origin", { type: IdentifierOrigin, description: "Whether the account signed up with it or it was added by linking." }),
     createdAt: t.expose("createdAt", { type: "DateTime", description: "When it came to this account." }),
   }),

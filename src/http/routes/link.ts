@@ -3,13 +3,20 @@ import { userActor } from "../credentials.ts";
 import { LINK_ERRORS, removeLink, requestLink, unmerge, verifyLink } from "../../linking/service.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody, str } from "../body.ts";
-import { BODY_ERRORS, emptyBody, errorResponses, identifierBody, ok, otpBody, registerBodies, SECURITY, StateId, USER_ERRORS } from "../api-schemas.ts";
+import { BODY_ERRORS, emptyBody, errorResponses, IDENTIFIER_OBJECTS, identifierBody, jsonBody as schemaBody, ok, otpBody, registerBodies, SECURITY, StateId, USER_ERRORS } from "../api-schemas.ts";
 
 const user = userActor;
 
 const LinkRequest = identifierBody("LinkRequestBody", "the identifier to add to the signed-in account");
 const LinkVerify = otpBody("LinkVerifyBody", "the state_id from /users/link/request and the code sent to the identifier");
-const LinkRemove = identifierBody("LinkRemoveBody", "an identifier of the signed-in account, or of its merged secondary (which separates the two)");
+const LinkRemove = schemaBody(
+  "LinkRemoveBody",
+  z.union([
+    ...IDENTIFIER_OBJECTS,
+    z.strictObject({ external: z.string().openapi({ description: "an external sign-in, as viewer.identifiers lists its value: <issuer>#<subject>", example: "https://accounts.google.com#1234567890" }) }),
+  ]),
+  { required: true, description: "an identifier of the signed-in account, or of its merged secondary (which separates the two)" },
+);
 const Unmerge = emptyBody("UnmergeBody");
 
 const tags = ["Linking"];

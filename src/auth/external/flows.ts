@@ -1,0 +1,154 @@
+// One trip to an external identity provider and back (docs/external-identities.md, "The flow"):
+//
+//   start     the app (or the hosted /login page) asks for an authorization URL and keeps the
+//             `state_id` it gets; PKCE, state and nonce stay here.
+//   callback  the provider sends the browser to /auth/external/callback; the code exchange and
+//             the ID token's checks happen here, and the browser goes on to the app's
+//             redirect_uri with a one-time `code`.
+//   complete  the app sends `state_id` and `code` together. Only the browser that started the
+//             flow has the first, only the browser the provider came back to has the second: a
+//             link or sign-in started by an attacker and finished in a victim's browser (login
+//             CSRF, the account-linking kind included) has one half only and does nothing.
+//
+// redirect_uri must be the hosted pages of this gateway or registered on one of the project's
+// first-party OAuth clients, so a code is never sent where the project did not say.
+import type { Actor, Deps } from "../../deps.ts";
+import { randomToken, safeEqual, sha256Hex } from "../../crypto.ts";
+import { DomainError, InvalidRedirectUri, InvalidRequest, OTPInvalid } from "../../errors.ts";
+import type { ExternalFlow } from "../../generated/prisma/client.ts";
+import { newId } from "../../ids.ts";
+import { consumePerAddress, type Limit } from "../rate-limit.ts";
+import { callbackUrl, upstreamProvider } from "./providers.ts";
+import { authorizationUrl, exchangeCode } from "./upstream.ts";
+
+export type FlowPurpose = "sign_in" | "link";
+export type StartInput = { provider?: unknown; redirectUri?: unknown };
+export type Started = { state_id: string; authorization_url: string };
+
+/** As long as a sign-in code lives: time to sign in at the provider, and back. */
+const FLOW_TTL_MS = 10 * 60 * 1000;
+/** Starts and callbacks store state: bounded per client address, like the provider's own pages. */
+export const EXTERNAL_FLOWS_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 };
+
+const hashOf = (secret: string) => sha256Hex(secret);
+
+/** The hosted pages of this gateway, which may always be returned to. */
+function hostedPage(deps: Deps, url: URL): boolean {
+  const own = new URL(deps.keys.issuer);
+  return url.origin === own.origin && ["/login", "/account"].includes(url.pathname);
+}
+
+async function checkRedirectUri(deps: Deps, projectId: string, raw: unknown): Promise<string> {
+  if (typeof raw !== "string" || raw.length > 2048) throw new InvalidRedirectUri();
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new InvalidRedirectUri();
+  }
+  if (url.hash) throw new InvalidRedirectUri("redirect_uri must not have a fragment");
+  if (hostedPage(deps, url)) return raw;
+  const registered = await deps.prisma.oAuthClient.count({ where: { projectId, firstParty: true, redirectUris: { has: raw } } });
+  if (!registered) throw new InvalidRedirectUri();
+  return raw;
+}
+
+/** An authorization URL at the provider, for a sign-in or (with `user`) a link of the signed-in account. */
+export async function startFlow(deps: Deps, actor: Actor, input: StartInput, purpose: FlowPurpose): Promise<Started> {
+  const provider = await upstreamProvider(deps, actor.projectId, { slug: input.provider });
+  const redirectUri = await checkRedirectUri(deps, actor.projectId, input.redirectUri);
+  await consumePerAddress(deps.db, "external_flows_per_address", actor.clientAddress, EXTERNAL_FLOWS_PER_ADDRESS);
+  const state = randomToken();
+  const secrets = { state, nonce: randomToken(), codeVerifier: randomToken(48) };
+  const url = await authorizationUrl(deps, provider, { ...secrets, redirectUri: callbackUrl(deps) });
+  const id = newId("xfl");
+  await deps.prisma.externalFlow.create({
+    data: {
+      id,
+      projectId: actor.projectId,
+      providerId: provider.id,
+      purpose,
+      accountId: actor.user?.accountId ?? null,
+      sessionId: actor.user?.sessionId ?? null,
+      redirectUri,
+      stateHash: hashOf(state),
+      nonce: secrets.nonce,
+      codeVerifier: secrets.codeVerifier,
+      expiresAt: new Date(Date.now() + FLOW_TTL_MS),
+    },
+  });
+  return { state_id: id, authorization_url: url };
+}
+
+/** Where the callback sends the browser, or the page it shows when there is nowhere safe to send it. */
+export type CallbackAnswer = { redirect: string } | { page: { status: 400; title: string; message: string } };
+
+const EXPIRED: CallbackAnswer = {
+  page: { status: 400, title: "This sign-in has expired", message: "This sign-in link has expired or was already used. Go back to the app and start again." },
+};
+
+function withParams(base: string, params: Record<string, string>): string {
+  const url = new URL(base);
+  for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
+  return url.href;
+}
+
+/**
+ * The provider's answer (query or form fields): exchanged and checked here, then the browser
+ * goes back to the app with a one-time code (or with `error`). The flow's callback happens once:
+ * a replayed callback finds it used and gets the expired page.
+ */
+export async function finishCallback(deps: Deps, clientAddress: string, response: URLSearchParams): Promise<CallbackAnswer> {
+  await consumePerAddress(deps.db, "external_flows_per_address", clientAddress, EXTERNAL_FLOWS_PER_ADDRESS);
+  const state = response.get("state");
+  if (!state || state.length > 200) return EXPIRED;
+  const flow = await deps.prisma.externalFlow.findFirst({
+    where: { stateHash: hashOf(state), codeHash: null, consumedAt: null, expiresAt: { gt: new Date() } },
+  });
+  if (!flow) return EXPIRED;
+  const failed = async (error: string, description: string): Promise<CallbackAnswer> => {
+    await deps.prisma.externalFlow.updateMany({ where: { id: flow.id, consumedAt: null }, data: { consumedAt: new Date() } });
+    return { redirect: withParams(flow.redirectUri, { error, error_description: description }) };
+  };
+  if (response.get("error")) return failed("ExternalSignInFailed", "the sign-in at the other service was cancelled or refused");
+  let identity;
+  try {
+    const provider = await upstreamProvider(deps, flow.projectId, { id: flow.providerId });
+    identity = await exchangeCode(deps, provider, { redirectUri: callbackUrl(deps), state, nonce: flow.nonce, codeVerifier: flow.codeVerifier }, response);
+  } catch (err) {
+    if (err instanceof DomainError) return failed(err.code, err.message);
+    throw err;
+  }
+  const code = randomToken();
+  const { count } = await deps.prisma.externalFlow.updateMany({
+    where: { id: flow.id, codeHash: null, consumedAt: null },
+    data: { codeHash: hashOf(code), issuer: identity.issuer, subject: identity.subject, email: identity.email, emailVerified: identity.emailVerified, name: identity.name },
+  });
+  if (count !== 1) return EXPIRED;
+  return { redirect: withParams(flow.redirectUri, { code }) };
+}
+
+export type CompleteInput = { stateId?: unknown; code?: unknown };
+export type ProvenFlow = ExternalFlow & { issuer: string; subject: string };
+
+function checkInput(input: CompleteInput): { stateId: string; code: string } {
+  const { stateId, code } = input;
+  if (typeof stateId !== "string" || typeof code !== "string" || !stateId || !code || stateId.length > 100 || code.length > 100) {
+    throw new InvalidRequest("send the state_id from the start and the code the redirect brought");
+  }
+  return { stateId, code };
+}
+
+/**
+ * The flow `state_id` names, when `code` is its one-time code: proven by the callback, of this
+ * project, purpose and (for a link) account, not expired. `used` says whether a completion
+ * already took it (its stored result is the answer to a retry). Anything else is OTPInvalid.
+ */
+export async function provenFlow(deps: Deps, actor: Actor, input: CompleteInput, purpose: FlowPurpose): Promise<ProvenFlow> {
+  const { stateId, code } = checkInput(input);
+  const flow = await deps.prisma.externalFlow.findFirst({
+    where: { id: stateId, projectId: actor.projectId, purpose, accountId: actor.user?.accountId ?? null, expiresAt: { gt: new Date() } },
+  });
+  if (!flow?.codeHash || !flow.issuer || !flow.subject || !safeEqual(flow.codeHash, hashOf(code))) throw new OTPInvalid();
+  return flow as ProvenFlow;
+}

@@ -1,0 +1,161 @@
+// A project's external identity providers (docs/external-identities.md, "Providers"), managed
+// with the secret key. The client secret is sealed with the master key and never returned;
+// another project's provider is simply not found (the project is in every `where`).
+import type { Actor, Deps } from "../../deps.ts";
+import { seal, unseal } from "../../crypto.ts";
+import { InvalidRequest, ProviderNotFound } from "../../errors.ts";
+import type { IdentityProvider } from "../../generated/prisma/client.ts";
+import { newId } from "../../ids.ts";
+import { assertSafeTarget, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
+import { PRESETS, type Preset } from "./presets.ts";
+import { forgetProvider, type UpstreamProvider } from "./upstream.ts";
+
+export type ProviderInput = {
+  preset?: Preset | null;
+  slug?: string | null;
+  displayName?: string | null;
+  issuer?: string | null;
+  clientId?: string | null;
+  clientSecret?: string | null;
+  scopes?: readonly string[] | null;
+};
+
+/** What an admin sees of a provider: everything but the secret, and where to send users back. */
+export type ProviderView = Omit<IdentityProvider, "clientSecret"> & { hasClientSecret: boolean; callbackUrl: string };
+
+const SLUG = /^[a-z0-9][a-z0-9-]{0,39}$/;
+
+export const callbackUrl = (deps: Deps) => `${deps.keys.issuer.replace(/\/+$/, "")}/auth/external/callback`;
+
+function view(deps: Deps, p: IdentityProvider): ProviderView {
+  const { clientSecret, ...rest } = p;
+  return { ...rest, hasClientSecret: !!clientSecret, callbackUrl: callbackUrl(deps) };
+}
+
+function text(value: unknown, field: string, max: number): string {
+  if (typeof value !== "string" || !value.trim() || value.length > max) throw new InvalidRequest(`${field} must be 1 to ${max} characters`);
+  return value.trim();
+}
+
+/** An issuer is an absolute https URL without a fragment (OpenID Connect Discovery §2), whose host is public. */
+async function checkIssuer(deps: Deps, raw: unknown): Promise<string> {
+  const issuer = text(raw, "issuer", 2048).replace(/\/+$/, "");
+  let url: URL;
+  try {
+    url = new URL(issuer);
+  } catch {
+    throw new InvalidRequest("issuer must be an absolute URL");
+  }
+  if (issuer.includes("#") || url.search || url.username || url.password) throw new InvalidRequest("issuer must have no query, fragment, user or password");
+  try {
+    await assertSafeTarget(issuer, { allowPrivate: deps.config.webhookAllowPrivate });
+  } catch (err) {
+    if (err instanceof UnsafeWebhookTarget) throw new InvalidRequest(err.message.replace(/webhook (URL|host)/g, "issuer"));
+    throw err;
+  }
+  return issuer;
+}
+
+function checkScopes(preset: Preset, scopes: readonly string[] | null | undefined): string {
+  if (!scopes) return PRESETS[preset].scopes;
+  if (scopes.length > 20 || scopes.some((s) => typeof s !== "string" || !/^[\x21\x23-\x5b\x5d-\x7e]{1,100}$/.test(s))) {
+    throw new InvalidRequest("scopes must be at most 20 scope tokens (RFC 6749 §3.3)");
+  }
+  if (preset !== "github" && !scopes.includes("openid")) throw new InvalidRequest("an OpenID Connect provider's scopes must include openid");
+  return [...new Set(scopes)].join(" ");
+}
+
+function checkPreset(value: unknown): Preset {
+  if (typeof value !== "string" || !(value in PRESETS)) throw new InvalidRequest(`preset must be one of ${Object.keys(PRESETS).join(", ")}`);
+  return value as Preset;
+}
+
+async function providerData(deps: Deps, preset: Preset, input: ProviderInput) {
+  const issuerRaw = input.issuer ?? PRESETS[preset].issuer;
+  if (!issuerRaw) throw new InvalidRequest(preset === "microsoft" ? "issuer is needed: https://login.microsoftonline.com/<tenant id>/v2.0" : "issuer is needed for a generic OpenID Connect provider");
+  const slug = input.slug ?? preset;
+  if (typeof slug !== "string" || !SLUG.test(slug)) throw new InvalidRequest("slug must be 1 to 40 characters: a-z, 0-9 and -, starting with a letter or digit");
+  return {
+    slug,
+    displayName: text(input.displayName ?? PRESETS[preset].displayName, "displayName", 60),
+    issuer: await checkIssuer(deps, issuerRaw),
+    clientId: text(input.clientId, "clientId", 512),
+    scopes: checkScopes(preset, input.scopes),
+  };
+}
+
+const sealSecret = (deps: Deps, secret: string | null | undefined) =>
+  secret == null ? null : seal(deps.master, text(secret, "clientSecret", 8192));
+
+async function uniqueSlug<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if ((err as { code?: string }).code === "P2002") throw new InvalidRequest("another provider of this project has that slug");
+    throw err;
+  }
+}
+
+export async function createProvider(deps: Deps, actor: Actor, input: ProviderInput): Promise<ProviderView> {
+  const preset = checkPreset(input.preset);
+  const data = await providerData(deps, preset, input);
+  const row = await uniqueSlug(() =>
+    deps.prisma.identityProvider.create({
+      data: { id: newId("idp"), projectId: actor.projectId, preset, ...data, clientSecret: sealSecret(deps, input.clientSecret) },
+    }),
+  );
+  return view(deps, row);
+}
+
+/** Fields left out keep their value; `clientSecret: null` keeps the secret too (it cannot be read back to resend). */
+export async function updateProvider(deps: Deps, actor: Actor, id: string, input: ProviderInput): Promise<ProviderView> {
+  const current = await deps.prisma.identityProvider.findFirst({ where: { id, projectId: actor.projectId } });
+  if (!current) throw new ProviderNotFound();
+  const preset = input.preset == null ? current.preset : checkPreset(input.preset);
+  const data = await providerData(deps, preset, {
+    slug: input.slug ?? current.slug,
+    displayName: input.displayName ?? current.displayName,
+    issuer: input.issuer ?? current.issuer,
+    clientId: input.clientId ?? current.clientId,
+    scopes: input.scopes ?? current.scopes.split(" "),
+  });
+  const secret = input.clientSecret == null ? {} : { clientSecret: sealSecret(deps, input.clientSecret) };
+  const row = await uniqueSlug(() => deps.prisma.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret } }));
+  forgetProvider(row.id);
+  return view(deps, row);
+}
+
+/** Its identities stay on their accounts (they no longer sign in); its flows in progress end. */
+export async function deleteProvider(deps: Deps, actor: Actor, id: string): Promise<ProviderView> {
+  const current = await deps.prisma.identityProvider.findFirst({ where: { id, projectId: actor.projectId } });
+  if (!current) throw new ProviderNotFound();
+  await deps.prisma.identityProvider.deleteMany({ where: { id: current.id, projectId: actor.projectId } });
+  forgetProvider(current.id);
+  return view(deps, current);
+}
+
+export async function listProviders(deps: Deps, actor: Actor): Promise<ProviderView[]> {
+  const rows = await deps.prisma.identityProvider.findMany({ where: { projectId: actor.projectId }, orderBy: { createdAt: "asc" } });
+  return rows.map((r) => view(deps, r));
+}
+
+/** What a sign-in page shows: the buttons, nothing about the configuration. */
+export async function publicProviders(deps: Deps, actor: Actor): Promise<Array<{ slug: string; display_name: string; preset: Preset }>> {
+  const rows = await deps.prisma.identityProvider.findMany({
+    where: { projectId: actor.projectId },
+    orderBy: { createdAt: "asc" },
+    select: { slug: true, displayName: true, preset: true },
+  });
+  return rows.map((r) => ({ slug: r.slug, display_name: r.displayName, preset: r.preset }));
+}
+
+/** A provider by slug (or id), with its secret unsealed for one call. */
+export async function upstreamProvider(deps: Deps, projectId: string, by: { slug?: unknown; id?: string }): Promise<UpstreamProvider & { slug: string; displayName: string }> {
+  if (by.slug !== undefined && (typeof by.slug !== "string" || !SLUG.test(by.slug))) throw new ProviderNotFound();
+  const row = await deps.prisma.identityProvider.findFirst({
+    where: { projectId, ...(by.id ? { id: by.id } : { slug: by.slug as string }) },
+  });
+  if (!row) throw new ProviderNotFound();
+  const clientSecret = row.clientSecret ? unseal(deps.master, row.clientSecret) : null;
+  return { ...row, clientSecret };
+}

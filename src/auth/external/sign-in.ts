@@ -1,0 +1,183 @@
+// Signing in with an external identity (docs/external-identities.md, "Signing in"). The identity
+// is (issuer, subject), an identifier like an e-mail or a phone: a known one signs into its
+// primary account; an unknown one creates an account, unless the provider asserts a verified
+// e-mail that an existing account holds. Then nothing is created or linked until the user proves
+// that e-mail with a code: a provider that lets its users claim any address (the "nOAuth" attacks)
+// takes over nothing. An unverified e-mail claim decides nothing at all.
+import type { Actor, Deps } from "../../deps.ts";
+import type { Tx } from "../../db/client.ts";
+import { transaction } from "../../db/transaction.ts";
+import { ExternalSignInFailed, InvalidRedirectUri, InvalidRequest, OTPInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
+import { newId } from "../../ids.ts";
+import { enqueue, enqueueAll } from "../../webhooks/outbox.ts";
+import { userEventData } from "../accounts.ts";
+import { announce, signInIdentifiers } from "../change-notices.ts";
+import { externalValue, type Contact, type Identifier } from "../identifiers.ts";
+import { recordKnownPlaces } from "../known-places.ts";
+import { maskIdentifier } from "../notices.ts";
+import { consumeOtp, storedResult, storeResult } from "../otp.ts";
+import { sendOtp, verifyOtp } from "../otp-flow.ts";
+import { assertLiveSession } from "../sessions.ts";
+import { issueTokens, primaryOf, startSession, type TokenResponse } from "../sign-in.ts";
+import { provenFlow, startFlow, type CompleteInput, type ProvenFlow, type StartInput, type Started } from "./flows.ts";
+
+export const EXTERNAL_SIGN_IN_ERRORS = {
+  start: [InvalidRequest, ProviderNotFound, InvalidRedirectUri, UpstreamUnavailable, RateLimited],
+  complete: [InvalidRequest, OTPInvalid, ExternalSignInFailed, RateLimited],
+  confirm: [OTPInvalid, ExternalSignInFailed, RateLimited],
+};
+
+/** The e-mail must be proven first: a code went to `destination`; /auth/external/confirm finishes. */
+export type VerificationRequired = { verification_required: "email"; state_id: string; destination: string };
+type SignedIn = { account_id: string; session_id: string };
+type FlowResult = SignedIn | VerificationRequired;
+
+export function startExternalSignIn(deps: Deps, actor: Actor, input: StartInput): Promise<Started> {
+  return startFlow(deps, actor, input, "sign_in");
+}
+
+/**
+ * Tokens, or the e-mail to prove first. A retry with the same state_id and code answers the
+ * same (fresh tokens for the same session while it lives), as a verify of a code does.
+ */
+export async function completeExternalSignIn(deps: Deps, actor: Actor, input: CompleteInput): Promise<TokenResponse | VerificationRequired> {
+  const flow = await provenFlow(deps, actor, input, "sign_in");
+  const decided = await transaction(deps.prisma, (tx) => decideOnce(tx, actor, flow));
+  let result = decided.result;
+  if ("collision" in result) result = await askForEmail(deps, actor, flow, result.collision);
+  if ("verification_required" in result) return result;
+  if (!decided.fresh) await assertLiveSession(deps.prisma, actor.projectId, result.session_id, result.account_id);
+  return issueTokens(deps, actor.projectId, result.account_id, result.session_id);
+}
+
+type Decision = { result: FlowResult | { collision: Contact }; fresh: boolean };
+
+/** The flow's row lock orders parallel completions: one decides, the rest read its result. */
+async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decision> {
+  const { count } = await tx.externalFlow.updateMany({ where: { id: flow.id, consumedAt: null }, data: { consumedAt: new Date() } });
+  if (count !== 1) {
+    const done = await tx.externalFlow.findUnique({ where: { id: flow.id }, select: { result: true } });
+    if (!done?.result) throw new OTPInvalid();
+    return { result: done.result as FlowResult, fresh: false };
+  }
+  const value = externalValue(flow.issuer, flow.subject);
+  const known = await tx.identifier.findUnique({
+    where: { projectId_kind_value: { projectId: actor.projectId, kind: "external", value } },
+    select: { id: true, accountId: true },
+  });
+  let accountId: string;
+  if (known) {
+    accountId = await primaryOf(tx, known.accountId);
+    await saveProfile(tx, known.id, flow);
+  } else {
+    const holder = flow.email && flow.emailVerified ? await emailHolder(tx, actor.projectId, flow.email) : null;
+    // decided after the commit: the code is sent outside this transaction
+    if (holder) return { result: { collision: holder }, fresh: true };
+    accountId = await createAccount(tx, actor.projectId, flow, value);
+  }
+  const signedIn = await signIn(tx, actor, accountId, flow);
+  await tx.externalFlow.update({ where: { id: flow.id }, data: { result: signedIn } });
+  return { result: signedIn, fresh: true };
+}
+
+async function emailHolder(tx: Tx, projectId: string, email: string): Promise<Contact | null> {
+  const row = await tx.identifier.findUnique({ where: { projectId_kind_value: { projectId, kind: "email", value: email } }, select: { id: true } });
+  return row ? { kind: "email", value: email } : null;
+}
+
+async function saveProfile(tx: Tx, identifierId: string, flow: ProvenFlow): Promise<void> {
+  const claims = { providerId: flow.providerId, email: flow.email, emailVerified: flow.emailVerified, name: flow.name };
+  await tx.externalIdentity.upsert({ where: { identifierId }, create: { identifierId, ...claims }, update: claims });
+}
+
+async function createAccount(tx: Tx, projectId: string, flow: ProvenFlow, value: string): Promise<string> {
+  const id = newId("acc");
+  const identifierId = newId("idt");
+  await tx.account.create({
+    data: { id, projectId, name: flow.name, identifiers: { create: { id: identifierId, projectId, kind: "external", value, origin: "own" } } },
+  });
+  await saveProfile(tx, identifierId, flow);
+  await enqueue(tx, { projectId, eventType: "user.created", data: await userEventData(tx, projectId, id) });
+  return id;
+}
+
+async function signIn(tx: Tx, actor: Actor, accountId: string, flow: ProvenFlow): Promise<SignedIn> {
+  const provider = await tx.identityProvider.findUnique({ where: { id: flow.providerId }, select: { slug: true } });
+  const sessionId = await startSession(tx, actor, accountId, "fed", [
+    ["user.authentication.success", { method: "external", identifier_type: "external", provider: provider?.slug ?? null }],
+  ]);
+  return { account_id: accountId, session_id: sessionId };
+}
+
+/**
+ * The provider asserts a verified e-mail that an account holds: a code goes to that e-mail (with
+ * every limit of a sign-in code), and only a right code attaches the identity to that account.
+ */
+async function askForEmail(deps: Deps, actor: Actor, flow: ProvenFlow, email: Contact): Promise<VerificationRequired> {
+  const binding = { projectId: actor.projectId, accountId: null, purpose: "external_confirm" as const };
+  const { stateId } = await sendOtp(deps, binding, email, "Confirm it's you to connect your sign-in", actor.clientAddress);
+  await deps.prisma.otpState.update({ where: { id: stateId }, data: { externalFlowId: flow.id } });
+  const result: VerificationRequired = { verification_required: "email", state_id: stateId, destination: maskIdentifier(email) };
+  await deps.prisma.externalFlow.update({ where: { id: flow.id }, data: { result } });
+  return result;
+}
+
+/**
+ * The code sent to the e-mail the provider named: signs into that e-mail's (primary) account and
+ * attaches the external identity to it, announced like any identifier added by linking.
+ */
+export async function confirmExternalSignIn(deps: Deps, actor: Actor, input: { stateId?: unknown; otp?: unknown }): Promise<TokenResponse> {
+  const binding = { projectId: actor.projectId, accountId: null, purpose: "external_confirm" as const };
+  const checked = await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
+  const stateId = input.stateId as string;
+  const replayed = checked.result as SignedIn | null;
+  const signedIn = replayed ?? (await transaction(deps.prisma, (tx) => confirmOnce(tx, actor, stateId, checked.identifier)));
+  if (replayed) await assertLiveSession(deps.prisma, actor.projectId, signedIn.session_id, signedIn.account_id);
+  deps.notices.kick();
+  return issueTokens(deps, actor.projectId, signedIn.account_id, signedIn.session_id);
+}
+
+async function confirmOnce(tx: Tx, actor: Actor, stateId: string, email: Identifier): Promise<SignedIn> {
+  if (!(await consumeOtp(tx, stateId))) {
+    const done = (await storedResult(tx, stateId)) as SignedIn | null;
+    if (!done) throw new OTPInvalid();
+    return done;
+  }
+  const state = await tx.otpState.findUnique({ where: { id: stateId }, select: { externalFlowId: true } });
+  const flow = state?.externalFlowId ? await tx.externalFlow.findUnique({ where: { id: state.externalFlowId } }) : null;
+  const holder = await tx.identifier.findUnique({
+    where: { projectId_kind_value: { projectId: actor.projectId, kind: "email", value: email.value } },
+    select: { accountId: true },
+  });
+  if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
+  const accountId = await primaryOf(tx, holder.accountId);
+  await attachIdentity(tx, actor, accountId, flow as ProvenFlow);
+  await recordKnownPlaces(tx, actor.projectId, email, actor.clientAddress);
+  const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
+  await storeResult(tx, stateId, signedIn);
+  return signedIn;
+}
+
+/** Attaches the identity (unless it already signs into this account), with the events and notices of an attach. */
+async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: ProvenFlow): Promise<void> {
+  const identifier: Identifier = { kind: "external", value: externalValue(flow.issuer, flow.subject) };
+  const existing = await tx.identifier.findUnique({
+    where: { projectId_kind_value: { projectId: actor.projectId, ...identifier } },
+    select: { id: true, accountId: true },
+  });
+  if (existing) {
+    // it was connected meanwhile (by another tab): fine where it leads here, refused elsewhere
+    if ((await primaryOf(tx, existing.accountId)) !== accountId) throw new ExternalSignInFailed("that sign-in is connected to another account");
+    return;
+  }
+  const id = newId("idt");
+  await tx.identifier.create({ data: { id, projectId: actor.projectId, accountId, ...identifier, origin: "attached" } });
+  await saveProfile(tx, id, flow);
+  await tx.account.update({ where: { id: accountId }, data: { updatedAt: new Date() } });
+  const { user } = await userEventData(tx, actor.projectId, accountId);
+  await enqueueAll(tx, [
+    { projectId: actor.projectId, eventType: "user.identifier.linked", data: { user, identifier: { type: identifier.kind, value: identifier.value } } },
+    { projectId: actor.projectId, eventType: "user.updated", data: { user } },
+  ]);
+  await announce(tx, actor, { kind: "attached", identifier }, await signInIdentifiers(tx, accountId));
+}
