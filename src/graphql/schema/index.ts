@@ -7,6 +7,7 @@ import "./viewer.ts";
 import "./passkey.ts";
 import "./session.ts";
 import "./linking.ts";
+import "./identity-provider.ts";
 import "./webhook.ts";
 import "./oauth-client.ts";
 import "./delivery.ts";

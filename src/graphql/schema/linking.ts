@@ -14,7 +14,7 @@ const LinkOutcome = builder.enumType("LinkOutcome", {
   },
 });
 
-const VerifyLinkPayload = builder.objectRef<{ message: string; outcome: "attached" | "merged" }>("VerifyLinkPayload").implement({
+export const VerifyLinkPayload = builder.objectRef<{ message: string; outcome: "attached" | "merged" }>("VerifyLinkPayload").implement({
   description: "The identifier is linked to the signed-in account.",
   fields: (t) => ({
     message: t.exposeString("message", { description: "A confirmation in words for people." }),
@@ -51,7 +51,10 @@ builder.mutationFields((t) => ({
     type: MessagePayload,
     authScopes: { user: true },
     description: `Removes an identifier from the account. Removing one of the merged secondary's identifiers separates the two accounts, as unmerge does. Emits user.identifier.unlinked (or user.unmerged), with user.updated. ${NEEDS.recentUser}`,
-    args: identifierArgs("to remove"),
+    args: {
+      ...identifierArgs("to remove"),
+      external: t.arg.string({ description: "An external sign-in to remove, as Identifier.value shows it (`<issuer>#<subject>`); instead of email or phone." }),
+    },
     errors: { types: [...LINK_ERRORS.remove], union: resultOf("The MessagePayload") },
     resolve: async (_, args, ctx) => removeLink(ctx.deps, await ctx.user(), args),
   }),
