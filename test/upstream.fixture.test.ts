@@ -321,7 +321,7 @@ describe("upstream GitHub imitation", () => {
     expect(cb.searchParams.get("error")).toBe("redirect_uri_mismatch");
   });
 
-  it("down() refuses connections and slow() delays, with the same URLs", async () => {
+  it("down() refuses connections, slow() delays and fail() breaks one path, with the same URLs", async () => {
     await gh.down();
     expect(causes(await fetch(`${gh.apiUrl}/user`).catch((e: unknown) => e))).toContain("ECONNREFUSED");
     await gh.up();
@@ -330,6 +330,11 @@ describe("upstream GitHub imitation", () => {
     expect((await fetch(`${gh.apiUrl}/user`, { headers: { "user-agent": "t" } })).status).toBe(401);
     expect(Date.now() - started).toBeGreaterThanOrEqual(300);
     gh.slow(0);
+    gh.fail("/api/v3/user/emails", 502);
+    expect((await fetch(`${gh.apiUrl}/user/emails`)).status).toBe(502);
+    expect((await fetch(`${gh.apiUrl}/user`)).status).toBe(401);
+    gh.fail(null);
+    expect((await fetch(`${gh.apiUrl}/user/emails`)).status).toBe(401);
   });
 });
 

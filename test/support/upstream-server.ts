@@ -14,6 +14,8 @@ export type UpstreamControls = {
   up(): Promise<void>;
   /** Delays every response by `ms` from now on (0 turns it off): discovery, token, JWKS, user API. */
   slow(ms: number): void;
+  /** Answers requests whose path starts with `pathPrefix` with `status` (a partial outage); null heals. */
+  fail(pathPrefix: string | null, status?: number): void;
   stop(): Promise<void>;
 };
 
@@ -22,6 +24,7 @@ type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => unknown;
 export async function startLoopbackServer(handler: Handler): Promise<UpstreamControls> {
   const requests: string[] = [];
   let delayMs = 0;
+  let failing: { prefix: string; status: number } | null = null;
   // Delayed requests whose timers a stop must clear, or the test process waits for them.
   const waiting = new Set<NodeJS.Timeout>();
 
@@ -36,6 +39,10 @@ export async function startLoopbackServer(handler: Handler): Promise<UpstreamCon
         waiting.add(t);
       });
       if (req.socket.destroyed) return; // the caller gave up (its timeout), or down() cut the connection
+    }
+    if (failing && req.url?.startsWith(failing.prefix)) {
+      res.writeHead(failing.status, { "content-type": "text/plain" }).end("upstream fixture: failing on purpose");
+      return;
     }
     try {
       await handler(req, res);
@@ -66,6 +73,9 @@ export async function startLoopbackServer(handler: Handler): Promise<UpstreamCon
     up: () => (server.listening ? Promise.resolve() : listen(port)),
     slow(ms) {
       delayMs = ms;
+    },
+    fail(prefix, status = 503) {
+      failing = prefix === null ? null : { prefix, status };
     },
     async stop() {
       for (const t of waiting) clearTimeout(t);
