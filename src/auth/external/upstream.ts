@@ -160,13 +160,16 @@ async function githubIdentity(p: UpstreamProvider, accessToken: string, guard: G
         body: undefined,
       } as unknown as oidc.CustomFetchOptions),
     );
-    if (res.status !== 200) throw new ExternalSignInFailed(`GitHub answered ${res.status}`);
+    if (res.status >= 500) throw new UpstreamUnavailable(`GitHub's API answered ${res.status}`);
+    if (res.status !== 200) throw new ExternalSignInFailed(`GitHub's API answered ${res.status}`);
     return (await res.json()) as T;
   };
   const user = await get<GithubUser>(e.user);
   if (typeof user.id !== "number" && typeof user.id !== "string") throw new ExternalSignInFailed("GitHub sent no user id");
-  // the primary address only when GitHub says it is verified; the profile's address is public text
-  const emails = await get<GithubEmail[]>(e.emails).catch(() => [] as GithubEmail[]);
+  // The primary address only when GitHub says it is verified; the profile's address is public
+  // text. Without this answer the sign-in stops: going on without it would make a second account
+  // for someone whose verified address an account holds.
+  const emails = await get<GithubEmail[]>(e.emails);
   const primary = Array.isArray(emails) ? emails.find((m) => m.primary === true && m.verified === true && typeof m.email === "string") : undefined;
   const email = primary ? String(primary.email) : typeof user.email === "string" ? user.email : null;
   const name = typeof user.name === "string" ? user.name : typeof user.login === "string" ? user.login : null;
