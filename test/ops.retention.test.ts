@@ -70,6 +70,21 @@ describe.each(backends)("retention on %s", (backend) => {
     expect(kept.map((r) => r.id)).toEqual(["grant-without-expiry", "live-refresh-token"]);
   });
 
+  it("sweeps external sign-in flows a minute after they expire, and keeps live ones", async () => {
+    const provider = await h.db.prisma.identityProvider.create({
+      data: { id: "idp_sweep", projectId: h.projectId, slug: "sweep", preset: "oidc", displayName: "Sweep", issuer: "https://idp.example.com", clientId: "c", scopes: "openid" },
+    });
+    const flow = (id: string, expiresAt: Date) =>
+      h.db.prisma.externalFlow.create({
+        data: { id, projectId: h.projectId, providerId: provider.id, purpose: "sign_in", redirectUri: "https://app.example.com/cb", stateHash: id, nonce: "n", codeVerifier: "v", expiresAt },
+      });
+    await flow("xfl_expired", new Date(Date.now() - 5 * 60_000));
+    await flow("xfl_live", new Date(Date.now() + 5 * 60_000));
+    const report = await sweepOnce(h.db, SETTINGS);
+    expect(report.deleted.external_flows).toBe(1);
+    expect((await h.db.prisma.externalFlow.findMany({ select: { id: true } })).map((r) => r.id)).toEqual(["xfl_live"]);
+  });
+
   it("drops events (with their deliveries) after their retention, attempts after the log's, and never a pending delivery", async () => {
     const hook = await h.gql(`mutation { createWebhook(input: { url: "http://127.0.0.1:9/hook", events: ["user.created"] }) { ... on CreateWebhookPayload { webhook { id } } } }`);
     const webhookId = hook.body.data.createWebhook.webhook.id;

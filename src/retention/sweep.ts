@@ -64,6 +64,8 @@ function targets(r: RetentionSettings, now = "now()"): Target[] {
     // The OpenID Connect provider's codes, refresh tokens, grants and interactions: it ignores
     // expired ones, so they only need to go (rows without an expiry live as long as their session).
     { table: "oidc_payloads", key: "id", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
+    // external sign-ins and links in progress (docs/external-identities.md): 10 minutes each
+    { table: "external_flows", key: "id", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
   ];
 }
 
@@ -105,6 +107,7 @@ export const SWEPT_TABLES = [
   "notices",
   "known_sign_ins",
   "oidc_payloads",
+  "external_flows",
 ] as const;
 
 const rowsDeleted = new Counter({
