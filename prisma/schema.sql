@@ -1024,6 +1024,162 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.sign_in_capped(p_project text, p_kind public.identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
+  FROM rate_limits r
+  WHERE r.key = p_prefix || p_project || ':' || p_kind::text || ':' || p_value
+    AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max
+    AND NOT EXISTS (
+      SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
+        ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
+      WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC')
+$function$;
+
+CREATE OR REPLACE FUNCTION public.sign_in_verify(p jsonb)
+ RETURNS TABLE(outcome text, tries integer, id_kind text, id_value text, retry_after integer, account_id text, session_id text, auth_time_ms double precision, auth_method text, email text, phone text, name text, updated_at_ms double precision)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_variable
+DECLARE
+  p_project text := p->>'project';
+  p_state text := p->>'state';
+  p_hash text := p->>'hash';
+  p_max_tries integer := (p->>'max_tries')::integer;
+  p_fail_prefix text := p->>'fail_prefix';
+  p_fail_max integer := (p->>'fail_max')::integer;
+  p_judge_places text[] := link_text_array(p->'judge_places');
+  p_record_places text[] := link_text_array(p->'record_places');
+  p_event_ids text[] := link_text_array(p->'event_ids');
+  p_known_days integer := (p->>'known_days')::integer;
+  p_session text := p->>'session_id';
+
+  v_now timestamp := now() AT TIME ZONE 'UTC';
+  v_ok boolean;
+  v_kind identifier_kind;
+  v_value text;
+  v_result jsonb;
+  v_seen text;
+  v_holder text;
+  v_acc accounts%ROWTYPE;
+  v_account text;
+  v_created boolean := false;
+  v_user text;
+  v_ids text[];
+  v_types text[];
+  v_bodies text[];
+BEGIN
+  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
+      consumed_at = CASE WHEN s.code_hash = p_hash THEN v_now END
+    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
+      AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
+      AND sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days) IS NULL
+    RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
+
+  IF NOT FOUND THEN
+    -- a retried verify of a state that succeeded: the same sign-in while its session lives
+    SELECT s.result INTO v_result FROM otp_states s
+      WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
+        AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
+        AND s.result IS NOT NULL AND s.code_hash = p_hash;
+    IF FOUND THEN
+      v_account := v_result->>'account_id';
+      p_session := v_result->>'session_id';
+      SELECT extract(epoch FROM ss.auth_time AT TIME ZONE 'UTC')::float8 * 1000, ss.auth_method INTO auth_time_ms, auth_method
+        FROM sessions ss JOIN accounts a ON a.id = ss.account_id
+        WHERE ss.id = p_session AND ss.account_id = v_account AND ss.project_id = p_project
+          AND ss.ended_at IS NULL AND ss.expires_at > now() AND a.merge_role IS DISTINCT FROM 'secondary';
+      IF NOT FOUND THEN
+        outcome := 'ended';
+        RETURN NEXT;
+        RETURN;
+      END IF;
+      outcome := 'replay';
+    ELSE
+      -- not judged: the identifier-wide cap, or no live state at all
+      SELECT sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days) INTO retry_after
+        FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
+      outcome := CASE WHEN retry_after IS NULL THEN 'invalid' ELSE 'rate_limited' END;
+      RETURN NEXT;
+      RETURN;
+    END IF;
+  ELSE
+    id_kind := v_kind::text;
+    id_value := v_value;
+    IF NOT v_ok THEN
+      outcome := 'wrong';
+      RETURN NEXT;
+      RETURN;
+    END IF;
+
+    SELECT i.account_id INTO v_seen FROM identifiers i WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
+    IF v_seen IS NULL THEN
+      -- a new identifier: its account (a parallel sign-up of the same identifier raises unique_violation)
+      v_account := p->>'account_id';
+      INSERT INTO accounts (id, project_id, created_at, updated_at) VALUES (v_account, p_project, v_now, v_now);
+      INSERT INTO identifiers (id, project_id, account_id, kind, value, origin, created_at)
+        VALUES (p->>'identifier_id', p_project, v_account, v_kind, v_value, 'own', v_now);
+      v_created := true;
+      v_user := link_user_object(v_account);
+    ELSE
+      -- locked like a merge locks it (src/db/locks.ts): a sign-in racing a merge of this account
+      -- waits, then lands on the primary
+      SELECT * INTO v_acc FROM accounts a WHERE a.id = v_seen FOR UPDATE;
+      SELECT i.account_id INTO v_holder FROM identifiers i WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
+      IF NOT FOUND OR v_holder IS DISTINCT FROM v_seen OR v_acc.id IS NULL THEN
+        RAISE EXCEPTION 'the identifier moved, deciding again' USING ERRCODE = 'serialization_failure';
+      END IF;
+      v_account := CASE WHEN v_acc.merge_role = 'secondary' AND v_acc.merged_with_id IS NOT NULL THEN v_acc.merged_with_id ELSE v_acc.id END;
+    END IF;
+
+    -- the identifier's own budget here from now on (src/auth/known-places.ts)
+    INSERT INTO known_sign_ins (id, project_id, last_at)
+      SELECT encode(sha256(convert_to(p_project || E'\n' || v_kind::text || E'\n' || v_value || E'\n' || pl.place, 'UTF8')), 'hex'), p_project, v_now
+      FROM unnest(p_record_places) AS pl(place)
+      ON CONFLICT (id) DO UPDATE SET last_at = EXCLUDED.last_at;
+    UPDATE accounts SET last_login_at = v_now, updated_at = v_now WHERE id = v_account;
+    INSERT INTO sessions (id, project_id, account_id, created_at, expires_at, auth_method, auth_time, client_address, user_agent)
+      VALUES (p_session, p_project, v_account, v_now, v_now + make_interval(secs => (p->>'session_seconds')::integer),
+              p->>'method', v_now, p->>'client_address', p->>'user_agent')
+      RETURNING extract(epoch FROM sessions.auth_time AT TIME ZONE 'UTC')::float8 * 1000, sessions.auth_method INTO auth_time_ms, auth_method;
+
+    -- the events: user.created with the account as created, then the sign-in's with it as now
+    v_ids := ARRAY[]::text[];
+    v_types := ARRAY[]::text[];
+    v_bodies := ARRAY[]::text[];
+    IF v_created THEN
+      v_ids := v_ids || p_event_ids[1];
+      v_types := v_types || 'user.created'::text;
+      v_bodies := v_bodies || replace(p->>'created_body', '"' || (p->>'user_mark') || '"', v_user);
+    END IF;
+    v_user := link_user_object(v_account);
+    v_ids := v_ids || p_event_ids[2];
+    v_types := v_types || 'user.authentication.success'::text;
+    v_bodies := v_bodies || replace(replace(p->>'success_body', '"' || (p->>'user_mark') || '"', v_user),
+                                    '"' || (p->>'kind_mark') || '"', to_json(v_kind::text)::text);
+    PERFORM outbox_enqueue(p->>'channel', v_ids, array_fill(p_project, ARRAY[cardinality(v_types)]), v_types, v_bodies,
+                           array_fill(false, ARRAY[cardinality(v_types)]), array_fill(NULL::text, ARRAY[cardinality(v_types)]));
+
+    UPDATE otp_states SET result = jsonb_build_object('account_id', v_account, 'session_id', p_session) WHERE id = p_state;
+    outcome := 'signed_in';
+  END IF;
+
+  account_id := v_account;
+  session_id := p_session;
+  -- what the tokens carry (src/auth/accounts.ts oidcClaims): the preferred e-mail and phone
+  -- as src/webhooks/user-object.ts preferred() picks them
+  SELECT a.name, extract(epoch FROM a.updated_at AT TIME ZONE 'UTC')::float8 * 1000,
+         (SELECT i.value FROM identifiers i WHERE i.account_id = a.id AND i.kind = 'email' ORDER BY i.origin <> 'own', i.created_at LIMIT 1),
+         (SELECT i.value FROM identifiers i WHERE i.account_id = a.id AND i.kind = 'phone' ORDER BY i.origin <> 'own', i.created_at LIMIT 1)
+    INTO name, updated_at_ms, email, phone
+    FROM accounts a WHERE a.id = v_account;
+  RETURN NEXT;
+END
+$function$;
+
 -- Views
 
 CREATE VIEW console.project_hours AS

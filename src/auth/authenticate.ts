@@ -14,10 +14,21 @@ export function bearerToken(authorization: string | null | undefined): string | 
   return m ? m[1] : null;
 }
 
+/**
+ * The API key of a request that acts for the project (a sign-in's start and verify, GraphQL), on
+ * the fast path (src/db/fast.ts): through Prisma's raw-query path it cost a sign-in flow two
+ * passes through Prisma's runtime. Read on every request and never cached, so a revoked key is
+ * refused on its next request, in every process.
+ */
+const AUTHENTICATE_PROJECT = prepared<{ id: string; project_id: string; kind: KeyKind }>(
+  "authenticate_project",
+  { id: "text", project_id: "text", kind: "text" },
+  `SELECT id, project_id, kind::text AS kind FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+);
+
 export async function authenticateProject(deps: Deps, creds: Omit<Credentials, "bearer">): Promise<KeyActor> {
   if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
-  const [row] = await deps.prisma.$queryRaw<{ id: string; project_id: string; kind: KeyKind }[]>`
-    SELECT id, project_id, kind::text AS kind FROM api_keys WHERE key_hash = ${sha256Hex(creds.apiKey)} AND revoked_at IS NULL`;
+  const [row] = await run(deps.db, AUTHENTICATE_PROJECT, [sha256Hex(creds.apiKey)]);
   if (!row) throw new Unauthenticated("unknown or revoked API key");
   return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress, userAgent: creds.userAgent ?? undefined, apiKeyId: row.id };
 }

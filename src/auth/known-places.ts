@@ -77,6 +77,27 @@ export function placeIds(projectId: string, identifier: Identifier, here: string
   return here.map((p) => placeId(projectId, identifier, p));
 }
 
+/**
+ * The places of a sign-in decided in one statement (src/auth/sign-in.sql), which learns the
+ * identifier only from the state it judges: `judge` are the request's own places (placesHere),
+ * `record` what a success records (a new device when the request has none), hashed there as
+ * placeIds hashes them. `recorded()` after a success hands the device to the response's cookie,
+ * as deviceForSignIn does; after a failure no cookie is set.
+ */
+export function signInPlaces(clientAddress: string): { judge: string[]; record: string[]; recorded: () => void } {
+  const store = devices.getStore();
+  const device = store ? (store.id ?? randomBytes(32).toString("base64url")) : undefined;
+  return {
+    judge: placesHere(clientAddress),
+    record: places(clientAddress, device),
+    recorded: () => {
+      if (!store) return;
+      store.id ??= device;
+      store.issued = store.id;
+    },
+  };
+}
+
 /** Records (or renews) this request's places as known for `identifier`, in the sign-in's transaction. */
 export async function recordKnownPlaces(tx: Tx, projectId: string, identifier: Identifier, clientAddress: string): Promise<void> {
   const ids = placeIds(projectId, identifier, places(clientAddress, deviceForSignIn()));

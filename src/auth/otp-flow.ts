@@ -153,6 +153,20 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   }
 }
 
+/**
+ * The identifier-wide wrong-code cap for a verify decided in one statement (src/auth/sign-in.sql):
+ * the counter's key prefix and maximum; the statement reads the counter as refuseIfCapped does.
+ */
+export function identifierCapGuard(deps: Deps): { fail_prefix: string; fail_max: number } {
+  return { fail_prefix: FAIL_IDENTIFIER, fail_max: deps.limits.failuresPerIdentifier.max };
+}
+
+/** The statement did not judge the code because the identifier is capped: counted as a refusal, answered RateLimited. */
+export function refuseCapped(retryAfter: number): never {
+  recordRateLimitRefusal("wrong_codes_per_identifier");
+  throw new RateLimited(Math.max(1, retryAfter));
+}
+
 /** A code that was not judged: RateLimited when that was the identifier-wide cap. */
 async function refuseIfCapped(deps: Deps, binding: OtpBinding, stateId: string, places: string[]): Promise<void> {
   const capped = await stateIdentifierCapped(deps.db, binding.projectId, stateId, FAIL_IDENTIFIER, deps.limits.failuresPerIdentifier, places);

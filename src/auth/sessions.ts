@@ -8,7 +8,7 @@ import { withHoles } from "../db/fast.ts";
 import type { Deps, UserActor } from "../deps.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 
-const SESSION_TTL_MS = 30 * 24 * 3600 * 1000;
+export const SESSION_TTL_MS = 30 * 24 * 3600 * 1000;
 
 /** `fed`: an external identity provider (docs/external-identities.md) */
 export type AuthMethod = "otp" | "passkey" | "fed";

@@ -1,20 +1,23 @@
 // Passwordless sign-in. Any linked identifier, a merged secondary's included, lands on the
 // primary account; an unknown identifier creates an account. A sign-in makes its client
 // address and device known places of the identifier (docs/security.md, "Known places").
+import { randomBytes } from "node:crypto";
 import type { Actor, Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
-import { transaction } from "../db/transaction.ts";
-import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
+import { prepared, run } from "../db/fast.ts";
+import { retryingConflicts } from "../db/transaction.ts";
+import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
 import type { EventType } from "../webhooks/event-types.ts";
 import { IDENTIFIER_INPUT_ERRORS, OTPInvalid, RateLimited, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { lockAccounts } from "../db/locks.ts";
-import { loadAccount, oidcClaims, userEventData } from "./accounts.ts";
+import { claimsOf, loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
-import { recordKnownPlaces } from "./known-places.ts";
-import { consumeOtp, storedResult, storeResult } from "./otp.ts";
-import { sendOtp, verifyOtp } from "./otp-flow.ts";
-import { assertLiveSession, createSession, endSessions, type AuthMethod } from "./sessions.ts";
+import { signInPlaces } from "./known-places.ts";
+import { codeHash, OTP_MAX_TRIES } from "./otp.ts";
+import { identifierCapGuard, refuseCapped, sendOtp, wrongCode } from "./otp-flow.ts";
+import { KNOWN_FOR_DAYS } from "./rate-limit.ts";
+import { createSession, ENDED, endSessions, SESSION_TTL_MS, type AuthMethod } from "./sessions.ts";
 import { ACCESS_TOKEN_TTL_SECONDS } from "./tokens.ts";
 
 export type TokenResponse = {
@@ -39,41 +42,142 @@ export async function startSignIn(deps: Deps, actor: Actor, input: { email?: unk
   return sendOtp(deps, { projectId: actor.projectId, accountId: null, purpose: "sign_in" }, identifier, "Your sign-in code", actor.clientAddress);
 }
 
-type SignedIn = { account_id: string; session_id: string };
+/** sign_in_verify's one argument, as named jsonb fields (src/auth/sign-in.sql). */
+type SignInVerifyInput = {
+  /** The checks: whose state, its code's hash, the tries a state allows, the identifier-wide cap. */
+  project: string;
+  state: string;
+  hash: string;
+  max_tries: number;
+  fail_prefix: string;
+  fail_max: number;
+  /** The request's places (the cap spares them), and what a success records as known for KNOWN_FOR_DAYS. */
+  judge_places: string[];
+  record_places: string[];
+  known_days: number;
+  /** The ids a new account, its identifier and the session get. */
+  account_id: string;
+  identifier_id: string;
+  session_id: string;
+  session_seconds: number;
+  method: AuthMethod;
+  client_address: string | null;
+  user_agent: string | null;
+  /** The events: ids ([0] user.created, used only for a new account), the channel waking the workers, the bodies. */
+  channel: string;
+  event_ids: string[];
+  /** Placeholders in the bodies, replaced in SQL by the user object and the identifier's kind: random, so no value can imitate them. */
+  user_mark: string;
+  kind_mark: string;
+  created_body: string;
+  success_body: string;
+};
+
+type SignInVerifyRow = {
+  outcome: "signed_in" | "replay" | "wrong" | "rate_limited" | "invalid" | "ended";
+  tries: number | null;
+  id_kind: string | null;
+  id_value: string | null;
+  retry_after: number | null;
+  account_id: string | null;
+  session_id: string | null;
+  auth_time_ms: number | null;
+  auth_method: string | null;
+  email: string | null;
+  phone: string | null;
+  name: string | null;
+  updated_at_ms: number | null;
+};
+
+// One jsonb argument, each field named where it is made and where it is read; planned once per connection (src/db/fast.ts).
+const SIGN_IN_VERIFY = prepared<SignInVerifyRow>(
+  "sign_in_verify",
+  {
+    outcome: "text",
+    tries: "int4",
+    id_kind: "text",
+    id_value: "text",
+    retry_after: "int4",
+    account_id: "text",
+    session_id: "text",
+    auth_time_ms: "float8",
+    auth_method: "text",
+    email: "text",
+    phone: "text",
+    name: "text",
+    updated_at_ms: "float8",
+  },
+  `SELECT outcome, tries, id_kind, id_value, retry_after, account_id, session_id, auth_time_ms, auth_method, email, phone, name, updated_at_ms
+   FROM sign_in_verify($1::jsonb)`,
+);
 
 /**
  * A client that retries a verify (a timeout, a double tap, N parallel requests) with the right
  * code gets the same sign-in: the same account and session, freshly signed tokens, while the
  * state lives and the session has not ended. Only the first verify creates the session and
- * emits the event.
+ * emits the events.
+ *
+ * The whole verify is one statement (src/auth/sign-in.sql sign_in_verify, a prepared statement
+ * on the driver): the code judged under the state's row lock, the account found or created,
+ * known places, session, events and the stored result, and what the tokens carry. Only a wrong
+ * or unjudged code costs more statements (its counters and alarms, src/auth/otp-flow.ts).
  */
 export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId: string; otp: string }): Promise<TokenResponse> {
   const binding = { projectId: actor.projectId, accountId: null, purpose: "sign_in" as const };
-  const checked = await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
-  const replayed = checked.result as SignedIn | null;
-  const { signedIn, created } = replayed ? { signedIn: replayed, created: false } : await signInOnce(deps, actor, input.stateId, checked.identifier);
-  // A retry must not revive a session that was signed out (or merged away) since.
-  if (!created) await assertLiveSession(deps.prisma, actor.projectId, signedIn.session_id, signedIn.account_id);
-  return issueTokens(deps, actor.projectId, signedIn.account_id, signedIn.session_id);
-}
-
-async function signInOnce(deps: Deps, actor: Actor, stateId: string, identifier: Identifier): Promise<{ signedIn: SignedIn; created: boolean }> {
-  return transaction(deps.prisma, async (tx) => {
-    // The state's row lock: of parallel verifies, one signs in and the rest read its result.
-    if (!(await consumeOtp(tx, stateId))) {
-      const done = (await storedResult(tx, stateId)) as SignedIn | null;
-      if (!done) throw new OTPInvalid();
-      return { signedIn: done, created: false };
-    }
-    const accountId = await accountFor(tx, actor.projectId, identifier);
-    // the identifier's own budget here from now on, whatever strangers do elsewhere
-    await recordKnownPlaces(tx, actor.projectId, identifier, actor.clientAddress);
-    const sessionId = await startSession(tx, actor, accountId, "otp", [
-      ["user.authentication.success", { method: "otp", identifier_type: identifier.kind }],
-    ]);
-    const signedIn = { account_id: accountId, session_id: sessionId };
-    await storeResult(tx, stateId, signedIn);
-    return { signedIn, created: true };
+  const { stateId, otp } = input;
+  if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !otp) throw new OTPInvalid("send the state_id and the six-digit code");
+  if (!/^\d{6}$/.test(otp)) throw new OTPInvalid("the code is six digits");
+  const places = signInPlaces(actor.clientAddress);
+  const eventIds = [newId("evt"), newId("evt")];
+  const nonce = randomBytes(12).toString("hex");
+  const [userMark, kindMark] = [`lg-user-${nonce}`, `lg-kind-${nonce}`];
+  const p: SignInVerifyInput = {
+    project: actor.projectId,
+    state: stateId,
+    hash: codeHash(deps.otpKey, stateId, otp),
+    max_tries: OTP_MAX_TRIES,
+    ...identifierCapGuard(deps),
+    judge_places: places.judge,
+    record_places: places.record,
+    known_days: KNOWN_FOR_DAYS,
+    account_id: newId("acc"),
+    identifier_id: newId("idt"),
+    session_id: newId("ses"),
+    session_seconds: SESSION_TTL_MS / 1000,
+    method: "otp",
+    client_address: actor.clientAddress?.slice(0, 64) ?? null,
+    user_agent: actor.userAgent?.slice(0, 512) ?? null,
+    channel: DELIVERY_CHANNEL,
+    event_ids: eventIds,
+    user_mark: userMark,
+    kind_mark: kindMark,
+    created_body: envelope(eventIds[0], { projectId: actor.projectId, eventType: "user.created", data: { user: userMark } }),
+    success_body: envelope(eventIds[1], {
+      projectId: actor.projectId,
+      eventType: "user.authentication.success",
+      data: { user: userMark, method: "otp", identifier_type: kindMark },
+    }),
+  };
+  const [row] = await retryingConflicts(() => run(deps.db, SIGN_IN_VERIFY, [JSON.stringify(p)]));
+  switch (row.outcome) {
+    case "signed_in":
+      places.recorded();
+      break;
+    case "replay":
+      break;
+    case "ended":
+      throw new Unauthenticated(ENDED);
+    case "wrong":
+      return wrongCode(deps, binding, stateId, { kind: row.id_kind as Identifier["kind"], value: row.id_value! }, row.tries!, actor.clientAddress);
+    case "rate_limited":
+      return refuseCapped(row.retry_after!);
+    default:
+      throw new OTPInvalid();
+  }
+  return signTokens(deps, actor.projectId, row.session_id!, {
+    claims: claimsOf({ id: row.account_id!, name: row.name, updatedAtMs: row.updated_at_ms!, email: row.email, phone: row.phone }),
+    authTimeMs: row.auth_time_ms!,
+    method: row.auth_method!,
   });
 }
 
@@ -98,25 +202,6 @@ export async function startSession(tx: Tx, actor: Actor, accountId: string, meth
   return sessionId;
 }
 
-/** The primary account this identifier signs into, creating an account for a new identifier. */
-async function accountFor(tx: Tx, projectId: string, identifier: Identifier): Promise<string> {
-  const found = await tx.identifier.findUnique({
-    where: { projectId_kind_value: { projectId, kind: identifier.kind, value: identifier.value } },
-    select: { accountId: true },
-  });
-  if (found) return primaryOf(tx, found.accountId);
-  const id = newId("acc");
-  await tx.account.create({
-    data: {
-      id,
-      projectId,
-      identifiers: { create: { id: newId("idt"), projectId, kind: identifier.kind, value: identifier.value, origin: "own" } },
-    },
-  });
-  await enqueue(tx, { projectId, eventType: "user.created", data: await userEventData(tx, projectId, id) });
-  return id;
-}
-
 /** Tokens for a session: `auth_time` and `amr` say when and how the session last authenticated. */
 export async function issueTokens(deps: Deps, projectId: string, accountId: string, sessionId: string): Promise<TokenResponse> {
   const [account, session] = await Promise.all([
@@ -124,12 +209,22 @@ export async function issueTokens(deps: Deps, projectId: string, accountId: stri
     deps.prisma.session.findUnique({ where: { id: sessionId }, select: { authTime: true, authMethod: true } }),
   ]);
   if (!account || !session) throw new OTPInvalid();
-  const claims = oidcClaims(account);
-  const auth_time = Math.floor(session.authTime.getTime() / 1000);
+  return signTokens(deps, projectId, sessionId, { claims: oidcClaims(account), authTimeMs: session.authTime.getTime(), method: session.authMethod });
+}
+
+/** issueTokens from what the caller already read: the account's claims, and the session's auth_time (ms) and method. */
+export async function signTokens(
+  deps: Deps,
+  projectId: string,
+  sessionId: string,
+  s: { claims: ReturnType<typeof claimsOf>; authTimeMs: number; method: string },
+): Promise<TokenResponse> {
+  const accountId = s.claims.sub;
+  const auth_time = Math.floor(s.authTimeMs / 1000);
   const opts = { subject: accountId, audience: projectId, ttlSeconds: ACCESS_TOKEN_TTL_SECONDS };
   const [access_token, id_token] = await Promise.all([
     deps.keys.sign({ token_use: "access", sid: sessionId, auth_time, scope: "openid profile email phone" }, opts),
-    deps.keys.sign({ ...claims, sub: undefined, token_use: "id", sid: sessionId, auth_time, amr: [session.authMethod] }, opts),
+    deps.keys.sign({ ...s.claims, sub: undefined, token_use: "id", sid: sessionId, auth_time, amr: [s.method] }, opts),
   ]);
   return { access_token, id_token, token_type: "Bearer", expires_in: ACCESS_TOKEN_TTL_SECONDS, account_id: accountId };
 }
