@@ -1,0 +1,274 @@
+// Signing in with an external identity (issue 27, docs/rest.md) end to end, against real
+// upstreams on loopback (test/support/upstream.ts): an OpenID Connect provider acting as Google
+// and an imitation of GitHub. The identifier is (issuer, subject), never an e-mail: a verified
+// e-mail claim that an account holds asks for that e-mail's code first, an unverified one never
+// links. The database, the outbox and the mailbox are the witnesses.
+import { randomBytes } from "node:crypto";
+import { decodeJwt } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "./support/app.ts";
+import { backends } from "./support/db.ts";
+import { ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
+import { startUpstreamGithub, startUpstreamOidc, type GithubUser, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
+import { addProvider, authorize, callback, complete, confirm, externalSignIn, externalValue, landing, snapshot, start, type Res } from "./support/upstream-linkgate.ts";
+
+const tag = `t${randomBytes(3).toString("hex")}`;
+let seq = 0;
+const email = (name = "u") => `${name}-${tag}-${++seq}@example.com`;
+const googleUser = (over: Partial<UpstreamUser> = {}): UpstreamUser => ({ sub: `g-${tag}-${++seq}`, email: email("g"), email_verified: true, name: "Grace Hopper", ...over });
+const githubUser = (over: Partial<GithubUser> = {}): GithubUser => {
+  const mail = email("gh");
+  return { id: 100_000 + ++seq, login: `octo${seq}`, name: "Octo Cat", email: null, emails: [{ email: mail, primary: true, verified: true, visibility: "private" }], ...over };
+};
+
+describe.each(backends)("external sign-in on %s", (backend) => {
+  let h: Harness;
+  let google: UpstreamOidc;
+  let github: UpstreamGithub;
+  let app: RegisteredClient;
+
+  beforeAll(async () => {
+    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
+    [google, github] = await Promise.all([startUpstreamOidc(), startUpstreamGithub()]);
+    app = await registerClient(h, { firstParty: true, redirectUris: ["https://app.example/after-sign-in"] });
+    await addProvider(h, google, "google", { displayName: "Google" });
+    await addProvider(h, github, "github", { displayName: "GitHub" });
+  });
+  afterAll(async () => {
+    await h?.close();
+    await google?.stop();
+    await github?.stop();
+  });
+
+  const signedIn = (r: Res) => {
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toMatchObject({ access_token: expect.any(String), id_token: expect.any(String), token_type: "Bearer", account_id: expect.any(String) });
+    return r.body as { access_token: string; id_token: string; account_id: string };
+  };
+  const identifiersOf = async (accountId: string) =>
+    (await h.db.prisma.identifier.findMany({ where: { accountId }, orderBy: { createdAt: "asc" } })).map((i) => `${i.origin}:${i.kind}:${i.value}`);
+  const lastSeq = async () => (await h.db.prisma.outboxEvent.findFirst({ orderBy: { seq: "desc" } }))?.seq ?? 0n;
+  const eventsSince = async (after: bigint) =>
+    (await h.db.prisma.outboxEvent.findMany({ where: { seq: { gt: after } }, orderBy: { seq: "asc" } })).map((e) => ({ type: e.eventType, data: JSON.parse(e.body).data }));
+  const google$ = () => externalSignIn(h, google, "google", app.redirectUri);
+  const github$ = () => externalSignIn(h, github, "github", app.redirectUri);
+
+  it("lists the project's providers for the sign-in page", async () => {
+    const r = await h.call("GET", "/auth/external/providers", { headers: { "x-api-key": h.publishableKey } });
+    expect(r.status).toBe(200);
+    expect(r.body.providers).toEqual([
+      { slug: "google", display_name: "Google", preset: "oidc" },
+      { slug: "github", display_name: "GitHub", preset: "github" },
+    ]);
+  });
+
+  it("an unknown Google identity creates an account identified by (issuer, subject); signing in again lands on it", async () => {
+    const user = googleUser();
+    google.loginAs(user);
+    const since = await lastSeq();
+    const first = signedIn(await google$());
+    expect(await identifiersOf(first.account_id)).toEqual([`own:external:${externalValue(google, user.sub)}`]);
+    expect(decodeJwt(first.id_token)).toMatchObject({ sub: first.account_id, amr: ["fed"] });
+    const events = await eventsSince(since);
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["user.created", "user.authentication.success"]));
+    expect(events.find((e) => e.type === "user.authentication.success")!.data).toMatchObject({ user: { user_id: first.account_id }, method: "external", provider: "google" });
+
+    const accounts = await h.db.prisma.account.count();
+    const again = signedIn(await google$());
+    expect(again.account_id).toBe(first.account_id);
+    expect(await h.db.prisma.account.count()).toBe(accounts);
+    // the token works on linkgate's API as the account
+    const viewer = await h.gql("{ viewer { id } }", {}, { authorization: `Bearer ${again.access_token}` });
+    expect(viewer.body.data.viewer.id).toBe(first.account_id);
+  });
+
+  it("a changed e-mail at the upstream is the same identity: the claim is profile only", async () => {
+    const user = googleUser();
+    google.loginAs(user);
+    const first = signedIn(await google$());
+    google.loginAs({ ...user, email: email("changed") });
+    expect(signedIn(await google$()).account_id).toBe(first.account_id);
+    expect(await identifiersOf(first.account_id)).toEqual([`own:external:${externalValue(google, user.sub)}`]);
+  });
+
+  it("GitHub: an unknown user creates an account identified by its numeric id; again lands on it", async () => {
+    const user = githubUser();
+    github.loginAs(user);
+    const first = signedIn(await github$());
+    expect(await identifiersOf(first.account_id)).toEqual([expect.stringMatching(new RegExp(`^own:external:.+#${user.id}$`))]);
+    // a renamed login is the same GitHub user
+    github.loginAs({ ...user, login: `renamed${user.id}` });
+    expect(signedIn(await github$()).account_id).toBe(first.account_id);
+  });
+
+  it("a merged secondary's external identity signs into the primary", async () => {
+    const user = googleUser();
+    google.loginAs(user);
+    const secondary = signedIn(await google$());
+    const primary = await h.signIn({ email: email("primary") });
+    // the primary links the secondary's own identifier, the Google identity: a merge
+    const linked = await externalLinkAsPrimary(primary.token);
+    expect(linked.body).toEqual({ message: "Account linked successfully", outcome: "merged" });
+    const after = signedIn(await google$());
+    expect(after.account_id).toBe(primary.accountId);
+    expect(decodeJwt(after.id_token).sub).toBe(primary.accountId);
+    expect(secondary.account_id).not.toBe(primary.accountId);
+  });
+  async function externalLinkAsPrimary(token: string) {
+    const { started, code } = await authorize(h, google, "google", app.redirectUri, { token });
+    return h.call("POST", "/users/link/external/verify", { body: { state_id: started.state_id, code }, headers: { authorization: `Bearer ${token}` } });
+  }
+
+  describe("a verified e-mail that an account holds", () => {
+    it("creates and links nothing until that e-mail's code is given, then attaches the identity to that account", async () => {
+      const holder = await h.signIn({ email: email("holder") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      const user = googleUser({ email: mail, email_verified: true });
+      google.loginAs(user);
+
+      const { started, code } = await authorize(h, google, "google", app.redirectUri);
+      const before = await snapshot(h);
+      const asked = await complete(h, started.state_id, code);
+      expect(asked.status, JSON.stringify(asked.body)).toBe(200);
+      expect(asked.body).toEqual({ verification_required: "email", state_id: expect.any(String), destination: expect.stringContaining("•") });
+      expect(asked.body).not.toHaveProperty("access_token");
+      const after = await snapshot(h);
+      expect({ ...after, userEvents: undefined }).toEqual({ ...before, userEvents: undefined });
+
+      // a wrong code attaches nothing
+      const otp = await h.mailbox.otp(mail);
+      const wrong = await confirm(h, asked.body.state_id, otp === "000000" ? "111111" : "000000");
+      expect(wrong.status).toBe(400);
+      expect(await identifiersOf(holder.accountId)).toEqual([`own:email:${mail}`]);
+
+      const verified = signedIn(await confirm(h, asked.body.state_id, otp));
+      expect(verified.account_id).toBe(holder.accountId);
+      expect(await identifiersOf(holder.accountId)).toEqual([`own:email:${mail}`, `attached:external:${externalValue(google, user.sub)}`]);
+      // from now on the identity signs in directly
+      expect(signedIn(await google$()).account_id).toBe(holder.accountId);
+    });
+
+    it("an abandoned verification leaves no account and no link; the next sign-in asks again", async () => {
+      const holder = await h.signIn({ email: email("holder") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      google.loginAs(googleUser({ email: mail }));
+      expect((await google$()).body.verification_required).toBe("email");
+      await h.mailbox.otp(mail);
+      expect((await google$()).body.verification_required).toBe("email");
+      await h.mailbox.otp(mail);
+      expect(await identifiersOf(holder.accountId)).toEqual([`own:email:${mail}`]);
+    });
+
+    it("GitHub: the verified primary e-mail from /user/emails counts, the same way", async () => {
+      const holder = await h.signIn({ email: email("ghholder") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      github.loginAs(githubUser({ emails: [{ email: mail, primary: true, verified: true, visibility: "private" }] }));
+      const asked = await github$();
+      expect(asked.body.verification_required).toBe("email");
+      const verified = signedIn(await confirm(h, asked.body.state_id, await h.mailbox.otp(mail)));
+      expect(verified.account_id).toBe(holder.accountId);
+      expect(signedIn(await github$()).account_id).toBe(holder.accountId);
+    });
+  });
+
+  describe("an unverified e-mail never links", () => {
+    it("Google: email_verified false for an e-mail an account holds creates a separate account and sends no code", async () => {
+      const holder = await h.signIn({ email: email("victim") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      const sent = h.mailbox.messages.length;
+      google.loginAs(googleUser({ email: mail, email_verified: false }));
+      const r = signedIn(await google$());
+      expect(r.account_id).not.toBe(holder.accountId);
+      expect(await identifiersOf(holder.accountId)).toEqual([`own:email:${mail}`]);
+      expect(h.mailbox.messages.length).toBe(sent);
+    });
+
+    it("Google: no email_verified claim at all counts as unverified", async () => {
+      const holder = await h.signIn({ email: email("victim") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      google.loginAs({ sub: `g-${tag}-${++seq}`, email: mail, name: "No Claim" });
+      expect(signedIn(await google$()).account_id).not.toBe(holder.accountId);
+    });
+
+    it("GitHub: an unverified primary e-mail, or the public profile e-mail, never links", async () => {
+      const holder = await h.signIn({ email: email("ghvictim") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      github.loginAs(githubUser({ emails: [{ email: mail, primary: true, verified: false, visibility: "public" }] }));
+      expect(signedIn(await github$()).account_id).not.toBe(holder.accountId);
+      // /user's `email` is whatever the user typed as public e-mail; only /user/emails says verified
+      github.loginAs(githubUser({ email: mail }));
+      expect(signedIn(await github$()).account_id).not.toBe(holder.accountId);
+      // a verified but non-primary address is not the one GitHub vouches for either
+      github.loginAs(githubUser({ emails: [{ email: email("p"), primary: true, verified: true, visibility: "private" }, { email: mail, primary: false, verified: true, visibility: null }] }));
+      expect(signedIn(await github$()).account_id).not.toBe(holder.accountId);
+      expect(await identifiersOf(holder.accountId)).toEqual([`own:email:${mail}`]);
+    });
+  });
+
+  describe("start refuses before anything is stored", () => {
+    it("an unknown provider: 404 ProviderNotFound", async () => {
+      const r = await start(h, "nope", app.redirectUri);
+      expect(r.status).toBe(404);
+      expect(r.body).toEqual({ error: "ProviderNotFound", message: expect.any(String) });
+    });
+
+    it("a redirect URI that is not a first-party client's: 400 InvalidRedirectUri", async () => {
+      const thirdParty = await registerClient(h, { firstParty: false, redirectUris: ["https://third.example/cb"] });
+      for (const uri of ["https://evil.example/cb", thirdParty.redirectUri, `${app.redirectUri}/deeper`, `${app.redirectUri}?x=1`]) {
+        const r = await start(h, "google", uri);
+        expect(r.status, uri).toBe(400);
+        expect(r.body).toEqual({ error: "InvalidRedirectUri", message: expect.any(String) });
+      }
+    });
+
+    it("the hosted /login page is an allowed redirect URI", async () => {
+      const r = await start(h, "google", `${ORIGIN}/login`);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      expect(new URL(r.body.authorization_url).origin).toBe(google.issuer);
+    });
+  });
+
+  it("the user cancelling at the upstream comes back to the app as an error, with nothing created", async () => {
+    google.loginAs(googleUser());
+    google.refuseNextLogin();
+    const s = await start(h, "google", app.redirectUri);
+    const before = await snapshot(h);
+    const back = landing(await callback(h, await google.followAuthorization(s.body.authorization_url)));
+    expect(back.code).toBeNull();
+    expect(back.error).toBe("ExternalSignInFailed");
+    expect(`${back.url.origin}${back.url.pathname}`).toBe(app.redirectUri);
+    expect(await snapshot(h)).toEqual(before);
+  });
+
+  it("GraphQL mirrors start, complete and confirm", async () => {
+    const startOp = `mutation($p: String!, $r: String!) { startExternalSignIn(provider: $p, redirectUri: $r) { __typename ... on ExternalStart { stateId authorizationUrl } ... on Error { message } } }`;
+    const completeOp = `mutation($s: String!, $c: String!) { completeExternalSignIn(stateId: $s, code: $c) { __typename
+      ... on ExternalSignInOutcome { tokens { accountId } emailVerification { stateId destination } } ... on Error { message } } }`;
+    const confirmOp = `mutation($s: String!, $o: String!) { confirmExternalSignIn(stateId: $s, otp: $o) { __typename ... on SignInTokens { accountId } ... on Error { message } } }`;
+    const viaGraphql = async () => {
+      const s = await h.gql(startOp, { p: "google", r: app.redirectUri });
+      const started = s.body.data?.startExternalSignIn;
+      expect(started?.__typename, JSON.stringify(s.body)).toBe("ExternalStart");
+      const back = landing(await callback(h, await google.followAuthorization(started.authorizationUrl)));
+      const c = await h.gql(completeOp, { s: started.stateId, c: back.code });
+      expect(c.body.data?.completeExternalSignIn?.__typename, JSON.stringify(c.body)).toBe("ExternalSignInOutcome");
+      return c.body.data.completeExternalSignIn;
+    };
+    const user = googleUser();
+    google.loginAs(user);
+    const created = await viaGraphql();
+    expect(created.emailVerification).toBeNull();
+    expect(await identifiersOf(created.tokens.accountId)).toEqual([`own:external:${externalValue(google, user.sub)}`]);
+
+    const holder = await h.signIn({ email: email("gqlholder") });
+    const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+    google.loginAs(googleUser({ email: mail }));
+    const asked = await viaGraphql();
+    expect(asked.tokens).toBeNull();
+    const confirmed = await h.gql(confirmOp, { s: asked.emailVerification.stateId, o: await h.mailbox.otp(mail) });
+    expect(confirmed.body.data.confirmExternalSignIn).toEqual({ __typename: "SignInTokens", accountId: holder.accountId });
+
+    const unknown = await h.gql(startOp, { p: "nope", r: app.redirectUri });
+    expect(unknown.body.data.startExternalSignIn.__typename).toBe("ProviderNotFound");
+  });
+});
