@@ -17,6 +17,8 @@ import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SIGN_IN_OPTIONS_PER_ADDRESS } from "../src/auth/passkeys.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
+import { EXTERNAL_FLOWS_PER_ADDRESS } from "../src/auth/external/flows.ts";
+import { startUpstreamOidc } from "./support/upstream.ts";
 
 type Doc = { openapi: string; paths: Record<string, Record<string, Operation>>; components: Record<string, unknown> };
 type Operation = {
@@ -185,14 +187,15 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
     seen.get(route)!.add(res.status);
   }
 
-  async function send(method: "GET" | "POST", path: string, opts: { headers?: Record<string, string>; json?: unknown; raw?: string } = {}): Promise<Answer> {
+  async function send(method: "GET" | "POST", path: string, opts: { headers?: Record<string, string>; json?: unknown; raw?: string; from?: string } = {}): Promise<Answer> {
     const headers: Record<string, string> = { ...opts.headers };
     let body = opts.raw;
     if (opts.json !== undefined) {
       body = JSON.stringify(opts.json);
       headers["content-type"] ??= "application/json";
     }
-    const res = await h.app.fetch(new Request(`http://linkgate.test${path}`, { method, headers, body }));
+    const env = opts.from ? { incoming: { socket: { remoteAddress: opts.from } } } : undefined;
+    const res = await h.app.fetch(new Request(`http://linkgate.test${path}`, { method, headers, body }), env);
     const text = await res.text();
     let parsed: unknown = text;
     try {
@@ -427,6 +430,134 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
     expect(refused?.status).toBe(429);
     expect(refused?.body.error).toBe("RateLimited");
     expect(Number(refused?.headers.get("retry-after"))).toBeGreaterThan(0);
+  });
+
+  it("external identities: providers, sign-in, the e-mail proof, linking, against a real upstream, and every error", async () => {
+    const up = await startUpstreamOidc();
+    try {
+      up.addRedirectUri(`${ORIGIN}/auth/external/callback`);
+      const addProvider = async (slug: string) => {
+        const input = { preset: "OIDC", slug, displayName: `Upstream ${slug}`, issuer: up.issuer, clientId: up.clientId, clientSecret: up.clientSecret, scopes: ["openid", "email", "profile"] };
+        const created = await h.gql(`mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on IdentityProvider { callbackUrl } } }`, { input });
+        expect(created.body.data.createIdentityProvider).toEqual({ __typename: "IdentityProvider", callbackUrl: `${ORIGIN}/auth/external/callback` });
+      };
+      await addProvider("upstream");
+      const login = `${ORIGIN}/login?interaction=x1`; // the hosted page is always a place to return to
+      /** The browser's trip: the upstream signs `sub` in, linkgate's callback sends it back with a code. */
+      const trip = async (authorizationUrl: string, user: { sub: string; email?: string; email_verified?: boolean }) => {
+        up.loginAs(user);
+        const callback = await up.followAuthorization(authorizationUrl);
+        const res = await h.app.fetch(new Request(`http://linkgate.test${callback.pathname}${callback.search}`));
+        expect(res.status).toBe(303);
+        const back = new URL(res.headers.get("location")!);
+        expect(back.searchParams.get("error"), back.href).toBeNull();
+        return back.searchParams.get("code")!;
+      };
+      const signInWith = async (user: { sub: string; email?: string; email_verified?: boolean }, from?: string) => {
+        const started = await post("/auth/external/start", { provider: "upstream", redirect_uri: login }, key(h.publishableKey));
+        expect(started.status, JSON.stringify(started.body)).toBe(200);
+        const code = await trip(started.body.authorization_url, user);
+        const completed = await send("POST", "/auth/external/complete", { json: { state_id: started.body.state_id, code }, headers: key(h.publishableKey), from });
+        return { ...completed, code, stateId: started.body.state_id as string };
+      };
+      const linkWith = async (token: string, user: { sub: string; email?: string; email_verified?: boolean }) => {
+        const started = await post("/users/link/external/start", { provider: "upstream", redirect_uri: login }, as(token));
+        expect(started.status, JSON.stringify(started.body)).toBe(200);
+        const code = await trip(started.body.authorization_url, user);
+        return post("/users/link/external/verify", { state_id: started.body.state_id, code }, as(token));
+      };
+
+      expect((await send("GET", "/auth/external/providers", { headers: key(h.publishableKey) })).body.providers).toEqual([
+        { slug: "upstream", display_name: "Upstream upstream", preset: "oidc" },
+      ]);
+
+      // start: unknown provider, a redirect_uri the project never registered, a first-party client's
+      expect((await post("/auth/external/start", { provider: "nope", redirect_uri: login }, key())).body.error).toBe("ProviderNotFound");
+      expect((await post("/auth/external/start", { provider: "upstream", redirect_uri: "https://evil.example/cb" }, key())).body.error).toBe("InvalidRedirectUri");
+      const app = "https://app.example/auth/callback";
+      const client = await h.gql(`mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename } }`, {
+        input: { name: "First party", redirectUris: [app], type: "PUBLIC", firstParty: true },
+      });
+      expect(client.body.data.createOAuthClient.__typename).toBe("OAuthClientWithSecret");
+      expect((await post("/auth/external/start", { provider: "upstream", redirect_uri: app }, key())).status).toBe(200);
+
+      // complete: a new identity creates an account, the same one signs into it again
+      const first = await signInWith({ sub: "oa-new", email: "oa-new@example.com", email_verified: true });
+      expect(first.body).toMatchObject({ token_type: "Bearer" });
+      expect(decodeJwt(first.body.id_token).amr).toEqual(["fed"]);
+      const again = await signInWith({ sub: "oa-new", email: "oa-new@example.com", email_verified: true });
+      expect(again.body.account_id).toBe(first.body.account_id);
+      // a wrong code, and a code with another flow's state
+      expect((await post("/auth/external/complete", { state_id: again.stateId, code: "wrong" }, key())).body.error).toBe("OTPInvalid");
+      expect((await post("/auth/external/complete", { state_id: "xfl_nope", code: again.code }, key())).body.error).toBe("OTPInvalid");
+      expect((await post("/auth/external/complete", { state_id: 7, code: again.code }, key())).body.error).toBe("InvalidRequest");
+
+      // the provider asserts a verified e-mail an account holds: a code to that e-mail first
+      const holder = await signIn("oa-holder@example.com");
+      const collided = await signInWith({ sub: "oa-claims-holder", email: "oa-holder@example.com", email_verified: true });
+      expect(collided.body).toEqual({ verification_required: "email", state_id: expect.any(String), destination: expect.stringContaining("@example.com") });
+      const otp = await h.mailbox.otp("oa-holder@example.com");
+      expect((await post("/auth/external/confirm", { state_id: collided.body.state_id, otp: wrong(otp) }, key())).body.error).toBe("OTPInvalid");
+      const confirmed = await post("/auth/external/confirm", { state_id: collided.body.state_id, otp }, key());
+      expect(confirmed.body.account_id).toBe(holder.accountId);
+      // codes sent to that e-mail are bounded (3 here, the sign-in's and the first proof's included)
+      const flooded = await untilLimited(async () => (await signInWith({ sub: `oa-flood-${Math.random()}`, email: "oa-holder@example.com", email_verified: true })) as Answer);
+      expect(flooded.body.error).toBe("RateLimited");
+      // wrong codes for the e-mail to prove are bounded too (from an address it never signed in from)
+      await signIn("oa-guessed@example.com");
+      const stranger = "198.51.100.9";
+      const guessed = await signInWith({ sub: "oa-guesser", email: "oa-guessed@example.com", email_verified: true }, stranger);
+      const right = await h.mailbox.otp("oa-guessed@example.com");
+      const refused = await untilLimited(() =>
+        send("POST", "/auth/external/confirm", { json: { state_id: guessed.body.state_id, otp: wrong(right) }, headers: key(), from: stranger }),
+      );
+      expect(refused.body.error).toBe("RateLimited");
+
+      // linking: attach, then each refusal of verify's decision table
+      const linker = await signIn("oa-linker@example.com");
+      expect((await linkWith(linker.token, { sub: "oa-linked" })).body).toEqual({ message: "Account linked successfully", outcome: "attached" });
+      expect((await linkWith(linker.token, { sub: "oa-linked" })).body.error).toBe("CannotLinkSelf");
+      const other = await signIn("oa-other@example.com");
+      expect((await linkWith(other.token, { sub: "oa-linked" })).body.error).toBe("TargetSecondaryIdentity");
+      expect((await linkWith(linker.token, { sub: "oa-new" })).body.outcome).toBe("merged");
+      expect((await linkWith(other.token, { sub: "oa-new" })).body.error).toBe("TargetAlreadyLinked");
+      const another = await signInWith({ sub: "oa-another" });
+      expect(another.status).toBe(200);
+      expect((await linkWith(linker.token, { sub: "oa-another" })).body.error).toBe("AlreadyLinked");
+      expect((await post("/users/link/external/start", { provider: "nope", redirect_uri: login }, as(other.token))).body.error).toBe("ProviderNotFound");
+      expect((await post("/users/link/external/start", { provider: "upstream", redirect_uri: "https://evil.example/cb" }, as(other.token))).body.error).toBe("InvalidRedirectUri");
+      const pending = await post("/users/link/external/start", { provider: "upstream", redirect_uri: login }, as(other.token));
+      expect((await post("/users/link/external/verify", { state_id: pending.body.state_id, code: "never-sent" }, as(other.token))).body.error).toBe("OTPInvalid");
+      // an account past its wrong codes (of any link) is refused before the decision
+      const guesser = await signIn("oa-link-guesser@example.com");
+      const state = await post("/users/link/request", { email: "oa-link-guessed@example.com" }, as(guesser.token));
+      const sent = await h.mailbox.otp("oa-link-guessed@example.com");
+      await untilLimited(() => post("/users/link/verify", { state_id: state.body.state_id, otp: wrong(sent) }, as(guesser.token)));
+      expect((await linkWith(guesser.token, { sub: "oa-guesser-link" })).body.error).toBe("RateLimited");
+      // a session that signed in too long ago must re-authenticate first
+      await h.db.prisma.session.update({ where: { id: decodeJwt(other.token).sid as string }, data: { authTime: new Date(Date.now() - 24 * 3600_000) } });
+      expect((await post("/users/link/external/start", { provider: "upstream", redirect_uri: login }, as(other.token))).body.error).toBe("ReauthenticationRequired");
+
+      // the upstream down: a provider never used yet must discover it, and cannot
+      await addProvider("unreached");
+      await up.down();
+      expect((await post("/auth/external/start", { provider: "unreached", redirect_uri: login }, key())).body.error).toBe("UpstreamUnavailable");
+      expect((await post("/users/link/external/start", { provider: "unreached", redirect_uri: login }, as(linker.token))).body.error).toBe("UpstreamUnavailable");
+      await up.up();
+
+      // starts store state: one client address gets a bounded number
+      const from = "203.0.113.27";
+      let limited: Answer | undefined;
+      for (let i = 0; i <= EXTERNAL_FLOWS_PER_ADDRESS.max && !limited; i++) {
+        const r = await send("POST", "/auth/external/start", { json: { provider: "upstream", redirect_uri: login }, headers: key(h.publishableKey), from });
+        if (r.status !== 200) limited = r;
+      }
+      expect(limited?.body.error).toBe("RateLimited");
+      const linkLimited = await send("POST", "/users/link/external/start", { json: { provider: "upstream", redirect_uri: login }, headers: as(linker.token), from });
+      expect(linkLimited.body.error).toBe("RateLimited");
+    } finally {
+      await up.stop();
+    }
   });
 
   it("every documented route and status was answered above (but a database outage)", () => {
