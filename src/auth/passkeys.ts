@@ -221,7 +221,7 @@ type Verified = { passkey: { id: string; accountId: string; name: string; counte
  * comparison happens here, after the signature proved the authenticator's word, so that a
  * cloned authenticator is reported.
  */
-async function verifyAssertion(deps: Deps, actor: Actor, raw: unknown): Promise<Verified> {
+export async function verifyPasskeyAssertion(deps: Deps, actor: Actor, raw: unknown): Promise<Verified> {
   const { projectId } = actor;
   const response = parseResponse(authenticationSchema, raw) as AuthenticationResponseJSON;
   const challenge = signedChallenge(response.response.clientDataJSON, "webauthn.get");
@@ -265,7 +265,7 @@ async function claimCounter(db: Db, passkeyId: string, seen: bigint): Promise<bi
 }
 
 export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { response: unknown }): Promise<TokenResponse> {
-  const { passkey } = await verifyAssertion(deps, actor, input.response);
+  const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
     const accountId = await primaryOf(tx, passkey.accountId);
     const sessionId = await startSession(tx, actor, accountId, "passkey", [
@@ -282,7 +282,7 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
  * or its merged secondary's): the session and its `sid` stay, its auth_time moves.
  */
 export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, input: { response: unknown }): Promise<TokenResponse> {
-  const { passkey } = await verifyAssertion(deps, actor, input.response);
+  const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   await transaction(deps.prisma, async (tx) => {
     if ((await primaryOf(tx, passkey.accountId)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
     await markReauthenticated(tx, actor.user.sessionId, "passkey");

@@ -7,7 +7,7 @@
 import type { Actor, Deps } from "../../deps.ts";
 import type { Tx } from "../../db/client.ts";
 import { transaction } from "../../db/transaction.ts";
-import { ExternalSignInFailed, InvalidRedirectUri, InvalidRequest, OTPInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
+import { ExternalSignInFailed, InvalidRedirectUri, InvalidRequest, OTPInvalid, PasskeyInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { enqueue, enqueueAll } from "../../webhooks/outbox.ts";
 import { userEventData } from "../accounts.ts";
@@ -16,6 +16,7 @@ import { externalValue, type Contact, type Identifier } from "../identifiers.ts"
 import { recordKnownPlaces } from "../known-places.ts";
 import { maskIdentifier } from "../notices.ts";
 import { consumeOtp, storedResult, storeResult } from "../otp.ts";
+import { verifyPasskeyAssertion } from "../passkeys.ts";
 import { sendOtp, verifyOtp } from "../otp-flow.ts";
 import { assertLiveSession } from "../sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "../sign-in.ts";
@@ -25,6 +26,7 @@ export const EXTERNAL_SIGN_IN_ERRORS = {
   start: [InvalidRequest, ProviderNotFound, InvalidRedirectUri, UpstreamUnavailable, RateLimited],
   complete: [InvalidRequest, OTPInvalid, ExternalSignInFailed, RateLimited],
   confirm: [OTPInvalid, ExternalSignInFailed, RateLimited],
+  confirmWithPasskey: [InvalidRequest, OTPInvalid, PasskeyInvalid, ExternalSignInFailed],
 };
 
 /** The e-mail must be proven first: a code went to `destination`; /auth/external/confirm finishes. */
@@ -131,13 +133,46 @@ export async function confirmExternalSignIn(deps: Deps, actor: Actor, input: { s
   const checked = await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
   const stateId = input.stateId as string;
   const replayed = checked.result as SignedIn | null;
-  const signedIn = replayed ?? (await transaction(deps.prisma, (tx) => confirmOnce(tx, actor, stateId, checked.identifier)));
+  const signedIn =
+    replayed ??
+    (await transaction(deps.prisma, async (tx) => {
+      const joined = await joinOnce(tx, actor, stateId, checked.identifier.value);
+      await recordKnownPlaces(tx, actor.projectId, checked.identifier, actor.clientAddress);
+      return joined;
+    }));
+  return tokensFor(deps, actor, signedIn, !!replayed);
+}
+
+/**
+ * The other proof the account's owner can give: a passkey of the account that holds the e-mail
+ * (an assertion for options from /auth/passkey/sign-in/options), instead of the code.
+ */
+export async function confirmExternalSignInWithPasskey(deps: Deps, actor: Actor, input: { stateId?: unknown; response?: unknown }): Promise<TokenResponse> {
+  const stateId = input.stateId;
+  if (typeof stateId !== "string" || !stateId || stateId.length > 100) throw new InvalidRequest("send the state_id of verification_required");
+  const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
+  const signedIn = await transaction(deps.prisma, async (tx) => {
+    const state = await tx.otpState.findFirst({
+      where: { id: stateId, projectId: actor.projectId, purpose: "external_confirm", expiresAt: { gt: new Date() } },
+      select: { value: true },
+    });
+    if (!state) throw new OTPInvalid();
+    return joinOnce(tx, actor, stateId, state.value, passkey.accountId);
+  });
+  return tokensFor(deps, actor, signedIn, false);
+}
+
+async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed: boolean): Promise<TokenResponse> {
   if (replayed) await assertLiveSession(deps.prisma, actor.projectId, signedIn.session_id, signedIn.account_id);
   deps.notices.kick();
   return issueTokens(deps, actor.projectId, signedIn.account_id, signedIn.session_id);
 }
 
-async function confirmOnce(tx: Tx, actor: Actor, stateId: string, email: Identifier): Promise<SignedIn> {
+/**
+ * Under the state's row lock: signs into the primary account of the e-mail and attaches the
+ * identity. With `passkeyAccount`, the passkey must sign into that same account.
+ */
+async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkeyAccount?: string): Promise<SignedIn> {
   if (!(await consumeOtp(tx, stateId))) {
     const done = (await storedResult(tx, stateId)) as SignedIn | null;
     if (!done) throw new OTPInvalid();
@@ -146,13 +181,13 @@ async function confirmOnce(tx: Tx, actor: Actor, stateId: string, email: Identif
   const state = await tx.otpState.findUnique({ where: { id: stateId }, select: { externalFlowId: true } });
   const flow = state?.externalFlowId ? await tx.externalFlow.findUnique({ where: { id: state.externalFlowId } }) : null;
   const holder = await tx.identifier.findUnique({
-    where: { projectId_kind_value: { projectId: actor.projectId, kind: "email", value: email.value } },
+    where: { projectId_kind_value: { projectId: actor.projectId, kind: "email", value: email } },
     select: { accountId: true },
   });
   if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
   const accountId = await primaryOf(tx, holder.accountId);
+  if (passkeyAccount && (await primaryOf(tx, passkeyAccount)) !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
   await attachIdentity(tx, actor, accountId, flow as ProvenFlow);
-  await recordKnownPlaces(tx, actor.projectId, email, actor.clientAddress);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
   return signedIn;

@@ -3,7 +3,7 @@
 // src/auth/external/ and src/linking/external.ts; REST calls the same functions.
 import { PRESETS } from "../../auth/external/presets.ts";
 import { createProvider, deleteProvider, listProviders, updateProvider, type ProviderView } from "../../auth/external/providers.ts";
-import { completeExternalSignIn, confirmExternalSignIn, EXTERNAL_SIGN_IN_ERRORS, startExternalSignIn, type VerificationRequired } from "../../auth/external/sign-in.ts";
+import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, EXTERNAL_SIGN_IN_ERRORS, startExternalSignIn, type VerificationRequired } from "../../auth/external/sign-in.ts";
 import type { TokenResponse } from "../../auth/sign-in.ts";
 import * as E from "../../errors.ts";
 import { EXTERNAL_LINK_ERRORS, startExternalLink, verifyExternalLink } from "../../linking/external.ts";
@@ -163,6 +163,17 @@ builder.mutationFields((t) => ({
     },
     errors: { types: [...EXTERNAL_SIGN_IN_ERRORS.confirm], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => confirmExternalSignIn(ctx.deps, await ctx.project(), args),
+  }),
+  confirmExternalSignInWithPasskey: t.field({
+    type: TokenPayload,
+    authScopes: { project: true },
+    description: `Proves it is the account of EmailVerificationRequired's e-mail with one of its passkeys (an assertion for startPasskeySignIn's options) instead of the code: signs in and adds the external sign-in. ${NEEDS.project}`,
+    args: {
+      stateId: t.arg.string({ required: true, description: "The stateId of EmailVerificationRequired." }),
+      response: t.arg({ type: "JSON", required: true, description: "The WebAuthn assertion (navigator.credentials.get), as JSON." }),
+    },
+    errors: { types: [...EXTERNAL_SIGN_IN_ERRORS.confirmWithPasskey], union: resultOf("The SignInTokens") },
+    resolve: async (_, args, ctx) => confirmExternalSignInWithPasskey(ctx.deps, await ctx.project(), args),
   }),
   startExternalLink: t.field({
     type: ExternalStart,

@@ -4,7 +4,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { publicProviders } from "../../auth/external/providers.ts";
-import { completeExternalSignIn, confirmExternalSignIn, EXTERNAL_SIGN_IN_ERRORS, startExternalSignIn } from "../../auth/external/sign-in.ts";
+import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, EXTERNAL_SIGN_IN_ERRORS, startExternalSignIn } from "../../auth/external/sign-in.ts";
 import { finishCallback } from "../../auth/external/flows.ts";
 import { EXTERNAL_LINK_ERRORS, startExternalLink, verifyExternalLink } from "../../linking/external.ts";
 import { RateLimited } from "../../errors.ts";
@@ -12,7 +12,7 @@ import { errorPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/
 import { projectActor, userActor } from "../credentials.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody as readJsonBody, str } from "../body.ts";
-import { BODY_ERRORS, errorResponses, jsonBody, ok, otpBody, PROJECT_ERRORS, registerBodies, SECURITY, TokenResponse, USER_ERRORS } from "../api-schemas.ts";
+import { AuthenticationResponse, BODY_ERRORS, errorResponses, jsonBody, ok, otpBody, PROJECT_ERRORS, registerBodies, SECURITY, TokenResponse, USER_ERRORS } from "../api-schemas.ts";
 
 const tags = { tags: ["External identities"] };
 
@@ -41,6 +41,14 @@ const completeBody = (name: string, description: string) =>
 const SignInStart = startBody("ExternalSignInStartBody", "the provider to sign in with, and where to come back");
 const SignInComplete = completeBody("ExternalSignInCompleteBody", "the two halves of the flow: state_id from the start, code from the redirect");
 const SignInConfirm = otpBody("ExternalSignInConfirmBody", "the state_id of verification_required and the code sent to that e-mail");
+const SignInConfirmPasskey = jsonBody(
+  "ExternalSignInConfirmPasskeyBody",
+  z.strictObject({
+    state_id: z.string().openapi({ description: "the state_id of verification_required" }),
+    response: AuthenticationResponse,
+  }),
+  { required: true, description: "an assertion, for options from /auth/passkey/sign-in/options, by a passkey of the account that holds the e-mail" },
+);
 const LinkStart = startBody("ExternalLinkStartBody", "the provider whose account to add, and where to come back");
 const LinkVerify = completeBody("ExternalLinkVerifyBody", "the two halves of the flow: state_id from the start, code from the redirect");
 
@@ -108,6 +116,11 @@ const signInConfirm = createRoute({
   request: SignInConfirm.request,
   responses: { ...ok(TokenResponse, "signed in; the external sign-in now signs into this account"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, EXTERNAL_SIGN_IN_ERRORS.confirm) },
 });
+const signInConfirmPasskey = createRoute({
+  ...route("post", "/auth/external/confirm/passkey", "confirmExternalSignInWithPasskey", "Prove it is the account of that e-mail with one of its passkeys instead of the code", SECURITY.apiKey),
+  request: SignInConfirmPasskey.request,
+  responses: { ...ok(TokenResponse, "signed in; the external sign-in now signs into this account"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, EXTERNAL_SIGN_IN_ERRORS.confirmWithPasskey) },
+});
 const linkStart = createRoute({
   ...route("post", "/users/link/external/start", "startExternalLink", "Start adding an external identity to the signed-in account", SECURITY.user),
   request: LinkStart.request,
@@ -140,7 +153,7 @@ async function callback(c: C): Promise<Response> {
 
 export function externalRoutes() {
   const r = new OpenAPIHono<AppEnv>();
-  registerBodies(r.openAPIRegistry, [SignInStart, SignInComplete, SignInConfirm, LinkStart, LinkVerify]);
+  registerBodies(r.openAPIRegistry, [SignInStart, SignInComplete, SignInConfirm, SignInConfirmPasskey, LinkStart, LinkVerify]);
   const pair = (body: Record<string, unknown>) => ({ stateId: str(body, "state_id") ?? "", code: str(body, "code") ?? "" });
   const start = (body: Record<string, unknown>) => ({ provider: body.provider, redirectUri: body.redirect_uri });
 
@@ -157,6 +170,11 @@ export function externalRoutes() {
     const actor = await projectActor(c);
     const body = await readJsonBody(c, SignInConfirm.fields);
     return c.json(await confirmExternalSignIn(c.get("deps"), actor, { stateId: str(body, "state_id") ?? "", otp: str(body, "otp") ?? "" }), 200);
+  });
+  r.openapi(signInConfirmPasskey, async (c) => {
+    const actor = await projectActor(c);
+    const body = await readJsonBody(c, SignInConfirmPasskey.fields);
+    return c.json(await confirmExternalSignInWithPasskey(c.get("deps"), actor, { stateId: body.state_id, response: body.response }), 200);
   });
   r.openapi(linkStart, async (c) => {
     const actor = await userActor(c);
