@@ -46,6 +46,7 @@ const ROUTES = [
   "POST /auth/external/start",
   "POST /auth/external/complete",
   "POST /auth/external/confirm",
+  "POST /auth/external/confirm/passkey",
   "POST /users/link/external/start",
   "POST /users/link/external/verify",
   "POST /auth/passkey/registration/options",
@@ -500,6 +501,19 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
       expect((await post("/auth/external/confirm", { state_id: collided.body.state_id, otp: wrong(otp) }, key())).body.error).toBe("OTPInvalid");
       const confirmed = await post("/auth/external/confirm", { state_id: collided.body.state_id, otp }, key());
       expect(confirmed.body.account_id).toBe(holder.accountId);
+      // ...or a passkey of that account proves it instead of the code
+      const keyed = await signIn("oa-passkey@example.com");
+      const device = new SoftAuthenticator(ORIGIN);
+      const registration = await post("/auth/passkey/registration/options", undefined, as(keyed.token, h.publishableKey));
+      expect((await post("/auth/passkey/registration/verify", { response: device.create(registration.body), name: "Laptop" }, as(keyed.token))).status).toBe(200);
+      // from an address of its own: an earlier case spent the default address's sign-in options
+      const assertion = async () => device.get((await send("POST", "/auth/passkey/sign-in/options", { json: {}, headers: key(), from: "203.0.113.44" })).body);
+      const viaPasskey = await signInWith({ sub: "oa-claims-passkey", email: "oa-passkey@example.com", email_verified: true });
+      expect((await post("/auth/external/confirm/passkey", { state_id: 7, response: await assertion() }, key())).body.error).toBe("InvalidRequest");
+      expect((await post("/auth/external/confirm/passkey", { state_id: "otp_nope", response: await assertion() }, key())).body.error).toBe("OTPInvalid");
+      expect((await post("/auth/external/confirm/passkey", { state_id: viaPasskey.body.state_id, response: {} }, key())).body.error).toBe("PasskeyInvalid");
+      const byPasskey = await post("/auth/external/confirm/passkey", { state_id: viaPasskey.body.state_id, response: await assertion() }, key());
+      expect(byPasskey.body.account_id).toBe(keyed.accountId);
       // codes sent to that e-mail are bounded (3 here, the sign-in's and the first proof's included)
       const flooded = await untilLimited(async () => (await signInWith({ sub: `oa-flood-${Math.random()}`, email: "oa-holder@example.com", email_verified: true })) as Answer);
       expect(flooded.body.error).toBe("RateLimited");
