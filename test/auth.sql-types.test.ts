@@ -4,4 +4,4 @@ import "../src/auth/authenticate.ts";
 import "../src/auth/sign-in.ts";
 import { describeRowTypes } from "./support/sql-types.ts";
 
-describeRowTypes("sign-in flow", ["authenticate_project", "sign_in_verify"]);
+describeRowTypes("sign-in flow", ["account_claims", "authenticate_project", "authenticate_token", "sign_in_verify"]);

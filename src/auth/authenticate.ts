@@ -3,9 +3,8 @@
 import { safeEqual, sha256Hex } from "../crypto.ts";
 import type { Actor, Deps, KeyActor, KeyKind, UserActor } from "../deps.ts";
 import { Forbidden, InsufficientScope, SecretKeyRequired, Unauthenticated } from "../errors.ts";
-import { Prisma } from "../generated/prisma/client.ts";
 import { prepared, run } from "../db/fast.ts";
-import { ENDED, liveSessionAuthTimeSql, liveSessionCondition, touchSessionStatement } from "./sessions.ts";
+import { ENDED, liveSessionCondition, touchSessionStatement } from "./sessions.ts";
 
 export type Credentials = { apiKey?: string | null; bearer?: string | null; clientAddress: string; userAgent?: string | null };
 
@@ -87,11 +86,18 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
 export async function authenticateToken(deps: Deps, bearer: string | null, clientAddress: string): Promise<UserActor> {
   if (!bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
   const { sub, aud, sid, scopes } = await deps.keys.verifyAccessToken(bearer);
-  const [row] = await deps.prisma.$queryRaw<{ auth_time: Date | null }[]>`
-    SELECT ${liveSessionAuthTimeSql(sid, sub, Prisma.sql`${aud}`)} AS auth_time`;
-  if (!row?.auth_time) throw new Unauthenticated(ENDED);
-  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time), scopes } };
+  const [row] = await run(deps.db, AUTHENTICATE_TOKEN, [sid, sub, aud]);
+  if (row?.auth_time_ms == null) throw new Unauthenticated(ENDED);
+  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), scopes } };
 }
+
+/** The token's live session ($1 session, $2 account, $3 project): its auth_time as ms since the epoch, or NULL. On the fast path: userinfo is a trivial request. */
+const AUTHENTICATE_TOKEN = prepared<{ auth_time_ms: number | null }>(
+  "authenticate_token",
+  { auth_time_ms: "float8" },
+  `SELECT (SELECT extract(epoch FROM s.auth_time AT TIME ZONE 'UTC')::float8 * 1000 FROM sessions s JOIN accounts a ON a.id = s.account_id
+           WHERE ${liveSessionCondition("$1::text", "$2::text", "$3::text")}) AS auth_time_ms`,
+);
 
 export function isAdmin(deps: Deps, token: string | null | undefined): boolean {
   return !!deps.config.adminToken && !!token && safeEqual(token, deps.config.adminToken);

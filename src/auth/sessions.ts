@@ -40,8 +40,9 @@ export async function endSessions(tx: Db | Tx, where: { accountId: string } | { 
  * account): not ended, not expired, of this account and project, and the account is not a
  * merged secondary (a secondary never acts, even through a session that slipped past the
  * merge). Its arguments are SQL expressions (parameters, columns), so callers can check the
- * project in the same statement as the API key; the fast path (authenticateUser) and Prisma's
- * queries (liveSessionSql, liveSessionAuthTimeSql) both use this text.
+ * project in the same statement as the API key; the fast path (authenticateUser,
+ * authenticateToken) and Prisma's queries (liveSessionSql) use this text; src/auth/sign-in.sql
+ * spells it out for a retried verify.
  */
 export function liveSessionCondition(session: string, account: string, project: string): string {
   return `s.id = ${session} AND s.account_id = ${account} AND s.project_id = ${project}
@@ -65,11 +66,6 @@ function liveSessionWhere(sessionId: string, accountId: string, project: Prisma.
 
 export function liveSessionSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
   return Prisma.sql`EXISTS (SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
-}
-
-/** The live session's auth_time, or NULL when it is not live. */
-export function liveSessionAuthTimeSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
-  return Prisma.sql`(SELECT s.auth_time FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
 }
 
 /** Touches last_used_at (at most once a minute) only when the request's API key is of the session's project. */

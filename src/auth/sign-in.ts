@@ -229,10 +229,24 @@ export async function signTokens(
   return { access_token, id_token, token_type: "Bearer", expires_in: ACCESS_TOKEN_TTL_SECONDS, account_id: accountId };
 }
 
+/**
+ * The account's claims in one prepared statement (src/db/fast.ts), the preferred e-mail and phone
+ * picked as preferred() picks them (own first, then the oldest), as sign_in_verify reads them:
+ * userinfo is the trivial request of the sign-in benchmark, and through Prisma it was two queries.
+ */
+const ACCOUNT_CLAIMS = prepared<{ name: string | null; updated_at_ms: number; email: string | null; phone: string | null }>(
+  "account_claims",
+  { name: "text", updated_at_ms: "float8", email: "text", phone: "text" },
+  `SELECT a.name, extract(epoch FROM a.updated_at AT TIME ZONE 'UTC')::float8 * 1000 AS updated_at_ms,
+     (SELECT i.value FROM identifiers i WHERE i.account_id = a.id AND i.kind = 'email' ORDER BY i.origin <> 'own', i.created_at LIMIT 1) AS email,
+     (SELECT i.value FROM identifiers i WHERE i.account_id = a.id AND i.kind = 'phone' ORDER BY i.origin <> 'own', i.created_at LIMIT 1) AS phone
+   FROM accounts a WHERE a.id = $1::text AND a.project_id = $2::text`,
+);
+
 export async function userinfo(deps: Deps, projectId: string, accountId: string) {
-  const account = await loadAccount(deps.prisma, projectId, accountId);
-  if (!account) throw new Unauthenticated("this account no longer exists");
-  return oidcClaims(account);
+  const [a] = await run(deps.db, ACCOUNT_CLAIMS, [accountId, projectId]);
+  if (!a) throw new Unauthenticated("this account no longer exists");
+  return claimsOf({ id: accountId, name: a.name, updatedAtMs: a.updated_at_ms, email: a.email, phone: a.phone });
 }
 
 export async function signOut(deps: Deps, actor: UserActor) {
