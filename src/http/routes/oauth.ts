@@ -6,6 +6,8 @@ import { Hono, type Context } from "hono";
 import { toFetchResponse, toReqRes } from "fetch-to-node";
 import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkeys.ts";
 import { completeSignIn, startSignIn } from "../../auth/sign-in.ts";
+import { publicProviders } from "../../auth/external/providers.ts";
+import { completeExternalSignIn, confirmExternalSignIn, startExternalSignIn } from "../../auth/external/sign-in.ts";
 import { answerConsent, countProviderPage, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
 import { logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor } from "../../oidc/provider.ts";
@@ -172,6 +174,8 @@ export function oauthRoutes() {
     return c.json(await signedIn(deps, provider, http, tokens), 200);
   });
 
+  externalSignInRoutes(r);
+
   r.post("/oauth/interaction/:uid/consent", async (c) => {
     const deps = c.get("deps");
     const provider = await providerFor(deps);
@@ -179,4 +183,45 @@ export function oauthRoutes() {
     return c.json(await answerConsent(deps, provider, interactionHttp(c), body.allow === true), 200);
   });
   return r;
+}
+
+/**
+ * "Continue with …" inside an app's authorization: the providers of the app's project (not the
+ * hosted pages' own project), and a flow that comes back to this interaction's /login page, then
+ * finishes the interaction as a code or passkey sign-in does (docs/external-identities.md).
+ */
+function externalSignInRoutes(r: Hono<AppEnv>) {
+  const actorOf = async (c: C) => {
+    const provider = await providerFor(c.get("deps"));
+    const http = interactionHttp(c);
+    return { provider, http, actor: await interactionActor(provider, http, origin(c)) };
+  };
+  r.get("/oauth/interaction/:uid/external/providers", async (c) => {
+    const { actor } = await actorOf(c);
+    return c.json({ providers: await publicProviders(c.get("deps"), actor) }, 200, { "cache-control": "no-store" });
+  });
+  r.post("/oauth/interaction/:uid/external/start", async (c) => {
+    const deps = c.get("deps");
+    const { actor } = await actorOf(c);
+    const body = await jsonBody(c, ["provider"]);
+    // back to this interaction's sign-in page, which finishes the flow below
+    const login = new URL("/login", deps.keys.issuer);
+    login.searchParams.set("interaction", c.req.param("uid"));
+    return c.json(await startExternalSignIn(deps, actor, { provider: body.provider, redirectUri: login.href }), 200);
+  });
+  r.post("/oauth/interaction/:uid/external/complete", async (c) => {
+    const deps = c.get("deps");
+    const { provider, http, actor } = await actorOf(c);
+    const body = await jsonBody(c, ["state_id", "code"]);
+    const outcome = await completeExternalSignIn(deps, actor, { stateId: str(body, "state_id") ?? "", code: str(body, "code") ?? "" });
+    if ("verification_required" in outcome) return c.json(outcome, 200);
+    return c.json(await signedIn(deps, provider, http, outcome), 200);
+  });
+  r.post("/oauth/interaction/:uid/external/confirm", async (c) => {
+    const deps = c.get("deps");
+    const { provider, http, actor } = await actorOf(c);
+    const body = await jsonBody(c, ["state_id", "otp"]);
+    const tokens = await confirmExternalSignIn(deps, actor, { stateId: str(body, "state_id") ?? "", otp: str(body, "otp") ?? "" });
+    return c.json(await signedIn(deps, provider, http, tokens), 200);
+  });
 }
