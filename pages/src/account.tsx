@@ -1,7 +1,7 @@
-// /account: the signed-in user's e-mail addresses and phone numbers, the account merged into
-// theirs and their passkeys, with everything linking offers: add one with a code (the service
-// decides attach or merge; the page says which), remove one, unmerge, and add, rename or remove
-// passkeys.
+// /account: the signed-in user's e-mail addresses and phone numbers, their sign-ins with external
+// identity providers, the account merged into theirs and their passkeys, with everything linking
+// offers: add one with a code or through the provider (the service decides attach or merge; the
+// page says which), remove one, unmerge, and add, rename or remove passkeys.
 import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
@@ -10,8 +10,17 @@ import {
   endOtherSessions,
   endSession,
   finishPasskeyRegistration,
+  goToProvider,
+  loadProviders,
   loadViewer,
   loginUrl,
+  reachable,
+  returnAddress,
+  startExternalLink,
+  takeExternalReturn,
+  verifyExternalLink,
+  type ExternalProvider,
+  type ExternalReturn,
   publishableKey,
   reauthenticateWithPasskey,
   removeLink,
@@ -102,6 +111,7 @@ function Account() {
         Your account <span class="value">{accountLabel(viewer)}</span>
       </h1>
       <Identifiers viewer={viewer} reload={reload} />
+      <ExternalSignIns viewer={viewer} reload={reload} />
       <Merged viewer={viewer} reload={reload} />
       <Passkeys passkeys={viewer.passkeys} reload={reload} />
       <Sessions sessions={viewer.sessions} reload={reload} />
@@ -140,6 +150,7 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
   const { busy, error, setError, run } = useAction();
   const codeInput = useFocusOnShow<HTMLInputElement>(`${step.kind}${error}`, false);
   const offerPasskey = passkeysSupported() && (props.viewer.passkeys.length > 0 || !!props.viewer.mergedSecondary);
+  const addresses = props.viewer.identifiers.filter(reachable);
 
   const withPasskey = () =>
     run(async () => {
@@ -182,7 +193,8 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
               {busy ? "Waiting…" : "Use a passkey"}
             </button>
           )}
-          {props.viewer.identifiers.map((i) => (
+          {!offerPasskey && !addresses.length && <p class="hint">Add a passkey, an e-mail address or a phone number first: this account has nothing a code or passkey can confirm.</p>}
+          {addresses.map((i) => (
             <button key={i.id} type="button" class="wide" onClick={() => sendCode(i)} disabled={busy}>
               Send a code to <span class="value">{i.value}</span>
             </button>
@@ -211,7 +223,11 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
 
 type Reload = () => Promise<Viewer>;
 
-const kindLabel = (i: Pick<Identifier, "kind">) => (i.kind === "email" ? "E-mail" : "Phone");
+const kindLabel = (i: Pick<Identifier, "kind" | "externalProfile">) =>
+  i.kind === "email" ? "E-mail" : i.kind === "phone" ? "Phone" : `Sign-in with ${i.externalProfile?.providerName ?? "a provider that was removed"}`;
+
+/** An external sign-in is shown by what the provider said of the user (the value is the provider's user id). */
+const shownValue = (i: Pick<Identifier, "value" | "externalProfile">) => i.externalProfile?.email ?? i.externalProfile?.name ?? i.value;
 
 /** "the account of bob@example.com": how the pages name another account. */
 const theAccountOf = (a: Pick<MergedAccount, "name" | "email" | "phoneNumber" | "id">) => `the account of ${accountLabel(a)}`;
@@ -225,7 +241,7 @@ function Identifiers(props: { viewer: Viewer; reload: Reload }) {
       <h2 id="identifiers-title">E-mail addresses and phone numbers</h2>
       <p class="hint">Each of them signs in to this account with a code.</p>
       <ul class="items">
-        {props.viewer.identifiers.map((i) => (
+        {props.viewer.identifiers.filter(reachable).map((i) => (
           <IdentifierRow key={i.id} identifier={i} only={props.viewer.identifiers.length === 1} reload={props.reload} onDone={setDone} />
         ))}
       </ul>
@@ -250,19 +266,19 @@ function IdentifierRow(props: { identifier: Identifier; only: boolean; reload: R
       await removeLink(i);
       setAsking(false);
       await props.reload();
-      props.onDone(`${i.value} was removed from your account.`);
+      props.onDone(`${i.kind === "external" ? `${kindLabel(i)} (${shownValue(i)})` : i.value} was removed from your account.`);
     });
   return (
     <li class="item" data-identifier={i.value}>
       <div class="item-main">
-        <span class="value">{i.value}</span>
+        <span class="value">{shownValue(i)}</span>
         <span class="meta">
           {kindLabel(i)} · <span class={`badge ${i.origin}`}>{i.origin === "own" ? "signed up with it" : "added later"}</span>
         </span>
       </div>
-      {props.only && <span class="hint">Add another address before removing this one.</span>}
+      {props.only && <span class="hint">{i.kind === "external" ? "Add another way to sign in before removing this one." : "Add another address before removing this one."}</span>}
       {!asking && !props.only && (
-        <button type="button" class="small" ref={opener} onClick={() => ask(true)} aria-label={`Remove ${i.value}`}>
+        <button type="button" class="small" ref={opener} onClick={() => ask(true)} aria-label={`Remove ${i.kind === "external" ? kindLabel(i) : i.value}`}>
           Remove
         </button>
       )}
@@ -271,7 +287,7 @@ function IdentifierRow(props: { identifier: Identifier; only: boolean; reload: R
           id={`remove-${i.id}`}
           text={
             <>
-              Remove <strong>{i.value}</strong> from your account? It will no longer sign in here.
+              Remove <strong>{i.kind === "external" ? `${kindLabel(i)} (${shownValue(i)})` : i.value}</strong> from your account? It will no longer sign in here.
             </>
           }
           action="Remove"
@@ -362,6 +378,75 @@ function AddIdentifier(props: { reload: Reload; onDone: (text: string) => void }
   );
 }
 
+// ---- sign-ins with external identity providers -----------------------------------------------------
+
+/** Back from the provider after "Add …" (read once, when the page opens). */
+const linkReturn: ExternalReturn | null = takeExternalReturn("link");
+
+function ExternalSignIns(props: { viewer: Viewer; reload: Reload }) {
+  const [providers, setProviders] = useState<ExternalProvider[]>([]);
+  const [done, setDone] = useState<string | null>(null);
+  const [returnError, setReturnError] = useState<string | null>(linkReturn && "error" in linkReturn ? linkReturn.error : null);
+  const { busy, error, run } = useAction();
+  const external = props.viewer.identifiers.filter((i) => i.kind === "external");
+  useEffect(() => {
+    loadProviders().then(setProviders, () => setProviders([]));
+    if (!linkReturn || !("code" in linkReturn)) return;
+    const { pending, code } = linkReturn;
+    // once: the flow is used by its first verify
+    (async () => {
+      try {
+        const outcome = await verifyExternalLink(pending.stateId, code);
+        const viewer = await props.reload();
+        setDone(
+          outcome === "merged" && viewer.mergedSecondary
+            ? `Merged: ${theAccountOf(viewer.mergedSecondary)} is now part of yours. Its sign-ins and passkeys sign in here.`
+            : `Your ${pending.provider} sign-in is now attached to your account.`,
+        );
+      } catch (err) {
+        if (err instanceof SessionEnded) return location.replace(loginUrl("ended"));
+        setReturnError(`Adding ${pending.provider} did not work: ${message(err)}`);
+      }
+    })();
+  }, []);
+  if (!external.length && !providers.length) return null;
+  const add = (p: ExternalProvider) =>
+    run(async () => {
+      setReturnError(null);
+      const started = await startExternalLink(p.slug, returnAddress());
+      goToProvider({ stateId: started.stateId, purpose: "link", provider: p.display_name }, started.authorizationUrl);
+    });
+  return (
+    <section class="card" aria-labelledby="external-title">
+      <h2 id="external-title">Sign-ins with other services</h2>
+      <p class="hint">Each of them signs in to this account.</p>
+      {external.length > 0 && (
+        <ul class="items">
+          {external.map((i) => (
+            <IdentifierRow key={i.id} identifier={i} only={props.viewer.identifiers.length === 1} reload={props.reload} onDone={setDone} />
+          ))}
+        </ul>
+      )}
+      <Done text={done} />
+      <Alert text={returnError} />
+      {providers.length > 0 && (
+        <div class="subsection">
+          <h3 id="add-external-title">Add a sign-in</h3>
+          <p class="hint">You sign in there to prove it is yours. If another account signed up with it, that account is merged into yours.</p>
+          <div class="actions">
+            {providers.map((p) => (
+              <button key={p.slug} type="button" data-provider={p.slug} disabled={busy} onClick={() => add(p)}>
+                Add {p.display_name}
+              </button>
+            ))}
+          </div>
+          <Alert text={error} />
+        </div>
+      )}
+    </section>
+  );
+}
+
 // ---- the merged account -------------------------------------------------------------------------
 
 function Merged(props: { viewer: Viewer; reload: Reload }) {
@@ -394,7 +479,7 @@ function Merged(props: { viewer: Viewer; reload: Reload }) {
             {secondary.identifiers.map((i) => (
               <li key={i.id} class="item" data-identifier={i.value}>
                 <div class="item-main">
-                  <span class="value">{i.value}</span>
+                  <span class="value">{shownValue(i)}</span>
                   <span class="meta">{kindLabel(i)}</span>
                 </div>
               </li>

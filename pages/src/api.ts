@@ -1,6 +1,8 @@
-// The pages' only way to the server: POST /graphql with the project's publishable key (from the
-// page's own <meta>, written by the server) and, once signed in, the user's access token. The
-// tokens live in sessionStorage: closing the browser signs the user out of these pages.
+// The pages' way to the server: POST /graphql with the project's publishable key (from the
+// page's own <meta>, written by the server) and, once signed in, the user's access token; the
+// one public list GraphQL gives only to the secret key, the project's sign-in providers, is read
+// from GET /auth/external/providers with the same key. The tokens live in sessionStorage:
+// closing the browser signs the user out of these pages.
 import { dataOf, postGraphQL } from "../../ui/graphql.ts";
 import { sentence } from "../../ui/text.ts";
 import { OPERATIONS } from "./operations.ts";
@@ -106,7 +108,9 @@ export const needsReauthentication = (err: unknown) => err instanceof ApiError &
 // ---- types of what the pages read ---------------------------------------------------------------
 
 export type SignInTokens = { accessToken: string; idToken: string; accountId: string; expiresIn: number };
-export type Identifier = { id: string; kind: "email" | "phone"; value: string; origin: "own" | "attached" };
+/** What an external identity provider said of the user; it decides nothing, it only names the sign-in. */
+export type ExternalProfile = { providerName: string | null; email: string | null; name: string | null };
+export type Identifier = { id: string; kind: "email" | "phone" | "external"; value: string; origin: "own" | "attached"; externalProfile: ExternalProfile | null };
 export type Passkey = { id: string; name: string; createdAt: string; lastUsedAt: string | null; backedUp: boolean };
 type AccountBase = { id: string; name: string | null; email: string | null; phoneNumber: string | null; identifiers: Identifier[] };
 export type MergedAccount = AccountBase & { mergedAt: string | null };
@@ -124,6 +128,9 @@ export type Viewer = AccountBase & { mergedSecondary: MergedAccount | null; pass
 
 /** How an account is named to its user: its name, else its e-mail or phone. */
 export const accountLabel = (a: Pick<AccountBase, "name" | "email" | "phoneNumber" | "id">) => a.name || a.email || a.phoneNumber || a.id;
+
+/** Identifiers a code can be sent to (an external sign-in has no address of its own). */
+export const reachable = (i: Pick<Identifier, "kind">) => i.kind === "email" || i.kind === "phone";
 
 /** `{email}` or `{phone}` for what the user typed: an "@" makes it an e-mail. */
 export function identifierInput(raw: string): { email: string } | { phone: string } {
@@ -239,4 +246,102 @@ export async function endOtherSessions(): Promise<number> {
 
 export async function removePasskey(id: string): Promise<void> {
   member((await gql<{ removePasskey: Result }>(OPERATIONS.RemovePasskey, { id })).removePasskey, "RemovePasskeyPayload");
+}
+
+// ---- external identity providers ("Continue with …") --------------------------------------------
+
+export type ExternalProvider = { slug: string; display_name: string };
+export type ExternalStarted = { stateId: string; authorizationUrl: string };
+/** The provider named an e-mail address an account holds: its code proves it first. */
+export type EmailToProve = { stateId: string; destination: string };
+
+/** The project's providers, for the sign-in buttons. */
+export async function loadProviders(): Promise<ExternalProvider[]> {
+  const key = publishableKey();
+  if (!key) return [];
+  let res: Response;
+  try {
+    res = await fetch("/auth/external/providers", { headers: { "x-api-key": key, accept: "application/json" } });
+  } catch {
+    throw new Error("The server cannot be reached. Check your connection and try again.");
+  }
+  const body = (await res.json().catch(() => null)) as { providers?: ExternalProvider[]; message?: string } | null;
+  if (!res.ok || !body?.providers) throw new Error(sentence(body?.message ?? `The server answered ${res.status}.`));
+  return body.providers;
+}
+
+export async function startExternalSignIn(provider: string, redirectUri: string): Promise<ExternalStarted> {
+  const d = await gql<{ startExternalSignIn: Result }>(OPERATIONS.StartExternalSignIn, { provider, redirectUri });
+  return member<ExternalStarted>(d.startExternalSignIn, "ExternalStart");
+}
+
+/** Signed in (the session is kept), or the e-mail to prove first. */
+export async function completeExternalSignIn(stateId: string, code: string): Promise<{ prove: EmailToProve } | { signedIn: true }> {
+  type Outcome = { tokens: SignInTokens | null; emailVerification: EmailToProve | null };
+  const d = await gql<{ completeExternalSignIn: Result }>(OPERATIONS.CompleteExternalSignIn, { stateId, code });
+  const outcome = member<Outcome>(d.completeExternalSignIn, "ExternalSignInOutcome");
+  if (outcome.emailVerification) return { prove: outcome.emailVerification };
+  keepSession(outcome.tokens!);
+  return { signedIn: true };
+}
+
+export async function confirmExternalSignIn(stateId: string, otp: string): Promise<void> {
+  const d = await gql<{ confirmExternalSignIn: Result }>(OPERATIONS.ConfirmExternalSignIn, { stateId, otp: otp.trim() });
+  keepSession(member<SignInTokens>(d.confirmExternalSignIn, "SignInTokens"));
+}
+
+export async function startExternalLink(provider: string, redirectUri: string): Promise<ExternalStarted> {
+  const d = await gql<{ startExternalLink: Result }>(OPERATIONS.StartExternalLink, { provider, redirectUri });
+  return member<ExternalStarted>(d.startExternalLink, "ExternalStart");
+}
+
+export async function verifyExternalLink(stateId: string, code: string): Promise<"attached" | "merged"> {
+  const d = await gql<{ verifyExternalLink: Result }>(OPERATIONS.VerifyExternalLink, { stateId, code });
+  return member<{ outcome: "attached" | "merged" }>(d.verifyExternalLink, "VerifyLinkPayload").outcome;
+}
+
+// ---- the trip to the provider and back ------------------------------------------------------------
+
+/** A trip to a provider under way: the page that started keeps state_id, the return brings the code. */
+export type PendingExternal = { stateId: string; purpose: "sign_in" | "link"; provider: string; startedAt: number };
+const PENDING = "linkgate.external";
+/** As long as the server keeps the flow. */
+const PENDING_TTL_MS = 10 * 60 * 1000;
+const RETURN_PARAMS = ["code", "error", "error_description", "state", "iss"];
+
+/** Keeps the flow and leaves for the provider's sign-in page. */
+export function goToProvider(pending: Omit<PendingExternal, "startedAt">, authorizationUrl: string): void {
+  sessionStorage.setItem(PENDING, JSON.stringify({ ...pending, startedAt: Date.now() }));
+  location.assign(authorizationUrl);
+}
+
+/** This page's address without what a return from a provider added: where a provider sends the user back. */
+export function returnAddress(): string {
+  const url = new URL(location.href);
+  for (const p of RETURN_PARAMS) url.searchParams.delete(p);
+  url.hash = "";
+  return url.href;
+}
+
+export type ExternalReturn = { pending: PendingExternal; code: string } | { pending: PendingExternal | null; error: string };
+
+/**
+ * The provider sent the user back here (?code= or ?error=): the flow this tab started, once.
+ * The address loses those parameters, so a reload does not try again. Null when not a return.
+ */
+export function takeExternalReturn(purpose: PendingExternal["purpose"]): ExternalReturn | null {
+  const params = new URLSearchParams(location.search);
+  const code = params.get("code");
+  const error = params.get("error");
+  if (!code && !error) return null;
+  history.replaceState(null, "", returnAddress());
+  let pending: PendingExternal | null = null;
+  try {
+    pending = JSON.parse(sessionStorage.getItem(PENDING) ?? "null") as PendingExternal | null;
+  } catch {}
+  sessionStorage.removeItem(PENDING);
+  if (pending && (pending.purpose !== purpose || typeof pending.stateId !== "string" || Date.now() - pending.startedAt > PENDING_TTL_MS)) pending = null;
+  if (error) return { pending, error: sentence(params.get("error_description") || "The sign-in at the other service did not succeed. Try again.") };
+  if (!pending) return { pending: null, error: "This sign-in was started in another tab or has expired. Start again." };
+  return { pending, code: code! };
 }

@@ -2,7 +2,7 @@
 // in through the interaction's own endpoints, which act for the project of the app that asked
 // (no publishable key needed) and answer where to go next: back to the app, or the consent page.
 import { sentence } from "../../ui/text.ts";
-import { identifierInput } from "./api.ts";
+import { identifierInput, type EmailToProve, type ExternalProvider, type ExternalStarted } from "./api.ts";
 
 export type Consent = { client: { name: string; firstParty: boolean }; scopes: string[] };
 export type Outcome = { redirectTo: string } | { consent: Consent };
@@ -13,13 +13,13 @@ export function interactionId(search = location.search): string | null {
   return uid && /^[\w-]{1,128}$/.test(uid) ? uid : null;
 }
 
-async function post<T>(path: string, body: unknown): Promise<T> {
+async function post<T>(path: string, body?: unknown): Promise<T> {
   let res: Response;
   try {
     res = await fetch(`/oauth/interaction/${interactionId()}/${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json" },
-      body: JSON.stringify(body),
+      method: body === undefined ? "GET" : "POST",
+      headers: body === undefined ? { accept: "application/json" } : { "content-type": "application/json", accept: "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
       credentials: "same-origin",
     });
   } catch {
@@ -34,6 +34,18 @@ export const flowStartSignIn = async (identifier: string) => (await post<{ state
 export const flowCompleteSignIn = (stateId: string, otp: string) => post<Outcome>("otp/verify", { state_id: stateId, otp: otp.trim() });
 export const flowPasskeyOptions = () => post<unknown>("passkey/options", {});
 export const flowPasskeySignIn = (response: unknown) => post<Outcome>("passkey/verify", { response });
+/** The providers of the app's project; the flow comes back to this interaction's page. */
+export const flowProviders = async () => (await post<{ providers: ExternalProvider[] }>("external/providers")).providers;
+export const flowStartExternal = async (provider: string): Promise<ExternalStarted> => {
+  const started = await post<{ state_id: string; authorization_url: string }>("external/start", { provider });
+  return { stateId: started.state_id, authorizationUrl: started.authorization_url };
+};
+type Proving = { verification_required: "email"; state_id: string; destination: string };
+export const flowCompleteExternal = async (stateId: string, code: string): Promise<{ prove: EmailToProve } | { signedIn: Outcome }> => {
+  const answer = await post<Outcome | Proving>("external/complete", { state_id: stateId, code });
+  return "verification_required" in answer ? { prove: { stateId: answer.state_id, destination: answer.destination } } : { signedIn: answer };
+};
+export const flowConfirmExternal = (stateId: string, otp: string) => post<Outcome>("external/confirm", { state_id: stateId, otp: otp.trim() });
 export const answerConsent = (allow: boolean) => post<{ redirectTo: string }>("consent", { allow });
 
 /** What each scope lets the app see, in the user's words. */

@@ -1,13 +1,48 @@
-// /login: sign in with a passkey (discoverable: nothing to type) or with a code sent to an
-// e-mail address or phone number; then on to ?return_to= (a path on this site) or /account.
-// Opened by an app's OpenID Connect authorization (?interaction=…), it signs in for that app,
-// asks for consent when the app is a third party's, and goes back to the app.
+// /login: sign in with a passkey (discoverable: nothing to type), with one of the project's
+// external identity providers ("Continue with …", which leaves for the provider and comes back
+// here with ?code=), or with a code sent to an e-mail address or phone number; then on to
+// ?return_to= (a path on this site) or /account. Opened by an app's OpenID Connect authorization
+// (?interaction=…), it signs in for that app, asks for consent when the app is a third party's,
+// and goes back to the app.
 import { render } from "preact";
-import { useState } from "preact/hooks";
-import { completeSignIn, finishPasskeySignIn, publishableKey, returnTo, startPasskeySignIn, startSignIn, storedSession } from "./api.ts";
-import { answerConsent, flowCompleteSignIn, flowPasskeyOptions, flowPasskeySignIn, flowStartSignIn, interactionId, SCOPE_WORDS, type Consent, type Outcome } from "./flow.ts";
+import { useEffect, useState } from "preact/hooks";
+import {
+  completeExternalSignIn,
+  completeSignIn,
+  confirmExternalSignIn,
+  finishPasskeySignIn,
+  goToProvider,
+  loadProviders,
+  publishableKey,
+  returnAddress,
+  returnTo,
+  startExternalSignIn,
+  startPasskeySignIn,
+  startSignIn,
+  storedSession,
+  takeExternalReturn,
+  type EmailToProve,
+  type ExternalProvider,
+  type ExternalReturn,
+  type ExternalStarted,
+} from "./api.ts";
+import {
+  answerConsent,
+  flowCompleteExternal,
+  flowCompleteSignIn,
+  flowConfirmExternal,
+  flowPasskeyOptions,
+  flowPasskeySignIn,
+  flowProviders,
+  flowStartExternal,
+  flowStartSignIn,
+  interactionId,
+  SCOPE_WORDS,
+  type Consent,
+  type Outcome,
+} from "./flow.ts";
 import { assertWithPasskey, passkeysSupported } from "./webauthn.ts";
-import { Alert, Field, Frame, NotConfigured, useAction, useFocusOnShow } from "./ui.tsx";
+import { Alert, Field, Frame, message, NotConfigured, useAction, useFocusOnShow } from "./ui.tsx";
 import "./style.css";
 
 const NOTICES: Record<string, string> = {
@@ -15,35 +50,66 @@ const NOTICES: Record<string, string> = {
   "signed-out": "You are signed out.",
 };
 
-function LoginPage() {
-  return <Frame title="sign in">{publishableKey() ? <SignIn /> : <NotConfigured />}</Frame>;
+function LoginPage(props: { returned: ExternalReturn | null }) {
+  const notice = NOTICES[new URLSearchParams(location.search).get("why") ?? ""];
+  return (
+    <Frame title="sign in">
+      {publishableKey() ? <SignInCard via={ON_ITS_OWN} returned={props.returned} notice={notice} onDone={() => location.assign(returnTo())} /> : <NotConfigured />}
+    </Frame>
+  );
 }
 
-type Step = { kind: "identifier" } | { kind: "code"; identifier: string; stateId: string };
+type Step =
+  | { kind: "identifier" }
+  | { kind: "code"; identifier: string; stateId: string }
+  | { kind: "returning"; provider: string; stateId: string; code: string }
+  | { kind: "prove"; provider: string; proving: EmailToProve };
 
-function SignIn() {
-  const [step, setStep] = useState<Step>({ kind: "identifier" });
-  const notice = NOTICES[new URLSearchParams(location.search).get("why") ?? ""];
-  const signedIn = () => location.assign(returnTo());
+function firstStep(returned: ExternalReturn | null): Step {
+  return returned && "code" in returned ? { kind: "returning", provider: returned.pending.provider, stateId: returned.pending.stateId, code: returned.code } : { kind: "identifier" };
+}
+
+/** The sign-in card, on its own or in an app's flow (`via` says which endpoints it uses). */
+function SignInCard(props: { via: SignInWith; returned: ExternalReturn | null; notice?: string; onDone: (result: unknown) => void }) {
+  const { via, onDone } = props;
+  const [step, setStep] = useState<Step>(() => firstStep(props.returned));
+  const [externalError, setExternalError] = useState<string | null>(props.returned && "error" in props.returned ? props.returned.error : null);
+  // Back from the provider: the completion signs in, or asks for the code of the e-mail it named.
+  useEffect(() => {
+    if (step.kind !== "returning") return;
+    via
+      .completeExternal(step.stateId, step.code)
+      .then((r) => ("prove" in r ? setStep({ kind: "prove", provider: step.provider, proving: r.prove }) : onDone(r.signedIn)))
+      .catch((err: unknown) => {
+        setExternalError(`Signing in with ${step.provider} did not work: ${message(err)}`);
+        setStep({ kind: "identifier" });
+      });
+  }, [step.kind]);
   return (
     <div class="card narrow">
       <h1>Sign in</h1>
-      {notice && step.kind === "identifier" && (
+      {props.notice && step.kind === "identifier" && (
         <p class="notice-text" role="status">
-          {notice}
+          {props.notice}
         </p>
       )}
-      {step.kind === "identifier" ? (
+      {step.kind === "identifier" && (
         <>
-          <PasskeySignIn onDone={signedIn} />
+          <PasskeySignIn onDone={onDone} via={via} />
+          <ExternalButtons via={via} error={externalError} />
           <p class="or" aria-hidden="true">
             <span>or</span>
           </p>
-          <CodeRequest onSent={(identifier, stateId) => setStep({ kind: "code", identifier, stateId })} />
+          <CodeRequest via={via} onSent={(identifier, stateId) => setStep({ kind: "code", identifier, stateId })} />
         </>
-      ) : (
-        <CodeEntry identifier={step.identifier} stateId={step.stateId} onDone={signedIn} onBack={() => setStep({ kind: "identifier" })} />
       )}
+      {step.kind === "code" && <CodeEntry via={via} identifier={step.identifier} stateId={step.stateId} onDone={onDone} onBack={() => setStep({ kind: "identifier" })} />}
+      {step.kind === "returning" && (
+        <p class="muted" role="status">
+          Finishing your sign-in with {step.provider}…
+        </p>
+      )}
+      {step.kind === "prove" && <ProveEmail via={via} provider={step.provider} proving={step.proving} onDone={onDone} onBack={() => setStep({ kind: "identifier" })} />}
     </div>
   );
 }
@@ -52,6 +118,10 @@ type SignInWith = {
   startCode: (identifier: string) => Promise<string>;
   completeCode: (stateId: string, otp: string) => Promise<unknown>;
   passkey: () => Promise<unknown>;
+  providers: () => Promise<ExternalProvider[]>;
+  startExternal: (provider: string) => Promise<ExternalStarted>;
+  completeExternal: (stateId: string, code: string) => Promise<{ prove: EmailToProve } | { signedIn: unknown }>;
+  confirmExternal: (stateId: string, otp: string) => Promise<unknown>;
 };
 
 /** On its own, the page keeps the session for /account; in an app's flow, the server answers what's next. */
@@ -59,12 +129,91 @@ const ON_ITS_OWN: SignInWith = {
   startCode: startSignIn,
   completeCode: completeSignIn,
   passkey: async () => finishPasskeySignIn(await assertWithPasskey(await startPasskeySignIn())),
+  providers: loadProviders,
+  // back to this very page (its ?return_to= kept), which finishes the sign-in
+  startExternal: (provider) => startExternalSignIn(provider, returnAddress()),
+  completeExternal: async (stateId, code) => {
+    const r = await completeExternalSignIn(stateId, code);
+    return "prove" in r ? r : { signedIn: undefined };
+  },
+  confirmExternal: confirmExternalSignIn,
 };
 const IN_FLOW: SignInWith = {
   startCode: flowStartSignIn,
   completeCode: flowCompleteSignIn,
   passkey: async () => flowPasskeySignIn(await assertWithPasskey(await flowPasskeyOptions())),
+  providers: flowProviders,
+  startExternal: flowStartExternal,
+  completeExternal: flowCompleteExternal,
+  confirmExternal: flowConfirmExternal,
 };
+
+/** "Continue with …" for each of the project's providers; none shown when it has none. */
+function ExternalButtons(props: { via: SignInWith; error: string | null }) {
+  const [providers, setProviders] = useState<ExternalProvider[]>([]);
+  const [going, setGoing] = useState<string | null>(null);
+  const { busy, error, setError, run } = useAction();
+  useEffect(() => {
+    props.via.providers().then(setProviders, () => setProviders([]));
+  }, []);
+  const go = (p: ExternalProvider) =>
+    run(async () => {
+      setGoing(p.slug);
+      try {
+        const started = await props.via.startExternal(p.slug);
+        goToProvider({ stateId: started.stateId, purpose: "sign_in", provider: p.display_name }, started.authorizationUrl);
+      } catch (err) {
+        setGoing(null);
+        throw err;
+      }
+    });
+  const shown = error ?? props.error;
+  if (!providers.length) return <Alert text={shown} />;
+  return (
+    <div class="external-signin">
+      <p class="or" aria-hidden="true">
+        <span>or</span>
+      </p>
+      <div class="choices">
+        {providers.map((p) => (
+          <button key={p.slug} type="button" class="wide" data-provider={p.slug} disabled={busy || going !== null} onClick={() => (setError(null), go(p))}>
+            {going === p.slug ? `Going to ${p.display_name}…` : `Continue with ${p.display_name}`}
+          </button>
+        ))}
+      </div>
+      <Alert text={shown} />
+    </div>
+  );
+}
+
+/** The provider named an e-mail address an account here holds: its code proves it, then the provider is connected to that account. */
+function ProveEmail(props: { via: SignInWith; provider: string; proving: EmailToProve; onDone: (result: unknown) => void; onBack: () => void }) {
+  const [code, setCode] = useState("");
+  const { busy, error, setError, run } = useAction();
+  const input = useFocusOnShow<HTMLInputElement>(error);
+  const submit = (e: Event) => {
+    e.preventDefault();
+    if (!/^\d{6}$/.test(code.trim())) return setError("Enter the 6-digit code.");
+    void run(async () => props.onDone(await props.via.confirmExternal(props.proving.stateId, code)));
+  };
+  return (
+    <form onSubmit={submit} noValidate>
+      <p>
+        {props.provider} gave the e-mail address <strong class="value">{props.proving.destination}</strong>, which already has an account here. To sign in to that account and
+        connect {props.provider} to it, enter the 6-digit code we sent to that address.
+      </p>
+      <Field id="code" label="Code" value={code} onInput={setCode} inputRef={input} inputMode="numeric" autoComplete="one-time-code" maxLength={6} error={error} />
+      <div class="actions">
+        <button type="submit" class="primary" disabled={busy}>
+          {busy ? "Checking…" : "Sign in"}
+        </button>
+        <button type="button" onClick={props.onBack}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
 
 function PasskeySignIn(props: { onDone: (result: unknown) => void; via?: SignInWith }) {
   const { busy, error, run } = useAction();
@@ -157,36 +306,14 @@ function CodeEntry(props: { identifier: string; stateId: string; onDone: (result
 
 // ---- inside an app's OpenID Connect flow ------------------------------------------------------
 
-function FlowPage() {
-  const [step, setStep] = useState<Step>({ kind: "identifier" });
+function FlowPage(props: { returned: ExternalReturn | null }) {
   const [consent, setConsent] = useState<Consent | null>(null);
   const next = (result: unknown) => {
     const outcome = result as Outcome;
     if ("redirectTo" in outcome) location.assign(outcome.redirectTo);
     else setConsent(outcome.consent);
   };
-  return (
-    <Frame title="sign in">
-      {consent ? (
-        <ConsentCard consent={consent} />
-      ) : (
-        <div class="card narrow">
-          <h1>Sign in</h1>
-          {step.kind === "identifier" ? (
-            <>
-              <PasskeySignIn onDone={next} via={IN_FLOW} />
-              <p class="or" aria-hidden="true">
-                <span>or</span>
-              </p>
-              <CodeRequest via={IN_FLOW} onSent={(identifier, stateId) => setStep({ kind: "code", identifier, stateId })} />
-            </>
-          ) : (
-            <CodeEntry via={IN_FLOW} identifier={step.identifier} stateId={step.stateId} onDone={next} onBack={() => setStep({ kind: "identifier" })} />
-          )}
-        </div>
-      )}
-    </Frame>
-  );
+  return <Frame title="sign in">{consent ? <ConsentCard consent={consent} /> : <SignInCard via={IN_FLOW} returned={props.returned} onDone={next} />}</Frame>;
 }
 
 /** A third party's app asks: the user sees who and what, and the answer is remembered. */
@@ -218,7 +345,9 @@ function ConsentCard({ consent }: { consent: Consent }) {
   );
 }
 
-// Inside an app's flow the page always signs in for that app; on its own, already signed in: straight on.
-if (interactionId()) render(<FlowPage />, document.getElementById("app")!);
-else if (publishableKey() && storedSession()) location.replace(returnTo());
-else render(<LoginPage />, document.getElementById("app")!);
+// Inside an app's flow the page always signs in for that app; on its own, already signed in: straight
+// on, unless the user is back from a provider to finish signing in.
+const returned = takeExternalReturn("sign_in");
+if (interactionId()) render(<FlowPage returned={returned} />, document.getElementById("app")!);
+else if (publishableKey() && storedSession() && !returned) location.replace(returnTo());
+else render(<LoginPage returned={returned} />, document.getElementById("app")!);

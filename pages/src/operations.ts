@@ -2,7 +2,7 @@
 // against schema.graphql.
 
 const ERR = `__typename ... on Error { message }`;
-const IDENTIFIER = `id kind value origin`;
+const IDENTIFIER = `id kind value origin externalProfile { providerName email name }`;
 const TOKENS = `... on SignInTokens { accessToken idToken accountId expiresIn }`;
 
 export const OPERATIONS = {
@@ -41,8 +41,26 @@ export const OPERATIONS = {
   VerifyLink: `mutation VerifyLink($stateId: String!, $otp: String!) {
     verifyLink(stateId: $stateId, otp: $otp) { __typename ... on VerifyLinkPayload { outcome } ... on Error { message } }
   }`,
-  RemoveLink: `mutation RemoveLink($email: String, $phone: String) {
-    removeLink(email: $email, phone: $phone) { ${ERR} }
+  RemoveLink: `mutation RemoveLink($email: String, $phone: String, $external: String) {
+    removeLink(email: $email, phone: $phone, external: $external) { ${ERR} }
+  }`,
+  StartExternalSignIn: `mutation StartExternalSignIn($provider: String!, $redirectUri: String!) {
+    startExternalSignIn(provider: $provider, redirectUri: $redirectUri) { ${ERR} ... on ExternalStart { stateId authorizationUrl } }
+  }`,
+  CompleteExternalSignIn: `mutation CompleteExternalSignIn($stateId: String!, $code: String!) {
+    completeExternalSignIn(stateId: $stateId, code: $code) {
+      ${ERR}
+      ... on ExternalSignInOutcome { tokens { accessToken idToken accountId expiresIn } emailVerification { stateId destination } }
+    }
+  }`,
+  ConfirmExternalSignIn: `mutation ConfirmExternalSignIn($stateId: String!, $otp: String!) {
+    confirmExternalSignIn(stateId: $stateId, otp: $otp) { ${ERR} ${TOKENS} }
+  }`,
+  StartExternalLink: `mutation StartExternalLink($provider: String!, $redirectUri: String!) {
+    startExternalLink(provider: $provider, redirectUri: $redirectUri) { ${ERR} ... on ExternalStart { stateId authorizationUrl } }
+  }`,
+  VerifyExternalLink: `mutation VerifyExternalLink($stateId: String!, $code: String!) {
+    verifyExternalLink(stateId: $stateId, code: $code) { __typename ... on VerifyLinkPayload { outcome } ... on Error { message } }
   }`,
   Unmerge: `mutation Unmerge { unmerge { ${ERR} } }`,
   StartPasskeyRegistration: `mutation StartPasskeyRegistration {
