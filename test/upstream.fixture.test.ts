@@ -134,6 +134,21 @@ describe("upstream OpenID Connect provider (oidc-provider on loopback)", () => {
     await expect(jwtVerify(before.tokens.id_token!, jwks, { issuer: up.issuer, audience: up.clientId })).resolves.toBeTruthy();
   });
 
+  it("signWithUnpublishedKey: ID tokens from the token endpoint no longer verify against the JWKS", async () => {
+    const other = await startUpstreamOidc({ users: [ada] });
+    try {
+      other.addRedirectUri(CALLBACK);
+      other.signWithUnpublishedKey(true);
+      const jwks = await (await fetch(`${other.issuer}/jwks`)).json();
+      expect(jwks.keys.map((k: { kid: string }) => k.kid)).not.toContain(other.currentKid());
+      await expect(signIn(other, await discover(other))).rejects.toThrow(/no applicable keys found/);
+      other.signWithUnpublishedKey(false);
+      expect((await signIn(other, await discover(other))).tokens.claims()?.sub).toBe(ada.sub);
+    } finally {
+      await other.stop();
+    }
+  });
+
   it("mints ID tokens for forgery tests: the current key verifies, the unknown one does not", async () => {
     const jwks = createRemoteJWKSet(new URL(`${up.issuer}/jwks`));
     const good = await up.mintIdToken({ sub: ada.sub, nonce: "n" });

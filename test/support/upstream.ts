@@ -40,6 +40,12 @@ export type UpstreamOidc = UpstreamControls & {
    * JWKS again on an unknown `kid` validates. Retired keys stay published either way.
    */
   rotateKeys(opts?: { unannounced?: boolean }): Promise<void>;
+  /**
+   * From now on (until called with false) the JWKS no longer lists the key ID tokens are signed
+   * with: to a relying party that checks signatures this is a forged ID token from the token
+   * endpoint itself. Use a fresh upstream, as a relying party may have cached the JWKS.
+   */
+  signWithUnpublishedKey(on: boolean): void;
   /** The `kid` the upstream signs ID tokens with now. */
   currentKid(): string;
   /**
@@ -154,6 +160,7 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
   let users = opts.users ?? [];
   let chosen: string | undefined;
   let refuseNext = false;
+  let hideCurrentKey = false;
   const keys = { current: await newKey(alg), next: await newKey(alg), retired: [] as JWK[] };
   const unknownKey = await newKey(alg);
   const Adapter = memoryAdapter();
@@ -164,6 +171,7 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
   const server = await startLoopbackServer((req, res) => {
     forgetSession(req);
     if (req.url?.startsWith("/interaction/")) return finishInteraction(req, res);
+    if (hideCurrentKey && req.url === "/jwks") return publishedWithoutCurrent(res);
     dispatch(req, res);
   });
   const issuer = server.origin;
@@ -178,6 +186,11 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
     const sub = chosen ?? users[0]?.sub;
     if (details.prompt.name !== "login" || !sub) throw new Error(`upstream fixture: no user to sign in (prompt ${details.prompt.name})`);
     await provider.interactionFinished(req, res, { login: { accountId: sub } }, { mergeWithLastSubmission: false });
+  }
+
+  function publishedWithoutCurrent(res: ServerResponse) {
+    const pub = [keys.next, ...keys.retired].map(({ kty, n, e, crv, x, y, kid, alg, use }) => ({ kty, n, e, crv, x, y, kid, alg, use }));
+    res.writeHead(200, { "content-type": "application/jwk-set+json; charset=utf-8" }).end(JSON.stringify({ keys: pub }));
   }
 
   /** A Provider for the current keys: oidc-provider reads its JWKS once, from its configuration. */
@@ -257,6 +270,9 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
       if (unannounced) keys.current = await newKey(alg);
       else [keys.current, keys.next] = [keys.next, await newKey(alg)];
       build();
+    },
+    signWithUnpublishedKey(on) {
+      hideCurrentKey = on;
     },
     currentKid: () => keys.current.kid!,
     async mintIdToken(claims, { key = "current" } = {}) {

@@ -1,0 +1,268 @@
+// The external sign-in callback is where an attacker aims (issue 27): forged or replayed
+// callbacks (wrong state, a nonce that is not this flow's, a code used twice, a code or ID token
+// from another provider) and an upstream that is down or slow must change nothing, answer with a
+// clear error within the timeout and never a 500, and leave nothing half-written.
+import { randomBytes } from "node:crypto";
+import { decodeJwt } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "./support/app.ts";
+import { backends } from "./support/db.ts";
+import { ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
+import { startUpstreamGithub, startUpstreamOidc, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
+import { addProvider, authorize, callback, complete, externalSignIn, landing, snapshot, start } from "./support/upstream-linkgate.ts";
+
+/** linkgate's deadline for each request to a provider (LINKGATE_UPSTREAM_TIMEOUT_MS), short for the test */
+const TIMEOUT_MS = 1000;
+const tag = `t${randomBytes(3).toString("hex")}`;
+let seq = 0;
+const googleUser = (): UpstreamUser => ({ sub: `g-${tag}-${++seq}`, email: `g-${tag}-${seq}@example.com`, email_verified: true, name: "Eve" });
+
+describe.each(backends)("external sign-in callbacks under attack and outage on %s", (backend) => {
+  let h: Harness;
+  let google: UpstreamOidc;
+  let acme: UpstreamOidc;
+  let github: UpstreamGithub;
+  let app: RegisteredClient;
+
+  beforeAll(async () => {
+    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN, LINKGATE_UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS) } });
+    [google, acme, github] = await Promise.all([startUpstreamOidc(), startUpstreamOidc(), startUpstreamGithub()]);
+    app = await registerClient(h, { firstParty: true, redirectUris: ["https://app.example/cb"] });
+    await addProvider(h, google, "google");
+    await addProvider(h, acme, "acme");
+    await addProvider(h, github, "github");
+  });
+  afterAll(async () => {
+    await h?.close();
+    await Promise.all([google?.stop(), acme?.stop(), github?.stop()]);
+  });
+
+  /** The callback's answer must be the 400 page or a redirect to the app with an error, never a code. */
+  async function refusedCallback(url: URL, from?: string) {
+    const before = await snapshot(h);
+    const res = await callback(h, url, { from });
+    expect(res.status).not.toBe(500);
+    if (res.status === 303) {
+      const back = landing(res);
+      expect(back.code).toBeNull();
+      expect(back.error).toBeTruthy();
+    } else {
+      expect(res.status).toBe(400);
+      expect(res.headers.get("content-type")).toMatch(/text\/html/);
+      expect(res.headers.get("location")).toBeNull();
+    }
+    expect(await snapshot(h)).toEqual(before);
+    return res;
+  }
+
+  it("an unknown or made-up state: a 400 page, never a redirect", async () => {
+    google.loginAs(googleUser());
+    const s = await start(h, "google", app.redirectUri);
+    const cb = await google.followAuthorization(s.body.authorization_url);
+    cb.searchParams.set("state", randomBytes(16).toString("base64url"));
+    const res = await refusedCallback(cb);
+    expect(res.status).toBe(400);
+    const none = new URL(cb);
+    none.searchParams.delete("state");
+    expect((await refusedCallback(none)).status).toBe(400);
+  });
+
+  it("the same callback twice (a replayed code): the second is refused and the first sign-in stands alone", async () => {
+    google.loginAs(googleUser());
+    const s = await start(h, "google", app.redirectUri);
+    const cb = await google.followAuthorization(s.body.authorization_url);
+    const first = landing(await callback(h, cb));
+    expect(first.code).toBeTruthy();
+    await refusedCallback(cb);
+    const done = await complete(h, s.body.state_id, first.code!);
+    expect(done.status, JSON.stringify(done.body)).toBe(200);
+    // completing again with the same pair answers the same sign-in (a retry), creating nothing
+    const before = await snapshot(h);
+    const again = await complete(h, s.body.state_id, first.code!);
+    expect(again.status).toBe(200);
+    expect(again.body.account_id).toBe(done.body.account_id);
+    expect(decodeJwt(again.body.access_token).sid).toBe(decodeJwt(done.body.access_token).sid);
+    expect(await snapshot(h)).toEqual(before);
+  });
+
+  it("a nonce that is not this flow's: the ID token is refused", async () => {
+    google.loginAs(googleUser());
+    const s = await start(h, "google", app.redirectUri);
+    const url = new URL(s.body.authorization_url);
+    expect(url.searchParams.get("nonce")).toBeTruthy();
+    url.searchParams.set("nonce", randomBytes(16).toString("base64url"));
+    await refusedCallback(await google.followAuthorization(url));
+  });
+
+  it("another provider's code on this flow's state (mix-up): refused, with or without its iss", async () => {
+    const user = googleUser();
+    acme.loginAs(user);
+    const s = await start(h, "google", app.redirectUri);
+    const googleUrl = new URL(s.body.authorization_url);
+    // the attacker runs the same request at acme, which also knows linkgate's callback
+    const acmeUrl = new URL(`${acme.issuer}/auth`);
+    for (const k of ["redirect_uri", "scope", "response_type", "state", "nonce", "code_challenge", "code_challenge_method"]) {
+      const v = googleUrl.searchParams.get(k);
+      if (v !== null) acmeUrl.searchParams.set(k, v);
+    }
+    acmeUrl.searchParams.set("client_id", acme.clientId);
+    const cb = await acme.followAuthorization(acmeUrl);
+    expect(cb.searchParams.get("code")).toBeTruthy();
+    const withoutIss = new URL(cb);
+    withoutIss.searchParams.delete("iss");
+    await refusedCallback(withoutIss);
+    await refusedCallback(cb);
+  });
+
+  it("an app's code and state from one flow cannot complete another flow", async () => {
+    google.loginAs(googleUser());
+    const a = await authorize(h, google, "google", app.redirectUri);
+    const b = await authorize(h, google, "google", app.redirectUri);
+    const before = await snapshot(h);
+    expect((await complete(h, a.started.state_id, b.code)).status).toBe(400);
+    expect((await complete(h, b.started.state_id, a.code)).status).toBe(400);
+    expect(await snapshot(h)).toEqual(before);
+  });
+
+  it("another project's API key cannot complete this project's sign-in", async () => {
+    google.loginAs(googleUser());
+    const a = await authorize(h, google, "google", app.redirectUri);
+    const created = await h.gql(`mutation($n: String!) { createProject(name: $n) { __typename ... on CreateProjectPayload { apiKey } } }`, { n: `other-${tag}` }, { "x-admin-token": h.adminToken });
+    const otherKey = created.body.data.createProject.apiKey as string;
+    const before = await snapshot(h);
+    const r = await h.call("POST", "/auth/external/complete", { body: { state_id: a.started.state_id, code: a.code }, headers: { "x-api-key": otherKey } });
+    expect(r.status).toBe(400);
+    expect(await snapshot(h)).toEqual(before);
+    expect((await complete(h, a.started.state_id, a.code)).status).toBe(200);
+  });
+
+  it("the upstream rotating its signing key (announced or not) does not break sign-in", async () => {
+    google.loginAs(googleUser());
+    expect((await externalSignIn(h, google, "google", app.redirectUri)).status).toBe(200);
+    await google.rotateKeys();
+    expect((await externalSignIn(h, google, "google", app.redirectUri)).status).toBe(200);
+    await google.rotateKeys({ unannounced: true });
+    const r = await externalSignIn(h, google, "google", app.redirectUri);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+  });
+
+  it("start and callback are bounded per client address: 429, and the callback a page", async () => {
+    const from = "203.0.113.77";
+    let last = await start(h, "google", app.redirectUri, { from });
+    let n = 1;
+    while (last.status === 200 && n < 200) {
+      last = await start(h, "google", app.redirectUri, { from });
+      n++;
+    }
+    expect(n).toBe(61);
+    expect(last.status).toBe(429);
+    expect(last.body).toEqual({ error: "RateLimited", message: expect.any(String) });
+    google.loginAs(googleUser());
+    const elsewhere = await start(h, "google", app.redirectUri);
+    const cb = await google.followAuthorization(elsewhere.body.authorization_url);
+    const res = await callback(h, cb, { from });
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
+    // the same callback from the browser's own address still works
+    expect(landing(await callback(h, cb)).code).toBeTruthy();
+  });
+
+  describe("the upstream down or slow", () => {
+    it("down at start (discovery): a clear 502 UpstreamUnavailable at once, nothing stored", async () => {
+      const fresh = await startUpstreamOidc();
+      try {
+        await addProvider(h, fresh, `fresh-${++seq}`);
+        await fresh.down();
+        const before = await snapshot(h);
+        const t = Date.now();
+        const r = await start(h, `fresh-${seq}`, app.redirectUri);
+        expect(Date.now() - t).toBeLessThan(TIMEOUT_MS);
+        expect([502, 504]).toContain(r.status);
+        expect(r.body).toEqual({ error: "UpstreamUnavailable", message: expect.any(String) });
+        expect(await snapshot(h)).toEqual(before);
+      } finally {
+        await fresh.stop();
+      }
+    });
+
+    it("down between the sign-in and the callback (token endpoint): back to the app with error=UpstreamUnavailable at once, nothing written", async () => {
+      google.loginAs(googleUser());
+      const s = await start(h, "google", app.redirectUri);
+      const cb = await google.followAuthorization(s.body.authorization_url);
+      await google.down();
+      try {
+        const t = Date.now();
+        const res = await refusedCallback(cb);
+        expect(Date.now() - t).toBeLessThan(TIMEOUT_MS);
+        expect(res.status).toBe(303);
+        expect(landing(res).error).toBe("UpstreamUnavailable");
+      } finally {
+        await google.up();
+      }
+    });
+
+    it("slow at start (discovery): 502 UpstreamUnavailable after the deadline, nothing stored", async () => {
+      const fresh = await startUpstreamOidc();
+      try {
+        await addProvider(h, fresh, `slow-${++seq}`);
+        fresh.slow(60_000);
+        const before = await snapshot(h);
+        const t = Date.now();
+        const r = await start(h, `slow-${seq}`, app.redirectUri);
+        expect(Date.now() - t).toBeLessThan(TIMEOUT_MS + 1500);
+        expect(r.status).toBe(502);
+        expect(r.body).toEqual({ error: "UpstreamUnavailable", message: expect.any(String) });
+        expect(await snapshot(h)).toEqual(before);
+      } finally {
+        await fresh.stop();
+      }
+    });
+
+    it("GitHub's e-mail API failing after the code exchange: an error, and no account made without knowing its e-mails", async () => {
+      const mail = `holder-${tag}@example.com`;
+      await h.signIn({ email: mail });
+      github.loginAs({ id: 900_000 + ++seq, login: `x${seq}`, name: null, email: null, emails: [{ email: mail, primary: true, verified: true, visibility: null }] });
+      const s = await start(h, "github", app.redirectUri);
+      const cb = await github.followAuthorization(s.body.authorization_url);
+      github.fail("/api/v3/user/emails", 502);
+      try {
+        const res = await refusedCallback(cb);
+        expect(res.status).toBe(303);
+      } finally {
+        github.fail(null);
+      }
+      // with the e-mails readable, the collision asks for the code: no duplicate account either way
+      const again = await externalSignIn(h, github, "github", app.redirectUri);
+      expect(again.body.verification_required).toBe("email");
+    });
+
+    it("slow beyond linkgate's timeout: a clear error within the timeout, not a hung request", async () => {
+      google.loginAs(googleUser());
+      const s = await start(h, "google", app.redirectUri);
+      const cb = await google.followAuthorization(s.body.authorization_url);
+      google.slow(60_000);
+      try {
+        const t = Date.now();
+        const res = await refusedCallback(cb);
+        // one deadline for the token request; a few hundred ms for linkgate's own work
+        expect(Date.now() - t).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+        expect(Date.now() - t).toBeLessThan(TIMEOUT_MS + 1500);
+        expect(res.status).toBe(303);
+        expect(landing(res).error).toBe("UpstreamUnavailable");
+      } finally {
+        google.slow(0);
+      }
+    });
+
+    it("slow but within the timeout: the sign-in succeeds", async () => {
+      google.loginAs(googleUser());
+      google.slow(TIMEOUT_MS / 4);
+      try {
+        const r = await externalSignIn(h, google, "google", app.redirectUri);
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+      } finally {
+        google.slow(0);
+      }
+    });
+  });
+});
