@@ -59,6 +59,8 @@ CREATE DOMAIN console.delivery_state_change AS dashboard.delivery_state_change;
 
 -- Sequences
 
+CREATE SEQUENCE dashboard.staged_outcomes_id_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
+
 CREATE SEQUENCE public.outbox_events_seq_seq AS bigint START WITH 1 INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 CACHE 1;
 
 -- Tables
@@ -70,6 +72,12 @@ CREATE TABLE dashboard.project_hours (
     retried integer NOT NULL,
     failed integer NOT NULL,
     latency integer[] NOT NULL
+);
+
+CREATE TABLE dashboard.staged_outcomes (
+    id bigint DEFAULT nextval('dashboard.staged_outcomes_id_seq'::regclass) NOT NULL,
+    outcomes dashboard.attempt_outcome[] NOT NULL,
+    states dashboard.delivery_state_change[] NOT NULL
 );
 
 CREATE TABLE dashboard.webhook_delivery_hours (
@@ -369,11 +377,15 @@ CREATE TABLE public.webhooks (
 
 -- Sequence owners
 
+ALTER SEQUENCE dashboard.staged_outcomes_id_seq OWNED BY dashboard.staged_outcomes.id;
+
 ALTER SEQUENCE public.outbox_events_seq_seq OWNED BY public.outbox_events.seq;
 
 -- Primary keys, unique and check constraints
 
 ALTER TABLE ONLY dashboard.project_hours ADD CONSTRAINT project_hours_pkey PRIMARY KEY (project_id, hour);
+
+ALTER TABLE ONLY dashboard.staged_outcomes ADD CONSTRAINT staged_outcomes_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY dashboard.webhook_delivery_hours ADD CONSTRAINT webhook_delivery_hours_pkey PRIMARY KEY (webhook_id, hour, shard);
 
@@ -670,6 +682,40 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION dashboard.apply_staged(p_wait boolean)
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_ids bigint[];
+  v_outcomes dashboard.attempt_outcome[];
+  v_states dashboard.delivery_state_change[];
+BEGIN
+  IF p_wait THEN
+    SELECT array_agg(id) INTO v_ids FROM (SELECT id FROM dashboard.staged_outcomes ORDER BY id LIMIT 500 FOR UPDATE) s;
+  ELSE
+    SELECT array_agg(id) INTO v_ids FROM (SELECT id FROM dashboard.staged_outcomes ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED) s;
+  END IF;
+  IF v_ids IS NULL THEN
+    RETURN 0;
+  END IF;
+  WITH taken AS (
+    DELETE FROM dashboard.staged_outcomes s WHERE s.id = ANY (v_ids) RETURNING s.outcomes, s.states
+  )
+  SELECT (SELECT array_agg(o) FROM taken t CROSS JOIN LATERAL unnest(t.outcomes) AS o
+          WHERE EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = o.webhook_id AND w.project_id = o.project_id)),
+         (SELECT array_agg(c) FROM taken t CROSS JOIN LATERAL unnest(t.states) AS c)
+  INTO v_outcomes, v_states;
+  IF v_outcomes IS NOT NULL THEN
+    PERFORM dashboard.add_outcomes(v_outcomes);
+  END IF;
+  IF v_states IS NOT NULL THEN
+    PERFORM dashboard.add_delivery_states(v_states);
+  END IF;
+  RETURN cardinality(v_ids);
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION dashboard.count_deleted_deliveries()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -700,6 +746,9 @@ CREATE OR REPLACE FUNCTION dashboard.count_logged_attempts()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
+  IF current_setting('linkgate.staged', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
   PERFORM dashboard.add_outcomes(array_agg(dashboard.outcome(d.project_id, d.webhook_id, d.status, d.attempts, n.attempt, n.started_at, n.status_code, n.duration_ms)))
   FROM logged n JOIN public.deliveries d ON d.id = n.delivery_id
   HAVING count(*) > 0;
@@ -712,7 +761,7 @@ CREATE OR REPLACE FUNCTION dashboard.count_updated_deliveries()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  IF current_setting('linkgate.lease_only', true) = 'on' THEN
+  IF current_setting('linkgate.lease_only', true) = 'on' OR current_setting('linkgate.staged', true) = 'on' THEN
     RETURN NULL;
   END IF;
   PERFORM dashboard.add_delivery_states(array_agg(c))

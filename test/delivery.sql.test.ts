@@ -1,6 +1,6 @@
 // The claim/lease/record statements on their own, without HTTP.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { claimDue, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "../src/delivery/sql.ts";
+import { applyStaged, claimDue, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "../src/delivery/sql.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { enqueueEvents, newMasterKey, seedWebhook } from "./support/receiver.ts";
@@ -138,8 +138,10 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     // Applying the same result twice is impossible too.
     expect(await recordResults(db, "w2", [result(taken)])).toEqual([]);
 
-    // The dashboard's rollups count each logged attempt once, applied or not (the record statement
-    // counts them itself, and the triggers must not count them again), and the delivery once.
+    // The dashboard's rollups count each logged attempt once, applied or not (the record
+    // statement stages them itself, and the triggers must not count them again), and the
+    // delivery once.
+    await applyStaged(db, true);
     const [hours] = await db.prisma.$queryRaw<{ succeeded: number; retried: number; failed: number }[]>`
       SELECT sum(succeeded)::int AS succeeded, sum(retried)::int AS retried, sum(failed)::int AS failed
       FROM dashboard.webhook_hours WHERE webhook_id = ${hook.webhookId}`;
@@ -158,11 +160,62 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     const late = await claim("w1");
     await db.prisma.$executeRaw`UPDATE deliveries SET leased_by = 'someone else'`;
     expect(await recordResults(db, "w1", late.map((c) => result(c, { status: "failed", statusCode: 500 })))).toEqual([]);
+    await applyStaged(db, true);
     const [hours] = await db.prisma.$queryRaw<{ succeeded: number; retried: number; failed: number }[]>`
       SELECT sum(succeeded)::int AS succeeded, sum(retried)::int AS retried, sum(failed)::int AS failed
       FROM dashboard.webhook_hours WHERE webhook_id = ${hook.webhookId}`;
     // Logged, not applied: the deliveries are still pending, so these attempts were retried.
     expect(hours).toEqual({ succeeded: 0, retried: 2, failed: 0 });
+  });
+
+  it("a record stages the dashboard's numbers of its batch, and an apply adds them; attempts logged by other statements are counted by the triggers at once", async () => {
+    await applyStaged(db, true); // what earlier tests staged
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, hook.projectId, 3);
+    const claimed = await claim("w1");
+    const numbers = async () => {
+      const [row] = await db.prisma.$queryRaw<{ ok: number; retried: number; failed: number; state_ok: number; state_failed: number; staged: number }[]>`
+        SELECT (SELECT coalesce(sum(succeeded), 0)::int FROM dashboard.webhook_hours WHERE webhook_id = ${hook.webhookId}) AS ok,
+               (SELECT coalesce(sum(retried), 0)::int FROM dashboard.webhook_hours WHERE webhook_id = ${hook.webhookId}) AS retried,
+               (SELECT coalesce(sum(failed), 0)::int FROM dashboard.webhook_hours WHERE webhook_id = ${hook.webhookId}) AS failed,
+               (SELECT coalesce(sum(succeeded), 0)::int FROM dashboard.webhook_delivery_hours WHERE webhook_id = ${hook.webhookId}) AS state_ok,
+               (SELECT coalesce(sum(failed), 0)::int FROM dashboard.webhook_delivery_hours WHERE webhook_id = ${hook.webhookId}) AS state_failed,
+               (SELECT count(*)::int FROM dashboard.staged_outcomes) AS staged`;
+      return row;
+    };
+    await recordResults(db, "w1", [
+      result(claimed[0]),
+      result(claimed[1], { status: "pending", delayMs: 60_000, statusCode: 500 }),
+      result(claimed[2], { status: "failed", statusCode: 500 }),
+    ]);
+    expect(await numbers()).toEqual({ ok: 0, retried: 0, failed: 0, state_ok: 0, state_failed: 0, staged: 1 });
+    expect(await applyStaged(db, false)).toBe(1);
+    expect(await numbers()).toEqual({ ok: 1, retried: 1, failed: 1, state_ok: 1, state_failed: 1, staged: 0 });
+    expect(await applyStaged(db, true)).toBe(0);
+
+    // The previous build's worker (during a rolling upgrade) logs attempts and updates
+    // deliveries without staging: the triggers count those as they happen.
+    await db.prisma.$executeRaw`
+      WITH u AS (UPDATE deliveries SET status = 'succeeded', attempts = 2, completed_at = now() WHERE id = ${claimed[1].deliveryId} RETURNING id)
+      INSERT INTO delivery_attempts (id, delivery_id, attempt, started_at, duration_ms, status_code)
+      SELECT ${newId("att")}, id, 2, now(), 5, 200 FROM u`;
+    expect(await numbers()).toEqual({ ok: 2, retried: 1, failed: 1, state_ok: 2, state_failed: 1, staged: 0 });
+  });
+
+  it("an apply drops the staged outcomes of a webhook deleted meanwhile, and adds the others", async () => {
+    const gone = await seedWebhook(db, masterKey, { url: URL_ });
+    const kept = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, gone.projectId, 1);
+    await enqueueEvents(db, kept.projectId, 1);
+    const claimed = await claim("w1");
+    expect(claimed).toHaveLength(2);
+    await applyStaged(db, true); // what earlier tests staged
+    await recordResults(db, "w1", claimed.map((c) => result(c)));
+    await db.prisma.webhook.delete({ where: { id: gone.webhookId } });
+    expect(await applyStaged(db, true)).toBe(1);
+    const rows = await db.prisma.$queryRaw<{ webhook_id: string; succeeded: number }[]>`
+      SELECT webhook_id, succeeded FROM dashboard.webhook_hours WHERE webhook_id IN (${gone.webhookId}, ${kept.webhookId})`;
+    expect(rows).toEqual([{ webhook_id: kept.webhookId, succeeded: 1 }]);
   });
 
   it("a lease that runs out puts its delivery first in line again, with the same attempt number", async () => {

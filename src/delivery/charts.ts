@@ -7,8 +7,19 @@
 import { Prisma } from "../generated/prisma/client.ts";
 import type { Database } from "../db/client.ts";
 import { PENDING_COUNTED_UP_TO } from "./pending.ts";
+import { applyStaged } from "./sql.ts";
 
-type DbLike = Pick<Database, "prisma">;
+type DbLike = Pick<Database, "prisma" | "driver">;
+
+/**
+ * The worker stages each record statement's numbers and adds them to the rollups about once a
+ * second (dashboard.apply_staged, src/delivery/dashboard-states.sql): a read adds what is still
+ * staged first, so it counts every attempt and state recorded before it asked.
+ */
+async function catchUp(db: DbLike): Promise<void> {
+  while ((await applyStaged(db, true)) === STAGED_PER_APPLY);
+}
+const STAGED_PER_APPLY = 500;
 
 export type ChartRange = "day" | "week";
 
@@ -53,6 +64,7 @@ type Row = { start: Date | null; succeeded: number; retried: number; failed: num
  * the webhook to the project already; the project is in the WHERE clause all the same.
  */
 export async function deliveryChart(db: DbLike, projectId: string, range: ChartRange, webhookId: string | null): Promise<DeliveryChart> {
+  await catchUp(db);
   const { points, stepHours } = CHART_RANGES[range];
   const step = `${stepHours} hours`;
   const source = webhookId
@@ -152,6 +164,7 @@ export const PENDING_COUNT_LIMIT = PENDING_COUNTED_UP_TO;
 export async function webhooksStats(db: DbLike, projectId: string, webhookIds: readonly string[]): Promise<Map<string, WebhookStats>> {
   const ids = [...new Set(webhookIds)];
   if (ids.length === 0) return new Map();
+  await catchUp(db);
   const rows = await db.prisma.$queryRaw<StatsRow[]>`
     WITH bounds AS (
       SELECT now() - interval '24 hours' AS since, date_trunc('hour', now() - interval '24 hours') + interval '1 hour' AS whole

@@ -91,11 +91,17 @@ BEGIN
 END
 $$;
 
--- Fires once per statement that logs attempts (the delivery worker logs a whole batch in one),
--- after it, so each delivery is read as that statement left it.
+-- Fires once per statement that logs attempts, after it, so each delivery is read as that
+-- statement left it. The delivery worker's record statement stages its outcomes instead
+-- (dashboard.apply_staged in dashboard-states.sql) and marks its transaction linkgate.staged:
+-- then this returns at once. Attempts logged any other way (the previous build's worker during
+-- a rolling upgrade, tests, seeds) are still counted here.
 CREATE OR REPLACE FUNCTION dashboard.count_logged_attempts() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+  IF current_setting('linkgate.staged', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
   PERFORM dashboard.add_outcomes(array_agg(dashboard.outcome(d.project_id, d.webhook_id, d.status, d.attempts, n.attempt, n.started_at, n.status_code, n.duration_ms)))
   FROM logged n JOIN public.deliveries d ON d.id = n.delivery_id
   HAVING count(*) > 0;

@@ -6,13 +6,22 @@
 import type { Database } from "../db/client.ts";
 import { type DbBackoff, errorSummary, type Logger } from "./failures.ts";
 import type { Lifecycle } from "./lifecycle.ts";
-import { recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";
+import { applyStaged, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "./sql.ts";
 import type { WorkerStats } from "./stats.ts";
 
 /** Results not yet recorded beyond which no more is claimed (memory stays bounded). */
 const MAX_UNRECORDED = 1_000;
 const MAX_RECORD_BATCH = 500;
 const RECORD_DELAY_MS = 10;
+/**
+ * How long after a record the dashboard's numbers it staged are added to the rollups
+ * (dashboard.apply_staged): one apply covers every batch recorded meanwhile, by every worker.
+ * The dashboard's reads add what is still staged themselves, so this only bounds the work they
+ * find (src/delivery/charts.ts).
+ */
+const APPLY_STAGED_MS = 1_000;
+/** The most staged batches one apply adds (dashboard.apply_staged): more wait for the next. */
+const STAGED_PER_APPLY = 500;
 
 export type RecorderOptions = {
   db: Database;
@@ -45,6 +54,8 @@ export class Recorder {
   private flushTimer: NodeJS.Timeout | null = null;
   private renewing: Promise<unknown> | null = null;
   private readonly renewTimer: NodeJS.Timeout;
+  private applyTimer: NodeJS.Timeout | null = null;
+  private applying: Promise<void> | null = null;
 
   constructor(private readonly o: RecorderOptions) {
     this.renewTimer = setInterval(() => this.renew(), Math.max(50, Math.floor(o.leaseMs / 3)));
@@ -104,6 +115,14 @@ export class Recorder {
     if (this.unrecorded.length > 0) {
       this.o.log.warn({ workerId: this.o.workerId, results: this.unrecorded.length }, "delivery worker: results not recorded; those deliveries will be sent again");
     }
+  }
+
+  /** On the way out, after recordRemaining: adds what this worker staged, if anything (best effort). */
+  async applyRemaining(): Promise<void> {
+    if (!this.applyTimer) return this.applying ?? undefined;
+    clearTimeout(this.applyTimer);
+    this.applyTimer = null;
+    await this.applyNow();
   }
 
   /** Gives back every lease still held (unsent or unrecorded); how many were released. */
@@ -183,6 +202,7 @@ export class Recorder {
       await this.renewing;
       applied = new Set(await recordResults(db, workerId, this.recording));
       backoff.ok();
+      this.scheduleApply();
     } catch (err) {
       this.unrecorded = this.recording.concat(this.unrecorded);
       this.recording = [];
@@ -197,6 +217,36 @@ export class Recorder {
     // returns fewer rows than asked, so "not a full batch" does not mean "nothing due").
     if (applied.size > 0) this.o.recorded();
     return true;
+  }
+
+  /** A record staged the dashboard's numbers of its batch: add them within APPLY_STAGED_MS. */
+  private scheduleApply(): void {
+    if (this.applyTimer) return;
+    this.applyTimer = setTimeout(() => {
+      this.applyTimer = null;
+      void this.applyNow();
+    }, APPLY_STAGED_MS);
+    this.applyTimer.unref();
+  }
+
+  /**
+   * Adds staged numbers to the rollups. A failure only delays them (they stay staged, the next
+   * record schedules another apply, and the dashboard's reads add them anyway): it does not
+   * hold up deliveries.
+   */
+  private applyNow(): Promise<void> {
+    this.applying ??= applyStaged(this.o.db, false)
+      .then(
+        (applied) => {
+          if (applied === STAGED_PER_APPLY && this.o.lifecycle.running) this.scheduleApply();
+        },
+        (err) => {
+          this.o.log.warn({ err: errorSummary(err), workerId: this.o.workerId }, "delivery worker: could not add staged numbers to the dashboard's rollups");
+          if (this.o.lifecycle.running) this.scheduleApply();
+        },
+      )
+      .finally(() => (this.applying = null));
+    return this.applying;
   }
 
   /** The leases of a recorded batch are gone; counts what each result did. */

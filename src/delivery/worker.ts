@@ -176,6 +176,7 @@ async function shutDown(p: Parts, workerId: string, log: Logger, webhookTimeoutM
   await p.pool.drain(webhookTimeoutMs + 1_000);
   // Record what was sent: a few tries, bounded, since the database may be the reason we stop.
   await p.recorder.recordRemaining(10_000);
+  await p.recorder.applyRemaining();
   const released = await p.recorder.releaseAll();
   if (released > 0) log.info({ workerId, released, inFlight: p.pool.abandonedSends }, "delivery worker: released unsent claims");
   await p.claims.close();
