@@ -121,7 +121,13 @@ describe("repeatable migrations", () => {
         }
         // the positional form is now a wrapper of the jsonb form (the previous build calls it)
         expect(now.functions.get(positional)!.header).toBe(history.functions.get(positional)!.header.replace("LANGUAGE plpgsql", "LANGUAGE sql"));
-        expect([...now.functions.keys()].filter((k) => !history.functions.has(k))).toEqual(["dashboard.apply_staged(p_wait boolean)", "public.link_text_array(a jsonb)", "public.link_verify(p jsonb)"]);
+        expect([...now.functions.keys()].filter((k) => !history.functions.has(k))).toEqual([
+          "dashboard.apply_staged(p_wait boolean)",
+          "public.link_text_array(a jsonb)",
+          "public.link_verify(p jsonb)",
+          "public.sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)",
+          "public.sign_in_verify(p jsonb)",
+        ]);
       } finally {
         await db.close();
       }
