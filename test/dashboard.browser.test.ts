@@ -716,6 +716,51 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     await page.getByRole("link", { name: "Webhooks", exact: true }).click();
   });
 
+  it("adds a sign-in provider, shows the callback URL to register, edits it and deletes it after a confirmation", async () => {
+    await page.getByRole("link", { name: "Sign-in providers", exact: true }).click();
+    await page.getByText("No sign-in providers yet.").waitFor();
+    const form = page.getByRole("form", { name: "Add a sign-in provider" });
+    // any OpenID Connect provider needs its issuer: the form says so before asking the API
+    // (a preset's issuer would be resolved in DNS, which tests never ask; this one is loopback)
+    await form.getByLabel("Provider").selectOption("OIDC");
+    await form.getByLabel("Button name").fill("Acme SSO");
+    await form.getByLabel("Slug").fill("acme-sso");
+    await form.getByLabel("Client id").fill("acme-client");
+    await form.getByLabel("Client secret").fill("acme-secret");
+    await form.getByRole("button", { name: "Add the provider" }).click();
+    await form.getByText("Enter the issuer URL of Another OpenID Connect provider.").waitFor();
+    await form.getByLabel("Issuer URL").fill("http://127.0.0.1:9/sso");
+    await form.getByRole("button", { name: "Add the provider" }).click();
+    const callback = `${h.app.deps.keys.issuer}/auth/external/callback`;
+    await page.getByRole("status").filter({ hasText: "Added Acme SSO. Register this callback URL at Another OpenID Connect provider" }).waitFor();
+    const item = page.locator('li.app-item[data-provider="acme-sso"]');
+    await expect.poll(() => item.textContent()).toContain(callback);
+    expect(await item.textContent()).toContain("set (never shown)");
+    expect(await item.textContent()).toContain("openid email profile");
+    const stored = await h.db.prisma.identityProvider.findFirstOrThrow({ where: { projectId: h.projectId, slug: "acme-sso" } });
+    expect(stored).toMatchObject({ preset: "oidc", clientId: "acme-client", issuer: "http://127.0.0.1:9/sso" });
+    expect(stored.clientSecret).not.toContain("acme-secret"); // sealed
+
+    await item.getByRole("button", { name: "Edit Acme SSO" }).click();
+    const edit = item.getByRole("form", { name: "Edit Acme SSO" });
+    await edit.getByLabel("Button name").fill("Acme staff");
+    await edit.getByRole("button", { name: "Save changes" }).click();
+    await page.getByRole("status").filter({ hasText: "Saved Acme staff." }).waitFor();
+    await expect.poll(() => item.locator("h3").textContent()).toBe("Acme staff");
+    const edited = await h.db.prisma.identityProvider.findUniqueOrThrow({ where: { id: stored.id } });
+    // only what changed: the secret left empty is kept
+    expect(edited).toMatchObject({ displayName: "Acme staff", clientId: "acme-client", clientSecret: stored.clientSecret });
+    await shots.take(page, "sign-in-providers");
+
+    await item.getByRole("button", { name: "Delete Acme staff" }).click();
+    // the safe choice has the focus
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Cancel");
+    await item.getByRole("button", { name: "Delete provider" }).click();
+    await page.getByText("No sign-in providers yet.").waitFor();
+    expect(await h.db.prisma.identityProvider.count({ where: { projectId: h.projectId } })).toBe(0);
+    await page.getByRole("link", { name: "Webhooks", exact: true }).click();
+  });
+
   it("made no request to another origin, and nothing broke the page's CSP", async () => {
     const origin = new URL(server.url).origin;
     expect(requests.length).toBeGreaterThan(0);

@@ -1,7 +1,8 @@
 // The page: the API key gate, then the project's console: the webhook list beside the selected
 // webhook (or the create form, or the project's delivery chart), and the users view for support
-// staff, and the sign-in apps (OpenID Connect clients). Navigation is in the URL's hash (#/new,
-// #/webhooks/<id>, #/users, #/users/<id>, #/apps) so reloads and Back work.
+// staff, the sign-in apps (OpenID Connect clients) and the sign-in providers (external identity
+// providers). Navigation is in the URL's hash (#/new, #/webhooks/<id>, #/users, #/users/<id>,
+// #/apps, #/providers) so reloads and Back work.
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
   AuthError,
@@ -19,19 +20,21 @@ import {
   type Webhook,
 } from "./api.ts";
 import { Apps } from "./Apps.tsx";
+import { Providers } from "./Providers.tsx";
 import { DeliveryChartCard } from "./Chart.tsx";
 import { Users } from "./Users.tsx";
 import { WebhookDetail } from "./WebhookDetail.tsx";
 import { WebhookForm } from "./WebhookForm.tsx";
 import { FieldError, StateBadge, fmtRate, message, usePoll, type SecretNotice } from "./ui.tsx";
 
-type Route = { kind: "home" } | { kind: "new" } | { kind: "webhook"; id: string } | { kind: "users"; accountId: string | null } | { kind: "apps" };
+type Route = { kind: "home" } | { kind: "new" } | { kind: "webhook"; id: string } | { kind: "users"; accountId: string | null } | { kind: "apps" } | { kind: "providers" };
 
 function parseRoute(): Route {
   const h = location.hash.replace(/^#/, "");
   if (h === "/new") return { kind: "new" };
   if (h === "/users") return { kind: "users", accountId: null };
   if (h === "/apps") return { kind: "apps" };
+  if (h === "/providers") return { kind: "providers" };
   const user = /^\/users\/([^/]+)$/.exec(h);
   if (user) return { kind: "users", accountId: decodeURIComponent(user[1]) };
   const m = /^\/webhooks\/([^/]+)$/.exec(h);
@@ -75,7 +78,7 @@ export function App() {
         </h1>
         {key && (
           <nav class="sections" aria-label="Sections">
-            <a href="#/" aria-current={route.kind !== "users" && route.kind !== "apps" ? "page" : undefined}>
+            <a href="#/" aria-current={route.kind !== "users" && route.kind !== "apps" && route.kind !== "providers" ? "page" : undefined}>
               Webhooks
             </a>
             <a href="#/users" aria-current={route.kind === "users" ? "page" : undefined}>
@@ -83,6 +86,9 @@ export function App() {
             </a>
             <a href="#/apps" aria-current={route.kind === "apps" ? "page" : undefined}>
               Sign-in apps
+            </a>
+            <a href="#/providers" aria-current={route.kind === "providers" ? "page" : undefined}>
+              Sign-in providers
             </a>
           </nav>
         )}
@@ -104,6 +110,8 @@ export function App() {
           <Users accountId={route.accountId} />
         ) : route.kind === "apps" ? (
           <Apps />
+        ) : route.kind === "providers" ? (
+          <Providers />
         ) : (
           <Dashboard route={route} />
         )
@@ -179,7 +187,7 @@ function KeyForm(props: { notice: string | null; onDone: (key: string) => void }
   );
 }
 
-function Dashboard({ route }: { route: Exclude<Route, { kind: "users" } | { kind: "apps" }> }) {
+function Dashboard({ route }: { route: Exclude<Route, { kind: "users" } | { kind: "apps" } | { kind: "providers" }> }) {
   const [eventTypes, setEventTypes] = useState<string[]>([]);
   const [webhooks, setWebhooks] = useState<Webhook[] | null>(null);
   const [shown, setShown] = useState(MAX_PAGE);

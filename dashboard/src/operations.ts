@@ -23,6 +23,8 @@ const ACCOUNT = `id name email status createdAt updatedAt lastLoginAt mergeRole 
 
 const OAUTH_CLIENT = `id clientId name redirectUris type firstParty createdAt`;
 
+const PROVIDER = `id slug preset displayName issuer clientId scopes hasClientSecret callbackUrl createdAt`;
+
 export const OPERATIONS = {
   OAuthClients: `query OAuthClients($first: Int!) { oauthClients(first: $first) { edges { node { ${OAUTH_CLIENT} } } } }`,
   CreateOAuthClient: `mutation CreateOAuthClient($input: OAuthClientInput!) {
@@ -30,6 +32,16 @@ export const OPERATIONS = {
   }`,
   RotateOAuthClientSecret: `mutation RotateOAuthClientSecret($id: ID!) {
     rotateOAuthClientSecret(id: $id) { ${ERR} ... on OAuthClientWithSecret { client { ${OAUTH_CLIENT} } clientSecret } }
+  }`,
+  IdentityProviders: `query IdentityProviders { identityProviders { ${PROVIDER} } }`,
+  CreateIdentityProvider: `mutation CreateIdentityProvider($input: IdentityProviderInput!) {
+    createIdentityProvider(input: $input) { ${ERR} ... on IdentityProvider { ${PROVIDER} } }
+  }`,
+  UpdateIdentityProvider: `mutation UpdateIdentityProvider($id: ID!, $input: IdentityProviderInput!) {
+    updateIdentityProvider(id: $id, input: $input) { ${ERR} ... on IdentityProvider { ${PROVIDER} } }
+  }`,
+  DeleteIdentityProvider: `mutation DeleteIdentityProvider($id: ID!) {
+    deleteIdentityProvider(id: $id) { ${ERR} ... on DeleteIdentityProviderPayload { deletedId } }
   }`,
   Overview: `query Overview($first: Int!, $after: String) {
     eventTypes
