@@ -136,6 +136,22 @@ describe.each(backends)("external sign-in callbacks under attack and outage on %
     expect((await complete(h, a.started.state_id, a.code)).status).toBe(200);
   });
 
+  it("an ID token signed by a key the upstream's key set does not list is refused, though it came from the token endpoint", async () => {
+    const evil = await startUpstreamOidc();
+    try {
+      await addProvider(h, evil, "evil");
+      evil.loginAs({ sub: "forged", email: "forged@example.com", email_verified: true });
+      evil.signWithUnpublishedKey(true);
+      const before = await snapshot(h);
+      const s = await start(h, "evil", app.redirectUri);
+      const res = await callback(h, await evil.followAuthorization(s.body.authorization_url));
+      expect(landing(res).error).toBe("ExternalSignInFailed");
+      expect(await snapshot(h)).toEqual(before);
+    } finally {
+      await evil.stop();
+    }
+  });
+
   it("the upstream rotating its signing key (announced or not) does not break sign-in", async () => {
     google.loginAs(googleUser());
     expect((await externalSignIn(h, google, "google", app.redirectUri)).status).toBe(200);

@@ -30,9 +30,13 @@ export type UpstreamIdentity = { issuer: string; subject: string; email: string 
 
 export type AuthorizationRequest = { redirectUri: string; state: string; nonce: string; codeVerifier: string };
 
-/** Discovery answers kept per provider version for an hour; openid-client keeps the JWKS inside. */
+/**
+ * Per provider (and version): its discovered metadata, kept an hour, and its key set as last
+ * fetched. Each request builds its openid-client Configuration from them (see configure).
+ */
+type Discovered = { version: number; at: number; metadata: oidc.ServerMetadata; keys?: oidc.ExportedJWKSCache };
 const DISCOVERY_TTL_MS = 60 * 60 * 1000;
-const configs = new Map<string, { version: number; at: number; config: oidc.Configuration }>();
+const discovered = new Map<string, Discovered>();
 
 type Guard = { allowPrivate: boolean; timeoutMs: number };
 const guardOf = (deps: Deps): Guard => ({ allowPrivate: deps.config.webhookAllowPrivate, timeoutMs: deps.config.upstreamTimeoutMs });
@@ -71,38 +75,62 @@ function insecureAllowed(p: UpstreamProvider, guard: Guard): boolean {
   return guard.allowPrivate && p.issuer.startsWith("http://");
 }
 
-async function discover(p: UpstreamProvider, guard: Guard): Promise<oidc.Configuration> {
-  const fetchFn = guardedFetch(guard);
-  const execute = insecureAllowed(p, guard) ? [oidc.allowInsecureRequests] : [];
+async function discoverMetadata(p: UpstreamProvider, guard: Guard): Promise<oidc.ServerMetadata> {
   if (p.preset === "github") {
     const e = githubEndpoints(p.issuer);
-    const config = new oidc.Configuration({ issuer: p.issuer, authorization_endpoint: e.authorization, token_endpoint: e.token }, p.clientId, undefined, clientAuth(p));
-    for (const f of execute) f(config);
-    config[oidc.customFetch] = fetchFn;
-    config.timeout = Math.ceil(guard.timeoutMs / 1000);
-    return config;
+    return { issuer: p.issuer, authorization_endpoint: e.authorization, token_endpoint: e.token };
   }
+  const execute = insecureAllowed(p, guard) ? [oidc.allowInsecureRequests] : [];
   const config = await oidc.discovery(new URL(p.issuer), p.clientId, undefined, clientAuth(p), {
     execute,
     timeout: Math.ceil(guard.timeoutMs / 1000),
-    [oidc.customFetch]: fetchFn,
+    [oidc.customFetch]: guardedFetch(guard),
   });
-  config[oidc.customFetch] = fetchFn;
-  return config;
+  return config.serverMetadata();
 }
 
-async function configFor(p: UpstreamProvider, guard: Guard): Promise<oidc.Configuration> {
+async function discoveredFor(p: UpstreamProvider, guard: Guard): Promise<Discovered> {
   const version = p.updatedAt.getTime();
-  const hit = configs.get(p.id);
-  if (hit && hit.version === version && Date.now() - hit.at < DISCOVERY_TTL_MS) return hit.config;
-  const config = await upstreamCall(() => discover(p, guard));
-  configs.set(p.id, { version, at: Date.now(), config });
-  return config;
+  const hit = discovered.get(p.id);
+  if (hit && hit.version === version && Date.now() - hit.at < DISCOVERY_TTL_MS) return hit;
+  const entry = { version, at: Date.now(), metadata: await upstreamCall(() => discoverMetadata(p, guard)) };
+  discovered.set(p.id, entry);
+  return entry;
+}
+
+/** The key set's age, in seconds, below which openid-client will not fetch it again for a key it lacks. */
+const REFETCH_AFTER_S = 60;
+
+/**
+ * A Configuration for one request. ID tokens' signatures are checked against the provider's
+ * key set: openid-client would trust an ID token from the token endpoint without (TLS is enough
+ * for OpenID Connect Core §3.1.3.7), but then a token endpoint that was impersonated could name
+ * any user. The cached key set is handed over as if at least a minute old, so an ID token signed
+ * by a key it lacks (a rotation not announced in advance) fetches the set again at once instead
+ * of failing for a minute. An ID token's key comes from the provider's token endpoint, so nobody
+ * else can make linkgate fetch more often.
+ */
+function configure(p: UpstreamProvider, guard: Guard, entry: Discovered): { config: oidc.Configuration; keepKeys: () => void } {
+  const config = new oidc.Configuration(entry.metadata, p.clientId, undefined, clientAuth(p));
+  if (insecureAllowed(p, guard)) oidc.allowInsecureRequests(config);
+  config[oidc.customFetch] = guardedFetch(guard);
+  config.timeout = Math.ceil(guard.timeoutMs / 1000);
+  if (p.preset === "github") return { config, keepKeys: () => {} };
+  oidc.enableNonRepudiationChecks(config);
+  const handed = entry.keys && Math.min(entry.keys.uat, Math.floor(Date.now() / 1000) - REFETCH_AFTER_S);
+  if (entry.keys && handed) oidc.setJwksCache(config, { ...entry.keys, uat: handed });
+  const keepKeys = () => {
+    const now = oidc.getJwksCache(config);
+    // fetched during this request: the set and when
+    if (now && (!handed || now.uat > handed)) entry.keys = now;
+  };
+  return { config, keepKeys };
 }
 
 /** The URL to send the user's browser to. */
 export async function authorizationUrl(deps: Deps, p: UpstreamProvider, req: AuthorizationRequest): Promise<string> {
-  const config = await configFor(p, guardOf(deps));
+  const guard = guardOf(deps);
+  const { config } = configure(p, guard, await discoveredFor(p, guard));
   const params: Record<string, string> = {
     redirect_uri: req.redirectUri,
     scope: p.scopes,
@@ -123,16 +151,20 @@ export async function authorizationUrl(deps: Deps, p: UpstreamProvider, req: Aut
  */
 export async function exchangeCode(deps: Deps, p: UpstreamProvider, req: AuthorizationRequest, response: URLSearchParams): Promise<UpstreamIdentity> {
   const guard = guardOf(deps);
-  const config = await configFor(p, guard);
+  const entry = await discoveredFor(p, guard);
+  const { config, keepKeys } = configure(p, guard, entry);
   const current = new URL(req.redirectUri);
   for (const [k, v] of response) current.searchParams.append(k, v);
-  const tokens = await upstreamCall(() =>
-    oidc.authorizationCodeGrant(config, current, {
+  const tokens = await upstreamCall(
+    () =>
+      oidc.authorizationCodeGrant(config, current, {
       pkceCodeVerifier: req.codeVerifier,
       expectedState: req.state,
-      ...(p.preset === "github" ? { idTokenExpected: false } : { expectedNonce: req.nonce, idTokenExpected: true }),
-    }),
+        ...(p.preset === "github" ? { idTokenExpected: false } : { expectedNonce: req.nonce, idTokenExpected: true }),
+      }),
+    keepKeys,
   );
+  keepKeys();
   if (p.preset === "github") return githubIdentity(p, tokens.access_token, guard);
   const claims = tokens.claims();
   if (!claims) throw new ExternalSignInFailed("the identity provider sent no ID token");
@@ -190,10 +222,11 @@ function unreachable(err: unknown): boolean {
 }
 
 /** Runs a request to the provider, answering in linkgate's terms whatever goes wrong. */
-async function upstreamCall<T>(fn: () => Promise<T>): Promise<T> {
+async function upstreamCall<T>(fn: () => Promise<T>, onError?: () => void): Promise<T> {
   try {
     return await fn();
   } catch (err) {
+    onError?.();
     if (err instanceof UpstreamUnavailable || err instanceof ExternalSignInFailed) throw err;
     if (unreachable(err)) throw new UpstreamUnavailable();
     const why = (err as Error)?.message ?? "refused";
@@ -203,5 +236,5 @@ async function upstreamCall<T>(fn: () => Promise<T>): Promise<T> {
 
 /** Forget a provider's discovery (after it changed or was deleted). */
 export function forgetProvider(id: string): void {
-  configs.delete(id);
+  discovered.delete(id);
 }
