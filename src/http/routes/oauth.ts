@@ -7,7 +7,7 @@ import { toFetchResponse, toReqRes } from "fetch-to-node";
 import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkeys.ts";
 import { completeSignIn, startSignIn } from "../../auth/sign-in.ts";
 import { publicProviders } from "../../auth/external/providers.ts";
-import { completeExternalSignIn, confirmExternalSignIn, startExternalSignIn } from "../../auth/external/sign-in.ts";
+import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, startExternalSignIn } from "../../auth/external/sign-in.ts";
 import { answerConsent, countProviderPage, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
 import { logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor } from "../../oidc/provider.ts";
@@ -222,6 +222,14 @@ function externalSignInRoutes(r: Hono<AppEnv>) {
     const { provider, http, actor } = await actorOf(c);
     const body = await jsonBody(c, ["state_id", "otp"]);
     const tokens = await confirmExternalSignIn(deps, actor, { stateId: str(body, "state_id") ?? "", otp: str(body, "otp") ?? "" });
+    return c.json(await signedIn(deps, provider, http, tokens), 200);
+  });
+  // the e-mail's account proven by one of its passkeys (options from passkey/options above)
+  r.post("/oauth/interaction/:uid/external/confirm/passkey", async (c) => {
+    const deps = c.get("deps");
+    const { provider, http, actor } = await actorOf(c);
+    const body = await jsonBody(c, ["state_id", "response"]);
+    const tokens = await confirmExternalSignInWithPasskey(deps, actor, { stateId: body.state_id, response: body.response });
     return c.json(await signedIn(deps, provider, http, tokens), 200);
   });
 }
