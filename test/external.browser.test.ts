@@ -6,7 +6,8 @@
 // and lands on that account, with the provider attached; (c) an app's own page starts and
 // finishes the flow through the REST API (state_id kept in its sessionStorage, cross-origin
 // under LINKGATE_CORS_ORIGINS); (d) /account adds the provider's sign-in ("Add …", through the
-// provider and back) and removes it. One browser, a fresh context per user.
+// provider and back) and removes it; (e) inside an app's authorization, the e-mail's account is
+// proven by one of its passkeys instead of the code. One browser, a fresh context per user.
 import { decodeJwt } from "jose";
 import * as client from "openid-client";
 import type { Browser, Page } from "playwright-core";
@@ -197,6 +198,40 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     await page.getByRole("button", { name: "Remove", exact: true }).click();
     await page.getByText("Sign-in with Upstream (hal.elsewhere@example.com) was removed from your account.").waitFor();
     expect(await row.count()).toBe(0);
+    clean(d);
+  }, 60_000);
+
+  it("(e) inside an app's authorization, a passkey of the e-mail's account proves it instead of the code", async () => {
+    const d = await device();
+    const { page } = d;
+    await page.goto(`${origin}/login`);
+    await page.getByLabel("E-mail or phone number").fill("ivy@example.com");
+    await page.getByRole("button", { name: "Send me a code" }).click();
+    await page.getByLabel("Code").fill(await h.mailbox.otp("ivy@example.com"));
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(`${origin}/account`);
+    const ivy = await page.evaluate(() => JSON.parse(sessionStorage.getItem("linkgate.session")!).accountId as string);
+    await page.getByRole("button", { name: "Add a passkey" }).click();
+    await page.getByText(/Passkey “Passkey” added/).waitFor();
+    expect(await d.credentials()).toHaveLength(1);
+
+    up.loginAs({ sub: "up-ivy", email: "ivy@example.com", email_verified: true, name: "Ivy" });
+    const verifier = client.randomPKCECodeVerifier();
+    const url = client.buildAuthorizationUrl(config, {
+      redirect_uri: registered.redirectUri,
+      scope: "openid email",
+      code_challenge: await client.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: "S256",
+      state: "s-ivy",
+    });
+    await page.goto(url.toString());
+    await page.getByRole("button", { name: "Continue with Upstream" }).click();
+    await page.getByRole("button", { name: "Use a passkey of that account" }).click();
+    await page.waitForURL(`${registered.redirectUri}?**`);
+    const tokens = await client.authorizationCodeGrant(config, new URL(page.url()), { pkceCodeVerifier: verifier, expectedState: "s-ivy" });
+    expect(tokens.claims()!.sub).toBe(ivy);
+    const identifier = await h.db.prisma.identifier.findFirstOrThrow({ where: { kind: "external", value: `${up.issuer}#up-ivy` } });
+    expect(identifier.accountId).toBe(ivy);
     clean(d);
   }, 60_000);
 });

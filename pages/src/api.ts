@@ -290,6 +290,12 @@ export async function confirmExternalSignIn(stateId: string, otp: string): Promi
   keepSession(member<SignInTokens>(d.confirmExternalSignIn, "SignInTokens"));
 }
 
+/** `response`: an assertion made with options from startPasskeySignIn, by a passkey of the e-mail's account. */
+export async function confirmExternalSignInWithPasskey(stateId: string, response: unknown): Promise<void> {
+  const d = await gql<{ confirmExternalSignInWithPasskey: Result }>(OPERATIONS.ConfirmExternalSignInWithPasskey, { stateId, response });
+  keepSession(member<SignInTokens>(d.confirmExternalSignInWithPasskey, "SignInTokens"));
+}
+
 export async function startExternalLink(provider: string, redirectUri: string): Promise<ExternalStarted> {
   const d = await gql<{ startExternalLink: Result }>(OPERATIONS.StartExternalLink, { provider, redirectUri });
   return member<ExternalStarted>(d.startExternalLink, "ExternalStart");

@@ -46,6 +46,7 @@ export const flowCompleteExternal = async (stateId: string, code: string): Promi
   return "verification_required" in answer ? { prove: { stateId: answer.state_id, destination: answer.destination } } : { signedIn: answer };
 };
 export const flowConfirmExternal = (stateId: string, otp: string) => post<Outcome>("external/confirm", { state_id: stateId, otp: otp.trim() });
+export const flowConfirmExternalPasskey = (stateId: string, response: unknown) => post<Outcome>("external/confirm/passkey", { state_id: stateId, response });
 export const answerConsent = (allow: boolean) => post<{ redirectTo: string }>("consent", { allow });
 
 /** What each scope lets the app see, in the user's words. */

@@ -10,6 +10,7 @@ import {
   completeExternalSignIn,
   completeSignIn,
   confirmExternalSignIn,
+  confirmExternalSignInWithPasskey,
   finishPasskeySignIn,
   goToProvider,
   loadProviders,
@@ -31,6 +32,7 @@ import {
   flowCompleteExternal,
   flowCompleteSignIn,
   flowConfirmExternal,
+  flowConfirmExternalPasskey,
   flowPasskeyOptions,
   flowPasskeySignIn,
   flowProviders,
@@ -122,6 +124,7 @@ type SignInWith = {
   startExternal: (provider: string) => Promise<ExternalStarted>;
   completeExternal: (stateId: string, code: string) => Promise<{ prove: EmailToProve } | { signedIn: unknown }>;
   confirmExternal: (stateId: string, otp: string) => Promise<unknown>;
+  confirmExternalPasskey: (stateId: string) => Promise<unknown>;
 };
 
 /** On its own, the page keeps the session for /account; in an app's flow, the server answers what's next. */
@@ -137,6 +140,7 @@ const ON_ITS_OWN: SignInWith = {
     return "prove" in r ? r : { signedIn: undefined };
   },
   confirmExternal: confirmExternalSignIn,
+  confirmExternalPasskey: async (stateId) => confirmExternalSignInWithPasskey(stateId, await assertWithPasskey(await startPasskeySignIn())),
 };
 const IN_FLOW: SignInWith = {
   startCode: flowStartSignIn,
@@ -146,6 +150,7 @@ const IN_FLOW: SignInWith = {
   startExternal: flowStartExternal,
   completeExternal: flowCompleteExternal,
   confirmExternal: flowConfirmExternal,
+  confirmExternalPasskey: async (stateId) => flowConfirmExternalPasskey(stateId, await assertWithPasskey(await flowPasskeyOptions())),
 };
 
 /** "Continue with …" for each of the project's providers; none shown when it has none. */
@@ -196,6 +201,7 @@ function ProveEmail(props: { via: SignInWith; provider: string; proving: EmailTo
     if (!/^\d{6}$/.test(code.trim())) return setError("Enter the 6-digit code.");
     void run(async () => props.onDone(await props.via.confirmExternal(props.proving.stateId, code)));
   };
+  const withPasskey = () => run(async () => props.onDone(await props.via.confirmExternalPasskey(props.proving.stateId)));
   return (
     <form onSubmit={submit} noValidate>
       <p>
@@ -207,6 +213,11 @@ function ProveEmail(props: { via: SignInWith; provider: string; proving: EmailTo
         <button type="submit" class="primary" disabled={busy}>
           {busy ? "Checking…" : "Sign in"}
         </button>
+        {passkeysSupported() && (
+          <button type="button" onClick={withPasskey} disabled={busy}>
+            Use a passkey of that account
+          </button>
+        )}
         <button type="button" onClick={props.onBack}>
           Cancel
         </button>

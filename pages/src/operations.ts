@@ -56,6 +56,9 @@ export const OPERATIONS = {
   ConfirmExternalSignIn: `mutation ConfirmExternalSignIn($stateId: String!, $otp: String!) {
     confirmExternalSignIn(stateId: $stateId, otp: $otp) { ${ERR} ${TOKENS} }
   }`,
+  ConfirmExternalSignInWithPasskey: `mutation ConfirmExternalSignInWithPasskey($stateId: String!, $response: JSON!) {
+    confirmExternalSignInWithPasskey(stateId: $stateId, response: $response) { ${ERR} ${TOKENS} }
+  }`,
   StartExternalLink: `mutation StartExternalLink($provider: String!, $redirectUri: String!) {
     startExternalLink(provider: $provider, redirectUri: $redirectUri) { ${ERR} ... on ExternalStart { stateId authorizationUrl } }
   }`,
