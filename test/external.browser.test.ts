@@ -6,8 +6,10 @@
 // and lands on that account, with the provider attached; (c) an app's own page starts and
 // finishes the flow through the REST API (state_id kept in its sessionStorage, cross-origin
 // under LINKGATE_CORS_ORIGINS); (d) /account adds the provider's sign-in ("Add …", through the
-// provider and back) and removes it; (e) inside an app's authorization, the e-mail's account is
-// proven by one of its passkeys instead of the code. One browser, a fresh context per user.
+// provider and back, confirming it's the user first when the sign-in is old) and removes it;
+// (e) inside an app's authorization, the e-mail's account is proven by one of its passkeys
+// instead of the code; (f) a sign-in cancelled at the provider is said on /login. One browser, a
+// fresh context per user.
 import { decodeJwt } from "jose";
 import * as client from "openid-client";
 import type { Browser, Page } from "playwright-core";
@@ -177,7 +179,7 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     expect(d.problems).toEqual([]);
   }, 60_000);
 
-  it("(d) /account adds the provider's sign-in through the provider, lists it by its e-mail claim, and removes it", async () => {
+  it("(d) /account adds the provider's sign-in through the provider (confirming it's him first), lists it by its e-mail claim, and removes it", async () => {
     const d = await device();
     const { page } = d;
     await page.goto(`${origin}/login`);
@@ -187,8 +189,15 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.waitForURL(`${origin}/account`);
 
+    // a sign-in too long ago: adding asks Hal to confirm it's him in place, then goes on to the provider
+    const token = await page.evaluate(() => JSON.parse(sessionStorage.getItem("linkgate.session")!).accessToken as string);
+    await h.db.prisma.session.update({ where: { id: decodeJwt(token).sid as string }, data: { authTime: new Date(Date.now() - 24 * 3600_000) } });
     up.loginAs({ sub: "up-hal", email: "hal.elsewhere@example.com", email_verified: true, name: "Hal" });
     await page.getByRole("button", { name: "Add Upstream" }).click();
+    const dialog = page.getByRole("dialog", { name: "Confirm it's you" });
+    await dialog.getByRole("button", { name: "Send a code to hal@example.com" }).click();
+    await dialog.getByLabel("Code").fill(await h.mailbox.otp("hal@example.com"));
+    await dialog.getByRole("button", { name: "Confirm" }).click();
     await page.getByText("Your Upstream sign-in is now attached to your account.").waitFor();
     expect(new URL(page.url()).search).toBe("");
     const row = page.locator(`[data-identifier="${up.issuer}#up-hal"]`);
@@ -232,6 +241,18 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     expect(tokens.claims()!.sub).toBe(ivy);
     const identifier = await h.db.prisma.identifier.findFirstOrThrow({ where: { kind: "external", value: `${up.issuer}#up-ivy` } });
     expect(identifier.accountId).toBe(ivy);
+    clean(d);
+  }, 60_000);
+
+  it("(f) the user cancels at the provider: /login says so, and the buttons are there to try again", async () => {
+    const d = await device();
+    up.refuseNextLogin();
+    await d.page.goto(`${origin}/login?return_to=/account`);
+    await d.page.getByRole("button", { name: "Continue with Upstream" }).click();
+    await d.page.getByRole("alert").filter({ hasText: "The sign-in at the other service was cancelled or refused." }).waitFor();
+    // the return's parameters are gone, return_to stays
+    expect(new URL(d.page.url()).search).toBe("?return_to=%2Faccount");
+    await d.page.getByRole("button", { name: "Continue with Upstream" }).waitFor();
     clean(d);
   }, 60_000);
 });
