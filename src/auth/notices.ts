@@ -47,29 +47,41 @@ export async function queueNotices(tx: Tx, projectId: string, notices: Notice[],
   });
 }
 
+/** A gathered message's length at most: about seven concatenated text segments. */
+export const MAX_GATHERED_LENGTH = 1_000;
+
 /**
  * One message for several notices to one destination. A notice's text starts with its subject
  * line (texts have none) and ends with what to do; the gathered message names every distinct
  * subject (so no kind of change goes unmentioned), spells out the first changes and counts the
- * rest, and keeps its length bounded however many changes there were.
+ * rest, and stays within MAX_GATHERED_LENGTH however many changes there were and of whatever
+ * kinds: the advice of changes not spelled out is one general line (each attach's advice names
+ * its own identifier, so theirs would grow with the changes), and spelled-out changes are
+ * dropped from the last while the message is too long.
  */
 export function gatherNotices(notices: Array<{ subject: string; text: string }>): { subject: string; text: string } {
   if (notices.length === 1) return notices[0];
   const subjects = [...new Set(notices.map((n) => n.subject))];
   const subject = subjects.map((s, i) => (i ? s[0].toLowerCase() + s.slice(1) : s)).join("; ");
   const body = (text: string) => text.split("\n").filter((line, i) => i > 0 && !line.startsWith("If ")).join("\n");
-  const advice = [...new Set(notices.flatMap((n) => n.text.split("\n").filter((line) => line.startsWith("If it was not you"))))];
-  const more = notices.length - SPELLED_OUT;
-  return {
-    subject,
-    text: [
+  const adviceOf = (n: { text: string }) => n.text.split("\n").filter((line) => line.startsWith("If it was not you"));
+  const compose = (spelled: number) => {
+    const shown = notices.slice(0, spelled);
+    const advice = [...new Set(shown.flatMap(adviceOf))];
+    const more = notices.length - spelled;
+    return [
       `${notices.length} changes were made to your account: ${subject}.`,
-      ...notices.slice(0, SPELLED_OUT).map((n) => body(n.text)),
+      ...shown.map((n) => body(n.text)),
       ...(more > 0 ? [`…and ${more} more ${more === 1 ? "change" : "changes"}.`] : []),
       "If this was you, there is nothing to do.",
       ...advice,
-    ].join("\n"),
+      ...(more > 0 ? ["If any other change was not you: sign in, end your other sessions, and undo it in your account."] : []),
+    ].join("\n");
   };
+  let spelled = Math.min(SPELLED_OUT, notices.length);
+  let text = compose(spelled);
+  while (text.length > MAX_GATHERED_LENGTH && spelled > 0) text = compose(--spelled);
+  return { subject, text };
 }
 
 /** `a•••@example.com`, `+•••••••43`: enough for the owner to recognise, too little to use. */
