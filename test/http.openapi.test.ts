@@ -47,6 +47,8 @@ const ROUTES = [
   "POST /auth/external/complete",
   "POST /auth/external/confirm",
   "POST /auth/external/confirm/passkey",
+  "POST /auth/reauthenticate/external/start",
+  "POST /auth/reauthenticate/external/verify",
   "POST /users/link/external/start",
   "POST /users/link/external/verify",
   "POST /auth/passkey/registration/options",
@@ -551,12 +553,27 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
       // a session that signed in too long ago must re-authenticate first
       await h.db.prisma.session.update({ where: { id: decodeJwt(other.token).sid as string }, data: { authTime: new Date(Date.now() - 24 * 3600_000) } });
       expect((await post("/users/link/external/start", { provider: "upstream", redirect_uri: login }, as(other.token))).body.error).toBe("ReauthenticationRequired");
+      // ...which an account re-authenticates through the provider of one of its own external sign-ins
+      const reauthWith = async (token: string, user: { sub: string }) => {
+        const started = await post("/auth/reauthenticate/external/start", { provider: "upstream", redirect_uri: login }, as(token));
+        expect(started.status, JSON.stringify(started.body)).toBe(200);
+        const code = await trip(started.body.authorization_url, user);
+        return post("/auth/reauthenticate/external/verify", { state_id: started.body.state_id, code }, as(token));
+      };
+      expect((await post("/auth/reauthenticate/external/start", { provider: "nope", redirect_uri: login }, as(other.token))).body.error).toBe("ProviderNotFound");
+      expect((await reauthWith(other.token, { sub: "oa-not-others" })).body.error).toBe("ExternalSignInFailed");
+      expect((await post("/auth/reauthenticate/external/verify", { state_id: "xfl_nope", code: "x" }, as(other.token))).body.error).toBe("OTPInvalid");
+      await h.db.prisma.session.update({ where: { id: decodeJwt(linker.token).sid as string }, data: { authTime: new Date(Date.now() - 24 * 3600_000) } });
+      const reauthenticated = await reauthWith(linker.token, { sub: "oa-linked" });
+      expect(decodeJwt(reauthenticated.body.id_token)).toMatchObject({ sid: decodeJwt(linker.token).sid, amr: ["fed"] });
+      expect((await linkWith(linker.token, { sub: "oa-after-reauth" })).body.outcome).toBe("attached");
 
       // the upstream down: a provider never used yet must discover it, and cannot
       await addProvider("unreached");
       await up.down();
       expect((await post("/auth/external/start", { provider: "unreached", redirect_uri: login }, key())).body.error).toBe("UpstreamUnavailable");
       expect((await post("/users/link/external/start", { provider: "unreached", redirect_uri: login }, as(linker.token))).body.error).toBe("UpstreamUnavailable");
+      expect((await post("/auth/reauthenticate/external/start", { provider: "unreached", redirect_uri: login }, as(linker.token))).body.error).toBe("UpstreamUnavailable");
       await up.up();
 
       // starts store state: one client address gets a bounded number
@@ -569,6 +586,8 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
       expect(limited?.body.error).toBe("RateLimited");
       const linkLimited = await send("POST", "/users/link/external/start", { json: { provider: "upstream", redirect_uri: login }, headers: as(linker.token), from });
       expect(linkLimited.body.error).toBe("RateLimited");
+      const reauthLimited = await send("POST", "/auth/reauthenticate/external/start", { json: { provider: "upstream", redirect_uri: login }, headers: as(linker.token), from });
+      expect(reauthLimited.body.error).toBe("RateLimited");
     } finally {
       await up.stop();
     }

@@ -21,7 +21,7 @@ import { consumePerAddress, type Limit } from "../rate-limit.ts";
 import { callbackUrl, upstreamProvider } from "./providers.ts";
 import { authorizationUrl, exchangeCode } from "./upstream.ts";
 
-export type FlowPurpose = "sign_in" | "link";
+export type FlowPurpose = "sign_in" | "link" | "reauth";
 export type StartInput = { provider?: unknown; redirectUri?: unknown };
 export type Started = { state_id: string; authorization_url: string };
 

@@ -4,6 +4,7 @@
 import { PRESETS } from "../../auth/external/presets.ts";
 import { createProvider, deleteProvider, listProviders, updateProvider, type ProviderView } from "../../auth/external/providers.ts";
 import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, EXTERNAL_SIGN_IN_ERRORS, startExternalSignIn, type VerificationRequired } from "../../auth/external/sign-in.ts";
+import { completeExternalReauthentication, EXTERNAL_REAUTHENTICATION_ERRORS, startExternalReauthentication } from "../../auth/external/reauthenticate.ts";
 import type { TokenResponse } from "../../auth/sign-in.ts";
 import * as E from "../../errors.ts";
 import { EXTERNAL_LINK_ERRORS, startExternalLink, verifyExternalLink } from "../../linking/external.ts";
@@ -174,6 +175,22 @@ builder.mutationFields((t) => ({
     },
     errors: { types: [...EXTERNAL_SIGN_IN_ERRORS.confirmWithPasskey], union: resultOf("The SignInTokens") },
     resolve: async (_, args, ctx) => confirmExternalSignInWithPasskey(ctx.deps, await ctx.project(), args),
+  }),
+  startExternalReauthentication: t.field({
+    type: ExternalStart,
+    authScopes: { user: true },
+    description: `Starts confirming it's the user by signing in again at the provider of one of the account's external sign-ins. ${NEEDS.user}`,
+    args: startArgs(t),
+    errors: { types: [...EXTERNAL_REAUTHENTICATION_ERRORS.start], union: resultOf("The ExternalStart") },
+    resolve: async (_, args, ctx) => startExternalReauthentication(ctx.deps, await ctx.user(), args),
+  }),
+  completeExternalReauthentication: t.field({
+    type: TokenPayload,
+    authScopes: { user: true },
+    description: `Finishes it: when the provider signed in one of the account's own external identities, the same session gets a new auth_time. ${NEEDS.user}`,
+    args: completeArgs(t),
+    errors: { types: [...EXTERNAL_REAUTHENTICATION_ERRORS.complete], union: resultOf("The SignInTokens") },
+    resolve: async (_, args, ctx) => completeExternalReauthentication(ctx.deps, await ctx.user(), args),
   }),
   startExternalLink: t.field({
     type: ExternalStart,

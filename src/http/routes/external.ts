@@ -6,6 +6,7 @@ import type { Context } from "hono";
 import { publicProviders } from "../../auth/external/providers.ts";
 import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, EXTERNAL_SIGN_IN_ERRORS, startExternalSignIn } from "../../auth/external/sign-in.ts";
 import { finishCallback } from "../../auth/external/flows.ts";
+import { completeExternalReauthentication, EXTERNAL_REAUTHENTICATION_ERRORS, startExternalReauthentication } from "../../auth/external/reauthenticate.ts";
 import { EXTERNAL_LINK_ERRORS, startExternalLink, verifyExternalLink } from "../../linking/external.ts";
 import { RateLimited } from "../../errors.ts";
 import { errorPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
@@ -49,6 +50,8 @@ const SignInConfirmPasskey = jsonBody(
   }),
   { required: true, description: "an assertion, for options from /auth/passkey/sign-in/options, by a passkey of the account that holds the e-mail" },
 );
+const ReauthStart = startBody("ExternalReauthenticationStartBody", "the provider of one of the account's external sign-ins, and where to come back");
+const ReauthVerify = completeBody("ExternalReauthenticationVerifyBody", "the two halves of the flow: state_id from the start, code from the redirect");
 const LinkStart = startBody("ExternalLinkStartBody", "the provider whose account to add, and where to come back");
 const LinkVerify = completeBody("ExternalLinkVerifyBody", "the two halves of the flow: state_id from the start, code from the redirect");
 
@@ -121,6 +124,16 @@ const signInConfirmPasskey = createRoute({
   request: SignInConfirmPasskey.request,
   responses: { ...ok(TokenResponse, "signed in; the external sign-in now signs into this account"), ...errorResponses(PROJECT_ERRORS, BODY_ERRORS, EXTERNAL_SIGN_IN_ERRORS.confirmWithPasskey) },
 });
+const reauthStart = createRoute({
+  ...route("post", "/auth/reauthenticate/external/start", "startExternalReauthentication", "Start confirming it's the user by signing in again at a provider", SECURITY.user),
+  request: ReauthStart.request,
+  responses: { ...ok(Started, "send the browser to authorization_url"), ...errorResponses(USER_ERRORS, BODY_ERRORS, EXTERNAL_REAUTHENTICATION_ERRORS.start) },
+});
+const reauthVerify = createRoute({
+  ...route("post", "/auth/reauthenticate/external/verify", "completeExternalReauthentication", "Finish re-authenticating: the same session (same sid) with a new auth_time", SECURITY.user),
+  request: ReauthVerify.request,
+  responses: { ...ok(TokenResponse, "re-authenticated; fresh tokens for the same session"), ...errorResponses(USER_ERRORS, BODY_ERRORS, EXTERNAL_REAUTHENTICATION_ERRORS.complete) },
+});
 const linkStart = createRoute({
   ...route("post", "/users/link/external/start", "startExternalLink", "Start adding an external identity to the signed-in account", SECURITY.user),
   request: LinkStart.request,
@@ -153,7 +166,7 @@ async function callback(c: C): Promise<Response> {
 
 export function externalRoutes() {
   const r = new OpenAPIHono<AppEnv>();
-  registerBodies(r.openAPIRegistry, [SignInStart, SignInComplete, SignInConfirm, SignInConfirmPasskey, LinkStart, LinkVerify]);
+  registerBodies(r.openAPIRegistry, [SignInStart, SignInComplete, SignInConfirm, SignInConfirmPasskey, ReauthStart, ReauthVerify, LinkStart, LinkVerify]);
   const pair = (body: Record<string, unknown>) => ({ stateId: str(body, "state_id") ?? "", code: str(body, "code") ?? "" });
   const start = (body: Record<string, unknown>) => ({ provider: body.provider, redirectUri: body.redirect_uri });
 
@@ -175,6 +188,14 @@ export function externalRoutes() {
     const actor = await projectActor(c);
     const body = await readJsonBody(c, SignInConfirmPasskey.fields);
     return c.json(await confirmExternalSignInWithPasskey(c.get("deps"), actor, { stateId: body.state_id, response: body.response }), 200);
+  });
+  r.openapi(reauthStart, async (c) => {
+    const actor = await userActor(c);
+    return c.json(await startExternalReauthentication(c.get("deps"), actor, start(await readJsonBody(c, ReauthStart.fields))), 200);
+  });
+  r.openapi(reauthVerify, async (c) => {
+    const actor = await userActor(c);
+    return c.json(await completeExternalReauthentication(c.get("deps"), actor, pair(await readJsonBody(c, ReauthVerify.fields))), 200);
   });
   r.openapi(linkStart, async (c) => {
     const actor = await userActor(c);
