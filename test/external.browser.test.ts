@@ -7,6 +7,7 @@
 // finishes the flow through the REST API (state_id kept in its sessionStorage, cross-origin
 // under LINKGATE_CORS_ORIGINS); (d) /account adds the provider's sign-in ("Add …", through the
 // provider and back, confirming it's the user first when the sign-in is old) and removes it;
+// (g) an account whose only sign-in is external re-authenticates at the provider on /account;
 // (e) inside an app's authorization, the e-mail's account is proven by one of its passkeys
 // instead of the code; (f) a sign-in cancelled at the provider is said on /login. One browser, a
 // fresh context per user.
@@ -207,6 +208,33 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     await page.getByRole("button", { name: "Remove", exact: true }).click();
     await page.getByText("Sign-in with Upstream (hal.elsewhere@example.com) was removed from your account.").waitFor();
     expect(await row.count()).toBe(0);
+    clean(d);
+  }, 60_000);
+
+  it("(g) an account whose only sign-in is external confirms it's the user by signing in again at the provider", async () => {
+    const d = await device();
+    const { page } = d;
+    up.loginAs({ sub: "up-gus", email: "gus@elsewhere.example", email_verified: false, name: "Gus" });
+    await page.goto(`${origin}/login?return_to=/account`);
+    await page.getByRole("button", { name: "Continue with Upstream" }).click();
+    await page.waitForURL(`${origin}/account`);
+    const token = await page.evaluate(() => JSON.parse(sessionStorage.getItem("linkgate.session")!).accessToken as string);
+    const sid = decodeJwt(token).sid as string;
+    await h.db.prisma.session.update({ where: { id: sid }, data: { authTime: new Date(Date.now() - 24 * 3600_000) } });
+
+    await page.getByRole("button", { name: "Add Upstream" }).click();
+    const dialog = page.getByRole("dialog", { name: "Confirm it's you" });
+    await dialog.getByRole("button", { name: "Sign in again with Upstream" }).click();
+    await page.getByText("Confirmed with Upstream: make your change again.").waitFor();
+    const session = await h.db.prisma.session.findUniqueOrThrow({ where: { id: sid } });
+    expect(session.authMethod).toBe("fed");
+    expect(Date.now() - session.authTime.getTime()).toBeLessThan(60_000);
+
+    up.loginAs({ sub: "up-gus-work", email: "gus@work.example", email_verified: true, name: "Gus" });
+    await page.getByRole("button", { name: "Add Upstream" }).click();
+    await page.getByText("Your Upstream sign-in is now attached to your account.").waitFor();
+    const added = await h.db.prisma.identifier.findFirstOrThrow({ where: { kind: "external", value: `${up.issuer}#up-gus-work` } });
+    expect(added.accountId).toBe(session.accountId);
     clean(d);
   }, 60_000);
 

@@ -6,6 +6,7 @@ import { render } from "preact";
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import {
   accountLabel,
+  completeExternalReauthentication,
   completeReauthentication,
   endOtherSessions,
   endSession,
@@ -17,6 +18,7 @@ import {
   reachable,
   returnAddress,
   startExternalLink,
+  startExternalReauthentication,
   takeExternalReturn,
   verifyExternalLink,
   type ExternalProvider,
@@ -102,6 +104,16 @@ function Account() {
       else setLoadError(message(err));
     });
   }, []);
+  const [confirmed, setConfirmed] = useState<string | null>(null);
+  const [confirmError, setConfirmError] = useState<string | null>(reauthReturn && "error" in reauthReturn ? reauthReturn.error : null);
+  useEffect(() => {
+    if (!reauthReturn || !("code" in reauthReturn)) return;
+    // the change that asked for it was left behind with the page: the user makes it again
+    completeExternalReauthentication(reauthReturn.pending.stateId, reauthReturn.code).then(
+      () => setConfirmed(`Confirmed with ${reauthReturn.pending.provider}: make your change again.`),
+      (err) => setConfirmError(`Confirming with ${reauthReturn.pending.provider} did not work: ${message(err)}`),
+    );
+  }, []);
 
   if (loadError) return <Alert text={`Your account could not be loaded: ${loadError}`} />;
   if (!viewer) return <p class="muted">Loading your account…</p>;
@@ -110,6 +122,8 @@ function Account() {
       <h1 class="title">
         Your account <span class="value">{accountLabel(viewer)}</span>
       </h1>
+      <Done text={confirmed} />
+      <Alert text={confirmError} />
       <Identifiers viewer={viewer} reload={reload} />
       <ExternalSignIns viewer={viewer} reload={reload} />
       <Merged viewer={viewer} reload={reload} />
@@ -151,6 +165,13 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
   const codeInput = useFocusOnShow<HTMLInputElement>(`${step.kind}${error}`, false);
   const offerPasskey = passkeysSupported() && (props.viewer.passkeys.length > 0 || !!props.viewer.mergedSecondary);
   const addresses = props.viewer.identifiers.filter(reachable);
+  const providers = useOwnProviders(props.viewer);
+
+  const withProvider = (p: ExternalProvider) =>
+    run(async () => {
+      const started = await startExternalReauthentication(p.slug, returnAddress());
+      goToProvider({ stateId: started.stateId, purpose: "reauth", provider: p.display_name }, started.authorizationUrl);
+    });
 
   const withPasskey = () =>
     run(async () => {
@@ -193,7 +214,14 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
               {busy ? "Waiting…" : "Use a passkey"}
             </button>
           )}
-          {!offerPasskey && !addresses.length && <p class="hint">Add a passkey, an e-mail address or a phone number first: this account has nothing a code or passkey can confirm.</p>}
+          {!offerPasskey && !addresses.length && !providers.length && (
+            <p class="hint">Add a passkey, an e-mail address or a phone number first: this account has nothing a code or passkey can confirm.</p>
+          )}
+          {providers.map((p) => (
+            <button key={p.slug} type="button" class="wide" data-reauth-provider={p.slug} onClick={() => withProvider(p)} disabled={busy}>
+              Sign in again with {p.display_name}
+            </button>
+          ))}
           {addresses.map((i) => (
             <button key={i.id} type="button" class="wide" onClick={() => sendCode(i)} disabled={busy}>
               Send a code to <span class="value">{i.value}</span>
@@ -219,6 +247,16 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
       </div>
     </dialog>
   );
+}
+
+/** The providers of the account's own external sign-ins (what a re-authentication can use). */
+function useOwnProviders(viewer: Viewer): ExternalProvider[] {
+  const [providers, setProviders] = useState<ExternalProvider[]>([]);
+  const names = new Set(viewer.identifiers.flatMap((i) => (i.kind === "external" && i.externalProfile?.providerName ? [i.externalProfile.providerName] : [])));
+  useEffect(() => {
+    if (names.size) loadProviders().then((all) => setProviders(all.filter((p) => names.has(p.display_name))), () => setProviders([]));
+  }, [viewer]);
+  return providers;
 }
 
 type Reload = () => Promise<Viewer>;
@@ -380,8 +418,10 @@ function AddIdentifier(props: { reload: Reload; onDone: (text: string) => void }
 
 // ---- sign-ins with external identity providers -----------------------------------------------------
 
-/** Back from the provider after "Add …" (read once, when the page opens). */
-const linkReturn: ExternalReturn | null = takeExternalReturn("link");
+/** Back from the provider after "Add …" or "Sign in again with …" (read once, when the page opens). */
+const externalReturn: ExternalReturn | null = takeExternalReturn("link", "reauth");
+const reauthReturn = externalReturn?.pending?.purpose === "reauth" ? externalReturn : null;
+const linkReturn = reauthReturn ? null : externalReturn;
 
 function ExternalSignIns(props: { viewer: Viewer; reload: Reload }) {
   const [providers, setProviders] = useState<ExternalProvider[]>([]);

@@ -190,6 +190,17 @@ export async function reauthenticateWithPasskey(response: unknown): Promise<void
   keepSession(member<SignInTokens>(d.reauthenticateWithPasskey, "SignInTokens"));
 }
 
+/** Re-authenticating by signing in again at the provider of one of the account's external sign-ins. */
+export async function startExternalReauthentication(provider: string, redirectUri: string): Promise<ExternalStarted> {
+  const d = await gql<{ startExternalReauthentication: Result }>(OPERATIONS.StartExternalReauthentication, { provider, redirectUri });
+  return member<ExternalStarted>(d.startExternalReauthentication, "ExternalStart");
+}
+
+export async function completeExternalReauthentication(stateId: string, code: string): Promise<void> {
+  const d = await gql<{ completeExternalReauthentication: Result }>(OPERATIONS.CompleteExternalReauthentication, { stateId, code });
+  keepSession(member<SignInTokens>(d.completeExternalReauthentication, "SignInTokens"));
+}
+
 // ---- the account --------------------------------------------------------------------------------
 
 type Connection<T> = { edges: { node: T }[] };
@@ -309,7 +320,7 @@ export async function verifyExternalLink(stateId: string, code: string): Promise
 // ---- the trip to the provider and back ------------------------------------------------------------
 
 /** A trip to a provider under way: the page that started keeps state_id, the return brings the code. */
-export type PendingExternal = { stateId: string; purpose: "sign_in" | "link"; provider: string; startedAt: number };
+export type PendingExternal = { stateId: string; purpose: "sign_in" | "link" | "reauth"; provider: string; startedAt: number };
 const PENDING = "linkgate.external";
 /** As long as the server keeps the flow. */
 const PENDING_TTL_MS = 10 * 60 * 1000;
@@ -335,7 +346,7 @@ export type ExternalReturn = { pending: PendingExternal; code: string } | { pend
  * The provider sent the user back here (?code= or ?error=): the flow this tab started, once.
  * The address loses those parameters, so a reload does not try again. Null when not a return.
  */
-export function takeExternalReturn(purpose: PendingExternal["purpose"]): ExternalReturn | null {
+export function takeExternalReturn(...purposes: PendingExternal["purpose"][]): ExternalReturn | null {
   const params = new URLSearchParams(location.search);
   const code = params.get("code");
   const error = params.get("error");
@@ -346,7 +357,7 @@ export function takeExternalReturn(purpose: PendingExternal["purpose"]): Externa
     pending = JSON.parse(sessionStorage.getItem(PENDING) ?? "null") as PendingExternal | null;
   } catch {}
   sessionStorage.removeItem(PENDING);
-  if (pending && (pending.purpose !== purpose || typeof pending.stateId !== "string" || Date.now() - pending.startedAt > PENDING_TTL_MS)) pending = null;
+  if (pending && (!purposes.includes(pending.purpose) || typeof pending.stateId !== "string" || Date.now() - pending.startedAt > PENDING_TTL_MS)) pending = null;
   if (error) return { pending, error: sentence(params.get("error_description") || "The sign-in at the other service did not succeed. Try again.") };
   if (!pending) return { pending: null, error: "This sign-in was started in another tab or has expired. Start again." };
   return { pending, code: code! };

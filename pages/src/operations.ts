@@ -59,6 +59,12 @@ export const OPERATIONS = {
   ConfirmExternalSignInWithPasskey: `mutation ConfirmExternalSignInWithPasskey($stateId: String!, $response: JSON!) {
     confirmExternalSignInWithPasskey(stateId: $stateId, response: $response) { ${ERR} ${TOKENS} }
   }`,
+  StartExternalReauthentication: `mutation StartExternalReauthentication($provider: String!, $redirectUri: String!) {
+    startExternalReauthentication(provider: $provider, redirectUri: $redirectUri) { ${ERR} ... on ExternalStart { stateId authorizationUrl } }
+  }`,
+  CompleteExternalReauthentication: `mutation CompleteExternalReauthentication($stateId: String!, $code: String!) {
+    completeExternalReauthentication(stateId: $stateId, code: $code) { ${ERR} ${TOKENS} }
+  }`,
   StartExternalLink: `mutation StartExternalLink($provider: String!, $redirectUri: String!) {
     startExternalLink(provider: $provider, redirectUri: $redirectUri) { ${ERR} ... on ExternalStart { stateId authorizationUrl } }
   }`,
