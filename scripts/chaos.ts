@@ -8,7 +8,8 @@
 // requests with 500 to keep retries in play.
 //
 // At the end every event committed to the outbox must have been answered 2xx at least once:
-// anything else is "lost" and the exit code is 1. Duplicates (events answered 2xx more than
+// anything else is "lost" and the exit code is 1; so is a dashboard whose numbers drifted from
+// the delivery log (every logged attempt counted once, every finished delivery once). Duplicates (events answered 2xx more than
 // once, expected after a SIGKILL: at-least-once) are counted and printed.
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
@@ -20,6 +21,7 @@ import { parseArgs } from "node:util";
 import { parseMasterKey } from "../src/crypto.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { applyMigrations } from "../src/db/migrations.ts";
+import { applyStaged } from "../src/delivery/sql.ts";
 import { startWorker } from "../src/delivery/worker.ts";
 import { bulkEnqueue, newMasterKey, seedWebhook, TestReceiver } from "../test/support/receiver.ts";
 
@@ -170,6 +172,7 @@ async function main(): Promise<number> {
     await sleep(1_000);
 
     const events = await db.prisma.outboxEvent.findMany({ select: { id: true } });
+    const dashboard = await dashboardDrift(db);
     const byStatus = await db.prisma.delivery.groupBy({ by: ["status"], _count: true });
     const lost = events.filter((e) => !ok.has(e.id)).map((e) => e.id);
     const duplicates = [...ok.values()].filter((c) => c > 1).length;
@@ -184,9 +187,12 @@ async function main(): Promise<number> {
       deliveries: Object.fromEntries(byStatus.map((s) => [s.status, s._count])),
       duplicates: `${duplicates} events delivered more than once (${extraSends} extra 2xx deliveries)`,
       lost: lost.length,
+      dashboard,
     });
     if (lost.length > 0) console.log("lost event ids (first 20):", lost.slice(0, 20));
-    return lost.length === 0 && pending === 0 ? 0 : 1;
+    const drifted = dashboard.attemptsCounted !== dashboard.attemptsLogged || dashboard.finishedCounted !== dashboard.finishedDeliveries;
+    if (drifted) console.log("the dashboard's numbers drifted from the delivery log");
+    return lost.length === 0 && pending === 0 && !drifted ? 0 : 1;
   } finally {
     for (const c of children) c.kill("SIGKILL");
     await receiver.close();
@@ -194,6 +200,25 @@ async function main(): Promise<number> {
     cluster.ctl(["stop", "-m", "fast", "-w"]);
     if (!values.keep) rmSync(cluster.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The dashboard's numbers against the delivery log, after the run: every logged attempt counted
+ * once in the hourly rollups, every finished delivery once in the per-state counts, through
+ * workers killed between a record and the apply of what it staged, and a Postgres crash.
+ */
+async function dashboardDrift(db: Database) {
+  await applyAllStaged(db);
+  const [row] = await db.prisma.$queryRaw<{ counted: number; logged: number; finished_counted: number; finished: number }[]>`
+    SELECT (SELECT coalesce(sum(succeeded + retried + failed), 0)::int FROM dashboard.webhook_hours) AS counted,
+           (SELECT count(*)::int FROM delivery_attempts) AS logged,
+           (SELECT coalesce(sum(succeeded + failed + gone), 0)::int FROM dashboard.webhook_delivery_hours) AS finished_counted,
+           (SELECT count(*)::int FROM deliveries WHERE status <> 'pending') AS finished`;
+  return { attemptsLogged: row.logged, attemptsCounted: row.counted, finishedDeliveries: row.finished, finishedCounted: row.finished_counted };
+}
+
+async function applyAllStaged(db: Database): Promise<void> {
+  while ((await applyStaged(db, true)) > 0);
 }
 
 // ---- a throw-away cluster ----------------------------------------------------------------------
