@@ -11,7 +11,7 @@ import { externalValue, type Identifier } from "../auth/identifiers.ts";
 import { codeHash } from "../auth/otp.ts";
 import { checkInStatement } from "../auth/otp-flow.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
-import { provenFlow, startFlow, type CompleteInput, type ProvenFlow, type StartInput, type Started } from "../auth/external/flows.ts";
+import { provenFlow, saveClaims, startFlow, type CompleteInput, type ProvenFlow, type StartInput, type Started } from "../auth/external/flows.ts";
 import { decideLink, LINK_ERRORS, type VerifyResult } from "./service.ts";
 
 export const EXTERNAL_LINK_ERRORS = {
@@ -69,7 +69,5 @@ async function linkState(deps: Deps, actor: UserActor, flow: ProvenFlow, identif
 /** The provider's latest profile claims on the identifier, wherever the decision left it. */
 async function saveProfile(deps: Deps, projectId: string, identifier: Identifier, flow: ProvenFlow): Promise<void> {
   const row = await deps.prisma.identifier.findUnique({ where: { projectId_kind_value: { projectId, ...identifier } }, select: { id: true } });
-  if (!row) return;
-  const claims = { providerId: flow.providerId, email: flow.email, emailVerified: flow.emailVerified, name: flow.name };
-  await deps.prisma.externalIdentity.upsert({ where: { identifierId: row.id }, create: { identifierId: row.id, ...claims }, update: claims });
+  if (row) await saveClaims(deps.prisma, row.id, flow);
 }

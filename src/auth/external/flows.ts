@@ -13,6 +13,7 @@
 // redirect_uri must be the hosted pages of this gateway or registered on one of the project's
 // first-party OAuth clients, so a code is never sent where the project did not say.
 import type { Actor, Deps } from "../../deps.ts";
+import type { Db, Tx } from "../../db/client.ts";
 import { randomToken, safeEqual, sha256Hex } from "../../crypto.ts";
 import { DomainError, InvalidRedirectUri, InvalidRequest, OTPInvalid } from "../../errors.ts";
 import type { ExternalFlow } from "../../generated/prisma/client.ts";
@@ -151,4 +152,10 @@ export async function provenFlow(deps: Deps, actor: Actor, input: CompleteInput,
   });
   if (!flow?.codeHash || !flow.issuer || !flow.subject || !safeEqual(flow.codeHash, hashOf(code))) throw new OTPInvalid();
   return flow as ProvenFlow;
+}
+
+/** The provider's latest profile claims on an external identifier (profile only: they decide nothing). */
+export async function saveClaims(db: Db | Tx, identifierId: string, flow: ProvenFlow): Promise<void> {
+  const claims = { providerId: flow.providerId, email: flow.email, emailVerified: flow.emailVerified, name: flow.name };
+  await db.externalIdentity.upsert({ where: { identifierId }, create: { identifierId, ...claims }, update: claims });
 }

@@ -20,7 +20,7 @@ import { verifyPasskeyAssertion } from "../passkeys.ts";
 import { sendOtp, verifyOtp } from "../otp-flow.ts";
 import { assertLiveSession } from "../sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "../sign-in.ts";
-import { provenFlow, startFlow, type CompleteInput, type ProvenFlow, type StartInput, type Started } from "./flows.ts";
+import { provenFlow, saveClaims, startFlow, type CompleteInput, type ProvenFlow, type StartInput, type Started } from "./flows.ts";
 
 export const EXTERNAL_SIGN_IN_ERRORS = {
   start: [InvalidRequest, ProviderNotFound, InvalidRedirectUri, UpstreamUnavailable, RateLimited],
@@ -70,7 +70,7 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
   let accountId: string;
   if (known) {
     accountId = await primaryOf(tx, known.accountId);
-    await saveProfile(tx, known.id, flow);
+    await saveClaims(tx, known.id, flow);
   } else {
     const holder = flow.email && flow.emailVerified ? await emailHolder(tx, actor.projectId, flow.email) : null;
     // decided after the commit: the code is sent outside this transaction
@@ -87,18 +87,13 @@ async function emailHolder(tx: Tx, projectId: string, email: string): Promise<Co
   return row ? { kind: "email", value: email } : null;
 }
 
-async function saveProfile(tx: Tx, identifierId: string, flow: ProvenFlow): Promise<void> {
-  const claims = { providerId: flow.providerId, email: flow.email, emailVerified: flow.emailVerified, name: flow.name };
-  await tx.externalIdentity.upsert({ where: { identifierId }, create: { identifierId, ...claims }, update: claims });
-}
-
 async function createAccount(tx: Tx, projectId: string, flow: ProvenFlow, value: string): Promise<string> {
   const id = newId("acc");
   const identifierId = newId("idt");
   await tx.account.create({
     data: { id, projectId, name: flow.name, identifiers: { create: { id: identifierId, projectId, kind: "external", value, origin: "own" } } },
   });
-  await saveProfile(tx, identifierId, flow);
+  await saveClaims(tx, identifierId, flow);
   await enqueue(tx, { projectId, eventType: "user.created", data: await userEventData(tx, projectId, id) });
   return id;
 }
@@ -207,7 +202,7 @@ async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: Pro
   }
   const id = newId("idt");
   await tx.identifier.create({ data: { id, projectId: actor.projectId, accountId, ...identifier, origin: "attached" } });
-  await saveProfile(tx, id, flow);
+  await saveClaims(tx, id, flow);
   await tx.account.update({ where: { id: accountId }, data: { updatedAt: new Date() } });
   const { user } = await userEventData(tx, actor.projectId, accountId);
   await enqueueAll(tx, [
