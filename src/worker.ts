@@ -14,8 +14,6 @@ await ensureDatabaseReachable(config);
 const db = await openDatabase(config);
 await applyMigrations(db.adapterFactory);
 const worker = startWorker({ db, config, masterKey: resolveMasterKey(config), logger });
-logger.info({ workerId: worker.id, database: db.kind }, "delivery worker running");
-
 stopOnSignals(logger, config.shutdownTimeoutMs, {
   async drain() {
     await worker.stop();
@@ -23,3 +21,6 @@ stopOnSignals(logger, config.shutdownTimeoutMs, {
   },
   abandon: () => worker.abandon(),
 });
+// Announced only once SIGTERM drains: a supervisor that signals as soon as it reads this line
+// must not meet Node's default action (killed at once, leases left to run out).
+logger.info({ workerId: worker.id, database: db.kind }, "delivery worker running");
