@@ -832,6 +832,17 @@ AS $function$
              duration_ms)::dashboard.attempt_outcome
 $function$;
 
+CREATE OR REPLACE FUNCTION public.account_sign_in_identifiers(p_account text)
+ RETURNS TABLE(kind public.identifier_kind, value text)
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT i.kind, i.value
+  FROM accounts a
+  JOIN identifiers i ON i.account_id = a.id
+  WHERE a.id = p_account OR (a.merged_with_id = p_account AND a.merge_role = 'secondary')
+$function$;
+
 CREATE OR REPLACE FUNCTION public.link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[])
  RETURNS void
  LANGUAGE sql
@@ -974,9 +985,8 @@ BEGIN
       ARRAY(SELECT replace(b, '"' || p_user_mark || '"', v_user) FROM unnest(p_attach_bodies) WITH ORDINALITY AS t(b, n) ORDER BY n));
     INSERT INTO notices (id, project_id, kind, value, subject, text, next_attempt_at, created_at)
       SELECT 'ntc_' || replace(gen_random_uuid()::text, '-', ''), p_project, r.kind, r.value, p_notice_subjects[1], p_notice_texts[1], v_now, v_now
-      FROM (SELECT DISTINCT i.kind, i.value FROM identifiers i JOIN accounts a ON a.id = i.account_id
-            WHERE (i.account_id = p_account OR (a.merged_with_id = p_account AND a.merge_role = 'secondary'))
-              AND i.kind <> 'external' AND NOT (i.kind = v_kind AND i.value = v_value)) AS r;
+      FROM (SELECT DISTINCT i.kind, i.value FROM account_sign_in_identifiers(p_account) i
+            WHERE i.kind <> 'external' AND NOT (i.kind = v_kind AND i.value = v_value)) AS r;
     UPDATE otp_states SET consumed_at = v_now, result = p_attached_result::jsonb WHERE id = p_state;
     outcome := 'attached';
     stored := p_attached_result;

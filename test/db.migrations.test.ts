@@ -123,6 +123,7 @@ describe("repeatable migrations", () => {
         expect(now.functions.get(positional)!.header).toBe(history.functions.get(positional)!.header.replace("LANGUAGE plpgsql", "LANGUAGE sql"));
         expect([...now.functions.keys()].filter((k) => !history.functions.has(k))).toEqual([
           "dashboard.apply_staged(p_wait boolean)",
+          "public.account_sign_in_identifiers(p_account text)",
           "public.link_text_array(a jsonb)",
           "public.link_verify(p jsonb)",
           "public.sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)",

@@ -97,11 +97,8 @@ export function noticeText(change: AccountChange, at: Date, clientAddress: strin
 
 /** Every identifier that signs into the account: its own and attached ones, and its merged secondary's. */
 export async function signInIdentifiers(tx: Tx, accountId: string): Promise<Identifier[]> {
-  const rows = await tx.identifier.findMany({
-    where: { OR: [{ accountId }, { account: { mergedWithId: accountId, mergeRole: "secondary" } }] },
-    select: { kind: true, value: true },
-  });
-  return rows.map((r) => ({ kind: r.kind, value: r.value }));
+  // One definition with link_verify's notices, and an index-only path (src/auth/sign-in-identifiers.sql).
+  return tx.$queryRaw<Identifier[]>`SELECT kind::text AS kind, value FROM account_sign_in_identifiers(${accountId})`;
 }
 
 /** The account's own and attached identifiers (not its merged secondary's). */

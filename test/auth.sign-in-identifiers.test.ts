@@ -1,0 +1,89 @@
+// Who gets a security notice reads only the account at hand: its own identifiers and its merged
+// secondary's (src/auth/sign-in-identifiers.sql). Written as an OR across the join, as it once
+// was, every identifier of every project was read on each passkey change, removal and link:
+// linear in the number of users. Counted from the table's statistics of the transaction
+// itself, so the test does not depend on time.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signInIdentifiers } from "../src/auth/change-notices.ts";
+import { newId } from "../src/ids.ts";
+import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+
+const OTHER_ACCOUNTS = 3_000;
+
+type TableReads = { seq_scan: number; rows_read: number };
+
+describe.each(backends)("the identifiers that sign into an account, on %s", (backend) => {
+  let db: TestDatabase;
+  const projectId = newId("prj");
+  const primary = newId("acc");
+  const secondary = newId("acc");
+  const loner = newId("acc");
+
+  beforeAll(async () => {
+    db = await openTestDatabase(backend);
+    await db.prisma.project.create({ data: { id: projectId, name: "notices" } });
+    // Many other users, two identifiers each, so a read of everything cannot pass for a read of one account.
+    await db.prisma.$executeRaw`
+      INSERT INTO accounts (id, project_id, created_at, updated_at)
+      SELECT 'acc_other' || n, ${projectId}, now(), now() FROM generate_series(1, ${OTHER_ACCOUNTS}::int) n`;
+    await db.prisma.$executeRaw`
+      INSERT INTO identifiers (id, project_id, account_id, kind, value, origin, created_at)
+      SELECT 'idt_other' || n || k, ${projectId}, 'acc_other' || n, k::identifier_kind,
+             CASE k WHEN 'email' THEN 'u' || n || '@example.com' ELSE '+1202555' || n END, 'own', now()
+      FROM generate_series(1, ${OTHER_ACCOUNTS}::int) n, unnest(ARRAY['email', 'phone']) k`;
+    for (const [id, value, kind] of [
+      [primary, "primary@example.com", "email"],
+      [secondary, "+12025550100", "phone"],
+      [loner, "loner@example.com", "email"],
+    ] as const) {
+      await db.prisma.account.create({
+        data: { id, projectId, identifiers: { create: { id: newId("idt"), projectId, kind, value, origin: "own" } } },
+      });
+    }
+    await db.prisma.identifier.create({ data: { id: newId("idt"), projectId, accountId: primary, kind: "phone", value: "+12025550101", origin: "attached" } });
+    await db.prisma.account.update({ where: { id: primary }, data: { mergedWithId: secondary, mergeRole: "primary", mergedAt: new Date() } });
+    await db.prisma.account.update({ where: { id: secondary }, data: { mergedWithId: primary, mergeRole: "secondary", mergedAt: new Date() } });
+    await db.prisma.$executeRaw`ANALYZE accounts`;
+    await db.prisma.$executeRaw`ANALYZE identifiers`;
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  /** The identifiers signInIdentifiers returns, and what the call read from the identifiers table. */
+  async function readWithCounts(accountId: string) {
+    return db.prisma.$transaction(async (tx) => {
+      // The backend's counts not yet flushed to the shared statistics, this transaction's
+      // included (earlier ones may still be in them): read before and after the call.
+      const counts = async () =>
+        (
+          await tx.$queryRaw<TableReads[]>`
+            SELECT coalesce(seq_scan, 0)::int AS seq_scan, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int AS rows_read
+            FROM pg_stat_xact_user_tables WHERE relname = 'identifiers'`
+        )[0];
+      const before = await counts();
+      const ids = await signInIdentifiers(tx, accountId);
+      const after = await counts();
+      const reads = { seq_scan: after.seq_scan - before.seq_scan, rows_read: after.rows_read - before.rows_read };
+      return { values: ids.map((i) => `${i.kind}:${i.value}`).sort(), reads };
+    });
+  }
+
+  it("a primary's are its own, its attached ones and its secondary's; nobody else's", async () => {
+    const { values, reads } = await readWithCounts(primary);
+    expect(values).toEqual(["email:primary@example.com", "phone:+12025550100", "phone:+12025550101"]);
+    expect(reads.seq_scan).toBe(0);
+    expect(reads.rows_read).toBeLessThanOrEqual(10);
+  });
+
+  it("a secondary's are its own only (it signs into its primary, whose notices these are not)", async () => {
+    expect((await readWithCounts(secondary)).values).toEqual(["phone:+12025550100"]);
+  });
+
+  it("an unmerged account's are its own, read through its account alone", async () => {
+    const { values, reads } = await readWithCounts(loner);
+    expect(values).toEqual(["email:loner@example.com"]);
+    expect(reads.seq_scan).toBe(0);
+    expect(reads.rows_read).toBeLessThanOrEqual(10);
+  });
+});
