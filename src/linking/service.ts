@@ -7,7 +7,7 @@ import type { Tx } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { retryingConflicts, transaction } from "../db/transaction.ts";
 import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
-import type { EventType } from "../webhooks/event-types.ts";
+import { attachedEvents, type EventType } from "../webhooks/event-types.ts";
 import {
   AlreadyLinked,
   CannotLinkSelf,
@@ -171,10 +171,7 @@ function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identif
   const ids = [newId("evt"), newId("evt")];
   const bodies = (events: Array<[EventType, object]>) =>
     events.map(([eventType, extra], i) => envelope(ids[i], { projectId, eventType, data: { user: userMark, ...extra } }));
-  const attach: Array<[EventType, object]> = [
-    ["user.identifier.linked", { identifier: { type: identifier.kind, value: identifier.value } }],
-    ["user.updated", {}],
-  ];
+  const attach = attachedEvents(identifier);
   const merge: Array<[EventType, object]> = [
     ["user.merged", { secondary_user_id: secondaryMark, primary_user_id: user.accountId }],
     ["user.updated", {}],

@@ -25,3 +25,16 @@ export function canonicalEventType(name: string): EventType | undefined {
   // as a delivery filter and got a 500 for.
   return Object.hasOwn(ALIASES, name) ? ALIASES[name] : undefined;
 }
+
+/**
+ * The events of an identifier attached to an account, in order, each with its data beside the
+ * user object (docs/events.md): the same whichever way the attach was proven (a code through
+ * link_verify, src/linking/service.ts, or a provider's sign-in after the account's e-mail,
+ * src/auth/external/sign-in.ts).
+ */
+export function attachedEvents(identifier: { kind: string; value: string }): Array<[EventType, object]> {
+  return [
+    ["user.identifier.linked", { identifier: { type: identifier.kind, value: identifier.value } }],
+    ["user.updated", {}],
+  ];
+}

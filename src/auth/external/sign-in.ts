@@ -9,6 +9,7 @@ import type { Tx } from "../../db/client.ts";
 import { transaction } from "../../db/transaction.ts";
 import { ExternalSignInFailed, InvalidRedirectUri, InvalidRequest, OTPInvalid, PasskeyInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
 import { newId } from "../../ids.ts";
+import { attachedEvents } from "../../webhooks/event-types.ts";
 import { enqueue, enqueueAll } from "../../webhooks/outbox.ts";
 import { userEventData } from "../accounts.ts";
 import { announce, signInIdentifiers } from "../change-notices.ts";
@@ -205,9 +206,6 @@ async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: Pro
   await saveClaims(tx, id, flow);
   await tx.account.update({ where: { id: accountId }, data: { updatedAt: new Date() } });
   const { user } = await userEventData(tx, actor.projectId, accountId);
-  await enqueueAll(tx, [
-    { projectId: actor.projectId, eventType: "user.identifier.linked", data: { user, identifier: { type: identifier.kind, value: identifier.value } } },
-    { projectId: actor.projectId, eventType: "user.updated", data: { user } },
-  ]);
+  await enqueueAll(tx, attachedEvents(identifier).map(([eventType, extra]) => ({ projectId: actor.projectId, eventType, data: { user, ...extra } })));
   await announce(tx, actor, { kind: "attached", identifier }, await signInIdentifiers(tx, accountId));
 }
