@@ -38,6 +38,7 @@ import { loadConfig } from "../src/config.ts";
 import { createLogger } from "../src/log.ts";
 import type { Messenger } from "../src/messaging/transport.ts";
 import { openTestDatabase, type Backend, type TestDatabase } from "../test/support/db.ts";
+import { seedPopulation } from "../test/support/population.ts";
 import { closedLoop, openLoop, type RunResult } from "./load.ts";
 
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -131,7 +132,7 @@ export async function benchLink(backends: Backend[]) {
     // every flow comes from this one loopback client: lift every limit, the benchmark measures the work
     const limits = { sendsPerIdentifier: big, sendsPerAddress: big, sendsPerAccount: big, smsPerProject: big, emailsPerProject: big, failuresPerSubject: big };
     const app = await buildApp(config, { db, messenger, logger: createLogger("silent"), limits });
-    await seedPopulation(db);
+    await seedUsers(db);
     const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
     await new Promise((r) => server.once("listening", r));
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -220,19 +221,10 @@ export async function benchLink(backends: Backend[]) {
   return { rows, goalLines };
 }
 
-/** POPULATION accounts with an e-mail and a phone each, in the bootstrap key's project, then ANALYZE (as autovacuum would). */
-async function seedPopulation(db: TestDatabase) {
+/** POPULATION users in the bootstrap key's project. */
+async function seedUsers(db: TestDatabase) {
   const [{ id: projectId }] = await db.prisma.$queryRaw<{ id: string }[]>`SELECT id FROM projects ORDER BY created_at LIMIT 1`;
-  await db.prisma.$executeRaw`
-    INSERT INTO accounts (id, project_id, created_at, updated_at)
-    SELECT 'acc_pop' || n, ${projectId}, now(), now() FROM generate_series(1, ${POPULATION}::int) n`;
-  await db.prisma.$executeRaw`
-    INSERT INTO identifiers (id, project_id, account_id, kind, value, origin, created_at)
-    SELECT 'idt_pop' || n || k, ${projectId}, 'acc_pop' || n, k::identifier_kind,
-           CASE k WHEN 'email' THEN 'pop' || n || '@example.com' ELSE '+1202' || lpad(n::text, 7, '0') END, 'own', now()
-    FROM generate_series(1, ${POPULATION}::int) n, unnest(ARRAY['email', 'phone']) k`;
-  await db.prisma.$executeRaw`ANALYZE accounts`;
-  await db.prisma.$executeRaw`ANALYZE identifiers`;
+  await seedPopulation(db, projectId, POPULATION);
 }
 
 type Call = (p: string, body: unknown, headers?: Record<string, string>) => Promise<{ status: number; json: Record<string, any> }>;

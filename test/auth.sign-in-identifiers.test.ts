@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { signInIdentifiers } from "../src/auth/change-notices.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { seedPopulation } from "./support/population.ts";
 
 const OTHER_ACCOUNTS = 3_000;
 
@@ -22,15 +23,8 @@ describe.each(backends)("the identifiers that sign into an account, on %s", (bac
   beforeAll(async () => {
     db = await openTestDatabase(backend);
     await db.prisma.project.create({ data: { id: projectId, name: "notices" } });
-    // Many other users, two identifiers each, so a read of everything cannot pass for a read of one account.
-    await db.prisma.$executeRaw`
-      INSERT INTO accounts (id, project_id, created_at, updated_at)
-      SELECT 'acc_other' || n, ${projectId}, now(), now() FROM generate_series(1, ${OTHER_ACCOUNTS}::int) n`;
-    await db.prisma.$executeRaw`
-      INSERT INTO identifiers (id, project_id, account_id, kind, value, origin, created_at)
-      SELECT 'idt_other' || n || k, ${projectId}, 'acc_other' || n, k::identifier_kind,
-             CASE k WHEN 'email' THEN 'u' || n || '@example.com' ELSE '+1202555' || n END, 'own', now()
-      FROM generate_series(1, ${OTHER_ACCOUNTS}::int) n, unnest(ARRAY['email', 'phone']) k`;
+    // Many other users, so a read of everything cannot pass for a read of one account.
+    await seedPopulation(db, projectId, OTHER_ACCOUNTS);
     for (const [id, value, kind] of [
       [primary, "primary@example.com", "email"],
       [secondary, "+12025550100", "phone"],
@@ -44,7 +38,6 @@ describe.each(backends)("the identifiers that sign into an account, on %s", (bac
     await db.prisma.account.update({ where: { id: primary }, data: { mergedWithId: secondary, mergeRole: "primary", mergedAt: new Date() } });
     await db.prisma.account.update({ where: { id: secondary }, data: { mergedWithId: primary, mergeRole: "secondary", mergedAt: new Date() } });
     await db.prisma.$executeRaw`ANALYZE accounts`;
-    await db.prisma.$executeRaw`ANALYZE identifiers`;
   });
   afterAll(async () => {
     await db?.close();
