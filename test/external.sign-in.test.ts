@@ -10,7 +10,7 @@ import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 import { ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
 import { startUpstreamGithub, startUpstreamOidc, type GithubUser, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
-import { addProvider, authorize, callback, complete, confirm, externalSignIn, externalValue, landing, snapshot, start, type Res } from "./support/upstream-linkgate.ts";
+import { addProvider, authorize, callback, complete, confirm, externalSignIn, externalValue, freshAddress, landing, snapshot, start, type Res } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
@@ -80,6 +80,31 @@ describe.each(backends)("external sign-in on %s", (backend) => {
     // the token works on linkgate's API as the account
     const viewer = await h.gql("{ viewer { id } }", {}, { authorization: `Bearer ${again.access_token}` });
     expect(viewer.body.data.viewer.id).toBe(first.account_id);
+  });
+
+  it("Apple: the answer comes as a form post; the name posted beside it is kept, the e-mail in that unsigned field is not", async () => {
+    const apple = await startUpstreamOidc();
+    try {
+      await addProvider(h, apple, "apple", { preset: "APPLE", displayName: "Apple" });
+      // as Apple's ID token: no name claim
+      const user: UpstreamUser = { sub: `a-${tag}-${++seq}`, email: email("a"), email_verified: true };
+      apple.loginAs(user);
+      const s = await start(h, "apple", app.redirectUri);
+      expect(new URL(s.body.authorization_url).searchParams.get("response_mode")).toBe("form_post");
+      const { action, fields } = await apple.formPostAuthorization(s.body.authorization_url);
+      expect(action.pathname).toBe("/auth/external/callback");
+      // what Apple adds on a user's first authorization, unsigned
+      fields.set("user", JSON.stringify({ name: { firstName: "Ada", lastName: "Lovelace" }, email: email("someone-else") }));
+      const posted = new Request(action, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: fields.toString() });
+      const back = landing(await h.app.fetch(posted, { incoming: { socket: { remoteAddress: freshAddress() } } }));
+      const signed = signedIn(await complete(h, s.body.state_id, back.code!));
+      const account = await h.db.prisma.account.findUniqueOrThrow({ where: { id: signed.account_id }, include: { identifiers: { include: { external: true } } } });
+      expect(account.name).toBe("Ada Lovelace");
+      expect(account.identifiers.map((i) => i.value)).toEqual([externalValue(apple, user.sub)]);
+      expect(account.identifiers[0].external).toMatchObject({ name: "Ada Lovelace", email: user.email, emailVerified: true });
+    } finally {
+      await apple.stop();
+    }
   });
 
   it("a changed e-mail at the upstream is the same identity: the claim is profile only", async () => {

@@ -24,16 +24,17 @@ export const freshAddress = () => {
 };
 
 /** Registers an upstream with the project (secret key, GraphQL) and the callback with the upstream. */
-export async function addProvider(h: Harness, up: Upstream, slug: string, opts: { displayName?: string } = {}): Promise<{ id: string; callbackUrl: string }> {
+export async function addProvider(h: Harness, up: Upstream, slug: string, opts: { displayName?: string; preset?: "APPLE" } = {}): Promise<{ id: string; callbackUrl: string }> {
   const github = "baseUrl" in up;
   const input = {
-    preset: github ? "GITHUB" : "OIDC",
+    preset: opts.preset ?? (github ? "GITHUB" : "OIDC"),
     slug,
     displayName: opts.displayName ?? slug,
     issuer: github ? up.baseUrl : up.issuer,
     clientId: up.clientId,
     clientSecret: up.clientSecret,
-    scopes: github ? ["read:user", "user:email"] : ["openid", "email", "profile"],
+    // a preset's own scopes unless the test's upstream needs others
+    ...(opts.preset ? {} : { scopes: github ? ["read:user", "user:email"] : ["openid", "email", "profile"] }),
   };
   const res = await h.gql(CREATE, { input });
   const out = res.body.data?.createIdentityProvider;

@@ -92,10 +92,35 @@ export async function startLoopbackServer(handler: Handler): Promise<UpstreamCon
  * decides what to send to the app. An upstream page that is not a redirect (an error page) throws.
  */
 export async function followOnUpstream(origin: string, authorizationUrl: string | URL): Promise<URL> {
+  const end = await walkOnUpstream(origin, authorizationUrl);
+  if ("left" in end) return end.left;
+  throw new Error(`the upstream answered ${end.status} at ${end.url.pathname} instead of redirecting: ${end.page.slice(0, 500)}`);
+}
+
+/**
+ * The same run for an authorization asked with response_mode=form_post (Apple's): the upstream
+ * ends on a page whose form posts the answer to the app's callback. Returns that form's target
+ * and fields without submitting it, so the test decides what the browser posts.
+ */
+export async function formPostOnUpstream(origin: string, authorizationUrl: string | URL): Promise<{ action: URL; fields: URLSearchParams }> {
+  const end = await walkOnUpstream(origin, authorizationUrl);
+  if ("left" in end) throw new Error(`the upstream redirected to ${end.left.origin} instead of posting a form`);
+  const form = /<form[^>]*method="post"[^>]*action="([^"]+)"[^>]*>([\s\S]*?)<\/form>/i.exec(end.page);
+  if (end.status !== 200 || !form) throw new Error(`the upstream answered ${end.status} at ${end.url.pathname} without a form to post: ${end.page.slice(0, 500)}`);
+  const fields = new URLSearchParams();
+  for (const input of form[2].matchAll(/<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"/gi)) fields.append(unescapeHtml(input[1]), unescapeHtml(input[2]));
+  return { action: new URL(unescapeHtml(form[1]), end.url), fields };
+}
+
+const unescapeHtml = (s: string) =>
+  s.replace(/&(amp|lt|gt|quot|#39|#x27|#x2F);/g, (_, e: string) => ({ amp: "&", lt: "<", gt: ">", quot: '"', "#39": "'", "#x27": "'", "#x2F": "/" })[e]!);
+
+/** Follows the upstream's redirects with a cookie jar: to the first URL off its origin, or to the first page that is not a redirect. */
+async function walkOnUpstream(origin: string, start: string | URL): Promise<{ left: URL } | { status: number; url: URL; page: string }> {
   const jar = new Map<string, string>();
-  let url = new URL(authorizationUrl);
+  let url = new URL(start);
   for (let hops = 0; hops < 20; hops++) {
-    if (url.origin !== origin) return url;
+    if (url.origin !== origin) return { left: url };
     const cookie = [...jar].map(([k, v]) => `${k}=${v}`).join("; ");
     const res = await fetch(url, { redirect: "manual", headers: cookie ? { cookie } : {} });
     for (const line of res.headers.getSetCookie()) {
@@ -107,9 +132,7 @@ export async function followOnUpstream(origin: string, authorizationUrl: string 
       else jar.set(name, value);
     }
     const location = res.headers.get("location");
-    if (res.status < 300 || res.status >= 400 || !location) {
-      throw new Error(`the upstream answered ${res.status} at ${url.pathname} instead of redirecting: ${(await res.text()).slice(0, 500)}`);
-    }
+    if (res.status < 300 || res.status >= 400 || !location) return { status: res.status, url, page: await res.text() };
     await res.body?.cancel();
     url = new URL(location, url);
   }

@@ -11,7 +11,7 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { exportJWK, generateKeyPair, importJWK, SignJWT, type JWK, type JWTPayload } from "jose";
-import { followOnUpstream, startLoopbackServer, type UpstreamControls } from "./upstream-server.ts";
+import { followOnUpstream, formPostOnUpstream, startLoopbackServer, type UpstreamControls } from "./upstream-server.ts";
 
 export { startUpstreamGithub, type GithubEmail, type GithubUser, type UpstreamGithub } from "./upstream-github.ts";
 
@@ -33,6 +33,8 @@ export type UpstreamOidc = UpstreamControls & {
   refuseNextLogin(): void;
   /** See followOnUpstream: the app's callback URL (code, state, iss) the upstream redirects to. */
   followAuthorization(authorizationUrl: string | URL): Promise<URL>;
+  /** See formPostOnUpstream: for response_mode=form_post, the form the upstream's last page posts to the app's callback. */
+  formPostAuthorization(authorizationUrl: string | URL): Promise<{ action: URL; fields: URLSearchParams }>;
   /**
    * Rotates the signing key. By default the way Google and Microsoft do it: the new key was
    * published in the JWKS before it signs, so a relying party's cached JWKS already has it.
@@ -265,6 +267,7 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
       refuseNext = true;
     },
     followAuthorization: (url) => followOnUpstream(issuer, url),
+    formPostAuthorization: (url) => formPostOnUpstream(issuer, url),
     async rotateKeys({ unannounced = false } = {}) {
       keys.retired.unshift(keys.current);
       if (unannounced) keys.current = await newKey(alg);

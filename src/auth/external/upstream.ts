@@ -174,8 +174,27 @@ export async function exchangeCode(deps: Deps, p: UpstreamProvider, req: Authori
     email: typeof claims.email === "string" ? claims.email.toLowerCase() : null,
     // some providers (Apple) send the boolean as a string
     emailVerified: claims.email_verified === true || claims.email_verified === "true",
-    name: typeof claims.name === "string" ? claims.name.slice(0, 200) : null,
+    name: typeof claims.name === "string" ? claims.name.slice(0, 200) : p.preset === "apple" ? appleName(response.get("user")) : null,
   };
+}
+
+/**
+ * Apple's ID token carries no name: Apple posts it once, on the user's first authorization of
+ * the app, as a JSON form field beside the code ({"name":{"firstName","lastName"},"email"}). The
+ * field is not signed, so only the name is read, as the profile claim a name always is here (it
+ * decides nothing); its e-mail is ignored, the ID token's is the one checked.
+ */
+function appleName(field: string | null): string | null {
+  if (!field || field.length > 2_000) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(field);
+  } catch {
+    return null;
+  }
+  const name = (parsed as { name?: { firstName?: unknown; lastName?: unknown } } | null)?.name;
+  const parts = [name?.firstName, name?.lastName].filter((x): x is string => typeof x === "string" && x.trim() !== "").map((x) => x.trim());
+  return parts.length ? parts.join(" ").slice(0, 200) : null;
 }
 
 type GithubUser = { id?: unknown; name?: unknown; login?: unknown; email?: unknown };
