@@ -101,9 +101,8 @@ const COUNT_ALL = prepared<Row>(
   "count_all",
   { key: "text", count: "int4", resets_in: "int4", peeked: "bool", what: "text" },
   `WITH own AS (
-      SELECT 1 FROM identifiers i JOIN accounts a ON a.id = i.account_id
-      WHERE $8::text IS NOT NULL AND i.project_id = $9::text AND i.kind = $10::text::identifier_kind AND i.value = $11::text
-        AND (a.id = $8::text OR (a.merged_with_id = $8::text AND a.merge_role = 'secondary'))
+      SELECT 1 FROM account_sign_in_identifiers($8::text) i
+      WHERE $8::text IS NOT NULL AND i.kind = $10::text::identifier_kind AND i.value = $11::text
     ),
     known AS (${KNOWN("$21")}),
     bumped AS (${UPSERT("$1", "$2", "NOT EXISTS (SELECT 1 FROM own)", "$18::bool[]")}),
