@@ -272,8 +272,10 @@ async function drain(s: Sender, stopped: () => boolean): Promise<number> {
     const results = await Promise.all(groups.map((g) => sendGroup(s, g)));
     await recordSent(s.db, groups.flatMap((g, i) => (results[i] === "sent" ? g.map((n) => n.id) : [])));
     for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
-    // held notices are no longer due, so an empty claim means everything due was handled
-    if (!batch.length || stopped()) return soonest;
+    // Held notices are no longer due, so a claim short of BATCH rows took every notice due
+    // when it ran (its inner LIMIT counted all of them): no second claim to find nothing, a
+    // statement per change saved. Notices queued since kicked this sender and are drained next.
+    if (batch.length < BATCH || stopped()) return soonest;
   }
 }
 
