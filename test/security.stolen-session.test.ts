@@ -27,7 +27,9 @@ function quotedPrintable(raw: string): string {
   return Buffer.from(body.replace(/=([0-9A-F]{2})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16))), "latin1").toString("utf8");
 }
 
-describe.each(backends)("a stolen session on %s", (backend) => {
+// The backends run side by side, each on its own harness, so their waits past the window
+// overlap; the steps of one backend run in order.
+describe.concurrent.each(backends)("a stolen session on %s", (backend) => {
   let h: Harness;
   beforeAll(async () => {
     h = await startHarness(backend, { env: { LINKGATE_RECENT_AUTH_SECONDS: String(RECENT_SECONDS) } });
@@ -37,7 +39,7 @@ describe.each(backends)("a stolen session on %s", (backend) => {
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
   const inbox = (to: string) => h.mailbox.messages.filter((m) => m.to === to);
 
-  it("cannot attach an identifier for good: refused past the window, notices on attach, the owner cleans up", async () => {
+  it.sequential("cannot attach an identifier for good: refused past the window, notices on attach, the owner cleans up", async () => {
     const owner = await h.signIn({ email: "victim@example.com" });
     const stolen = owner.token; // the attacker holds a copy of the owner's token
     await waitPastWindow();
@@ -91,7 +93,7 @@ describe.each(backends)("a stolen session on %s", (backend) => {
     expect(attacker.accountId).not.toBe(owner.accountId);
   });
 
-  it("re-authentication with an identifier that is not the account's: 4xx, no code sent, nothing changed", async () => {
+  it.sequential("re-authentication with an identifier that is not the account's: 4xx, no code sent, nothing changed", async () => {
     const user = await h.signIn({ email: "reauth-own@example.com" });
     await h.signIn({ email: "someone-else@example.com" });
     const before = await h.db.prisma.otpState.count();
@@ -105,7 +107,7 @@ describe.each(backends)("a stolen session on %s", (backend) => {
     expect(await h.db.prisma.otpState.count()).toBe(before);
   });
 
-  it("a sign-in on another device does not refresh this session's recency; re-authenticating it does", async () => {
+  it.sequential("a sign-in on another device does not refresh this session's recency; re-authenticating it does", async () => {
     const a = await h.signIn({ email: "two-devices@example.com" });
     await waitPastWindow();
     const b = await h.signIn({ email: "two-devices@example.com" });
@@ -128,7 +130,7 @@ describe.each(backends)("a stolen session on %s", (backend) => {
     expect(now.body.data.requestLink.__typename).toBe("OtpChallenge");
   });
 
-  it("every sensitive operation answers ReauthenticationRequired past the window; a passkey re-authenticates too", async () => {
+  it.sequential("every sensitive operation answers ReauthenticationRequired past the window; a passkey re-authenticates too", async () => {
     const user = await h.signIn({ email: "sensitive@example.com" });
     const auth = new SoftAuthenticator("http://localhost:4000");
     const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(user.token));
@@ -162,7 +164,7 @@ describe.each(backends)("a stolen session on %s", (backend) => {
     expect(removed.body.data.removePasskey.__typename).toBe("RemovePasskeyPayload");
   });
 
-  it("repeated refusals from one session emit one security event per window", async () => {
+  it.sequential("repeated refusals from one session emit one security event per window", async () => {
     const user = await h.signIn({ email: "persistent@example.com" });
     await waitPastWindow();
     for (let i = 0; i < 9; i++) {
@@ -175,7 +177,7 @@ describe.each(backends)("a stolen session on %s", (backend) => {
     expect(JSON.parse(events[0].body).data).toMatchObject({ user_id: user.accountId, session_id: decodeJwt(user.token).sid });
   });
 
-  it("sessions are listed with where and when, and ending one stops its tokens at once", async () => {
+  it.sequential("sessions are listed with where and when, and ending one stops its tokens at once", async () => {
     const one = await h.signIn({ email: "lister@example.com" });
     const two = await h.signIn({ email: "lister@example.com" });
     const list = await h.gql(`{ viewer { sessions { edges { node { id current clientAddress createdAt lastUsedAt } } } } }`, {}, bearer(two.token));
@@ -193,7 +195,7 @@ describe.each(backends)("a stolen session on %s", (backend) => {
     expect((await h.call("GET", "/oauth/userinfo", { headers: bearer(two.token) })).status).toBe(200);
   });
 
-  it("a stale token cannot sign the owner out elsewhere, rename the account or cut off an app; it can still end its own session", async () => {
+  it.sequential("a stale token cannot sign the owner out elsewhere, rename the account or cut off an app; it can still end its own session", async () => {
     const owner = await h.signIn({ email: "stale-owner@example.com" });
     const stolen = await h.signIn({ email: "stale-owner@example.com" });
     await waitPastWindow();
