@@ -201,7 +201,9 @@ inBrowser("a hosted page without a publishable key, in Chromium", () => {
   });
 });
 
-inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
+// Each backend has its own site, receiver and devices in the shared Chromium, so the backends run
+// side by side; the steps of one backend run in order.
+inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) => {
   let site: Site;
   let h: Harness;
   let origin = "";
@@ -278,7 +280,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await code.press("Enter");
   }
 
-  it("Bob signs up with a code on /login and adds a passkey on his phone", async () => {
+  it.sequential("Bob signs up with a code on /login and adds a passkey on his phone", async () => {
     const { page } = phone;
     await page.goto(`${origin}/login`);
     await signInByCode(site, page, bob);
@@ -291,7 +293,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await signOut(page);
   });
 
-  it("Ada, signed out, is sent from /account to /login and back; a wrong code is refused in words", async () => {
+  it.sequential("Ada, signed out, is sent from /account to /login and back; a wrong code is refused in words", async () => {
     const { page } = laptop;
     await page.goto(`${origin}/account`);
     await page.waitForURL(`${origin}/login?return_to=%2Faccount`);
@@ -319,7 +321,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await checkLayout(page, `${backend}-account-new`);
   });
 
-  it("Ada adds a passkey, renames it, signs out and back in with it (nothing typed): the same account", async () => {
+  it.sequential("Ada adds a passkey, renames it, signs out and back in with it (nothing typed): the same account", async () => {
     const { page } = laptop;
     await addPasskey(page, "Laptop");
     expect(await laptop.credentials()).toHaveLength(1);
@@ -345,7 +347,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await checkLayout(page, `${backend}-account-passkey`);
   });
 
-  it("Ada, signed in moments ago, attaches a phone with nothing to confirm; she then removes it, and is not offered to remove her last e-mail", async () => {
+  it.sequential("Ada, signed in moments ago, attaches a phone with nothing to confirm; she then removes it, and is not offered to remove her last e-mail", async () => {
     const { page } = laptop;
     await link(page, adaPhone);
     await status(page, `${adaPhone} is now attached to your account.`).waitFor();
@@ -366,7 +368,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     expect(await page.getByRole("button", { name: `Remove ${ada}` }).count()).toBe(0);
   });
 
-  it("Ada links Bob's e-mail: a merge, said in words; Bob's passkey now signs into Ada's account", async () => {
+  it.sequential("Ada links Bob's e-mail: a merge, said in words; Bob's passkey now signs into Ada's account", async () => {
     const { page } = laptop;
     await link(page, bob);
     await status(page, `Merged: the account of ${bob} is now part of yours.`).waitFor();
@@ -380,7 +382,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await phone.page.getByRole("region", { name: "Merged account" }).locator(`li[data-identifier="${bob}"]`).waitFor();
   });
 
-  it("Ada unmerges after a question naming both accounts (and her passkey confirming it is her); Bob's passkey lands on Bob's account again", async () => {
+  it.sequential("Ada unmerges after a question naming both accounts (and her passkey confirming it is her); Bob's passkey lands on Bob's account again", async () => {
     const { page } = laptop;
     const merged = page.getByRole("region", { name: "Merged account" });
     await merged.getByRole("button", { name: "Unmerge…" }).click();
@@ -410,7 +412,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await checkLayout(phone.page, `${backend}-account-bob`);
   });
 
-  it("Ada removes her passkey after a question", async () => {
+  it.sequential("Ada removes her passkey after a question", async () => {
     const { page } = laptop;
     await page.getByRole("button", { name: "Remove Work laptop" }).click();
     await page.getByRole("button", { name: "Remove passkey" }).click();
@@ -418,7 +420,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     await page.getByText("No passkeys yet.").waitFor();
   });
 
-  it("every event reached the receiver, signed, with the method and accounts it names", async () => {
+  it.sequential("every event reached the receiver, signed, with the method and accounts it names", async () => {
     const events = await h.db.prisma.outboxEvent.findMany({ where: { projectId: h.projectId }, orderBy: { seq: "asc" } });
     await receiver.waitFor(events.length, 15_000);
     const got: WebhookEnvelope[] = [];
@@ -455,7 +457,7 @@ inBrowser.each(backends)("hosted pages in Chromium on %s", (backend) => {
     expect(of("user.updated", (d) => user(adaId)(d) && d.passkey_removed)).toHaveLength(1);
   });
 
-  it("no request left the site, and no page logged an error", async () => {
+  it.sequential("no request left the site, and no page logged an error", async () => {
     for (const device of [laptop, phone]) {
       expect(device.requests.length).toBeGreaterThan(0);
       expect(device.requests.filter((u) => !u.startsWith(`${origin}/`))).toEqual([]);
@@ -482,7 +484,8 @@ async function until<T>(read: () => T, ok: (v: T) => boolean, ms = 5000): Promis
   }
 }
 
-inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in Chromium", (backend) => {
+// Side by side, as above: the two backends wait for their windows to pass at the same time.
+inBrowser.concurrent.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in Chromium", (backend) => {
   const WINDOW_SECONDS = 3;
   let site: Site;
   /** Cy's laptop and her tablet: two browser contexts signed in to the same account. */
@@ -524,7 +527,7 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
     confirmedAt = Date.now();
   }
 
-  it("both of Cy's browsers sign in; her laptop lists both sessions, this one marked, the other with an End button", async () => {
+  it.sequential("both of Cy's browsers sign in; her laptop lists both sessions, this one marked, the other with an End button", async () => {
     for (const { page } of [tablet, laptop]) {
       await page.goto(`${site.origin}/login`);
       await signInByCode(site, page, cy);
@@ -544,7 +547,7 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
     await checkLayout(page, `${backend}-account-sessions`);
   });
 
-  it("past the window, adding an e-mail asks Cy to confirm it's her in place; her code confirms it, and the address she typed is attached; her e-mail is told", async () => {
+  it.sequential("past the window, adding an e-mail asks Cy to confirm it's her in place; her code confirms it, and the address she typed is attached; her e-mail is told", async () => {
     const { h } = site;
     const { page } = laptop;
     // Time really passes: both sign-ins are now older than the window.
@@ -609,7 +612,7 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
     expect(text).toMatch(/end your other sessions/);
   });
 
-  it("Cy ends her tablet's session from her laptop with the keyboard, after confirming it's her: the tablet's next action lands on /login", async () => {
+  it.sequential("Cy ends her tablet's session from her laptop with the keyboard, after confirming it's her: the tablet's next action lands on /login", async () => {
     const { page } = laptop;
     const tabletSid = await sidOf(tablet.page);
     const row = sessionRow(page, tabletSid);
@@ -635,7 +638,7 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
     expect(await tablet.credentials()).toEqual([]);
   });
 
-  it("signed in again on the tablet, Cy ends all other sessions from her laptop after confirming it's her: the tablet is signed out again, the laptop is not", async () => {
+  it.sequential("signed in again on the tablet, Cy ends all other sessions from her laptop after confirming it's her: the tablet is signed out again, the laptop is not", async () => {
     const t = tablet.page;
     await signInByCode(site, t, cy);
     const { page } = laptop;
@@ -657,7 +660,7 @@ inBrowser.each(backends)("a %s linkgate whose recent sign-ins last 3 seconds, in
     await sessionRow(page, await sidOf(page)).filter({ hasText: "this device" }).waitFor();
   });
 
-  it("no request left the site, and no page logged an error", async () => {
+  it.sequential("no request left the site, and no page logged an error", async () => {
     for (const device of [laptop, tablet]) {
       expect(device.requests.filter((u) => !u.startsWith(`${site.origin}/`))).toEqual([]);
       expect(device.problems.filter((p) => !/status of 4\d\d/.test(p))).toEqual([]);
