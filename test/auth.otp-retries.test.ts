@@ -9,6 +9,7 @@ import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { MAIN } from "./support/server-entry.ts";
 
 const N = 60;
 
@@ -16,7 +17,7 @@ type Caller = (path: string, body: object, headers?: Record<string, string>) => 
 
 /** A second linkgate process on the same database, keys and master key as the harness. */
 async function secondProcess(h: Harness): Promise<{ child: ChildProcess; call: Caller }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [MAIN], {
     env: {
       PATH: process.env.PATH,
       PORT: "0",

@@ -1,4 +1,4 @@
-// The README's first run, as `npm start` does it: `src/main.ts` in a child process on a fresh
+// The README's first run, as `npm start` does it: `node dist/main.js` in a child process on a fresh
 // data directory (embedded PGlite), with no pages, issuer or transport variable. The address it
 // prints is where the hosted pages and passkeys work: in Chromium, with a CDP virtual
 // authenticator, a user signs up on /login with the code the development start logs, adds a
@@ -17,6 +17,7 @@ import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
 import { buildPages, openDevice, type Device } from "./support/pages.ts";
+import { MAIN } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -33,7 +34,7 @@ class Linkgate {
   private exitCode: number | null | undefined;
 
   constructor(env: Record<string, string>) {
-    this.child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    this.child = spawn(process.execPath, [MAIN], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? "", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-first-run-")), ...env },
       stdio: ["ignore", "pipe", "pipe"],

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openTestDatabase, serverUrl, type TestDatabase } from "./support/db.ts";
+import { MAIN } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -30,7 +31,7 @@ describe.skipIf(!serverUrl)(`gateways on one Postgres database${serverUrl ? "" :
 
   /** `npm start`'s entry on the shared database; `listening` settles on its listening line or its exit. */
   function gateway(env: Record<string, string> = {}): Gateway {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    const child = spawn(process.execPath, [MAIN], {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH ?? "",

@@ -5,9 +5,10 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { MAIN } from "./support/server-entry.ts";
 
 function start(env: Record<string, string>) {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH, PORT: "0", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-proc-")), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -11,12 +11,13 @@ import { parseMasterKey } from "../src/crypto.ts";
 import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { enqueueEvents, eventually, seedWebhook, TestReceiver } from "./support/receiver.ts";
+import { MAIN, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
 const COMMANDS = [
-  { name: "npm start", entry: "src/main.ts", ready: "linkgate listening" },
-  { name: "npm run worker", entry: "src/worker.ts", ready: "delivery worker running" },
+  { name: "npm start", entry: MAIN, ready: "linkgate listening" },
+  { name: "npm run worker", entry: WORKER, ready: "delivery worker running" },
 ];
 
 const baseEnv = () => ({
@@ -56,7 +57,7 @@ async function waitUntilGone(pid: number, timeoutMs: number): Promise<boolean> {
 const INTERMEDIATE = `
 const { spawn } = require("node:child_process");
 const [entry, ready] = process.argv.slice(1);
-const child = spawn(process.execPath, ["--import", "tsx", entry], { stdio: ["ignore", "pipe", "pipe"], detached: true });
+const child = spawn(process.execPath, [entry], { stdio: ["ignore", "pipe", "pipe"], detached: true });
 let seen = "";
 const onData = (chunk) => {
   seen += chunk;
@@ -101,7 +102,7 @@ describe("SIGTERM after the reader of stdout and stderr has gone", () => {
 type Proc = { child: ChildProcess; exited: Promise<number | null>; output: () => string; waitFor: (text: string) => Promise<void> };
 
 function start(entry: string, env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, ["--import", "tsx", entry], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [entry], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout!.on("data", (c) => (out += c));
   child.stderr!.on("data", (c) => (out += c));

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
+import { MAIN, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const PASSWORD = "pw-7f3a9c-do-not-print";
@@ -21,7 +22,7 @@ async function closedPort(): Promise<number> {
 }
 
 function run(entry: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, ["--import", "tsx", entry], {
+  const child = spawn(process.execPath, [entry], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", PORT: "0", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-startup-")), ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -37,9 +38,9 @@ function run(entry: string, env: Record<string, string>) {
 
 describe("a database that cannot be reached at start", () => {
   it.each([
-    { name: "npm start", entry: "src/main.ts" },
-    { name: "npm run worker", entry: "src/worker.ts" },
-    { name: "npm run db:migrate", entry: "src/db/migrate-cli.ts" },
+    { name: "npm start", entry: MAIN },
+    { name: "npm run worker", entry: WORKER },
+    { name: "npm run db:migrate", entry: MIGRATE },
   ])(
     "$name prints one line naming the URL without its password and the reason, then exits 1",
     async ({ entry }) => {

@@ -12,6 +12,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startMailbox, type Mailbox } from "./support/mailbox.ts";
 import { TestReceiver } from "./support/receiver.ts";
+import { MAIN, MIGRATE } from "./support/server-entry.ts";
 
 const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
 const repo = process.cwd();
@@ -63,9 +64,12 @@ async function admin(sql: string): Promise<void> {
 
 type Proc = { child: ChildProcess; base: string; output: () => string; exited: Promise<number | null> };
 
-/** `npm start` of the build in `cwd`: resolves once it listens. */
+/**
+ * `npm start` of the build in `cwd`: resolves once it listens. This tree runs its compiled
+ * dist/main.js, as `npm start` does; the previous build, extracted without one, its sources.
+ */
 async function startBuild(cwd: string, env: Record<string, string>): Promise<Proc> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, cwd === repo ? [MAIN] : ["--import", "tsx", "src/main.ts"], {
     cwd,
     env: { PATH: process.env.PATH, PORT: "0", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-upgrade-")), ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -87,7 +91,7 @@ async function startBuild(cwd: string, env: Record<string, string>): Promise<Pro
 }
 
 function runMigrations(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/db/migrate-cli.ts"], { cwd: repo, env: { PATH: process.env.PATH, ...env } });
+  const child = spawn(process.execPath, [MIGRATE], { cwd: repo, env: { PATH: process.env.PATH, ...env } });
   let output = "";
   child.stdout.on("data", (c) => (output += c));
   child.stderr.on("data", (c) => (output += c));

@@ -3,10 +3,12 @@
 // initdb and every migration again. Measured on this 2-core machine: a PGlite file database
 // went from initdb + migrations to a snapshot load (~4× less CPU), a Postgres one from ~2.7 s
 // of migrations to a template copy. Test files still get databases of their own.
+import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
+import { promisify } from "node:util";
 import { openDatabase } from "../../src/db/client.ts";
 import { applyMigrations } from "../../src/db/migrations.ts";
 import { adminQuery as admin, SNAPSHOT_ENV, TEMPLATE_ENV, serverUrl, withDatabase } from "./db.ts";
@@ -16,13 +18,23 @@ let template: string | undefined;
 
 export async function setup(): Promise<void> {
   dir = await mkdtemp(path.join(tmpdir(), "linkgate-test-"));
-  const [snapshot] = await Promise.all([migratedPgliteSnapshot(dir), serverUrl ? migratedTemplate() : undefined]);
+  const [snapshot] = await Promise.all([migratedPgliteSnapshot(dir), serverUrl ? migratedTemplate() : undefined, buildServerIfStale()]);
   process.env[SNAPSHOT_ENV] = snapshot;
 }
 
 export async function teardown(): Promise<void> {
   if (template) await admin(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {});
   if (dir) await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * Child processes run the compiled server, as `npm start` does (test/support/server-entry.ts):
+ * what `npm test`'s pretest does, again for a `vitest run` started without npm. A no-op unless a
+ * source file is newer than the last build.
+ */
+async function buildServerIfStale(): Promise<void> {
+  const script = new URL("../../scripts/build-server.mjs", import.meta.url).pathname;
+  await promisify(execFile)(process.execPath, [script, "--if-stale"]);
 }
 
 async function migratedPgliteSnapshot(into: string): Promise<string> {

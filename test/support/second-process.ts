@@ -1,11 +1,12 @@
 // A second linkgate process on a harness's Postgres database, the way production runs many:
-// `src/main.ts` in a child process with the same database, master key and issuer, listening on
+// `npm start`'s entry in a child process with the same database, master key and issuer, listening on
 // a loopback port. Races "across processes" are run between the harness's app and this one.
 import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Harness } from "./app.ts";
+import { MAIN } from "./server-entry.ts";
 
 export type SecondProcess = {
   /** http://127.0.0.1:<port> */
@@ -16,7 +17,7 @@ export type SecondProcess = {
 
 export async function startSecondProcess(h: Harness, env: Record<string, string> = {}): Promise<SecondProcess> {
   if (!h.db.url) throw new Error("a second process needs the harness on Postgres");
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [MAIN], {
     env: {
       PATH: process.env.PATH,
       HOST: "127.0.0.1",
