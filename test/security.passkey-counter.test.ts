@@ -54,8 +54,10 @@ describe.each(backends)("passkey signature counters under concurrency on %s", (b
     return Promise.all([call(0, "/auth/passkey/sign-in/verify", { response: responses[0] }), call(1, "/auth/passkey/sign-in/verify", { response: responses[1] })]);
   }
 
+  // In the order they were reported: rows written by two processes' connections need not come
+  // back from a scan in that order, and the test reads the newest one.
   const regressions = async (passkeyId: string) =>
-    (await h.db.prisma.outboxEvent.findMany({ where: { eventType: "security.suspicious_activity" } }))
+    (await h.db.prisma.outboxEvent.findMany({ where: { eventType: "security.suspicious_activity" }, orderBy: { seq: "asc" } }))
       .map((e) => JSON.parse(e.body).data)
       .filter((d) => d.reason === "passkey_counter_regressed" && d.passkey_id === passkeyId);
 
