@@ -49,7 +49,9 @@ function appPage(linkgate: string, publishableKey: string, path: string): string
   return `<!doctype html><title>app</title><button id="go">Sign in with Upstream</button><pre id="result"></pre><script type="module">${script}</script>`;
 }
 
-describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser on %s", (backend) => {
+// Each backend has its own site, provider, apps and browser contexts in the shared Chromium, so
+// the backends run side by side; the steps of one backend run in order.
+describe.skipIf(chromiumMissing).concurrent.each(backends)("external sign-in in a browser on %s", (backend) => {
   let h: Harness;
   let up: UpstreamOidc;
   let origin: string;
@@ -127,7 +129,7 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     return client.authorizationCodeGrant(config, new URL(page.url()), { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce });
   }
 
-  it("(a) inside an app's authorization: Continue with the provider, back to the app with amr fed; again, the same account", async () => {
+  it.sequential("(a) inside an app's authorization: Continue with the provider, back to the app with amr fed; again, the same account", async () => {
     const ada = { sub: "up-ada", email: "ada.external@example.com", email_verified: true, name: "Ada" };
     const first = await device();
     const tokens = await signInForApp(first.page, ada);
@@ -143,7 +145,7 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     clean(second);
   }, 60_000);
 
-  it("(b) the provider names a verified e-mail an account holds: /login asks for its code and lands on that account", async () => {
+  it.sequential("(b) the provider names a verified e-mail an account holds: /login asks for its code and lands on that account", async () => {
     const holder = await h.signIn({ email: "grace.holder@example.com" });
     const d = await device();
     up.loginAs({ sub: "up-grace", email: "grace.holder@example.com", email_verified: true, name: "Grace" });
@@ -165,7 +167,7 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     clean(d);
   }, 60_000);
 
-  it("(c) an app's own redirect URI finishes the flow with the state_id it kept", async () => {
+  it.sequential("(c) an app's own redirect URI finishes the flow with the state_id it kept", async () => {
     const d = await device();
     up.loginAs({ sub: "up-lin", email: "lin@example.com", email_verified: false, name: "Lin" });
     await d.page.goto(`${app.url}/`);
@@ -180,7 +182,7 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     expect(d.problems).toEqual([]);
   }, 60_000);
 
-  it("(d) /account adds the provider's sign-in through the provider (confirming it's him first), lists it by its e-mail claim, and removes it", async () => {
+  it.sequential("(d) /account adds the provider's sign-in through the provider (confirming it's him first), lists it by its e-mail claim, and removes it", async () => {
     const d = await device();
     const { page } = d;
     await page.goto(`${origin}/login`);
@@ -211,7 +213,7 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     clean(d);
   }, 60_000);
 
-  it("(g) an account whose only sign-in is external confirms it's the user by signing in again at the provider", async () => {
+  it.sequential("(g) an account whose only sign-in is external confirms it's the user by signing in again at the provider", async () => {
     const d = await device();
     const { page } = d;
     up.loginAs({ sub: "up-gus", email: "gus@elsewhere.example", email_verified: false, name: "Gus" });
@@ -238,7 +240,7 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     clean(d);
   }, 60_000);
 
-  it("(e) inside an app's authorization, a passkey of the e-mail's account proves it instead of the code", async () => {
+  it.sequential("(e) inside an app's authorization, a passkey of the e-mail's account proves it instead of the code", async () => {
     const d = await device();
     const { page } = d;
     await page.goto(`${origin}/login`);
@@ -272,7 +274,7 @@ describe.skipIf(chromiumMissing).each(backends)("external sign-in in a browser o
     clean(d);
   }, 60_000);
 
-  it("(f) the user cancels at the provider: /login says so, and the buttons are there to try again", async () => {
+  it.sequential("(f) the user cancels at the provider: /login says so, and the buttons are there to try again", async () => {
     const d = await device();
     up.refuseNextLogin();
     await d.page.goto(`${origin}/login?return_to=/account`);
