@@ -20,7 +20,9 @@ afterAll(async () => {
   if (browserReady) await (await browserReady).close();
 });
 
-describe.skipIf(chromiumMissing).each(backends)("a real OpenID Connect client on %s", (backend) => {
+// Each backend has its own linkgate, client and browser contexts in the shared Chromium, so the
+// backends run side by side; the steps of one backend run in order.
+describe.skipIf(chromiumMissing).concurrent.each(backends)("a real OpenID Connect client on %s", (backend) => {
   let h: Harness;
   let origin: string;
   let rp: { url: string; close(): Promise<void> };
@@ -75,7 +77,7 @@ describe.skipIf(chromiumMissing).each(backends)("a real OpenID Connect client on
       body: JSON.stringify({ query: "{ viewer { id } }" }),
     }).then((r) => r.json());
 
-  it("signs in, validates every token, refreshes twice, logs out, and revokes", async () => {
+  it.sequential("signs in, validates every token, refreshes twice, logs out, and revokes", async () => {
     const browser = await sharedBrowser();
     const context = await browser.newContext();
     const page = await context.newPage();
@@ -123,7 +125,7 @@ describe.skipIf(chromiumMissing).each(backends)("a real OpenID Connect client on
     }
   }, 120_000);
 
-  it("another user signs in on the same browser while the first one's provider session lives: each lands at the app as themselves, the previous one signed out", async () => {
+  it.sequential("another user signs in on the same browser while the first one's provider session lives: each lands at the app as themselves, the previous one signed out", async () => {
     const browser = await sharedBrowser();
     const context = await browser.newContext();
     const page = await context.newPage();
