@@ -13,7 +13,7 @@ import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { dashboardRoutes } from "../src/http/routes/dashboard.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { startHarness, type Harness } from "./support/app.ts";
-import { buildDashboard, chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
+import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
 import { TestReceiver } from "./support/receiver.ts";
 
 describe("dashboard static files", () => {
@@ -77,7 +77,6 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
 
   beforeAll(async () => {
     shots = screenshots("linkgate-dashboard");
-    await buildDashboard();
     h = await startHarness("pglite", { env: { LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: "100,100,100,100,100" } });
     server = await listen(h.app.fetch);
     worker = startWorker({ db: h.db, config: h.config, masterKey: h.app.deps.master, pollMs: 50 });

@@ -19,11 +19,11 @@ import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
 import { registerClient, type RegisteredClient } from "./support/oidc.ts";
-import { buildPages, openDevice, type Device } from "./support/pages.ts";
+import { openDevice, type Device } from "./support/pages.ts";
 import { startUpstreamOidc, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
 
 let browserReady: Promise<Browser> | null = null;
-const sharedBrowser = () => (browserReady ??= buildPages().then(launchChromium));
+const sharedBrowser = () => (browserReady ??= launchChromium());
 afterAll(async () => {
   if (browserReady) await (await browserReady).close();
 });

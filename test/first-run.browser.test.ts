@@ -16,7 +16,7 @@ import { resolvePagesKey } from "../src/http/routes/pages.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
-import { buildPages, openDevice, type Device } from "./support/pages.ts";
+import { openDevice, type Device } from "./support/pages.ts";
 import { MAIN } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -107,7 +107,7 @@ describe.skipIf(chromiumMissing)("npm start on a fresh data directory, in Chromi
     const port = await freePort();
     // `npm start` with nothing set but the port the test can point a browser at.
     lg = new Linkgate({ PORT: String(port) });
-    [browser] = await Promise.all([buildPages().then(launchChromium), lg.listening()]);
+    [browser] = await Promise.all([launchChromium(), lg.listening()]);
     address = /linkgate listening on (\S+)/.exec((await lg.listening()).msg!)![1]!;
     device = await openDevice(browser);
   });

@@ -11,11 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
-import { buildPages } from "./support/pages.ts";
 import { registerClient, type RegisteredClient } from "./support/oidc.ts";
 
 let browserReady: Promise<Browser> | null = null;
-const sharedBrowser = () => (browserReady ??= buildPages().then(launchChromium));
+const sharedBrowser = () => (browserReady ??= launchChromium());
 afterAll(async () => {
   if (browserReady) await (await browserReady).close();
 });

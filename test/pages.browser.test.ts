@@ -22,7 +22,7 @@ import { verifyWebhook, type WebhookEnvelope } from "../src/webhooks/receiver.ts
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
 import { backends, type Backend } from "./support/db.ts";
-import { buildPages, openDevice, type Device } from "./support/pages.ts";
+import { openDevice, type Device } from "./support/pages.ts";
 import { TestReceiver } from "./support/receiver.ts";
 
 const PK = "lg_pk_test_0123456789abcdefghijklmnop";
@@ -106,8 +106,8 @@ describe("hosted pages: what the server sends", () => {
 
 const inBrowser = describe.skipIf(chromiumMissing);
 let browserReady: Promise<Browser> | null = null;
-/** One build and one Chromium for every backend. */
-const sharedBrowser = () => (browserReady ??= buildPages().then(launchChromium));
+/** One Chromium for every backend. */
+const sharedBrowser = () => (browserReady ??= launchChromium());
 afterAll(async () => {
   if (browserReady) await (await browserReady).close();
 });

@@ -21,7 +21,10 @@ export function launchChromium(): Promise<Browser> {
 
 const DASHBOARD_CONFIG = fileURLToPath(new URL("../../dashboard/vite.config.ts", import.meta.url));
 
-/** Builds dashboard/dist from the current sources (what `npm run dashboard:build` does). */
+/**
+ * Builds dashboard/dist from the current sources (what `npm run dashboard:build` does): once per
+ * run, in test/support/global-setup.ts, before any file serves it.
+ */
 export async function buildDashboard(): Promise<void> {
   const { build } = await import("vite");
   await build({ configFile: DASHBOARD_CONFIG, logLevel: "warn" });

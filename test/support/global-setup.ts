@@ -11,14 +11,16 @@ import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { openDatabase } from "../../src/db/client.ts";
 import { applyMigrations } from "../../src/db/migrations.ts";
+import { buildDashboard } from "./browser.ts";
 import { adminQuery as admin, SNAPSHOT_ENV, TEMPLATE_ENV, serverUrl, withDatabase } from "./db.ts";
+import { buildPages } from "./pages.ts";
 
 let dir: string | undefined;
 let template: string | undefined;
 
 export async function setup(): Promise<void> {
   dir = await mkdtemp(path.join(tmpdir(), "linkgate-test-"));
-  const [snapshot] = await Promise.all([migratedPgliteSnapshot(dir), serverUrl ? migratedTemplate() : undefined, buildServerIfStale()]);
+  const [snapshot] = await Promise.all([migratedPgliteSnapshot(dir), serverUrl ? migratedTemplate() : undefined, buildServerIfStale(), buildUi()]);
   process.env[SNAPSHOT_ENV] = snapshot;
 }
 
@@ -35,6 +37,16 @@ export async function teardown(): Promise<void> {
 async function buildServerIfStale(): Promise<void> {
   const script = new URL("../../scripts/build-server.mjs", import.meta.url).pathname;
   await promisify(execFile)(process.execPath, [script, "--if-stale"]);
+}
+
+/**
+ * The hosted pages and the dashboard, from the current sources, once per run. Built by each
+ * browser file instead, one file's build (which first empties pages/dist) could run while another
+ * file's Chromium is loading those pages from the same folder.
+ */
+async function buildUi(): Promise<void> {
+  await buildPages();
+  await buildDashboard();
 }
 
 async function migratedPgliteSnapshot(into: string): Promise<string> {

@@ -6,7 +6,10 @@ import type { Browser, BrowserContext, CDPSession, Page } from "playwright-core"
 
 const PAGES_CONFIG = fileURLToPath(new URL("../../pages/vite.config.ts", import.meta.url));
 
-/** Builds pages/dist from the current sources (what `npm run pages:build` does). */
+/**
+ * Builds pages/dist from the current sources (what `npm run pages:build` does): once per run, in
+ * test/support/global-setup.ts, before any file serves it.
+ */
 export async function buildPages(): Promise<void> {
   const { build } = await import("vite");
   await build({ configFile: PAGES_CONFIG, logLevel: "warn" });
