@@ -26,7 +26,11 @@ export async function startMailbox(): Promise<Mailbox> {
       stream.on("data", (c: Buffer) => chunks.push(c));
       stream.on("end", () => {
         const raw = Buffer.concat(chunks).toString("utf8");
-        const subject = /^Subject: (.*)$/m.exec(raw)?.[1];
+        // A long header is folded over several lines (RFC 5322 §2.2.3); unfold the header block
+        // (removing each CRLF before whitespace) before reading the subject, or a gathered
+        // notice's subject reads cut short.
+        const headers = raw.split(/\r?\n\r?\n/, 1)[0].replace(/\r?\n(?=[ \t])/g, "");
+        const subject = /^Subject: (.*)$/m.exec(headers)?.[1];
         for (const rcpt of session.envelope.rcptTo) messages.push({ to: rcpt.address.toLowerCase(), subject, text: raw });
         callback();
       });
