@@ -4,11 +4,11 @@
 // Every refusal is checked to change nothing; remove and unmerge give both sides back.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHarness, type Harness } from "./support/app.ts";
+import type { Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
-import { ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
-import { startUpstreamGithub, startUpstreamOidc, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
-import { addProvider, authorize, externalLink, externalSignIn, externalValue, snapshot, verifyLink, type Res, type Upstream } from "./support/upstream-linkgate.ts";
+import type { RegisteredClient } from "./support/oidc.ts";
+import type { UpstreamGithub, UpstreamOidc, UpstreamUser } from "./support/upstream.ts";
+import { authorize, externalLink, externalSignIn, externalValue, snapshot, startExternalWorld, verifyLink, type ExternalWorld, type Res, type Upstream } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
@@ -23,18 +23,14 @@ describe.each(backends)("linking external identities on %s", (backend) => {
   let google: UpstreamOidc;
   let github: UpstreamGithub;
   let app: RegisteredClient;
+  let world: ExternalWorld | undefined;
 
   beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-    [google, github] = await Promise.all([startUpstreamOidc(), startUpstreamGithub()]);
-    app = await registerClient(h, { firstParty: true, redirectUris: ["https://app.example/linked"] });
-    await addProvider(h, google, "google");
-    await addProvider(h, github, "github");
+    world = await startExternalWorld(backend, "https://app.example/linked");
+    ({ h, google, github, app } = world);
   });
   afterAll(async () => {
-    await h?.close();
-    await google?.stop();
-    await github?.stop();
+    await world?.close();
   });
 
   const auth = (u: User) => ({ authorization: `Bearer ${u.token}` });

@@ -6,11 +6,11 @@
 import { randomBytes } from "node:crypto";
 import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHarness, type Harness } from "./support/app.ts";
+import type { Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 import { ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
-import { startUpstreamGithub, startUpstreamOidc, type GithubUser, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
-import { addProvider, authorize, callback, complete, confirm, externalSignIn, externalValue, freshAddress, landing, snapshot, start, type Res } from "./support/upstream-linkgate.ts";
+import { startUpstreamOidc, type GithubUser, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
+import { addProvider, authorize, callback, complete, confirm, externalSignIn, externalValue, freshAddress, landing, snapshot, start, startExternalWorld, type ExternalWorld, type Res } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
@@ -26,18 +26,14 @@ describe.each(backends)("external sign-in on %s", (backend) => {
   let google: UpstreamOidc;
   let github: UpstreamGithub;
   let app: RegisteredClient;
+  let world: ExternalWorld | undefined;
 
   beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-    [google, github] = await Promise.all([startUpstreamOidc(), startUpstreamGithub()]);
-    app = await registerClient(h, { firstParty: true, redirectUris: ["https://app.example/after-sign-in"] });
-    await addProvider(h, google, "google", { displayName: "Google" });
-    await addProvider(h, github, "github", { displayName: "GitHub" });
+    world = await startExternalWorld(backend, "https://app.example/after-sign-in");
+    ({ h, google, github, app } = world);
   });
   afterAll(async () => {
-    await h?.close();
-    await google?.stop();
-    await github?.stop();
+    await world?.close();
   });
 
   const signedIn = (r: Res) => {

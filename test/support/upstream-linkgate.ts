@@ -2,8 +2,10 @@
 // browser drive them: the app calls linkgate's REST routes with its API key, the browser follows
 // the upstream's redirects (the fixture's followAuthorization) and then lands on linkgate's
 // callback, which sends it back to the app with a one-time code.
-import type { Harness } from "./app.ts";
-import type { UpstreamGithub, UpstreamOidc } from "./upstream.ts";
+import { startHarness, type Harness } from "./app.ts";
+import type { Backend } from "./db.ts";
+import { ORIGIN, registerClient, type RegisteredClient } from "./oidc.ts";
+import { startUpstreamGithub, startUpstreamOidc, type UpstreamGithub, type UpstreamOidc } from "./upstream.ts";
 
 export type Upstream = UpstreamOidc | UpstreamGithub;
 export type Res = { status: number; body: any; headers: Headers };
@@ -41,6 +43,28 @@ export async function addProvider(h: Harness, up: Upstream, slug: string, opts: 
   if (!out?.callbackUrl) throw new Error(`createIdentityProvider: ${JSON.stringify(res.body)}`);
   up.addRedirectUri(out.callbackUrl);
   return { id: out.id, callbackUrl: out.callbackUrl };
+}
+
+export type ExternalWorld = { h: Harness; google: UpstreamOidc; github: UpstreamGithub; app: RegisteredClient; close(): Promise<void> };
+
+/**
+ * linkgate on `backend`, an upstream acting as Google and one imitating GitHub, both registered
+ * as the project's providers "google" and "github", and a first-party app redirecting to `redirectUri`.
+ */
+export async function startExternalWorld(backend: Backend, redirectUri: string): Promise<ExternalWorld> {
+  const h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
+  const [google, github] = await Promise.all([startUpstreamOidc(), startUpstreamGithub()]);
+  const app = await registerClient(h, { firstParty: true, redirectUris: [redirectUri] });
+  await addProvider(h, google, "google", { displayName: "Google" });
+  await addProvider(h, github, "github", { displayName: "GitHub" });
+  return {
+    h, google, github, app,
+    async close() {
+      await h.close();
+      await google.stop();
+      await github.stop();
+    },
+  };
 }
 
 /** The identifier value linkgate gives an upstream user: <issuer>#<subject>. */
