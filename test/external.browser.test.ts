@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
-import { registerClient, type RegisteredClient } from "./support/oidc.ts";
+import { authorizationUrl, registerClient, type RegisteredClient } from "./support/oidc.ts";
 import { openDevice, type Device } from "./support/pages.ts";
 import { startUpstreamOidc, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
 
@@ -111,17 +111,7 @@ describe.skipIf(chromiumMissing).concurrent.each(backends)("external sign-in in 
   /** The app's authorization, through /login and the provider, to the app's callback; then its code exchange. */
   async function signInForApp(page: Page, user: UpstreamUser) {
     up.loginAs(user);
-    const verifier = client.randomPKCECodeVerifier();
-    const state = client.randomState();
-    const nonce = client.randomNonce();
-    const url = client.buildAuthorizationUrl(config, {
-      redirect_uri: registered.redirectUri,
-      scope: "openid email profile",
-      code_challenge: await client.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: "S256",
-      state,
-      nonce,
-    });
+    const { url, verifier, state, nonce } = await authorizationUrl(config, registered, { scope: "openid email profile" });
     await page.goto(url.toString());
     await page.waitForURL(/\/login\?interaction=/);
     await page.getByRole("button", { name: "Continue with Upstream" }).click();
@@ -255,19 +245,12 @@ describe.skipIf(chromiumMissing).concurrent.each(backends)("external sign-in in 
     expect(await d.credentials()).toHaveLength(1);
 
     up.loginAs({ sub: "up-ivy", email: "ivy@example.com", email_verified: true, name: "Ivy" });
-    const verifier = client.randomPKCECodeVerifier();
-    const url = client.buildAuthorizationUrl(config, {
-      redirect_uri: registered.redirectUri,
-      scope: "openid email",
-      code_challenge: await client.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: "S256",
-      state: "s-ivy",
-    });
+    const { url, verifier, state, nonce } = await authorizationUrl(config, registered, { scope: "openid email" });
     await page.goto(url.toString());
     await page.getByRole("button", { name: "Continue with Upstream" }).click();
     await page.getByRole("button", { name: "Use a passkey of that account" }).click();
     await page.waitForURL(`${registered.redirectUri}?**`);
-    const tokens = await client.authorizationCodeGrant(config, new URL(page.url()), { pkceCodeVerifier: verifier, expectedState: "s-ivy" });
+    const tokens = await client.authorizationCodeGrant(config, new URL(page.url()), { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce });
     expect(tokens.claims()!.sub).toBe(ivy);
     const identifier = await h.db.prisma.identifier.findFirstOrThrow({ where: { kind: "external", value: `${up.issuer}#up-ivy` } });
     expect(identifier.accountId).toBe(ivy);

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
-import { registerClient, type RegisteredClient } from "./support/oidc.ts";
+import { authorizationUrl, registerClient, type RegisteredClient } from "./support/oidc.ts";
 
 let browserReady: Promise<Browser> | null = null;
 const sharedBrowser = () => (browserReady ??= launchChromium());
@@ -48,17 +48,7 @@ describe.skipIf(chromiumMissing).concurrent.each(backends)("a real OpenID Connec
 
   /** From the authorization URL through /login (by code) to the client's callback. */
   async function signInInBrowser(page: Page, email: string) {
-    const verifier = client.randomPKCECodeVerifier();
-    const state = client.randomState();
-    const nonce = client.randomNonce();
-    const url = client.buildAuthorizationUrl(config, {
-      redirect_uri: registered.redirectUri,
-      scope: "openid email profile offline_access",
-      code_challenge: await client.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: "S256",
-      state,
-      nonce,
-    });
+    const { url, verifier, state, nonce } = await authorizationUrl(config, registered);
     await page.goto(url.toString());
     await page.waitForURL(/\/login\?interaction=/);
     await page.getByLabel("E-mail or phone number").fill(email);
