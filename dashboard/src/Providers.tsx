@@ -6,7 +6,7 @@
 import { useState } from "preact/hooks";
 import { gql, isError, type ApiError } from "./api.ts";
 import { OPERATIONS } from "./operations.ts";
-import { Confirm, CopyButton, FieldError, fmtTime, message, usePoll } from "./ui.tsx";
+import { Confirm, CopyButton, FieldError, FormActions, fmtTime, message, usePoll } from "./ui.tsx";
 
 type Preset = "GOOGLE" | "APPLE" | "MICROSOFT" | "GITLAB" | "GITHUB" | "OIDC";
 export type IdentityProvider = {
@@ -274,16 +274,7 @@ function ProviderForm(props: { idPrefix: string; provider?: IdentityProvider; su
       {text("client-secret", "Client secret", clientSecret, setClientSecret, old?.hasClientSecret ? "Stored sealed and never shown. Empty: keep the current one." : "Stored sealed and never shown again.", "password")}
       {text("scopes", "Scopes", scopes, setScopes, "Separated by spaces. Empty: the preset's (an OpenID Connect provider's must include openid).")}
       <FieldError id={`${f}-error`} text={error} />
-      <div class="actions">
-        <button type="submit" class="primary" disabled={busy}>
-          {busy ? "Saving…" : props.submitLabel}
-        </button>
-        {props.onCancel && (
-          <button type="button" onClick={props.onCancel}>
-            Cancel
-          </button>
-        )}
-      </div>
+      <FormActions busy={busy} submitLabel={props.submitLabel} onCancel={props.onCancel} />
     </form>
   );
 }

@@ -2,7 +2,7 @@
 // errors are shown next to the field they concern, which then gets the focus.
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { ApiError, WebhookInput } from "./api.ts";
-import { FieldError, message } from "./ui.tsx";
+import { FieldError, FormActions, message } from "./ui.tsx";
 
 type Field = "url" | "events" | "description" | "form";
 type Errors = Partial<Record<Field, string>>;
@@ -129,16 +129,7 @@ export function WebhookForm(props: {
           {errors.form}
         </p>
       )}
-      <div class="actions">
-        <button type="submit" class="primary" disabled={busy}>
-          {busy ? "Saving…" : props.submitLabel}
-        </button>
-        {props.onCancel && (
-          <button type="button" onClick={props.onCancel}>
-            Cancel
-          </button>
-        )}
-      </div>
+      <FormActions busy={busy} submitLabel={props.submitLabel} onCancel={props.onCancel} />
     </form>
   );
 }

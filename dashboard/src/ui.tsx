@@ -62,6 +62,22 @@ export function FieldError({ id, text }: { id: string; text?: string | null }) {
 export type SecretNotice = { webhookId: string; secret: string; transitionEndsAt?: string };
 
 /** A new signing secret, shown this once, with a copy button. */
+/** A form's submit button ("Saving…" while busy) and, when the form can be left, Cancel. */
+export function FormActions(props: { busy: boolean; submitLabel: string; onCancel?: () => void }) {
+  return (
+    <div class="actions">
+      <button type="submit" class="primary" disabled={props.busy}>
+        {props.busy ? "Saving…" : props.submitLabel}
+      </button>
+      {props.onCancel && (
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+      )}
+    </div>
+  );
+}
+
 export function SecretBox({ notice, onDismiss }: { notice: SecretNotice; onDismiss: () => void }) {
   const input = useRef<HTMLInputElement>(null);
   const [copied, setCopied] = useState<string | null>(null);
