@@ -513,6 +513,8 @@ CREATE INDEX known_sign_ins_last_at_idx ON public.known_sign_ins USING btree (la
 
 CREATE INDEX notices_due_idx ON public.notices USING btree (next_attempt_at) WHERE (status = 'pending'::public.notice_status);
 
+CREATE INDEX notices_settled_created_idx ON public.notices USING btree (created_at) WHERE (status <> 'pending'::public.notice_status);
+
 CREATE UNIQUE INDEX oauth_clients_client_id_key ON public.oauth_clients USING btree (client_id);
 
 CREATE INDEX oauth_clients_project_id_created_at_idx ON public.oauth_clients USING btree (project_id, created_at);
@@ -542,6 +544,8 @@ CREATE INDEX passkeys_account_id_idx ON public.passkeys USING btree (account_id)
 CREATE UNIQUE INDEX passkeys_project_id_credential_id_key ON public.passkeys USING btree (project_id, credential_id);
 
 CREATE INDEX sessions_account_id_idx ON public.sessions USING btree (account_id);
+
+CREATE INDEX sessions_gone_at_idx ON public.sessions USING btree (LEAST(ended_at, expires_at));
 
 CREATE INDEX webhooks_project_id_idx ON public.webhooks USING btree (project_id);
 
