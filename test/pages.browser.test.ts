@@ -23,7 +23,7 @@ import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
 import { backends, type Backend } from "./support/db.ts";
 import { openDevice, type Device } from "./support/pages.ts";
-import { TestReceiver } from "./support/receiver.ts";
+import { TestReceiver, until } from "./support/receiver.ts";
 
 const PK = "lg_pk_test_0123456789abcdefghijklmnop";
 const SK = "lg_sk_test_0123456789abcdefghijklmnop";
@@ -472,16 +472,6 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
 function quotedPrintable(raw: string): string {
   const body = raw.replace(/=\r?\n/g, "");
   return Buffer.from(body.replace(/=([0-9A-F]{2})/g, (_, hex) => String.fromCharCode(parseInt(hex, 16))), "latin1").toString("utf8");
-}
-
-/** Reads until `ok` holds (or `ms` pass): notices are sent after the change, by a sender of their own. */
-async function until<T>(read: () => T, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = read();
-    if (ok(v) || Date.now() > deadline) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 // Side by side, as above: the two backends wait for their windows to pass at the same time.

@@ -9,21 +9,12 @@ import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { describeRowTypes } from "./support/sql-types.ts";
+import { until } from "./support/receiver.ts";
 
 const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
 const phone = (i: number) => `+1202555${String(2000 + i).padStart(4, "0")}`;
 
 type User = { token: string; accountId: string };
-
-/** Reads until `ok` holds (5 s at most): notices are sent after the change, by a sender of their own. */
-async function until<T>(read: () => Promise<T> | T, ok: (v: T) => boolean): Promise<T> {
-  for (let i = 0; i < 500; i++) {
-    const v = await read();
-    if (ok(v)) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return read();
-}
 
 describeRowTypes("message budgets", ["state_failures", "postpone_notices"]);
 

@@ -8,18 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
+import { until } from "./support/receiver.ts";
 
 const RECENT_SECONDS = 2;
 const waitPastWindow = () => new Promise((r) => setTimeout(r, RECENT_SECONDS * 1000 + 300));
-
-async function until<T>(read: () => T | Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (ok(v) || Date.now() > deadline) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** The body of a raw e-mail as a person reads it (nodemailer sends non-ASCII text quoted-printable). */
 function quotedPrintable(raw: string): string {

@@ -224,6 +224,20 @@ export async function bulkEnqueue(db: Pick<Database, "prisma">, projectId: strin
   return rows.map((r) => r.id);
 }
 
+/**
+ * Reads until `ok` holds or `ms` pass, and returns the last value read either way: the caller's
+ * assertion on it then says what was seen (notices, for one, are sent after the change by a
+ * sender of their own).
+ */
+export async function until<T>(read: () => T | Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await read();
+    if (ok(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** Polls `fn` until it returns a truthy value; rejects after `timeoutMs`. */
 export async function eventually<T>(fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000, what = "condition"): Promise<T> {
   const end = Date.now() + timeoutMs;
