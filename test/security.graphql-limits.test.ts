@@ -129,14 +129,21 @@ describe.each(backends)("GraphQL operation limits on %s", (backend) => {
   }
 
   /**
-   * Refusal time over 5 sends. The CPU time each refusal costs is what the limits bound; the
-   * wall time of one request on a shared machine also counts whoever else had the CPU then, so
-   * the fastest of the 5 shows the latency the refusal itself allows.
+   * Refusal cost over 5 sends, after one that is not counted. What the limits bound is the work
+   * a refusal costs: a document the limits failed to stop costs hundreds of milliseconds every
+   * time (issue 9's took seconds), a refusal 3 to 8 ms. The process's CPU time also counts
+   * whatever else this process did meanwhile (the app's timers, a collection, compiling the
+   * parser's code on first use: one send in a CI run measured 100.7 ms against 3 to 8 for the
+   * other four), so the first send warms up and the median of the 5 is compared; the wall time
+   * of one request on a shared machine also counts whoever else had the CPU, so the fastest of
+   * the 5 shows the latency the refusal itself allows.
    */
   async function expectRefusedQuickly(query: string, headers?: Record<string, string>) {
+    await expectRefused(query, headers);
     const runs = [];
     for (let i = 0; i < 5; i++) runs.push(await expectRefused(query, headers));
-    expect(Math.max(...runs.map((r) => r.cpuMs)), JSON.stringify(runs)).toBeLessThan(100);
+    const median = runs.map((r) => r.cpuMs).sort((a, b) => a - b)[2];
+    expect(median, JSON.stringify(runs)).toBeLessThan(100);
     expect(Math.min(...runs.map((r) => r.ms)), JSON.stringify(runs)).toBeLessThan(100);
   }
 
