@@ -59,9 +59,6 @@ export function FieldError({ id, text }: { id: string; text?: string | null }) {
   ) : null;
 }
 
-export type SecretNotice = { webhookId: string; secret: string; transitionEndsAt?: string };
-
-/** A new signing secret, shown this once, with a copy button. */
 /** A form's submit button ("Saving…" while busy) and, when the form can be left, Cancel. */
 export function FormActions(props: { busy: boolean; submitLabel: string; onCancel?: () => void }) {
   return (
@@ -78,6 +75,9 @@ export function FormActions(props: { busy: boolean; submitLabel: string; onCance
   );
 }
 
+export type SecretNotice = { webhookId: string; secret: string; transitionEndsAt?: string };
+
+/** A new signing secret, shown this once, with a copy button. */
 export function SecretBox({ notice, onDismiss }: { notice: SecretNotice; onDismiss: () => void }) {
   const input = useRef<HTMLInputElement>(null);
   const [copied, setCopied] = useState<string | null>(null);

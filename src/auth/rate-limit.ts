@@ -91,7 +91,7 @@ const KNOWN = (places: string) => `
  * at once waited 4.8 to 6.2 ms in this statement against 0.8 ms without the wait (bench/RESULTS.md,
  * link). What a crash of the database can lose is the last fraction of a second of counts and
  * OTP states: a few sends counted too few, and a code that then reads as invalid and is sent
- * again (docs/security.md, "Rate limits").
+ * again (docs/security.md, "Counted without waiting for the disk").
  */
 const ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true) IS NULL";
 

@@ -70,7 +70,7 @@ function targets(r: RetentionSettings, now = "now()"): Target[] {
   ];
 }
 
-/** The statement that picks one batch of a table's expired rows (test/ops.retention-indexes.test.ts explains each). */
+/** Each table's statement that picks one batch of its expired rows (test/ops.retention-indexes.test.ts checks their plans). */
 export function sweepPicks(settings: RetentionSettings): Array<{ table: string; pick: string }> {
   return targets(settings).map((t) => ({ table: t.table, pick: pickOf(t) }));
 }
