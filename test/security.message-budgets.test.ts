@@ -16,7 +16,7 @@ const phone = (i: number) => `+1202555${String(2000 + i).padStart(4, "0")}`;
 
 type User = { token: string; accountId: string };
 
-describeRowTypes("message budgets", ["state_failures", "postpone_notices"]);
+describeRowTypes("message budgets", ["state_failures", "postpone_notices", "count_messages"]);
 
 describe.each(backends)("message budgets on %s", (backend) => {
   let h: Harness;

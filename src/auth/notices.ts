@@ -20,7 +20,7 @@ import type { Limit, Limits } from "../limits.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import { recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
-import { countAll, projectSendKey, type Check, type Counter } from "./rate-limit.ts";
+import { countMessages, projectSendKey, type Check, type Counter, type Message } from "./rate-limit.ts";
 import { enqueue } from "../webhooks/outbox.ts";
 import type { Messenger, Recipient } from "../messaging/transport.ts";
 
@@ -194,10 +194,10 @@ type SenderOptions = {
 type Sender = Required<SenderOptions>;
 
 /**
- * Counts one message to a destination against its budgets, in one statement; the project's
- * ceiling only when the narrower ones allow it (src/auth/rate-limit.ts). Returns the counters.
+ * What one message to a destination counts against: its destination's budget, the budget of
+ * each account its notices are about, and the project's ceiling when those allow it.
  */
-async function countMessage(s: Sender, group: Claimed[]): Promise<Counter[]> {
+function messageChecks(s: Sender, group: Claimed[]): Message {
   const first = group[0];
   const l = s.limits;
   const count: Check[] = [{ key: budgetKeys.destination(first), limit: l.noticesPerDestination }];
@@ -205,7 +205,7 @@ async function countMessage(s: Sender, group: Claimed[]): Promise<Counter[]> {
     count.push({ key: budgetKeys.account(accountId), limit: l.noticesPerAccount });
   }
   const ceiling: Limit = first.kind === "phone" ? l.smsPerProject : l.emailsPerProject;
-  return countAll(s.db, { count, ceilings: [{ key: projectSendKey(first.project_id, first.kind), limit: ceiling }] });
+  return { count, ceilings: [{ key: projectSendKey(first.project_id, first.kind), limit: ceiling }] };
 }
 
 /** The first refusal of the project's ceiling in its window tells the project, as a code send's does. */
@@ -239,8 +239,7 @@ async function hold(s: Sender, group: Claimed[], counters: Counter[]): Promise<"
  * Sends the notices of one destination as one message, if its budgets allow; returns the
  * delay until a retry if it failed, "sent" if it went out, "held" if a budget postponed it.
  */
-async function sendGroup(s: Sender, group: Claimed[]): Promise<number | "sent" | "held" | undefined> {
-  const counters = await countMessage(s, group);
+async function sendGroup(s: Sender, group: Claimed[], counters: Counter[]): Promise<number | "sent" | "held" | undefined> {
   if (counters.some((c) => c.over)) return hold(s, group, counters);
   const { subject, text } = gatherNotices(group);
   try {
@@ -269,7 +268,9 @@ async function drain(s: Sender, stopped: () => boolean): Promise<number> {
   for (;;) {
     const batch = await claimDue(s.db);
     const groups = byDestination(batch);
-    const results = await Promise.all(groups.map((g) => sendGroup(s, g)));
+    // every message of the batch counted in one statement, in the order they were claimed
+    const counted = await countMessages(s.db, groups.map((g) => messageChecks(s, g)));
+    const results = await Promise.all(groups.map((g, i) => sendGroup(s, g, counted[i])));
     await recordSent(s.db, groups.flatMap((g, i) => (results[i] === "sent" ? g.map((n) => n.id) : [])));
     for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
     // Held notices are no longer due, so a claim short of BATCH rows took every notice due

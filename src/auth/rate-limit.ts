@@ -68,15 +68,24 @@ export type NewOtpState = {
 
 type Row = { key: string; count: number; resets_in: number; peeked: boolean; what: string };
 
+/** A counter's window has run out: the next count starts a new one. */
+const EXPIRED = "r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds)";
+
+/**
+ * Adds the inserted row's count to the key's counter (or starts a new window with it), and
+ * returns the counter: every upsert into rate_limits ends with this.
+ */
+const BUMP = `
+    ON CONFLICT (key) DO UPDATE SET
+      count = CASE WHEN ${EXPIRED} THEN EXCLUDED.count ELSE r.count + EXCLUDED.count END,
+      window_start = CASE WHEN ${EXPIRED} THEN now() ELSE r.window_start END,
+      window_seconds = EXCLUDED.window_seconds
+    RETURNING key, count, window_start, window_seconds`;
+
 const UPSERT = (keys: string, windows: string, guard: string, exempt = "NULL::bool[]") => `
     INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
     SELECT k, now(), w, 1 FROM unnest(${keys}::text[], ${windows}::int[], ${exempt}) AS t(k, w, x)
-    WHERE ${guard} AND NOT (coalesce(x, false) AND EXISTS (SELECT 1 FROM known))
-    ON CONFLICT (key) DO UPDATE SET
-      count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
-      window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
-      window_seconds = EXCLUDED.window_seconds
-    RETURNING key, count, window_start, window_seconds`;
+    WHERE ${guard} AND NOT (coalesce(x, false) AND EXISTS (SELECT 1 FROM known))${BUMP}`;
 
 /** The identifier signed in from one of the places $1 names in the last KNOWN_FOR_DAYS (src/auth/known-places.ts). */
 const KNOWN = (places: string) => `
@@ -209,6 +218,83 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
     stateWritten: rows.some((r) => r.what === "state"),
     known: rows.some((r) => r.what === "known"),
   };
+}
+
+/** One message of countMessages: its own counters, and the ceilings it counts against when they allow it. */
+export type Message = { count: Check[]; ceilings: Check[] };
+
+/**
+ * The counters of `keys`, each bumped by as many messages as name it, in key order: two
+ * statements that bump the same keys lock them in the same order and cannot deadlock.
+ */
+const BUMP_ALL = (keys: string) => `
+    INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
+    SELECT k, now(), w, n FROM ${keys} ORDER BY k${BUMP}`;
+
+/**
+ * Each message's count of key k: the counter after the statement, less the messages after it
+ * in the batch that name k too. `checks` is (k, m, mx): message m names key k, whose most is mx.
+ */
+const AT_MESSAGE = (checks: string, keys: string, bumped: string) => `
+    SELECT x.m, x.k AS key, x.mx,
+           (b.count - g.n + row_number() OVER (PARTITION BY x.k ORDER BY x.m))::int AS count,
+           b.window_start, b.window_seconds
+    FROM ${checks} x JOIN ${keys} g ON g.k = x.k JOIN ${bumped} b ON b.key = x.k`;
+
+/**
+ * countAll for many messages at once, in one statement: what the notice sender does with a
+ * batch (one message per destination, src/auth/notices.ts), so a batch costs one round trip and
+ * one commit for its counts, not one per destination. Each message is counted as if by its own
+ * countAll call, in order: its counters first, then its ceilings only when none of its own
+ * counters refuses it. A key several messages name (an account's budget, the project's ceiling)
+ * is upserted once with their number, and each message reads the count it reached.
+ * Arguments: $1–$4 the messages' own checks (key, message number from 1, window, most);
+ * $5–$7 one ceiling per message, in message order (key or null, window, most).
+ */
+const COUNT_MESSAGES = prepared<{ m: number; key: string; count: number; resets_in: number }>(
+  "count_messages",
+  { m: "int4", key: "text", count: "int4", resets_in: "int4" },
+  `WITH own AS (SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[]) AS t(k, m, w, mx)),
+    own_keys AS (SELECT k, min(w) AS w, count(*)::int AS n FROM own GROUP BY k),
+    own_bumped AS (${BUMP_ALL("own_keys")}),
+    own_counts AS (${AT_MESSAGE("own", "own_keys", "own_bumped")}),
+    allowed AS (
+      SELECT c.k, c.m::int AS m, c.w, c.mx FROM unnest($5::text[], $6::int[], $7::int[]) WITH ORDINALITY AS c(k, w, mx, m)
+      WHERE c.k IS NOT NULL AND NOT EXISTS (SELECT 1 FROM own_counts o WHERE o.m = c.m AND o.count > o.mx)
+    ),
+    ceiling_keys AS (SELECT k, min(w) AS w, count(*)::int AS n FROM allowed GROUP BY k),
+    ceiling_bumped AS (${BUMP_ALL("ceiling_keys")}),
+    ceiling_counts AS (${AT_MESSAGE("allowed", "ceiling_keys", "ceiling_bumped")})
+    SELECT m, key, count, ${RESETS_IN} AS resets_in FROM own_counts
+    UNION ALL SELECT m, key, count, ${RESETS_IN} FROM ceiling_counts
+    UNION ALL SELECT 0, NULL, 0, 0 WHERE ${ASYNC_COMMIT}`,
+);
+
+/** Counts `messages` in one statement (COUNT_MESSAGES); the counters of each, in order. */
+export async function countMessages(db: DbLike, messages: Message[]): Promise<Counter[][]> {
+  if (!messages.length) return [];
+  const own = messages.flatMap((msg, i) => msg.count.map((c) => ({ c, m: i + 1 })));
+  const ceilings = messages.map((msg) => {
+    if (msg.ceilings.length > 1) throw new RangeError("countMessages: at most one ceiling per message");
+    return msg.ceilings[0];
+  });
+  const rows = await run(db, COUNT_MESSAGES, [
+    own.map((x) => x.c.key),
+    own.map((x) => x.m),
+    own.map((x) => x.c.limit.windowSeconds),
+    own.map((x) => x.c.limit.max),
+    ceilings.map((c) => c?.key ?? null),
+    ceilings.map((c) => c?.limit.windowSeconds ?? null),
+    ceilings.map((c) => c?.limit.max ?? null),
+  ]);
+  const counters = messages.map((): Counter[] => []);
+  for (const r of rows) {
+    if (r.m === 0) continue;
+    const msg = messages[r.m - 1];
+    const max = [...msg.count, ...msg.ceilings].find((c) => c.key === r.key)!.limit.max;
+    counters[r.m - 1].push({ key: r.key, count: r.count, resetsIn: Math.max(1, r.resets_in), over: r.count > max, tripped: r.count === max + 1 });
+  }
+  return counters;
 }
 
 /** Throws RateLimited with the longest wait among the counters that refuse. */
