@@ -3,8 +3,6 @@
 
 -- Schemas
 
-CREATE SCHEMA console;
-
 CREATE SCHEMA dashboard;
 
 -- Enums
@@ -50,12 +48,6 @@ CREATE TYPE dashboard.delivery_state_change AS (
     ok timestamp with time zone,
     recount boolean
 );
-
--- Domains
-
-CREATE DOMAIN console.attempt_outcome AS dashboard.attempt_outcome;
-
-CREATE DOMAIN console.delivery_state_change AS dashboard.delivery_state_change;
 
 -- Sequences
 
@@ -551,48 +543,6 @@ CREATE INDEX webhooks_project_id_idx ON public.webhooks USING btree (project_id)
 
 -- Functions (src/**/*.sql, applied by src/db/repeatable.ts)
 
-CREATE OR REPLACE FUNCTION console.add_delivery_states(batch dashboard.delivery_state_change[])
- RETURNS void
- LANGUAGE sql
-AS $function$ SELECT dashboard.add_delivery_states(batch) $function$;
-
-CREATE OR REPLACE FUNCTION console.add_outcomes(batch dashboard.attempt_outcome[])
- RETURNS void
- LANGUAGE sql
-AS $function$ SELECT dashboard.add_outcomes(batch) $function$;
-
-CREATE OR REPLACE FUNCTION console.event_account(body text)
- RETURNS text
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-AS $function$ SELECT dashboard.event_account(body) $function$;
-
-CREATE OR REPLACE FUNCTION console.event_secondary_account(body text)
- RETURNS text
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-AS $function$ SELECT dashboard.event_secondary_account(body) $function$;
-
-CREATE OR REPLACE FUNCTION console.histogram(buckets integer[])
- RETURNS integer[]
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-AS $function$ SELECT dashboard.histogram(buckets) $function$;
-
-CREATE OR REPLACE FUNCTION console.latency_bucket(ms integer)
- RETURNS integer
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-AS $function$ SELECT dashboard.latency_bucket(ms) $function$;
-
-CREATE OR REPLACE FUNCTION console.outcome(project_id text, webhook_id text, delivery_status public.delivery_status, delivery_attempts integer, attempt integer, started_at timestamp with time zone, status_code integer, duration_ms integer)
- RETURNS dashboard.attempt_outcome
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-AS $function$
-  SELECT dashboard.outcome(project_id, webhook_id, delivery_status, delivery_attempts, attempt, started_at, status_code, duration_ms)
-$function$;
-
 CREATE OR REPLACE FUNCTION dashboard.add_delivery_states(batch dashboard.delivery_state_change[])
  RETURNS void
  LANGUAGE plpgsql
@@ -892,7 +842,7 @@ CREATE OR REPLACE FUNCTION public.link_verify(p jsonb)
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  -- the fields of p, named as the positional arguments of the first form were
+  -- the fields of p, one variable each, named as the body reads them
   p_project text := p->>'project';
   p_account text := p->>'account';
   p_state text := p->>'state';
@@ -1042,21 +992,6 @@ BEGIN
   stored := p_merged_result;
   RETURN NEXT;
 END
-$function$;
-
-CREATE OR REPLACE FUNCTION public.link_verify(p_project text, p_account text, p_state text, p_hash text, p_max_tries integer, p_fail_key text, p_fail_max integer, p_identifier_id text, p_event_ids text[], p_channel text, p_user_mark text, p_secondary_mark text, p_attach_types text[], p_attach_bodies text[], p_merge_types text[], p_merge_bodies text[], p_notice_subjects text[], p_notice_texts text[], p_attached_result text, p_merged_result text)
- RETURNS TABLE(outcome text, tries integer, id_kind text, id_value text, retry_after integer, stored text)
- LANGUAGE sql
-AS $function$
-  SELECT * FROM link_verify(jsonb_build_object(
-    'project', p_project, 'account', p_account, 'state', p_state, 'hash', p_hash, 'max_tries', p_max_tries,
-    'fail_key', p_fail_key, 'fail_max', p_fail_max,
-    'identifier_id', p_identifier_id, 'event_ids', to_jsonb(p_event_ids), 'channel', p_channel,
-    'user_mark', p_user_mark, 'secondary_mark', p_secondary_mark,
-    'attach_types', to_jsonb(p_attach_types), 'attach_bodies', to_jsonb(p_attach_bodies),
-    'merge_types', to_jsonb(p_merge_types), 'merge_bodies', to_jsonb(p_merge_bodies),
-    'notice_subjects', to_jsonb(p_notice_subjects), 'notice_texts', to_jsonb(p_notice_texts),
-    'attached_result', p_attached_result, 'merged_result', p_merged_result))
 $function$;
 
 CREATE OR REPLACE FUNCTION public.outbox_enqueue(p_channel text, p_ids text[], p_projects text[], p_types text[], p_bodies text[], p_tests boolean[], p_only_webhooks text[])
@@ -1242,41 +1177,6 @@ BEGIN
   RETURN NEXT;
 END
 $function$;
-
--- Views
-
-CREATE VIEW console.project_hours AS
- SELECT project_id,
-    hour,
-    succeeded,
-    retried,
-    failed,
-    latency,
-    xmax
-   FROM dashboard.project_hours;
-
-CREATE VIEW console.webhook_delivery_hours AS
- SELECT webhook_id,
-    hour,
-    shard,
-    pending,
-    succeeded,
-    failed,
-    gone,
-    last_ok,
-    xmax
-   FROM dashboard.webhook_delivery_hours;
-
-CREATE VIEW console.webhook_hours AS
- SELECT webhook_id,
-    project_id,
-    hour,
-    succeeded,
-    retried,
-    failed,
-    latency,
-    xmax
-   FROM dashboard.webhook_hours;
 
 -- Triggers (src/**/*.sql, applied by src/db/repeatable.ts)
 

@@ -99,7 +99,7 @@ describe("repeatable migrations", () => {
   });
 
   describe.each(backends)("on %s", (backend) => {
-    it("leave every function and trigger the history defined as it defined it, and add link_verify's jsonb form", async () => {
+    it("leave every function and trigger the history defined as it defined it, add link_verify's jsonb form, and keep nothing for the build before the last release", async () => {
       const db = await emptyDatabase(backend);
       try {
         await applyOrdinaryMigrations(db.adapterFactory);
@@ -107,20 +107,21 @@ describe("repeatable migrations", () => {
         expect(await applyRepeatable(db.adapterFactory, { knownMigrations: await known() })).toEqual([...REPEATABLE]);
         const now = await catalog(db);
         expect(now.triggers).toEqual(history.triggers);
-        const positional = [...history.functions.keys()].find((k) => k.startsWith("public.link_verify("))!;
         // changed since by a release of their own, each with its migration: the two rollup triggers
         // return at once for the worker's record statement, which stages its numbers instead
         // (20261125180000_dashboard_staged_outcomes)
         const changed = ["dashboard.count_logged_attempts()", "dashboard.count_updated_deliveries()"];
         for (const name of changed) expect(now.functions.get(name)!.body).toContain("current_setting('linkgate.staged', true) = 'on'");
         for (const [name, fn] of history.functions) {
-          if (name === positional || changed.includes(name)) continue;
+          if (changed.includes(name)) continue;
           // the history wrote them in schema console, which 20261125170500_dashboard_schema renamed
           const renamed = name.startsWith("dashboard.") ? { ...fn, body: fn.body.replaceAll("console.", "dashboard.") } : fn;
           expect(now.functions.get(name), name).toEqual(renamed);
         }
-        // the positional form is now a wrapper of the jsonb form (the previous build calls it)
-        expect(now.functions.get(positional)!.header).toBe(history.functions.get(positional)!.header.replace("LANGUAGE plpgsql", "LANGUAGE sql"));
+        // what was kept for the build before the last release is gone: link_verify's positional
+        // form and schema console (20261126020000_drop_previous_build_compat)
+        expect([...now.functions.keys()].filter((k) => k.startsWith("public.link_verify("))).toEqual(["public.link_verify(p jsonb)"]);
+        expect([...now.functions.keys()].filter((k) => k.startsWith("console."))).toEqual([]);
         expect([...now.functions.keys()].filter((k) => !history.functions.has(k))).toEqual([
           "dashboard.apply_staged(p_wait boolean)",
           "public.account_sign_in_identifiers(p_account text)",
@@ -207,6 +208,8 @@ describe("repeatable migrations", () => {
 // follows re-creates them, and its code keeps reading console.* for as long as it runs.
 describe("the dashboard schema, renamed from console", () => {
   const RENAME = "20261125170500_dashboard_schema";
+  /** The release after the rename drops the compatibility schema. */
+  const DROP = "20261126020000_drop_previous_build_compat";
 
   /** The previous build's repeatable files: these files as they were before the rename. */
   const previousFiles = (files: RepeatableFile[]) =>
@@ -250,7 +253,7 @@ describe("the dashboard schema, renamed from console", () => {
   };
 
   describe.each(backends)("on %s", (backend) => {
-    it("counts with the previous build's trigger functions in between, then serves the previous build's reads through console", async () => {
+    it("counts with the previous build's trigger functions in between, serves the previous build's reads through console, and counts on once the release after drops it", async () => {
       const db = await emptyDatabase(backend);
       try {
         const all = await readMigrations();
@@ -262,9 +265,10 @@ describe("the dashboard schema, renamed from console", () => {
         await db.prisma.$executeRawUnsafe(`INSERT INTO webhooks (id, project_id, url, secret_sealed) VALUES ('w1', 'p1', 'http://127.0.0.1:9/', 's')`);
         await deliver(db, [{ id: "d1", status: "succeeded", code: 200, ms: 12 }]);
 
-        // This build's migrations, and not yet its repeatable files: the previous build's
-        // functions (now in schema dashboard) run and resolve console.* in the compatibility schema.
-        expect(await applyOrdinaryMigrations(db.adapterFactory)).toEqual(all.migrationDirectories.map((d) => d.path).filter((p) => p >= RENAME));
+        // The rename's release, and not yet its repeatable files: the previous build's functions
+        // (now in schema dashboard) run and resolve console.* in the compatibility schema.
+        const renamed = { ...all, migrationDirectories: all.migrationDirectories.filter((d) => d.path < DROP) };
+        expect(await applyOrdinaryMigrations(db.adapterFactory, renamed)).toEqual(renamed.migrationDirectories.map((d) => d.path).filter((p) => p >= RENAME));
         expect((await catalog(db)).bodies.filter((b) => b.includes("console.")).length).toBeGreaterThan(0);
         await deliver(db, [
           { id: "d2", status: "succeeded", code: 200, ms: 40 },
@@ -277,8 +281,12 @@ describe("the dashboard schema, renamed from console", () => {
         await db.prisma.$executeRawUnsafe(`UPDATE deliveries SET status = 'gone' WHERE id = 'd3'`);
         expect(await counts(db)).toEqual({ hour_ok: 2, hour_failed: 1, project_ok: 2, state_ok: 2, state_failed: 0, state_gone: 2 });
 
-        // This build's repeatable files: every function says dashboard, the old files' rows are gone.
-        expect(await applyMigrations(db.adapterFactory)).toEqual(["webhooks/event-accounts.sql", "delivery/dashboard-rollups.sql", "delivery/dashboard-states.sql"]);
+        // The rename's repeatable files: every function says dashboard, the old files' rows are gone.
+        expect(await applyRepeatable(db.adapterFactory, { knownMigrations: renamed.migrationDirectories.map((d) => d.path) })).toEqual([
+          "webhooks/event-accounts.sql",
+          "delivery/dashboard-rollups.sql",
+          "delivery/dashboard-states.sql",
+        ]);
         const now = await catalog(db);
         expect(now.bodies.filter((b) => b.includes("console.")).length).toBe(0);
         expect(now.triggers.filter((t) => /console/.test(t))).toEqual([]);
@@ -301,6 +309,15 @@ describe("the dashboard schema, renamed from console", () => {
           return tx.$queryRawUnsafe<{ "QUERY PLAN": string }[]>(`EXPLAIN (COSTS OFF) ${accountQuery}`);
         });
         expect(plan.map((r) => r["QUERY PLAN"]).join("\n")).toContain("outbox_events_account_idx");
+
+        // The release after: the compatibility schema goes, and the counting goes on without it.
+        expect(await applyMigrations(db.adapterFactory)).toEqual([DROP]);
+        const schemas = await db.prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'console'`;
+        expect(schemas[0].n).toBe(0);
+        await deliver(db, [{ id: "d6", status: "succeeded", code: 200, ms: 3 }]);
+        expect(await counts(db)).toEqual({ hour_ok: 4, hour_failed: 1, project_ok: 4, state_ok: 3, state_failed: 0, state_gone: 2 });
+        const accounts = `SELECT id FROM outbox_events WHERE project_id = 'p1' AND NOT test AND dashboard.event_account(body) = 'acc_d6'`;
+        expect(await db.prisma.$queryRawUnsafe(accounts)).toEqual([{ id: "evt_d6" }]);
       } finally {
         await db.close();
       }

@@ -41,8 +41,7 @@ LANGUAGE sql AS $$
                         array_fill(false, ARRAY[cardinality(p_ids)]), array_fill(NULL::text, ARRAY[cardinality(p_ids)]))
 $$;
 
--- A jsonb array of strings as text[], in order; anything else (a field absent or null) is NULL,
--- as that positional argument was.
+-- A jsonb array of strings as text[], in order; anything else (a field absent or null) is NULL.
 CREATE OR REPLACE FUNCTION link_text_array(a jsonb) RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT CASE WHEN jsonb_typeof(a) = 'array'
@@ -73,7 +72,7 @@ CREATE OR REPLACE FUNCTION link_verify(p jsonb)
 RETURNS TABLE (outcome text, tries integer, id_kind text, id_value text, retry_after integer, stored text)
 LANGUAGE plpgsql AS $$
 DECLARE
-  -- the fields of p, named as the positional arguments of the first form were
+  -- the fields of p, one variable each, named as the body reads them
   p_project text := p->>'project';
   p_account text := p->>'account';
   p_state text := p->>'state';
@@ -223,28 +222,4 @@ BEGIN
   stored := p_merged_result;
   RETURN NEXT;
 END
-$$;
-
--- The first form, 20 positional arguments, which the build before this one still calls during
--- a rolling upgrade (docs/operations.md, expand then contract): now the same decision, through
--- the jsonb form. Drop it in a later release, in an ordinary migration, once no process of a
--- build before the jsonb form is left (and remove it from this file).
-CREATE OR REPLACE FUNCTION link_verify(
-  p_project text, p_account text, p_state text, p_hash text, p_max_tries integer,
-  p_fail_key text, p_fail_max integer,
-  p_identifier_id text, p_event_ids text[], p_channel text, p_user_mark text, p_secondary_mark text,
-  p_attach_types text[], p_attach_bodies text[], p_merge_types text[], p_merge_bodies text[],
-  p_notice_subjects text[], p_notice_texts text[],
-  p_attached_result text, p_merged_result text
-) RETURNS TABLE (outcome text, tries integer, id_kind text, id_value text, retry_after integer, stored text)
-LANGUAGE sql AS $$
-  SELECT * FROM link_verify(jsonb_build_object(
-    'project', p_project, 'account', p_account, 'state', p_state, 'hash', p_hash, 'max_tries', p_max_tries,
-    'fail_key', p_fail_key, 'fail_max', p_fail_max,
-    'identifier_id', p_identifier_id, 'event_ids', to_jsonb(p_event_ids), 'channel', p_channel,
-    'user_mark', p_user_mark, 'secondary_mark', p_secondary_mark,
-    'attach_types', to_jsonb(p_attach_types), 'attach_bodies', to_jsonb(p_attach_bodies),
-    'merge_types', to_jsonb(p_merge_types), 'merge_bodies', to_jsonb(p_merge_bodies),
-    'notice_subjects', to_jsonb(p_notice_subjects), 'notice_texts', to_jsonb(p_notice_texts),
-    'attached_result', p_attached_result, 'merged_result', p_merged_result))
 $$;

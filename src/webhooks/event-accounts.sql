@@ -8,8 +8,8 @@
 -- 20261123091300_console_rollups) are built on them: a change to what they return must come
 -- with a REINDEX of those two indexes in an ordinary migration, or the indexes keep the old
 -- answers. Schema "dashboard" was named "console" before migration
--- 20261125170500_dashboard_schema, which left console.event_account and
--- console.event_secondary_account as wrappers for the build before it.
+-- 20261125170500_dashboard_schema (the wrappers it left under the old name went with
+-- 20261126020000_drop_previous_build_compat).
 CREATE OR REPLACE FUNCTION dashboard.event_account(body text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT coalesce(j #>> '{data,user,user_id}', j #>> '{data,user_id}') FROM (SELECT body::jsonb AS j) AS e
