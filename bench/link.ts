@@ -5,7 +5,10 @@
 // What each figure is (the project already holds BENCH_LINK_POPULATION users, 100,000 by default):
 // * trivial: POST /graphql { __typename } with the API key, CONCURRENCY in flight, SECONDS.
 // * link flows, closed loop: POST /users/link/request then /users/link/verify (a fresh e-mail
-//   attached to one of CONCURRENCY signed-in accounts), CONCURRENCY flows in flight.
+//   attached to one of ACCOUNTS signed-in accounts), CONCURRENCY flows in flight, SECONDS.
+// * flow / trivial: trivial requests and link flows run in turns, PAIRS pairs of runs back to
+//   back (BENCH_LINK_PAIRS, 3); the ratio is the median of the pairs' ratios, and the two rows
+//   above show that pair's runs. CPU and statements are over all the pairs' runs.
 // * half rate: the same flows offered at half the closed loop's rate (open loop); p50/p99 of a
 //   whole flow (both requests).
 // * CPU per flow / per request: this process (server and HTTP client together; the client's
@@ -46,6 +49,8 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const SEQUENTIAL_FLOWS = 100;
 const ROUNDS = 5;
+/** Pairs of runs (trivial requests, then link flows) the ratio is the median of. */
+const PAIRS = Number(process.env.BENCH_LINK_PAIRS ?? 3);
 /**
  * Signed-in accounts the flows take turns on. Each attach sends a notice to every other
  * identifier of the account, so 16 accounts collecting thousands of addresses would make a
@@ -114,6 +119,11 @@ async function withCpu<T>(db: TestDatabase, fn: () => Promise<T>): Promise<[T, C
 }
 
 const perOp = (cpu: Cpu, n: number) => `${Math.round(cpu.nodeUs / n)} µs node${cpu.dbUs == null ? "" : ` + ${Math.round(cpu.dbUs / n)} µs db`}`;
+/** Adds `b` to `a` (a database CPU unknown in either stays unknown). */
+function addCpu(a: Cpu, b: Cpu) {
+  a.nodeUs += b.nodeUs;
+  a.dbUs = a.dbUs == null || b.dbUs == null ? null : a.dbUs + b.dbUs;
+}
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const verdict = (ok: boolean) => (ok ? "met" : "MISSED");
 
@@ -157,7 +167,6 @@ export async function benchLink(backends: Backend[]) {
 
     const trivialOp = async () => void (await post("/graphql", { query: "{ __typename }" }));
     await closedLoop(CONCURRENCY, 1, trivialOp); // warm-up
-    const [trivial, trivialCpu] = await withCpu(db, () => closedLoop(CONCURRENCY, SECONDS, trivialOp));
     const tokens: string[] = [];
     /** ACCOUNTS newly signed-in accounts, each with its one e-mail, for the flows to take turns over. */
     const freshAccounts = async (tag: string) => {
@@ -166,7 +175,7 @@ export async function benchLink(backends: Backend[]) {
         tokens.push(...(await Promise.all(Array.from({ length: Math.min(CONCURRENCY, ACCOUNTS - i) }, (_, j) => signIn(`bench-${tag}-${i + j}@example.com`)))));
       }
     };
-    await freshAccounts("closed");
+    await freshAccounts("sequential");
     let n = 0;
     const flow = async (_w: number) => {
       const i = n++;
@@ -183,9 +192,31 @@ export async function benchLink(backends: Backend[]) {
     for (let i = 0; i < SEQUENTIAL_FLOWS; i++) await flow(i);
     const statements = backend === "postgres" ? ((pgQueries - q0) / SEQUENTIAL_FLOWS).toFixed(1) : "(as postgres)";
 
-    const q1 = pgQueries;
-    const [flows, flowCpu] = await withCpu(db, () => closedLoop(CONCURRENCY, SECONDS, flow));
-    const loopStatements = (pgQueries - q1) / flows.count;
+    // Trivial requests and link flows take turns, PAIRS times: each ratio divides two runs made
+    // back to back, so a drift of the machine's speed (seen: the same trivial run at 694 and at
+    // 1,175/s within an hour) moves both sides of it. The flows of each pair start from new
+    // accounts, so every run carries the same notices.
+    const pairs: Array<{ trivial: RunResult; flows: RunResult }> = [];
+    const trivialCpu: Cpu = { nodeUs: 0, dbUs: 0 };
+    const flowCpu: Cpu = { nodeUs: 0, dbUs: 0 };
+    let loopQueries = 0;
+    for (let pair = 0; pair < PAIRS; pair++) {
+      const [trivial, tc] = await withCpu(db, () => closedLoop(CONCURRENCY, SECONDS, trivialOp));
+      await freshAccounts(`closed-${pair}`);
+      const q1 = pgQueries;
+      const [flows, fc] = await withCpu(db, () => closedLoop(CONCURRENCY, SECONDS, flow));
+      loopQueries += pgQueries - q1;
+      addCpu(trivialCpu, tc);
+      addCpu(flowCpu, fc);
+      pairs.push({ trivial, flows });
+    }
+    const ratios = pairs.map((p) => p.flows.rps / p.trivial.rps);
+    const ratio = median(ratios);
+    // the pair whose ratio is the median: its runs are the ones shown
+    const { trivial, flows } = pairs[ratios.indexOf(ratio)];
+    const trivialCount = pairs.reduce((a, p) => a + p.trivial.count, 0);
+    const flowCount = pairs.reduce((a, p) => a + p.flows.count, 0);
+    const loopStatements = loopQueries / flowCount;
     // New accounts for the half-rate run: an account's attach notifies every identifier it
     // already has, so after a closed loop whose length depends on the machine's speed the same
     // flow would carry more notices (three times as many on a machine twice as fast).
@@ -199,15 +230,14 @@ export async function benchLink(backends: Backend[]) {
     await db.close();
 
     const fmt = (r: RunResult) => `${r.rps.toFixed(0)}/s (p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.errors} errors)`;
-    const ratio = flows.rps / trivial.rps;
     rows.push({
       backend,
       "trivial { __typename }": fmt(trivial),
       "link flows, closed loop": fmt(flows),
-      "flow / trivial": ratio.toFixed(3),
+      "flow / trivial": `${ratio.toFixed(3)} (median of ${PAIRS} pairs: ${ratios.map((r) => r.toFixed(3)).join(", ")})`,
       "half rate": `${half.rps.toFixed(0)}/s p50 ${half.p50.toFixed(1)} ms p99 ${half.p99.toFixed(1)} ms (${half.errors} errors)`,
-      "CPU per trivial request": perOp(trivialCpu, trivial.count),
-      "CPU per flow": perOp(flowCpu, flows.count),
+      "CPU per trivial request": perOp(trivialCpu, trivialCount),
+      "CPU per flow": perOp(flowCpu, flowCount),
       "statements per flow": backend === "postgres" ? `${statements} one at a time, ${loopStatements.toFixed(1)} in the closed loop` : statements,
       "users in the project before the run": POPULATION.toLocaleString("en-US"),
       "10 concurrent merges of one target": merges.line,
