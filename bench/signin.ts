@@ -17,7 +17,8 @@
 // Figures: flows/s (median of the runs, and every run), server CPU per flow (the server's
 // process, from /proc) and Postgres CPU per flow (the backends of that system's database), and
 // statements per flow: queries sent by the server's pg clients (BEGIN and COMMIT included) over
-// flows made one after another.
+// flows made one after another. Both databases are analyzed as they grow, as
+// autovacuum would in production (bench/autovacuum.ts; this server runs without it).
 //
 // BENCH_SECONDS (default 30), BENCH_ROUNDS (3), BENCH_SIGNIN_POOL (2000),
 // BENCH_SIGNIN_SCENARIOS (new,returning,trivial), BENCH_SIGNIN_SYSTEMS (linkgate,better-auth);
@@ -30,6 +31,7 @@ import pg from "pg";
 import { fileURLToPath } from "node:url";
 import type { ServerArgs } from "./signin-server.ts";
 import type { Scenario, Target } from "./signin-load.ts";
+import { analyzeLikeAutovacuum } from "./autovacuum.ts";
 import type { RunResult } from "./load.ts";
 
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
@@ -113,6 +115,8 @@ export async function main() {
   const tag = randomBytes(4).toString("hex");
   const databases: string[] = [];
   const systems: System[] = [];
+  /** Both systems' databases are analyzed as they grow, as autovacuum would (bench/autovacuum.ts). */
+  const analyzers: Array<{ stop(): Promise<void> }> = [];
   const [loadGen] = await Child.start("./signin-load.ts", [], []);
   console.log(`\n## sign-in: linkgate vs Better Auth (Postgres; ${CONCURRENCY} users, ${SECONDS} s × ${ROUNDS} runs alternating; load average ${load()} at the start)\n`);
   try {
@@ -123,6 +127,7 @@ export async function main() {
       databases.push(database);
       const url = new URL(serverUrl);
       url.pathname = `/${database}`;
+      analyzers.push(await analyzeLikeAutovacuum(url.toString()));
       const args: ServerArgs = { system, databaseUrl: url.toString(), smtpUrl, apiKey: `lg_bench_${randomBytes(16).toString("hex")}`, secret: randomBytes(32).toString("base64") };
       const profile = system === "linkgate" && process.env.BENCH_SIGNIN_PROFILE ? ["--cpu-prof", "--cpu-prof-dir", process.env.BENCH_SIGNIN_PROFILE] : [];
       const [server, ready] = await Child.start("./signin-server.ts", [JSON.stringify(args)], profile);
@@ -161,6 +166,7 @@ export async function main() {
     report(runs, statements);
     console.log(`load average ${load()} at the end`);
   } finally {
+    for (const a of analyzers) await a.stop();
     for (const s of systems) await s.server.stop();
     loadGen.proc.kill();
     for (const d of databases) await admin.query(`DROP DATABASE IF EXISTS ${d} WITH (FORCE)`);
