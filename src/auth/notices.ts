@@ -205,7 +205,7 @@ function messageChecks(s: Sender, group: Claimed[]): Message {
     count.push({ key: budgetKeys.account(accountId), limit: l.noticesPerAccount });
   }
   const ceiling: Limit = first.kind === "phone" ? l.smsPerProject : l.emailsPerProject;
-  return { count, ceilings: [{ key: projectSendKey(first.project_id, first.kind), limit: ceiling }] };
+  return { count, ceiling: { key: projectSendKey(first.project_id, first.kind), limit: ceiling } };
 }
 
 /** The first refusal of the project's ceiling in its window tells the project, as a code send's does. */

@@ -169,6 +169,20 @@ export async function countAll(db: DbLike, c: Consumption): Promise<Counter[]> {
   return (await countAndWrite(db, c)).counters;
 }
 
+/**
+ * A counter as a caller reads it, from the count a statement returned and the key's most: a
+ * counted key refuses past its most (and trips at the first count past it), a peeked one at it.
+ */
+function counterOf(r: { key: string; count: number; resets_in: number }, max: number, peeked = false): Counter {
+  return {
+    key: r.key,
+    count: r.count,
+    resetsIn: Math.max(1, r.resets_in),
+    over: peeked ? r.count >= max : r.count > max,
+    tripped: !peeked && r.count === max + 1,
+  };
+}
+
 /** countAll, and what became of the OTP state and the ownership check. */
 export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted> {
   const ceilings = c.ceilings ?? [];
@@ -200,18 +214,7 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
     c.knownPlaces ?? [],
   ]);
   const limits = new Map([...c.count, ...ceilings, ...peek].map((x) => [x.key, x.limit.max]));
-  const counters = rows
-    .filter((r) => r.what === "counter")
-    .map((r) => {
-      const max = limits.get(r.key)!;
-      return {
-        key: r.key,
-        count: r.count,
-        resetsIn: Math.max(1, r.resets_in),
-        over: r.peeked ? r.count >= max : r.count > max,
-        tripped: !r.peeked && r.count === max + 1,
-      };
-    });
+  const counters = rows.filter((r) => r.what === "counter").map((r) => counterOf(r, limits.get(r.key)!, r.peeked));
   return {
     counters,
     owned: rows.some((r) => r.what === "own"),
@@ -220,8 +223,11 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
   };
 }
 
-/** One message of countMessages: its own counters, and the ceilings it counts against when they allow it. */
-export type Message = { count: Check[]; ceilings: Check[] };
+/**
+ * One message of countMessages: its own counters, and the ceiling it counts against when they
+ * allow it. No known places here: `exempt` is not read.
+ */
+export type Message = { count: Check[]; ceiling?: Check };
 
 /**
  * The counters of `keys`, each bumped by as many messages as name it, in key order: two
@@ -249,11 +255,11 @@ const AT_MESSAGE = (checks: string, keys: string, bumped: string) => `
  * counters refuses it. A key several messages name (an account's budget, the project's ceiling)
  * is upserted once with their number, and each message reads the count it reached.
  * Arguments: $1–$4 the messages' own checks (key, message number from 1, window, most);
- * $5–$7 one ceiling per message, in message order (key or null, window, most).
+ * $5–$7 each message's ceiling, in message order (key or null, window, most).
  */
-const COUNT_MESSAGES = prepared<{ m: number; key: string; count: number; resets_in: number }>(
+const COUNT_MESSAGES = prepared<{ m: number; key: string; count: number; mx: number; resets_in: number }>(
   "count_messages",
-  { m: "int4", key: "text", count: "int4", resets_in: "int4" },
+  { m: "int4", key: "text", count: "int4", mx: "int4", resets_in: "int4" },
   `WITH own AS (SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::int[]) AS t(k, m, w, mx)),
     own_keys AS (SELECT k, min(w) AS w, count(*)::int AS n FROM own GROUP BY k),
     own_bumped AS (${BUMP_ALL("own_keys")}),
@@ -265,19 +271,16 @@ const COUNT_MESSAGES = prepared<{ m: number; key: string; count: number; resets_
     ceiling_keys AS (SELECT k, min(w) AS w, count(*)::int AS n FROM allowed GROUP BY k),
     ceiling_bumped AS (${BUMP_ALL("ceiling_keys")}),
     ceiling_counts AS (${AT_MESSAGE("allowed", "ceiling_keys", "ceiling_bumped")})
-    SELECT m, key, count, ${RESETS_IN} AS resets_in FROM own_counts
-    UNION ALL SELECT m, key, count, ${RESETS_IN} FROM ceiling_counts
-    UNION ALL SELECT 0, NULL, 0, 0 WHERE ${ASYNC_COMMIT}`,
+    SELECT m, key, count, mx, ${RESETS_IN} AS resets_in FROM own_counts
+    UNION ALL SELECT m, key, count, mx, ${RESETS_IN} FROM ceiling_counts
+    UNION ALL SELECT 0, NULL, 0, 0, 0 WHERE ${ASYNC_COMMIT}`,
 );
 
 /** Counts `messages` in one statement (COUNT_MESSAGES); the counters of each, in order. */
 export async function countMessages(db: DbLike, messages: Message[]): Promise<Counter[][]> {
   if (!messages.length) return [];
   const own = messages.flatMap((msg, i) => msg.count.map((c) => ({ c, m: i + 1 })));
-  const ceilings = messages.map((msg) => {
-    if (msg.ceilings.length > 1) throw new RangeError("countMessages: at most one ceiling per message");
-    return msg.ceilings[0];
-  });
+  const ceilings = messages.map((msg) => msg.ceiling);
   const rows = await run(db, COUNT_MESSAGES, [
     own.map((x) => x.c.key),
     own.map((x) => x.m),
@@ -288,12 +291,7 @@ export async function countMessages(db: DbLike, messages: Message[]): Promise<Co
     ceilings.map((c) => c?.limit.max ?? null),
   ]);
   const counters = messages.map((): Counter[] => []);
-  for (const r of rows) {
-    if (r.m === 0) continue;
-    const msg = messages[r.m - 1];
-    const max = [...msg.count, ...msg.ceilings].find((c) => c.key === r.key)!.limit.max;
-    counters[r.m - 1].push({ key: r.key, count: r.count, resetsIn: Math.max(1, r.resets_in), over: r.count > max, tripped: r.count === max + 1 });
-  }
+  for (const r of rows) if (r.m > 0) counters[r.m - 1].push(counterOf(r, r.mx));
   return counters;
 }
 
