@@ -56,8 +56,9 @@ import { applyMigrations } from "../../src/db/migrations.ts";
 import { newMasterKey, TestReceiver } from "../../test/support/receiver.ts";
 import type { StatementCost } from "../delivery-statements.ts";
 import { admin, created, createDatabase, oursDatabase, seedBacklog, withDatabase } from "./database.ts";
-import { graphileWorker } from "./graphile.ts";
-import { ceiling, oursDrain, oursOpenLoops, pgliteRows, statements } from "./ours.ts";
+import { gwDrainSide, gwOpenLoops, openGraphile, type Graphile } from "./graphile.ts";
+import { alternating } from "./measure.ts";
+import { ceiling, oursDrain, oursDrainSide, oursOpenLoops, pgliteRows, statements } from "./ours.ts";
 import { printReport } from "./report.ts";
 import { BIG, DRAIN, n, REPEAT, type Ctx, type Row } from "./shared.ts";
 
@@ -96,12 +97,21 @@ export async function main(argv: string[] = []): Promise<void> {
       log("ceiling");
       for (const workers of [1, 4]) rows.push(await ceiling(ctx, workers));
     });
+    // The small drains, ours and graphile-worker's alternating run by run when both are wanted
+    // (measure.ts alternating): the machine's speed drifts within minutes (graphile-worker's
+    // 1-worker drain moved by 61 % between two runs 50 minutes apart), and alternating moves
+    // both sides of each pair alike.
+    let gw: Graphile | null = null;
     await part("small", async () => {
-      log(`ours, ${n(DRAIN)} pending`);
+      log(`ours${want("gw") ? " and graphile-worker alternating" : ""}, ${n(DRAIN)} pending`);
       const small = await oursDatabase(ctx);
+      if (want("gw")) gw = await openGraphile(ctx);
       try {
         const scenario = `${n(DRAIN)} pending, all due at once; all drained`;
-        for (const workers of [1, 4]) rows.push(await oursDrain(ctx, small, workers, scenario, (r) => seedBacklog(small, DRAIN, `s${workers}_${r}`)));
+        for (const workers of [1, 4]) {
+          const ours = await oursDrainSide(ctx, small, workers, scenario, (r) => seedBacklog(small, DRAIN, `s${workers}_${r}`));
+          rows.push(...(await alternating(gw ? [ours, await gwDrainSide(ctx, gw, workers)] : [ours])));
+        }
       } finally {
         await small.db.close();
       }
@@ -124,7 +134,14 @@ export async function main(argv: string[] = []): Promise<void> {
     });
     await part("gw", async () => {
       log("graphile-worker");
-      rows.push(...(await graphileWorker(ctx)));
+      const mine = !gw;
+      gw ??= await openGraphile(ctx);
+      try {
+        if (mine) for (const workers of [1, 4]) rows.push(...(await alternating([await gwDrainSide(ctx, gw, workers)])));
+        rows.push(...(await gwOpenLoops(ctx, gw)));
+      } finally {
+        await gw.close();
+      }
     });
     await part("pglite", async () => {
       rows.push(...(await pgliteRows(ctx, log)));

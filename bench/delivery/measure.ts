@@ -3,7 +3,7 @@
 import type { Receipt, TestReceiver } from "../../test/support/receiver.ts";
 import { openLoop } from "../load.ts";
 import { withDbCpu } from "./database.ts";
-import { duplicates, eventIdOf, OPEN_SECONDS, OPEN_WARMUP_SECONDS, pct, sleep, type Ctx, type Run } from "./shared.ts";
+import { duplicates, eventIdOf, OPEN_SECONDS, OPEN_WARMUP_SECONDS, pct, REPEAT, sleep, type Ctx, type Row, type Run } from "./shared.ts";
 
 /**
  * Waits until the receiver has `count` requests (bounded), then returns the first `count` and
@@ -55,4 +55,35 @@ export async function openLoopRun(ctx: Ctx, database: string, rate: number, prod
   if (warm.errors + load.errors > 0) throw new Error(`${warm.errors + load.errors} events could not be committed`);
   const lat = receipts.map((r) => r.at - committedAt.get(eventIdOf(r))!).sort((a, b) => a - b);
   return { run: { rate: load.rps, p50: pct(lat, 0.5), p99: pct(lat, 0.99), dup: duplicates(receipts), dbCpuSec }, events: load.count };
+}
+
+/**
+ * One system's drains with `workers` processes, one timed run at a time, so that the
+ * orchestrator can alternate two systems' runs (index.ts): a drift of the machine's speed then
+ * moves both sides of each pair alike.
+ */
+export type DrainSide = {
+  /** Timed run number `r`: its receipts from t0 to the DRAIN-th. */
+  run(r: number): Promise<Run>;
+  /** Stops the processes; the row of all runs made. */
+  finish(runs: Run[]): Promise<Row>;
+  /** Stops the processes (after a failed run). */
+  stop(): Promise<unknown>;
+};
+
+/**
+ * REPEAT rounds of one timed run of each side in turn; the rows, in the order of `sides`. Each
+ * row's "pairs" are its runs' events/s against the first side's in the same round.
+ */
+export async function alternating(sides: DrainSide[]): Promise<Row[]> {
+  const runs: Run[][] = sides.map(() => []);
+  try {
+    for (let r = 0; r < REPEAT; r++) for (const [i, side] of sides.entries()) runs[i].push(await side.run(r));
+  } catch (err) {
+    await Promise.all(sides.map((s) => s.stop()));
+    throw err;
+  }
+  const rows: Row[] = [];
+  for (const [i, side] of sides.entries()) rows.push({ ...(await side.finish(runs[i])), pairs: runs[i].map((run, r) => runs[0][r].rate / run.rate) });
+  return rows;
 }

@@ -9,7 +9,7 @@ import { DELIVERY_CHANNEL, envelope } from "../../src/webhooks/outbox.ts";
 import { seedWebhook } from "../../test/support/receiver.ts";
 import { measureStatements, type StatementCost } from "../delivery-statements.ts";
 import { createDatabase, deliveryUpdates, serverUrl, setEnabled, withDatabase, withDbCpu, type OursDb } from "./database.ts";
-import { drainRun, openLoopRun, received, settle } from "./measure.ts";
+import { alternating, drainRun, openLoopRun, received, settle, type DrainSide } from "./measure.ts";
 import { childEnv, spawnMany, stopAll, type Child } from "./processes.ts";
 import { row, senderCpuPerEvent } from "./report.ts";
 import {
@@ -63,16 +63,15 @@ export async function oursWorkers(ctx: Ctx, url: string, count: number): Promise
 }
 
 /**
- * REPEAT runs with `workers` worker processes. Before each, `before(run)` (a new backlog, or
+ * Our side: `workers` worker processes on `o`. Before each run, `before(run)` (a new backlog, or
  * nothing); t0 = the commit that enables the webhooks; the first DRAIN deliveries to arrive are
  * timed; then the webhooks are disabled again and the stragglers (claims already made) let through.
  */
-export async function oursDrain(ctx: Ctx, o: OursDb, workers: number, scenario: string, before: (run: number) => Promise<unknown>): Promise<Row> {
+export async function oursDrainSide(ctx: Ctx, o: OursDb, workers: number, scenario: string, before: (run: number) => Promise<unknown>): Promise<DrainSide> {
   const updates0 = await deliveryUpdates(o.url);
   const children = await oursWorkers(ctx, o.url, workers);
-  try {
-    const runs: Run[] = [];
-    for (let r = 0; r < REPEAT; r++) {
+  return {
+    async run(r) {
       await before(r);
       await settle(ctx.receiver);
       const [[t0, receipts], dbCpu] = await withDbCpu(o.name, async () => {
@@ -81,15 +80,22 @@ export async function oursDrain(ctx: Ctx, o: OursDb, workers: number, scenario: 
         return [t0, await received(ctx.receiver, DRAIN, 300_000)] as const;
       });
       await setEnabled(o, false);
-      runs.push(drainRun(t0, receipts, dbCpu));
-    }
-    const result = row("ours (linkgate)", workers, scenario, runs, await stopAll(children), REPEAT * DRAIN);
-    const updates = await deliveryUpdates(o.url);
-    result["HOT upd"] = `${Math.round((100 * (updates.hot - updates0.hot)) / Math.max(1, updates.upd - updates0.upd))} %`;
-    return result;
-  } finally {
-    await stopAll(children);
-  }
+      return drainRun(t0, receipts, dbCpu);
+    },
+    async finish(runs) {
+      const result = row("ours (linkgate)", workers, scenario, runs, await stopAll(children), runs.length * DRAIN);
+      const updates = await deliveryUpdates(o.url);
+      result["HOT upd"] = `${Math.round((100 * (updates.hot - updates0.hot)) / Math.max(1, updates.upd - updates0.upd))} %`;
+      return result;
+    },
+    stop: () => stopAll(children),
+  };
+}
+
+/** REPEAT runs of our side alone. */
+export async function oursDrain(ctx: Ctx, o: OursDb, workers: number, scenario: string, before: (run: number) => Promise<unknown>): Promise<Row> {
+  const [row] = await alternating([await oursDrainSide(ctx, o, workers, scenario, before)]);
+  return row;
 }
 
 /**

@@ -57,6 +57,8 @@ export type Row = {
   "receiver CPU µs/ev": number | string;
   /** Of the UPDATEs of `deliveries` over the runs, the share that were HOT. */
   "HOT upd": string;
+  /** Runs made alternating with other systems' (measure.ts alternating): the first system's events/s over this one's, round by round. Not a column. */
+  pairs?: number[];
   dup: number;
 };
 export type Hook = { url: string; secretSealed: string };
