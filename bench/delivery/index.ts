@@ -22,7 +22,11 @@
 //   every run (1 worker, then 4) times the oldest DRAIN still pending, so it stays above 950,000.
 // * graphile-worker, drain: the same DRAIN events enqueued as jobs by one addJobs() call (one
 //   add_jobs statement: one commit at t0) while its worker processes run idle. Its own fresh
-//   database on the same server, tuned as its performance docs advise (GW_TUNING).
+//   database on the same server, tuned as its performance docs advise (GW_TUNING). When both
+//   run (the default, or --only=small,gw), the two systems' small drains alternate run by run
+//   (measure.ts alternating: ours, graphile-worker, ours, …, both systems' processes started),
+//   and the goal's ratio is the median of the REPEAT pairs' ratios: the machine's speed drifts
+//   within minutes, and a pair run back to back shares it.
 // * ceiling: a bare loop with no database: DRAIN POSTs, CONCURRENCY in flight per process.
 //   p50/p99 are single request times (there is no queue).
 // * open loop: each rate of OPEN_RATES (500 and 2,000 events a second) for OPEN_SECONDS (after
