@@ -131,7 +131,7 @@ CREATE TABLE public.deliveries (
     last_status integer,
     created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
     completed_at timestamp(3) without time zone
-) WITH (fillfactor=80);
+) WITH (fillfactor=50);
 
 CREATE TABLE public.delivery_attempts (
     id text NOT NULL,

@@ -1,0 +1,16 @@
+-- Half of every new page of deliveries stays free, for the row versions a delivery's claim and
+-- record write next to it (issue 26). With 80 (migration 20261123090100_delivery_hot_leases)
+-- the record's new version, which cannot be HOT and so takes page space like any other, used up
+-- the room the claim's lease needed, and many leases could not be HOT either: then a claim
+-- writes an entry into each of the five indexes of deliveries instead of none.
+-- Measured with bench/delivery-statements.ts (claim 50 then record 50, 10,000 pending), share of
+-- the UPDATEs of deliveries that were HOT (at most 50 %, since records never are) -
+--   fillfactor 80: 21 %, 70: 28 %, 60: 38 %, 50: 47 %.
+-- Claim alone, database CPU per delivery, alternating with the previous build: 62, 72, 60 us
+-- against 46, 40, 38. In the 10,000-pending drain alternating with graphile-worker, database CPU
+-- per event over graphile-worker's in the same run: 1.74 and 1.73 before, 1.54 and 1.63 after
+-- with 1 worker, 1.93 and 1.86 against 1.67 and 1.79 with 4 (bench/RESULTS.md, delivery).
+-- The cost: rows inserted from now on take about 1.6 times the pages (existing pages keep their
+-- packing until they are rewritten). Storage setting only, no rewrite and no lock beyond a
+-- moment: the previous build runs on as before.
+ALTER TABLE "deliveries" SET (fillfactor = 50);
