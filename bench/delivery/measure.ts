@@ -72,8 +72,8 @@ export type DrainSide = {
 };
 
 /**
- * REPEAT rounds of one timed run of each side in turn; the rows, in the order of `sides`. Each
- * row's "pairs" are its runs' events/s against the first side's in the same round.
+ * REPEAT rounds of one timed run of each side in turn; the rows, in the order of `sides`. With
+ * two sides or more, each row's `pairs` are the first side's events/s over its own, round by round.
  */
 export async function alternating(sides: DrainSide[]): Promise<Row[]> {
   const runs: Run[][] = sides.map(() => []);
@@ -84,6 +84,10 @@ export async function alternating(sides: DrainSide[]): Promise<Row[]> {
     throw err;
   }
   const rows: Row[] = [];
-  for (const [i, side] of sides.entries()) rows.push({ ...(await side.finish(runs[i])), pairs: runs[i].map((run, r) => runs[0][r].rate / run.rate) });
+  for (const [i, side] of sides.entries()) {
+    const row = await side.finish(runs[i]);
+    if (sides.length > 1) row.pairs = runs[i].map((run, r) => runs[0][r].rate / run.rate);
+    rows.push(row);
+  }
   return rows;
 }
