@@ -40,7 +40,7 @@ const LIMIT = 50;
 const APPLY_EVERY = 20;
 
 /** CPU seconds used so far by each backend connected to `database`. */
-async function backendCpu(admin: pg.Client, database: string): Promise<number> {
+export async function backendCpu(admin: pg.Client, database: string): Promise<number> {
   let sum = 0;
   for (const { pid } of (await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = $1`, [database])).rows) {
     try {

@@ -42,7 +42,10 @@
 //   (from /proc, Linux only; timed part of the runs only) and the receiver's (this process,
 //   from t0 to the last counted receipt; drains only).
 // * statements: CPU per delivery of the claim and of the recording of results on their own
-//   (bench/delivery-statements.ts), and the share of HOT updates of `deliveries` over them.
+//   (bench/delivery-statements.ts), and the share of HOT updates of `deliveries` over them;
+//   then the same two in the leanest delivery data model (bench/delivery-lower-bound.ts: a queue
+//   that rows leave by DELETE and an append-only attempt log, no status kept), a lower bound on
+//   what any redesign of the delivery tables can save.
 //
 // For trying changes: --only=…; BENCH_DELIVERY_BIG (the big backlog), BENCH_DELIVERY_BATCH and
 // BENCH_DELIVERY_POOL (our worker's claim size and connections); BENCH_CHILD_NODE_ARGS (node

@@ -7,6 +7,7 @@ import { openDatabase } from "../../src/db/client.ts";
 import { newId } from "../../src/ids.ts";
 import { DELIVERY_CHANNEL, envelope } from "../../src/webhooks/outbox.ts";
 import { seedWebhook } from "../../test/support/receiver.ts";
+import { measureLowerBound } from "../delivery-lower-bound.ts";
 import { measureStatements, type StatementCost } from "../delivery-statements.ts";
 import { createDatabase, deliveryUpdates, serverUrl, setEnabled, withDatabase, withDbCpu, type OursDb } from "./database.ts";
 import { alternating, drainRun, openLoopRun, received, settle, type DrainSide } from "./measure.ts";
@@ -190,8 +191,15 @@ export async function pgliteRows(ctx: Ctx, log: (msg: string) => void): Promise<
   }
 }
 
-/** CPU per delivery of the two hot statements on their own, on Postgres (bench/delivery-statements.ts). */
+/**
+ * CPU per delivery of the two hot statements on their own, on Postgres (bench/delivery-statements.ts),
+ * then of the same two in the leanest data model (bench/delivery-lower-bound.ts), run right after
+ * so that both see the machine at about the same speed.
+ */
 export async function statements(ctx: Ctx): Promise<StatementCost[]> {
+  const opts = { backlog: 60_000, rounds: 500 };
   const name = await createDatabase("lg_bench_st", ctx.template);
-  return measureStatements(serverUrl(), withDatabase(name), name, { backlog: 60_000, rounds: 500 });
+  const ours = await measureStatements(serverUrl(), withDatabase(name), name, opts);
+  const bound = await createDatabase("lg_bench_lb");
+  return [...ours, ...(await measureLowerBound(serverUrl(), withDatabase(bound), bound, opts))];
 }
