@@ -17,7 +17,7 @@
 // the window, the lock and the lease, the event body and the webhook returned), on the queue.
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { backendCpu, type StatementCost } from "./delivery-statements.ts";
+import { acc, costRow, timer, type StatementCost } from "./delivery-statements.ts";
 
 const HOOKS = 10;
 const LIMIT = 50;
@@ -104,47 +104,26 @@ export async function measureLowerBound(serverUrl: string, url: string, database
     for (const t of ["events", "hooks", "queue"]) await db.query(`VACUUM ANALYZE ${t}`);
     const claim = { name: "lb_claim", text: CLAIM };
     const record = { name: "lb_record", text: RECORD };
-    const cost = { claim: { calls: 0, n: 0, db: 0, node: 0, ms: 0 }, record: { calls: 0, n: 0, db: 0, node: 0, ms: 0 } };
-    const timed = async <T>(c: typeof cost.claim, n: number | null, fn: () => Promise<T>): Promise<T> => {
-      const db0 = await backendCpu(admin, database);
-      const t0 = performance.now();
-      const cpu0 = process.cpuUsage();
-      const r = await fn();
-      const cpu = process.cpuUsage(cpu0);
-      c.ms += performance.now() - t0;
-      c.db += (await backendCpu(admin, database)) - db0;
-      c.node += cpu.user + cpu.system;
-      c.calls++;
-      c.n += n ?? (r as unknown as unknown[]).length;
-      return r;
-    };
+    const cost = { claim: acc(), record: acc() };
+    const timed = timer(admin, database);
     let attemptSeq = 0;
     let updates0 = { upd: 0, hot: 0 };
     for (let round = 0; round < 20 + opts.rounds; round++) {
       if (round === 20) {
-        for (const c of Object.values(cost)) Object.assign(c, { calls: 0, n: 0, db: 0, node: 0, ms: 0 });
+        Object.assign(cost, { claim: acc(), record: acc() });
         updates0 = await queueUpdates(db);
       }
-      const rows = await timed(cost.claim, null, async () => (await db.query<{ id: string; attempt: number }>({ ...claim, values: [LIMIT, "bench"] })).rows);
+      const rows = await timed(cost.claim, (r) => r.length, async () => (await db.query<{ id: string; attempt: number }>({ ...claim, values: [LIMIT, "bench"] })).rows);
       if (rows.length === 0) throw new Error("the backlog ran out; use a bigger backlog");
       const attemptIds = rows.map(() => `att_${attemptSeq++}`);
-      await timed(cost.record, rows.length, () => db.query({ ...record, values: ["bench", rows.map((r) => r.id), rows.map((r) => r.attempt), attemptIds] }));
+      await timed(cost.record, () => rows.length, () => db.query({ ...record, values: ["bench", rows.map((r) => r.id), rows.map((r) => r.attempt), attemptIds] }));
     }
     const updates = await queueUpdates(db);
     const hot = `${Math.round((100 * (updates.hot - updates0.hot)) / Math.max(1, updates.upd - updates0.upd))} %`;
-    const row = (statement: string, c: typeof cost.claim, hotShare: string): StatementCost => ({
-      statement,
-      calls: c.calls,
-      deliveries: c.n,
-      "node µs/delivery": Math.round(c.node / c.n),
-      "db µs/delivery": Math.round((c.db * 1e6) / c.n),
-      "ms/call": Math.round((c.ms / c.calls) * 100) / 100,
-      "HOT share of updates": hotShare,
-    });
     return [
       // the claim's leases are the queue's only updates
-      row(`lower bound: claim from a queue (${LIMIT} per call)`, cost.claim, hot),
-      row(`lower bound: record = queue row deleted + attempt appended (${LIMIT} per call)`, cost.record, "-"),
+      costRow(`lower bound: claim from a queue (${LIMIT} per call)`, cost.claim, hot),
+      costRow(`lower bound: record = queue row deleted + attempt appended (${LIMIT} per call)`, cost.record, "-"),
     ];
   } finally {
     await db.end();

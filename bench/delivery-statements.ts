@@ -40,7 +40,7 @@ const LIMIT = 50;
 const APPLY_EVERY = 20;
 
 /** CPU seconds used so far by each backend connected to `database`. */
-export async function backendCpu(admin: pg.Client, database: string): Promise<number> {
+async function backendCpu(admin: pg.Client, database: string): Promise<number> {
   let sum = 0;
   for (const { pid } of (await admin.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = $1`, [database])).rows) {
     try {
@@ -69,8 +69,42 @@ async function deliveryUpdates(db: Database): Promise<{ upd: number; hot: number
   return { upd: Number(rows[0]?.upd ?? 0), hot: Number(rows[0]?.hot ?? 0) };
 }
 
-type Acc = { calls: number; deliveries: number; nodeUs: number; dbSec: number; wallMs: number };
-const acc = (): Acc => ({ calls: 0, deliveries: 0, nodeUs: 0, dbSec: 0, wallMs: 0 });
+/** What the calls of one statement cost, summed. */
+export type Acc = { calls: number; deliveries: number; nodeUs: number; dbSec: number; wallMs: number };
+export const acc = (): Acc => ({ calls: 0, deliveries: 0, nodeUs: 0, dbSec: 0, wallMs: 0 });
+
+/**
+ * Runs one call and adds what it cost to `a`: this process's CPU, the CPU of every backend
+ * connected to `database` (read through `admin`), the wall time, and `n(result)` deliveries.
+ */
+export function timer(admin: pg.Client, database: string) {
+  return async <T>(a: Acc, n: (r: T) => number, fn: () => Promise<T>): Promise<T> => {
+    const db0 = await backendCpu(admin, database);
+    const t0 = performance.now();
+    const c0 = process.cpuUsage();
+    const r = await fn();
+    const c = process.cpuUsage(c0);
+    a.wallMs += performance.now() - t0;
+    a.dbSec += (await backendCpu(admin, database)) - db0;
+    a.nodeUs += c.user + c.system;
+    a.calls++;
+    a.deliveries += n(r);
+    return r;
+  };
+}
+
+/** A statement's row of the table: its cost per delivery and per call. */
+export function costRow(statement: string, a: Acc, hot: string): StatementCost {
+  return {
+    statement,
+    calls: a.calls,
+    deliveries: a.deliveries,
+    "node µs/delivery": Math.round(a.nodeUs / a.deliveries),
+    "db µs/delivery": Math.round((a.dbSec * 1e6) / a.deliveries),
+    "ms/call": Math.round((a.wallMs / a.calls) * 100) / 100,
+    "HOT share of updates": hot,
+  };
+}
 
 /**
  * Seeds `backlog` pending deliveries over HOOKS webhooks in database `url` (already migrated),
@@ -106,19 +140,7 @@ export async function measureStatements(serverUrl: string, url: string, database
     await db.prisma.$executeRawUnsafe("VACUUM ANALYZE deliveries");
     await db.prisma.$executeRawUnsafe("CHECKPOINT").catch(() => {});
 
-    const timed = async <T>(a: Acc, n: (r: T) => number, fn: () => Promise<T>): Promise<T> => {
-      const db0 = await backendCpu(admin, database);
-      const t0 = performance.now();
-      const c0 = process.cpuUsage();
-      const r = await fn();
-      const c = process.cpuUsage(c0);
-      a.wallMs += performance.now() - t0;
-      a.dbSec += (await backendCpu(admin, database)) - db0;
-      a.nodeUs += c.user + c.system;
-      a.calls++;
-      a.deliveries += n(r);
-      return r;
-    };
+    const timed = timer(admin, database);
     /** `rounds` claim → record rounds after 20 not counted; the cost of each and the HOT share of the updates. */
     const phase = async () => {
       const claim = acc();
@@ -164,24 +186,15 @@ export async function measureStatements(serverUrl: string, url: string, database
       const updates = await deliveryUpdates(db);
       return { claim, record, apply, hot: `${Math.round((100 * (updates.hot - updates0.hot)) / Math.max(1, updates.upd - updates0.upd))} %` };
     };
-    const row = (statement: string, a: Acc, hot: string): StatementCost => ({
-      statement,
-      calls: a.calls,
-      deliveries: a.deliveries,
-      "node µs/delivery": Math.round(a.nodeUs / a.deliveries),
-      "db µs/delivery": Math.round((a.dbSec * 1e6) / a.deliveries),
-      "ms/call": Math.round((a.wallMs / a.calls) * 100) / 100,
-      "HOT share of updates": hot,
-    });
     const on = await phase();
     const rows = [
-      row(`claim (${LIMIT} per call)`, on.claim, on.hot),
-      row(`record (${LIMIT} per call)`, on.record, on.hot),
+      costRow(`claim (${LIMIT} per call)`, on.claim, on.hot),
+      costRow(`record (${LIMIT} per call)`, on.record, on.hot),
       // The dashboard's numbers: the record statement stages them, and this adds the staged
       // batches to the rollups (dashboard.apply_staged, migration 20261125180000); per delivery.
-      row(`apply staged numbers (every ${APPLY_EVERY} records)`, on.apply, "-"),
+      costRow(`apply staged numbers (every ${APPLY_EVERY} records)`, on.apply, "-"),
     ];
-    rows.push(...(await measureEnqueue(db, projectId, masterKey, timed, row)));
+    rows.push(...(await measureEnqueue(db, projectId, masterKey, timed)));
     return rows;
   } finally {
     await admin.end();
@@ -198,8 +211,7 @@ async function measureEnqueue(
   db: Database,
   projectId: string,
   masterKey: MasterKey,
-  timed: <T>(a: Acc, n: (r: T) => number, fn: () => Promise<T>) => Promise<T>,
-  row: (statement: string, a: Acc, hot: string) => StatementCost,
+  timed: ReturnType<typeof timer>,
 ): Promise<StatementCost[]> {
   await db.prisma.webhook.create({
     data: { id: newId("wh"), projectId, url: "http://127.0.0.1:9/hook", events: ["user.updated"], secretSealed: seal(masterKey, "whsec_" + randomBytes(32).toString("base64")) },
@@ -213,12 +225,12 @@ async function measureEnqueue(
     }
     return a;
   };
-  const rows = [row("enqueue (1 event, 1 delivery per call)", await loop(), "-")];
+  const rows = [costRow("enqueue (1 event, 1 delivery per call)", await loop(), "-")];
   const triggers = await db.prisma.$queryRaw<{ tgname: string }[]>`
     SELECT tgname FROM pg_trigger WHERE tgrelid = 'deliveries'::regclass AND NOT tgisinternal AND (tgtype & 4) <> 0`;
   if (triggers.length > 0) {
     for (const t of triggers) await db.prisma.$executeRawUnsafe(`ALTER TABLE deliveries DISABLE TRIGGER ${t.tgname}`);
-    rows.push(row(`enqueue, insert triggers off (${triggers.map((t) => t.tgname).join(", ")})`, await loop(), "-"));
+    rows.push(costRow(`enqueue, insert triggers off (${triggers.map((t) => t.tgname).join(", ")})`, await loop(), "-"));
     for (const t of triggers) await db.prisma.$executeRawUnsafe(`ALTER TABLE deliveries ENABLE TRIGGER ${t.tgname}`);
   }
   return rows;
