@@ -75,7 +75,10 @@ function printGoals(rows: Row[]): void {
     }
     for (const rate of backend === "postgres" ? OPEN_RATES : [OPEN_RATE]) {
       const open = find(ours, 1, `open loop: ${n(rate)}/s`);
-      parts.push(`p99 commit → receipt at ${n(rate)}/s ${verdict(open ? open["p99 ms"] : NaN, 20, false, " ms")}`);
+      // A producer that fell short of the rate measured the latency at a lower load: not the goal's.
+      if (open && open["events/s"] < 0.95 * rate) {
+        parts.push(`p99 commit → receipt at ${n(rate)}/s not measurable here: the producer committed ${n(open["events/s"])}/s (p99 ${open["p99 ms"]} ms at that rate; goal ≤ 20 ms at ${n(rate)}/s)`);
+      } else parts.push(`p99 commit → receipt at ${n(rate)}/s ${verdict(open ? open["p99 ms"] : NaN, 20, false, " ms")}`);
     }
     console.log(`  ${backend}: ${parts.join("; ")}`);
   }
