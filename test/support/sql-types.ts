@@ -36,7 +36,12 @@ async function describeStatement(db: TestDatabase, text: string, params: number)
  * imported) are all there, and each returns the columns its row type declares.
  */
 export function describeRowTypes(title: string, labels: string[]): void {
-  const statements = () => preparedStatements().filter((s) => labels.includes(s.label));
+  // A label declared more than once (the claim, once per per-webhook cap a test used: they differ
+  // in that constant only) is checked in its first form, so every run checks the same statements.
+  const statements = () => {
+    const seen = new Set<string>();
+    return preparedStatements().filter((s) => labels.includes(s.label) && !seen.has(s.label) && seen.add(s.label));
+  };
   describe.each(backends)(`${title} fast-path row types on %s`, (backend) => {
     let db: TestDatabase;
     beforeAll(async () => {
@@ -47,8 +52,7 @@ export function describeRowTypes(title: string, labels: string[]): void {
     });
 
     it("covers every statement named", () => {
-      // a label can be declared more than once (the claim, once per per-webhook cap in use)
-      expect([...new Set(statements().map((s) => s.label))].sort()).toEqual([...labels].sort());
+      expect(statements().map((s) => s.label).sort()).toEqual([...labels].sort());
     });
 
     it.each(statements().map((s) => [s.label, s] as const))("%s returns the columns its row type declares", async (_label, st) => {
