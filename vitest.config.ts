@@ -14,8 +14,9 @@ export default defineConfig({
     maxWorkers: 2,
     // Each worker process keeps its modules from one file to the next: importing the app (Prisma's
     // client, the GraphQL schema, PGlite) for every file took 112 s of the suite's 475 s on this
-    // kind of machine, 11 s without. Nothing a test file relies on lives in module state: every
-    // app, database, registry and receiver is made by the file that uses it.
+    // kind of machine, 11 s without. Every app, database and receiver is made by the file that
+    // uses it; the state modules keep for the process (the metrics counters, the fast path's
+    // statement registry) is read by tests only as a change within one test, or per label.
     isolate: false,
     restoreMocks: true,
   },
