@@ -32,9 +32,14 @@ export type NoticeLimits = Pick<Limits, "noticesPerDestination" | "noticesPerAcc
 export const NOTICE_RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 3_600_000, 21_600_000];
 /** How long a claimed notice stays invisible to other senders (a sender that dies mid-send). */
 const CLAIM_LEASE_SECONDS = 120;
-/** Destinations (at most) a claim starts from. */
-const BATCH = 20;
-/** Rows a claim takes at most, however many notices a budget held for its destinations. */
+/**
+ * Destinations (at most) a claim starts from, so (at most) the messages sent at once. One
+ * sender per process keeps up with a process's changes only if a claim takes what arrived
+ * meanwhile: with 20, behind 16 concurrent link flows in the link benchmark, it fell seconds
+ * behind (1,800 destinations due) and every claim read the backlog.
+ */
+const BATCH = 100;
+/** Due notices a claim looks through (and so takes) at most, however many a budget held for its destinations. */
 const MAX_CLAIMED = 1_000;
 /** At most this many changes are spelled out in a gathered message; the rest are counted. */
 const SPELLED_OUT = 3;
@@ -110,7 +115,14 @@ type Claimed = {
  * Due notices, claimed by pushing their next attempt past a lease: SKIP LOCKED lets several
  * processes share the queue without waiting on each other's rows. Whole destinations are
  * claimed: every due notice of each destination among the first $2 due ones, so what a budget
- * held for a destination is sent as one message when it falls due (at most $3 rows a claim).
+ * held for a destination is sent as one message when it falls due; both are looked for among
+ * the first $3 due notices only (one ordered read of notices_due_idx). A claim that looked
+ * through every due notice cost as much as the backlog (a sender behind a burst, a mail server
+ * down), and a sender slowed by it fell further behind: in the link benchmark a claim read
+ * several hundred due notices, 6.6 ms and 9,500 buffers each (bench/RESULTS.md).
+ * A row is locked only if its next attempt and attempts are still the ones read, so a row
+ * another sender claimed meanwhile is skipped (and the lock cannot be planned as a read of the
+ * whole due index, which the pending notices' partial index would otherwise allow).
  * On the fast path: every change to how an account signs in queues notices, so this runs once
  * per change. A notice written without its account (link_verify writes them in SQL) counts
  * against the account its destination signs into. $1 lease seconds.
@@ -118,14 +130,20 @@ type Claimed = {
 const CLAIM_NOTICES = prepared<Claimed>(
   "claim_notices",
   { id: "text", project_id: "text", account_id: "text", kind: "text", value: "text", subject: "text", text: "text", attempts: "int4", created_ms: "float8" },
-  `UPDATE notices SET attempts = attempts + 1, next_attempt_at = (now() + make_interval(secs => $1::int)) AT TIME ZONE 'UTC'
-    WHERE id IN (
-      SELECT id FROM notices
-      WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
-        AND (project_id, kind, value) IN (
-          SELECT project_id, kind, value FROM notices WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
-          ORDER BY next_attempt_at LIMIT $2::int)
-      ORDER BY next_attempt_at, created_at LIMIT $3::int FOR UPDATE SKIP LOCKED)
+  `WITH due AS (
+      SELECT id, next_attempt_at, attempts, min(pos) OVER (PARTITION BY project_id, kind, value) AS first_pos
+      FROM (SELECT *, row_number() OVER (ORDER BY next_attempt_at) AS pos
+            FROM (SELECT id, project_id, kind, value, next_attempt_at, attempts FROM notices
+                  WHERE status = 'pending' AND next_attempt_at <= now() AT TIME ZONE 'UTC'
+                  ORDER BY next_attempt_at LIMIT $3::int) first_due) numbered
+    ), taken AS (
+      SELECT n.id FROM due d
+      JOIN notices n ON n.id = d.id AND n.next_attempt_at = d.next_attempt_at AND n.attempts = d.attempts
+      WHERE d.first_pos <= $2::int
+      FOR UPDATE OF n SKIP LOCKED
+    )
+    UPDATE notices SET attempts = attempts + 1, next_attempt_at = (now() + make_interval(secs => $1::int)) AT TIME ZONE 'UTC'
+    WHERE id IN (SELECT id FROM taken)
     RETURNING id, project_id,
       coalesce(account_id, (SELECT i.account_id FROM identifiers i
                             WHERE i.project_id = notices.project_id AND i.kind = notices.kind AND i.value = notices.value)) AS account_id,
@@ -150,13 +168,20 @@ async function recordSent(db: Database, ids: string[]) {
 const POSTPONE = prepared<{ id: string }>(
   "postpone_notices",
   { id: "text" },
-  `UPDATE notices SET attempts = attempts - 1, next_attempt_at = (now() + make_interval(secs => $2::int)) AT TIME ZONE 'UTC'
-    WHERE id = ANY ($1::text[]) RETURNING id`,
+  `UPDATE notices SET attempts = attempts - 1, next_attempt_at = (now() + make_interval(secs => w.seconds)) AT TIME ZONE 'UTC'
+    FROM unnest($1::text[], $2::int[]) AS w(id, seconds)
+    WHERE notices.id = w.id RETURNING notices.id`,
 );
 
-/** Notices a budget refused wait for its window to end; the claim's attempt is given back, as none was made. */
-async function postpone(db: Database, ids: string[], seconds: number) {
-  await run(db, POSTPONE, [ids, seconds]);
+/**
+ * Notices a budget refused wait for its window to end; the claim's attempt is given back, as
+ * none was made. Every held notice of a batch in one statement: once a budget is spent, most
+ * destinations of a batch are held, and one statement each was a statement per change.
+ */
+async function postpone(db: Database, held: Array<{ ids: string[]; seconds: number }>) {
+  if (!held.length) return;
+  const ids = held.flatMap((h) => h.ids);
+  await run(db, POSTPONE, [ids, held.flatMap((h) => h.ids.map(() => h.seconds))]);
 }
 
 async function recordFailure(db: Db, n: Claimed, error: string, schedule: number[]) {
@@ -221,8 +246,11 @@ async function alarm(s: Sender, group: Claimed[], counters: Counter[]) {
   );
 }
 
-/** A budget refused the message: the notices wait for its window to end, and are sent together then. */
-async function hold(s: Sender, group: Claimed[], counters: Counter[]): Promise<"held"> {
+/** Held: a budget refused the message; its notices wait this long for the window to end, and are sent together then. */
+type Held = { heldFor: number };
+
+/** A budget refused the message: counted and logged here, postponed with the rest of the batch. */
+async function hold(s: Sender, group: Claimed[], counters: Counter[]): Promise<Held> {
   const over = counters.filter((c) => c.over);
   for (const c of over) {
     const name = refusalName(c.key);
@@ -230,16 +258,15 @@ async function hold(s: Sender, group: Claimed[], counters: Counter[]): Promise<"
   }
   await alarm(s, group, counters);
   const waitSeconds = Math.max(...over.map((c) => c.resetsIn));
-  await postpone(s.db, group.map((n) => n.id), waitSeconds);
   s.logger.info({ notices: group.length, kind: group[0].kind, waitSeconds }, "notices held by their budget");
-  return "held";
+  return { heldFor: waitSeconds };
 }
 
 /**
  * Sends the notices of one destination as one message, if its budgets allow; returns the
- * delay until a retry if it failed, "sent" if it went out, "held" if a budget postponed it.
+ * delay until a retry if it failed, "sent" if it went out, how long to hold it if a budget refused it.
  */
-async function sendGroup(s: Sender, group: Claimed[], counters: Counter[]): Promise<number | "sent" | "held" | undefined> {
+async function sendGroup(s: Sender, group: Claimed[], counters: Counter[]): Promise<number | "sent" | Held | undefined> {
   if (counters.some((c) => c.over)) return hold(s, group, counters);
   const { subject, text } = gatherNotices(group);
   try {
@@ -250,6 +277,10 @@ async function sendGroup(s: Sender, group: Claimed[], counters: Counter[]): Prom
     for (const n of group) await recordFailure(s.db.prisma, n, String(err).slice(0, 500), s.scheduleMs);
     return s.scheduleMs[group[0].attempts - 1];
   }
+}
+
+function heldIds(group: Claimed[], result: Awaited<ReturnType<typeof sendGroup>>) {
+  return typeof result === "object" ? [{ ids: group.map((n) => n.id), seconds: result.heldFor }] : [];
 }
 
 /** The claimed notices by destination, in the order they were claimed. */
@@ -272,6 +303,7 @@ async function drain(s: Sender, stopped: () => boolean): Promise<number> {
     const counted = await countMessages(s.db, groups.map((g) => messageChecks(s, g)));
     const results = await Promise.all(groups.map((g, i) => sendGroup(s, g, counted[i])));
     await recordSent(s.db, groups.flatMap((g, i) => (results[i] === "sent" ? g.map((n) => n.id) : [])));
+    await postpone(s.db, groups.flatMap((g, i) => heldIds(g, results[i])));
     for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
     // Held notices are no longer due, so a claim short of BATCH rows took every notice due
     // when it ran (its inner LIMIT counted all of them): no second claim to find nothing, a
