@@ -118,8 +118,8 @@ type Claimed = {
  * held for a destination is sent as one message when it falls due; both are looked for among
  * the first $3 due notices only (one ordered read of notices_due_idx). A claim that looked
  * through every due notice cost as much as the backlog (a sender behind a burst, a mail server
- * down), and a sender slowed by it fell further behind: in the link benchmark a claim read
- * several hundred due notices, 6.6 ms and 9,500 buffers each (bench/RESULTS.md).
+ * down), and a sender slowed by it fell further behind: in the link benchmark, 6 to 20 ms and
+ * 7,000 to 37,000 buffers a claim, against under 1 ms and 500 buffers now (bench/RESULTS.md).
  * A row is locked only if its next attempt and attempts are still the ones read, so a row
  * another sender claimed meanwhile is skipped (and the lock cannot be planned as a read of the
  * whole due index, which the pending notices' partial index would otherwise allow).
