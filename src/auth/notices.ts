@@ -279,7 +279,8 @@ async function sendGroup(s: Sender, group: Claimed[], counters: Counter[]): Prom
   }
 }
 
-function heldIds(group: Claimed[], result: Awaited<ReturnType<typeof sendGroup>>) {
+/** What to postpone for one destination's group: its notices, if a budget held them. */
+function toPostpone(group: Claimed[], result: Awaited<ReturnType<typeof sendGroup>>) {
   return typeof result === "object" ? [{ ids: group.map((n) => n.id), seconds: result.heldFor }] : [];
 }
 
@@ -303,7 +304,7 @@ async function drain(s: Sender, stopped: () => boolean): Promise<number> {
     const counted = await countMessages(s.db, groups.map((g) => messageChecks(s, g)));
     const results = await Promise.all(groups.map((g, i) => sendGroup(s, g, counted[i])));
     await recordSent(s.db, groups.flatMap((g, i) => (results[i] === "sent" ? g.map((n) => n.id) : [])));
-    await postpone(s.db, groups.flatMap((g, i) => heldIds(g, results[i])));
+    await postpone(s.db, groups.flatMap((g, i) => toPostpone(g, results[i])));
     for (const retryIn of results) if (typeof retryIn === "number") soonest = Math.min(soonest, retryIn);
     // Held notices are no longer due, so a claim short of BATCH rows took every notice due
     // when it ran (its inner LIMIT counted all of them): no second claim to find nothing, a
