@@ -740,7 +740,7 @@ CREATE OR REPLACE FUNCTION dashboard.event_account(body text)
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  SELECT coalesce(j #>> '{data,user,user_id}', j #>> '{data,user_id}') FROM (SELECT body::jsonb AS j) AS e
+  SELECT coalesce(body::jsonb #>> '{data,user,user_id}', body::jsonb #>> '{data,user_id}')
 $function$;
 
 CREATE OR REPLACE FUNCTION dashboard.event_secondary_account(body text)
@@ -799,19 +799,25 @@ $function$;
 
 CREATE OR REPLACE FUNCTION public.link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[])
  RETURNS void
- LANGUAGE sql
+ LANGUAGE plpgsql
 AS $function$
-  SELECT outbox_enqueue(p_channel, p_ids, array_fill(p_project, ARRAY[cardinality(p_ids)]), p_types, p_bodies,
-                        array_fill(false, ARRAY[cardinality(p_ids)]), array_fill(NULL::text, ARRAY[cardinality(p_ids)]))
+BEGIN
+  PERFORM outbox_enqueue(p_channel, p_ids, array_fill(p_project, ARRAY[cardinality(p_ids)]), p_types, p_bodies,
+                         array_fill(false, ARRAY[cardinality(p_ids)]), array_fill(NULL::text, ARRAY[cardinality(p_ids)]));
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.link_text_array(a jsonb)
  RETURNS text[]
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  SELECT CASE WHEN jsonb_typeof(a) = 'array'
-              THEN ARRAY(SELECT e FROM jsonb_array_elements_text(a) WITH ORDINALITY AS t(e, n) ORDER BY n) END
+BEGIN
+  IF jsonb_typeof(a) IS DISTINCT FROM 'array' THEN
+    RETURN NULL;
+  END IF;
+  RETURN ARRAY(SELECT e FROM jsonb_array_elements_text(a) WITH ORDINALITY AS t(e, n) ORDER BY n);
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.link_user_object(p_account text)

@@ -110,8 +110,15 @@ describe("repeatable migrations", () => {
         // changed since by a release of their own, each with its migration: the two rollup triggers
         // return at once for the worker's record statement, which stages its numbers instead
         // (20261125180000_dashboard_staged_outcomes)
-        const changed = ["dashboard.count_logged_attempts()", "dashboard.count_updated_deliveries()"];
-        for (const name of changed) expect(now.functions.get(name)!.body).toContain("current_setting('linkgate.staged', true) = 'on'");
+        const staged = ["dashboard.count_logged_attempts()", "dashboard.count_updated_deliveries()"];
+        for (const name of staged) expect(now.functions.get(name)!.body).toContain("current_setting('linkgate.staged', true) = 'on'");
+        // the same answers in forms Postgres does not parse and plan again on every call: one it
+        // inlines (no FROM), one in PL/pgSQL (20261126110000_sql_functions_planned_once)
+        const account = "dashboard.event_account(body text)";
+        const enqueue = "public.link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[])";
+        expect(now.functions.get(account)!.body).not.toMatch(/\bFROM\b/);
+        expect(now.functions.get(enqueue)!.header).toContain("LANGUAGE plpgsql");
+        const changed = [...staged, account, enqueue];
         for (const [name, fn] of history.functions) {
           if (changed.includes(name)) continue;
           // the history wrote them in schema console, which 20261125170500_dashboard_schema renamed

@@ -34,18 +34,31 @@ BEGIN
 END
 $$;
 
+-- The two helpers below are PL/pgSQL, not SQL, though each is one expression: Postgres 15 runs a
+-- LANGUAGE sql function that it cannot inline (this one calls a function returning void, that one
+-- holds a sub-select) by parsing and planning its body again on every call, and link_verify calls
+-- them eight times. PL/pgSQL plans a body once per connection. perf on the Postgres backends in
+-- the link benchmark (bench/RESULTS.md, link): SQL functions' calls took 12 % of their CPU, a
+-- third of it parsing and planning.
+
 -- A link's events, fanned out like every other event (src/webhooks/outbox.sql).
 CREATE OR REPLACE FUNCTION link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[]) RETURNS void
-LANGUAGE sql AS $$
-  SELECT outbox_enqueue(p_channel, p_ids, array_fill(p_project, ARRAY[cardinality(p_ids)]), p_types, p_bodies,
-                        array_fill(false, ARRAY[cardinality(p_ids)]), array_fill(NULL::text, ARRAY[cardinality(p_ids)]))
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM outbox_enqueue(p_channel, p_ids, array_fill(p_project, ARRAY[cardinality(p_ids)]), p_types, p_bodies,
+                         array_fill(false, ARRAY[cardinality(p_ids)]), array_fill(NULL::text, ARRAY[cardinality(p_ids)]));
+END
 $$;
 
 -- A jsonb array of strings as text[], in order; anything else (a field absent or null) is NULL.
 CREATE OR REPLACE FUNCTION link_text_array(a jsonb) RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT CASE WHEN jsonb_typeof(a) = 'array'
-              THEN ARRAY(SELECT e FROM jsonb_array_elements_text(a) WITH ORDINALITY AS t(e, n) ORDER BY n) END
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+  IF jsonb_typeof(a) IS DISTINCT FROM 'array' THEN
+    RETURN NULL;
+  END IF;
+  RETURN ARRAY(SELECT e FROM jsonb_array_elements_text(a) WITH ORDINALITY AS t(e, n) ORDER BY n);
+END
 $$;
 
 -- The decision, in this order: the identifier is already the account's (or its merged
