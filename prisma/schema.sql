@@ -1030,17 +1030,19 @@ $function$;
 
 CREATE OR REPLACE FUNCTION public.sign_in_capped(p_project text, p_kind public.identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)
  RETURNS integer
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
 AS $function$
-  SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
-  FROM rate_limits r
-  WHERE r.key = p_prefix || p_project || ':' || p_kind::text || ':' || p_value
-    AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max
-    AND NOT EXISTS (
-      SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
-        ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
-      WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC')
+BEGIN
+  RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
+    FROM rate_limits r
+    WHERE r.key = p_prefix || p_project || ':' || p_kind::text || ':' || p_value
+      AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max
+      AND NOT EXISTS (
+        SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
+          ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
+        WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC'));
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.sign_in_verify(p jsonb)

@@ -18,17 +18,22 @@
 -- The identifier-wide wrong-code cap of src/auth/rate-limit.ts identifierCappedCondition, for
 -- one identifier: seconds until it takes wrong codes again from these places (src/auth/known-
 -- places.ts placesHere, hashed here as placeIds hashes them), or NULL when it takes them now.
+-- PL/pgSQL so that its query is planned once per connection: as a LANGUAGE sql function with a
+-- FROM, which Postgres 15 cannot inline, it was parsed and planned again on every sign-in (as
+-- link_text_array was, src/linking/link-verify.sql).
 CREATE OR REPLACE FUNCTION sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)
 RETURNS integer
-LANGUAGE sql STABLE AS $$
-  SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
-  FROM rate_limits r
-  WHERE r.key = p_prefix || p_project || ':' || p_kind::text || ':' || p_value
-    AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max
-    AND NOT EXISTS (
-      SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
-        ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
-      WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC')
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
+    FROM rate_limits r
+    WHERE r.key = p_prefix || p_project || ':' || p_kind::text || ':' || p_value
+      AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max
+      AND NOT EXISTS (
+        SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
+          ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
+        WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC'));
+END
 $$;
 
 -- `p` holds named fields (src/auth/sign-in.ts SignInVerifyInput says what each is).
