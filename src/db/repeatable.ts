@@ -5,6 +5,12 @@
 // new migration for every one-line change, as an escape string with every semicolon written
 // \x3B (Prisma's applier splits a file at each semicolon, quoted or not).
 //
+// Write a function LANGUAGE sql only when Postgres inlines it into its caller: a scalar one whose
+// body is one expression with no FROM and no sub-select, or a STABLE set-returning one of one
+// SELECT called in a FROM (account_sign_in_identifiers). Postgres 15 parses and plans any other
+// LANGUAGE sql function again on every call, where PL/pgSQL keeps its plans per connection
+// (src/linking/link-verify.sql says what that cost the link flow).
+//
 // After editing a .sql file, run `npm run db:dump-schema` so prisma/schema.sql shows the change
 // (test/db.schema-dump.test.ts fails until it does), and ship it with an ordinary migration
 // (docs/operations.md, "Expand, then contract").
