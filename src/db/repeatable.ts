@@ -9,7 +9,8 @@
 // body is one expression with no FROM and no sub-select, or a STABLE set-returning one of one
 // SELECT called in a FROM (account_sign_in_identifiers). Postgres 15 parses and plans any other
 // LANGUAGE sql function again on every call, where PL/pgSQL keeps its plans per connection
-// (src/linking/link-verify.sql says what that cost the link flow).
+// (src/linking/link-verify.sql says what that cost the link flow; test/db.migrations.test.ts
+// asks Postgres whether it inlines each one).
 //
 // After editing a .sql file, run `npm run db:dump-schema` so prisma/schema.sql shows the change
 // (test/db.schema-dump.test.ts fails until it does), and ship it with an ordinary migration
