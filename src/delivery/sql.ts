@@ -139,7 +139,12 @@ type ClaimRow = {
  *   connections run with jit=off (db/client.ts).
  * * Rows drained since the last vacuum leave dead entries at the head of each webhook's index
  *   range, which the scans step over (marking them dead as they go) until vacuum removes them:
- *   that cost follows the recent drain rate, not the size of the backlog.
+ *   that cost follows the recent drain rate, not the size of the backlog. Both partial indexes
+ *   of pending deliveries are kept without deduplication (migration
+ *   20261126120000_pending_indexes_without_deduplication): a posting list (one entry for many
+ *   rows with the same key, e.g. a webhook's deliveries enqueued in one transaction) is marked
+ *   dead only once all its rows are gone, so until then every claim visited each gone row of it
+ *   again; a 4-worker drain's claims touched half the buffers without it.
  */
 function claimStatement(cap: number) {
   return prepared<ClaimRow>(
