@@ -47,10 +47,11 @@
 //   that rows leave by DELETE and an append-only attempt log, no status kept), a lower bound on
 //   what any redesign of the delivery tables can save.
 //
-// For trying changes: --only=…; BENCH_DELIVERY_BIG (the big backlog), BENCH_DELIVERY_BATCH and
-// BENCH_DELIVERY_POOL (our worker's claim size and connections); BENCH_CHILD_NODE_ARGS (node
-// flags for the children, e.g. "--cpu-prof --cpu-prof-dir=tmp/prof"); BENCH_DELIVERY_COMMITS=1
-// (print the transactions each timed run committed).
+// For trying changes: --only=…; BENCH_DELIVERY_BIG (the big backlog), BENCH_DELIVERY_BATCH,
+// BENCH_DELIVERY_POOL and BENCH_DELIVERY_CAP (our worker's claim size, connections and
+// per-webhook cap); BENCH_CHILD_NODE_ARGS (node flags for the children, e.g. "--cpu-prof
+// --cpu-prof-dir=tmp/prof"); BENCH_DELIVERY_COMMITS=1 (print the transactions each timed run
+// committed).
 //
 // This file runs the parts in order and prints the report; the other files of bench/delivery/
 // are the child program (child.ts) and starting it (processes.ts), the measurements

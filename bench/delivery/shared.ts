@@ -9,7 +9,8 @@ export const CONFIG = { retryScheduleMs: [1_000, 2_000, 3_000, 4_000, 5_000], we
 export const CONCURRENCY = 50;
 /** Our worker: deliveries per claim (and prefetched; at most CONCURRENCY), per-webhook cap, connections per process. */
 export const BATCH = Number(process.env.BENCH_DELIVERY_BATCH ?? 50);
-export const PER_WEBHOOK_CAP = 20; // 10 webhooks x 20 = room for 4 workers x 50 in flight
+/** Per-webhook cap (BENCH_DELIVERY_CAP for a trial): 10 webhooks x 20 = room for 4 workers x 50 in flight. */
+export const PER_WEBHOOK_CAP = Number(process.env.BENCH_DELIVERY_CAP ?? 20);
 export const POOL = Number(process.env.BENCH_DELIVERY_POOL ?? 4);
 export const HOOKS = 10;
 export const DRAIN = 10_000;
