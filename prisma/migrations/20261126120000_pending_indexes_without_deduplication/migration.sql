@@ -6,7 +6,7 @@
 -- first next_attempt_at) as one posting list, and Postgres marks a posting list dead only once
 -- all of its rows are gone. Until then every claim visited each gone row of it again.
 -- Measured on the delivery benchmark (bench/RESULTS.md, delivery), 10,000 pending, 4 workers,
--- pg_stat_statements - claims touched 1,322 buffers each before, 664 after. Database CPU per
+-- pg_stat_statements - claims touched 1,323 buffers each before, 664 after. Database CPU per
 -- event over graphile-worker's in the same runs - 1 worker 2.48 and 2.62 before, 2.20 and 2.24
 -- after, 4 workers 2.64 and 2.33 before, 2.34 and 2.18 after.
 -- A storage setting for entries written from now on, no rewrite. Posting lists already in the
