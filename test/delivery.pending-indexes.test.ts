@@ -7,17 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { claimDue, recordResults } from "../src/delivery/sql.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { planNodes } from "./support/plans.ts";
 import { bulkEnqueue, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 const masterKey = newMasterKey();
 const BURST = 1_000;
 /** A drain under way: the head of the burst delivered, the rest pending. */
 const DELIVERED = 100;
-
-type PlanNode = { "Node Type": string; "Index Name"?: string; "Heap Fetches"?: number; Plans?: PlanNode[] };
-
-/** Every node of a JSON plan. */
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 describe.each(backends)("the pending deliveries' indexes on %s", (backend) => {
   let db: TestDatabase;
@@ -34,15 +30,14 @@ describe.each(backends)("the pending deliveries' indexes on %s", (backend) => {
    * scan visits a row only on a page changed since the last vacuum) and the index it read.
    */
   async function headProbe(webhookId: string): Promise<{ heapFetches: number; indexes: string[] }> {
-    const rows = await db.prisma.$queryRawUnsafe<{ "QUERY PLAN": unknown }[]>(
-      `EXPLAIN (ANALYZE, FORMAT JSON)
-       SELECT webhook_id, next_attempt_at FROM deliveries
+    const plan = await planNodes(
+      db,
+      `SELECT webhook_id, next_attempt_at FROM deliveries
        WHERE webhook_id = $1 AND status = 'pending' ORDER BY next_attempt_at LIMIT 1`,
-      webhookId,
+      [webhookId],
+      { analyze: true },
     );
-    const raw = rows[0]["QUERY PLAN"];
-    const [doc] = (typeof raw === "string" ? JSON.parse(raw) : raw) as [{ Plan: PlanNode }];
-    const scans = nodes(doc.Plan).filter((n) => n["Node Type"] === "Index Only Scan");
+    const scans = plan.filter((n) => n["Node Type"] === "Index Only Scan");
     return { heapFetches: scans.reduce((sum, n) => sum + (n["Heap Fetches"] ?? 0), 0), indexes: scans.map((n) => n["Index Name"] ?? "") };
   }
 

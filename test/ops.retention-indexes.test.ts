@@ -7,13 +7,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sweepOnce, sweepPicks } from "../src/retention/sweep.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { planNodes } from "./support/plans.ts";
 import { seedPopulation } from "./support/population.ts";
 
 const SETTINGS = { eventsDays: 30, deliveryLogDays: 7 };
 const USERS = 3_000;
 
-type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; Plans?: PlanNode[] };
-const nodes = (n: PlanNode): PlanNode[] => [n, ...(n.Plans ?? []).flatMap(nodes)];
 
 describe.each(backends)("the retention sweep's reads, on %s", (backend) => {
   let db: TestDatabase;
@@ -42,11 +41,7 @@ describe.each(backends)("the retention sweep's reads, on %s", (backend) => {
     await db?.close();
   });
 
-  async function plan(pick: string): Promise<PlanNode[]> {
-    const [row] = await db.prisma.$queryRawUnsafe<Array<{ "QUERY PLAN": Array<{ Plan: PlanNode }> | string }>>(`EXPLAIN (FORMAT JSON) ${pick}`);
-    const json = row["QUERY PLAN"];
-    return nodes((typeof json === "string" ? JSON.parse(json) : json)[0].Plan);
-  }
+  const plan = (pick: string) => planNodes(db, pick);
 
   it.each(["sessions", "notices"])("finds %s to remove through an index, not by reading the table", async (table) => {
     const { pick } = sweepPicks(SETTINGS).find((p) => p.table === table)!;
