@@ -146,6 +146,11 @@ CREATE TABLE public.delivery_attempts (
     signed_with text
 );
 
+CREATE TABLE public.delivery_busy_workers (
+    worker_id text NOT NULL,
+    until timestamp(3) without time zone NOT NULL
+);
+
 CREATE TABLE public.event_retention (
     project_id text NOT NULL,
     swept_seq bigint NOT NULL,
@@ -392,6 +397,8 @@ ALTER TABLE ONLY public.api_keys ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY public.deliveries ADD CONSTRAINT deliveries_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.delivery_attempts ADD CONSTRAINT delivery_attempts_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.delivery_busy_workers ADD CONSTRAINT delivery_busy_workers_pkey PRIMARY KEY (worker_id);
 
 ALTER TABLE ONLY public.event_retention ADD CONSTRAINT event_retention_pkey PRIMARY KEY (project_id);
 
@@ -1022,7 +1029,10 @@ BEGIN
     RETURNING 1
   )
   SELECT count(*) INTO v_n FROM dl;
-  IF v_n > 0 THEN
+  -- No NOTIFY while a worker has promised to claim again soon (src/delivery/claim-loop.ts): it
+  -- will find these deliveries anyway, and notifying commits take turns (docs/operations.md,
+  -- "Waking the workers").
+  IF v_n > 0 AND NOT EXISTS (SELECT 1 FROM delivery_busy_workers WHERE until > now() AT TIME ZONE 'UTC') THEN
     PERFORM pg_notify(p_channel, '');
   END IF;
 END

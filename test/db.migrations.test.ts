@@ -117,7 +117,10 @@ describe("repeatable migrations", () => {
         const account = "dashboard.event_account(body text)";
         const enqueue = "public.link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[])";
         expect(now.functions.get(enqueue)!.header).toContain("LANGUAGE plpgsql");
-        const changed = [...staged, account, enqueue];
+        // a commit notifies only while no worker has promised to claim again (20261126150351_delivery_busy_workers)
+        const outbox = "public.outbox_enqueue(p_channel text, p_ids text[], p_projects text[], p_types text[], p_bodies text[], p_tests boolean[], p_only_webhooks text[])";
+        expect(now.functions.get(outbox)!.body).toContain("NOT EXISTS (SELECT 1 FROM delivery_busy_workers");
+        const changed = [...staged, account, enqueue, outbox];
         for (const [name, fn] of history.functions) {
           if (changed.includes(name)) continue;
           // the history wrote them in schema console, which 20261125170500_dashboard_schema renamed

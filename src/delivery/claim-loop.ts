@@ -7,6 +7,7 @@ import type { Database } from "../db/client.ts";
 import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
 import { errorSummary, type DbBackoff, type Logger } from "./failures.ts";
 import type { Lifecycle } from "./lifecycle.ts";
+import { promiseBusy, withdrawBusy } from "./busy.ts";
 import { claimDue, type ClaimedDelivery, type EndpointRooms } from "./sql.ts";
 
 /**
@@ -23,6 +24,20 @@ import { claimDue, type ClaimedDelivery, type EndpointRooms } from "./sql.ts";
  */
 const PGLITE_CLAIM_GAP_FACTOR = 4;
 const MAX_CLAIM_GAP_MS = 20;
+/**
+ * While deliveries keep coming, a Postgres worker promises to claim again within
+ * BUSY_PROMISE_MS (busy.ts) and claims at least every BUSY_POLL_MS, besides after each record;
+ * commits then send no NOTIFY, which would make them take turns (docs/operations.md, "Waking the
+ * workers"). It promises once two claims in a row found deliveries, renews with half the promise
+ * left, and withdraws after IDLE_AFTER_EMPTY empty claims in a row. A commit that read the promise
+ * just before it was withdrawn can land after the claim that follows the withdrawal: the first
+ * wait after one is RECHECK_MS, so such a delivery waits that long, not a whole poll interval.
+ * Measured in the delivery benchmark's open loop (bench/RESULTS.md, delivery).
+ */
+const BUSY_PROMISE_MS = 1_000;
+const BUSY_POLL_MS = 5;
+const IDLE_AFTER_EMPTY = 3;
+const RECHECK_MS = 50;
 /** How often a LISTEN lost with a failed connection is tried again. */
 const RELISTEN_MS = 5_000;
 
@@ -92,9 +107,19 @@ export class ClaimLoop {
   private retryTimer: NodeJS.Timeout | null = null;
   private retryAt = Infinity;
   private looping: Promise<void> = Promise.resolve();
+  /** Promises to claim again are made on Postgres only: on PGlite commits and claims share one thread anyway. */
+  private readonly promises: boolean;
+  /** performance.now() when this worker's promise runs out (0: none); the database's lasts at least as long. */
+  private busyUntil = 0;
+  /** The last claim found deliveries. */
+  private found = false;
+  private emptyClaims = 0;
+  /** The next empty wait is RECHECK_MS (a promise was just withdrawn). */
+  private recheck = false;
 
   constructor(private readonly o: ClaimLoopOptions) {
     this.claimGapFactor = o.db.driver.kind === "pglite" ? PGLITE_CLAIM_GAP_FACTOR : 0;
+    this.promises = o.db.driver.kind === "postgres";
     this.listening = new Subscription(o, () => this.kick.notify());
   }
 
@@ -134,9 +159,11 @@ export class ClaimLoop {
     await this.looping;
   }
 
-  /** Stops listening; after stop(). */
-  close(): Promise<void> {
-    return this.listening.close();
+  /** Withdraws a promise still held and stops listening; after stop(). */
+  async close(): Promise<void> {
+    if (this.busyUntil > 0) await withdrawBusy(this.o.db, this.o.workerId).catch(() => {});
+    this.busyUntil = 0;
+    await this.listening.close();
   }
 
   private async run(): Promise<void> {
@@ -160,8 +187,44 @@ export class ClaimLoop {
       this.o.take(claimed);
       this.backlog = claimed.length === limit;
       this.waitedOut = false;
-      if (!this.backlog) this.waitedOut = !(await this.kick.wait(pollMs));
+      const waitMs = await this.keepPromise(claimed.length > 0);
+      if (!this.backlog && waitMs > 0) this.waitedOut = !(await this.kick.wait(waitMs)) && waitMs === pollMs;
     }
+  }
+
+  /**
+   * Makes, renews or withdraws the promise to claim again after a claim that `found` deliveries
+   * or none; returns how long to wait for a wake-up before the next claim without a backlog (0:
+   * claim again at once, to find what commits made while the promise still held).
+   */
+  private async keepPromise(found: boolean): Promise<number> {
+    const foundBefore = this.found;
+    this.found = found;
+    this.emptyClaims = found ? 0 : this.emptyClaims + 1;
+    if (!this.promises) return this.o.pollMs;
+    const now = performance.now();
+    const promised = this.busyUntil > now;
+    if (found && (promised || foundBefore) && this.busyUntil - now < BUSY_PROMISE_MS / 2) {
+      try {
+        await promiseBusy(this.o.db, this.o.workerId, BUSY_PROMISE_MS);
+        this.busyUntil = now + BUSY_PROMISE_MS;
+      } catch (err) {
+        this.o.backoff.failed("promising to claim", err);
+      }
+      return BUSY_POLL_MS;
+    }
+    if (promised && this.emptyClaims < IDLE_AFTER_EMPTY) return BUSY_POLL_MS;
+    if (this.busyUntil > 0) {
+      this.busyUntil = 0;
+      this.recheck = true;
+      await withdrawBusy(this.o.db, this.o.workerId).catch((err) => this.o.backoff.failed("withdrawing a promise to claim", err));
+      return 0;
+    }
+    if (this.recheck && !found) {
+      this.recheck = false;
+      return Math.min(RECHECK_MS, this.o.pollMs);
+    }
+    return this.o.pollMs;
   }
 
   /** One claim of at most `limit`; null when it failed (after the backoff's pause). */

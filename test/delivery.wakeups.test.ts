@@ -1,0 +1,116 @@
+// How a commit reaches a worker: a NOTIFY while no worker is busy claiming, none while one has
+// promised to claim again (src/delivery/busy.ts), since notifying commits take turns
+// (docs/operations.md, "Waking the workers"). Every test's worker polls once a minute, so only
+// a NOTIFY or its own promise can deliver within the test.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { promiseBusy, withdrawBusy } from "../src/delivery/busy.ts";
+import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
+import { DELIVERY_CHANNEL } from "../src/webhooks/outbox.ts";
+import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver } from "./support/receiver.ts";
+
+const CONFIG = { retryScheduleMs: [1_000], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
+const NO_POLL = 60_000;
+
+describe.each(backends)("waking the delivery workers on %s", (backend) => {
+  let db: TestDatabase;
+  let receiver: TestReceiver;
+  const masterKey = newMasterKey();
+  const workers: DeliveryWorker[] = [];
+
+  beforeAll(async () => {
+    db = await openTestDatabase(backend);
+    receiver = await TestReceiver.start();
+  });
+  afterAll(async () => {
+    await receiver?.close();
+    await db?.close();
+  });
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+  });
+
+  const worker = () => {
+    const w = startWorker({ db, masterKey, config: CONFIG, pollMs: NO_POLL, maintenanceIntervalMs: 0 });
+    workers.push(w);
+    return w;
+  };
+  const promises = () => db.prisma.deliveryBusyWorker.findMany();
+  const received = (n: number, what: string) => eventually(async () => receiver.receipts.length >= n, 10_000, what);
+
+  /** Notifications on the delivery channel, counted up to a barrier of our own. */
+  async function listening() {
+    const payloads: string[] = [];
+    const stop = await db.listen(DELIVERY_CHANNEL, (p) => payloads.push(p));
+    let barriers = 0;
+    return {
+      stop,
+      /** Commit-time NOTIFYs of the outbox so far: everything committed before this call has arrived. */
+      async count(): Promise<number> {
+        const barrier = `barrier-${++barriers}`;
+        await db.prisma.$executeRaw`SELECT pg_notify(${DELIVERY_CHANNEL}, ${barrier})`;
+        await eventually(async () => payloads.includes(barrier), 5_000, "the barrier notification");
+        return payloads.filter((p) => p === "").length;
+      },
+    };
+  }
+
+  it("a commit notifies unless a worker's promise to claim again holds", async () => {
+    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
+    const l = await listening();
+    try {
+      await enqueueEvents(db, projectId);
+      expect(await l.count()).toBe(1);
+      await promiseBusy(db, "w-test", 60_000);
+      await enqueueEvents(db, projectId);
+      expect(await l.count()).toBe(1);
+      await withdrawBusy(db, "w-test");
+      await enqueueEvents(db, projectId);
+      expect(await l.count()).toBe(2);
+      // a promise that ran out (its worker stopped without withdrawing it) stops nothing
+      await promiseBusy(db, "w-gone", 1);
+      await new Promise((r) => setTimeout(r, 20));
+      await enqueueEvents(db, projectId);
+      expect(await l.count()).toBe(3);
+    } finally {
+      await l.stop();
+      await db.prisma.deliveryBusyWorker.deleteMany();
+      await db.prisma.delivery.deleteMany({ where: { projectId } });
+    }
+  });
+
+  it("an idle worker is woken by the commit itself, again after a burst", async () => {
+    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
+    const before = receiver.receipts.length;
+    worker();
+    await enqueueEvents(db, projectId);
+    await received(before + 1, "the first delivery");
+    await enqueueEvents(db, projectId, 40, { perTx: 2 });
+    await received(before + 41, "the burst");
+    // the burst over, the worker goes back to waiting for a NOTIFY and withdraws any promise
+    await eventually(async () => (await promises()).length === 0, 5_000, "the promise withdrawn");
+    await new Promise((r) => setTimeout(r, 100));
+    await enqueueEvents(db, projectId);
+    await received(before + 42, "the delivery after the burst");
+  });
+
+  it.runIf(backend === "postgres")("a busy worker promises, finds every delivery without a NOTIFY, and withdraws when it stops", async () => {
+    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
+    const before = receiver.receipts.length;
+    const w = worker();
+    const l = await listening();
+    try {
+      // enough back to back that consecutive claims find deliveries
+      const producers = Array.from({ length: 4 }, () => enqueueEvents(db, projectId, 100, { perTx: 5 }));
+      await eventually(async () => (await promises()).some((p) => p.workerId === w.id), 10_000, "the worker's promise");
+      await Promise.all(producers);
+      await received(before + 400, "all 400 deliveries");
+      // 80 commits: only those before the promise, or after a withdrawal, notified
+      expect(await l.count()).toBeLessThan(80);
+    } finally {
+      await l.stop();
+    }
+    await w.stop();
+    expect((await promises()).map((p) => p.workerId)).not.toContain(w.id);
+  });
+});
