@@ -157,13 +157,19 @@ export class ClaimLoop {
     this.listening.stopRetrying();
     if (this.retryTimer) clearTimeout(this.retryTimer);
     await this.looping;
+    // claiming has ended: commits must wake the other workers again, not wait for the promise to run out
+    await this.withdraw();
   }
 
-  /** Withdraws a promise still held and stops listening; after stop(). */
-  async close(): Promise<void> {
-    if (this.busyUntil > 0) await withdrawBusy(this.o.db, this.o.workerId).catch(() => {});
+  private async withdraw(): Promise<void> {
+    if (this.busyUntil === 0) return;
     this.busyUntil = 0;
-    await this.listening.close();
+    await withdrawBusy(this.o.db, this.o.workerId).catch((err) => this.o.backoff.failed("withdrawing a promise to claim", err));
+  }
+
+  /** Stops listening; after stop(). */
+  close(): Promise<void> {
+    return this.listening.close();
   }
 
   private async run(): Promise<void> {
@@ -215,9 +221,8 @@ export class ClaimLoop {
     }
     if (promised && this.emptyClaims < IDLE_AFTER_EMPTY) return BUSY_POLL_MS;
     if (this.busyUntil > 0) {
-      this.busyUntil = 0;
       this.recheck = true;
-      await withdrawBusy(this.o.db, this.o.workerId).catch((err) => this.o.backoff.failed("withdrawing a promise to claim", err));
+      await this.withdraw();
       return 0;
     }
     if (this.recheck && !found) {
