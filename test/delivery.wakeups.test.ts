@@ -72,6 +72,10 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
       await new Promise((r) => setTimeout(r, 20));
       await enqueueEvents(db, projectId);
       expect(await l.count()).toBe(3);
+      // and once it is a minute old, the next promise made removes it
+      await db.prisma.deliveryBusyWorker.update({ where: { workerId: "w-gone" }, data: { until: new Date(Date.now() - 61_000) } });
+      await promiseBusy(db, "w-next", 1);
+      expect((await promises()).map((p) => p.workerId)).toEqual(["w-next"]);
     } finally {
       await l.stop();
       await db.prisma.deliveryBusyWorker.deleteMany();

@@ -15,10 +15,17 @@ type DbLike = Pick<Database, "driver">;
 
 const ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true) IS NOT NULL";
 
+/**
+ * Also removes promises that ran out over a minute ago (workers that crashed), so the table every
+ * commit reads stays a few rows long.
+ */
 const promiseSql = prepared<{ worker_id: string }>(
   "promise_busy",
   { worker_id: "text" },
-  `INSERT INTO delivery_busy_workers AS b (worker_id, until)
+  `WITH gone AS (
+     DELETE FROM delivery_busy_workers WHERE until < (now() AT TIME ZONE 'UTC') - interval '1 minute' AND worker_id <> $1::text
+   )
+   INSERT INTO delivery_busy_workers AS b (worker_id, until)
    SELECT $1::text, (now() AT TIME ZONE 'UTC') + $2::int * interval '1 millisecond'
    WHERE ${ASYNC_COMMIT}
    ON CONFLICT (worker_id) DO UPDATE SET until = EXCLUDED.until
