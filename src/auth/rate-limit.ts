@@ -1,7 +1,7 @@
 // Fixed-window counters in the database, so every gateway process shares one budget.
 import { isIPv4, isIPv6 } from "node:net";
 import type { Database } from "../db/client.ts";
-import { prepared, run } from "../db/fast.ts";
+import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
 import { RateLimited } from "../errors.ts";
 import { ipv4From, ipv6Words } from "../ip.ts";
 import { recordRateLimitRefusal } from "../metrics.ts";
@@ -102,7 +102,7 @@ const KNOWN = (places: string) => `
  * OTP states: a few sends counted too few, and a code that then reads as invalid and is sent
  * again (docs/security.md, "Counted without waiting for the disk").
  */
-const ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true) IS NULL";
+const NEVER_ASYNC_COMMIT = `NOT (${ASYNC_COMMIT})`;
 
 const RESETS_IN = "ceil(extract(epoch FROM window_start + make_interval(secs => window_seconds) - now()))::int";
 
@@ -153,7 +153,7 @@ const COUNT_ALL = prepared<Row>(
     UNION ALL SELECT NULL, 0, 0, false, 'own' FROM own
     UNION ALL SELECT NULL, 0, 0, false, 'known' FROM known
     UNION ALL SELECT id, 0, 0, false, 'state' FROM state
-    UNION ALL SELECT NULL, 0, 0, false, 'never' WHERE ${ASYNC_COMMIT}`,
+    UNION ALL SELECT NULL, 0, 0, false, 'never' WHERE ${NEVER_ASYNC_COMMIT}`,
 );
 
 export type Counted = {
@@ -273,7 +273,7 @@ const COUNT_MESSAGES = prepared<{ m: number; key: string; count: number; mx: num
     ceiling_counts AS (${AT_MESSAGE("allowed", "ceiling_keys", "ceiling_bumped")})
     SELECT m, key, count, mx, ${RESETS_IN} AS resets_in FROM own_counts
     UNION ALL SELECT m, key, count, mx, ${RESETS_IN} FROM ceiling_counts
-    UNION ALL SELECT 0, NULL, 0, 0, 0 WHERE ${ASYNC_COMMIT}`,
+    UNION ALL SELECT 0, NULL, 0, 0, 0 WHERE ${NEVER_ASYNC_COMMIT}`,
 );
 
 /** Counts `messages` in one statement (COUNT_MESSAGES); the counters of each, in order. */

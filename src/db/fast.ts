@@ -57,6 +57,13 @@ export function preparedStatements(): readonly Prepared<unknown>[] {
   return registry;
 }
 
+/**
+ * A condition that is always true and lets the statement's transaction commit without waiting for
+ * its write-ahead log to reach the disk (`synchronous_commit` off for that transaction only): for
+ * writes a database crash may lose without harm, such as leases, counters and a worker's promise.
+ */
+export const ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true) IS NOT NULL";
+
 /** Runs a statement on the database's own driver; values are positional ($1, $2, …). */
 export async function run<Row>(db: Pick<Database, "driver">, st: Prepared<Row>, values: unknown[]): Promise<Row[]> {
   const d = db.driver;

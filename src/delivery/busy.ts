@@ -9,11 +9,9 @@
 // Both statements commit without waiting for the disk: a promise lost with a database crash only
 // means commits notify again, and one that outlives its worker runs out within a second.
 import type { Database } from "../db/client.ts";
-import { prepared, run } from "../db/fast.ts";
+import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
 
 type DbLike = Pick<Database, "driver">;
-
-const ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true) IS NOT NULL";
 
 /**
  * Also removes promises that ran out over a minute ago (workers that crashed), so the table every

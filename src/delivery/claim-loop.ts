@@ -225,9 +225,9 @@ export class ClaimLoop {
       await this.withdraw();
       return 0;
     }
-    if (this.recheck && !found) {
+    if (this.recheck) {
       this.recheck = false;
-      return Math.min(RECHECK_MS, this.o.pollMs);
+      if (!found) return Math.min(RECHECK_MS, this.o.pollMs);
     }
     return this.o.pollMs;
   }

@@ -20,7 +20,7 @@
 //   in line, as soon as their leases run out, and the next claim reads past the few live leases
 //   at that head (at most the per-webhook cap) instead of an index of leases.
 import type { Database } from "../db/client.ts";
-import { prepared, run } from "../db/fast.ts";
+import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
 import { leaseFree, PENDING_WEBHOOKS } from "./pending.ts";
 
 type DbLike = Pick<Database, "driver">;
@@ -202,7 +202,7 @@ function claimStatement(cap: number) {
      SET lease_until = now() + $2::int * interval '1 millisecond', leased_by = $3::text
      FROM picked p, outbox_events e, webhooks w
      WHERE d.id = p.id AND e.id = d.event_id AND w.id = d.webhook_id
-       AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+       AND ${ASYNC_COMMIT}
        AND ${LEASE_ONLY}
      RETURNING d.id AS delivery_id, d.attempts + 1 AS attempt, d.project_id, d.webhook_id,
                e.id AS event_id, e.event_type, e.body, (extract(epoch FROM e.created_at) * 1000)::float8 AS event_created_ms,
