@@ -41,6 +41,27 @@ describe.each(backends)("the pending deliveries' indexes on %s", (backend) => {
     return { heapFetches: scans.reduce((sum, n) => sum + (n["Heap Fetches"] ?? 0), 0), indexes: scans.map((n) => n["Index Name"] ?? "") };
   }
 
+  /**
+   * Waits until no transaction that began before now is still running anywhere on the server.
+   * A scan marks an entry only when its row is dead to every snapshot, and Postgres' quick test
+   * for that compares the deleting transaction with the oldest one still running in any
+   * database: while another test file's transaction (a CREATE DATABASE, say) that began before
+   * the results were recorded runs, no entry is marked. That is the precondition of the
+   * behaviour under test, so the test waits for it rather than measuring before it holds.
+   */
+  async function olderTransactionsEnded(): Promise<void> {
+    const [{ now }] = await db.prisma.$queryRawUnsafe<Array<{ now: string }>>("SELECT pg_current_xact_id()::text AS now");
+    for (let polls = 0; polls < 3_000; polls++) {
+      const [{ ended }] = await db.prisma.$queryRawUnsafe<Array<{ ended: boolean }>>(
+        "SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::text::xid8 AS ended",
+        now,
+      );
+      if (ended) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error(`a transaction older than ${now} still runs on the server after 30 s`);
+  }
+
   it("rows delivered from the head of a burst are read past by one claim, not by every claim after it", async () => {
     const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/hook" });
     await bulkEnqueue(db, hook.projectId, BURST); // one statement: every delivery has the same created_at and due time
@@ -57,6 +78,7 @@ describe.each(backends)("the pending deliveries' indexes on %s", (backend) => {
       })),
     );
     expect(recorded).toHaveLength(DELIVERED);
+    await olderTransactionsEnded();
 
     const first = await headProbe(hook.webhookId);
     expect(first.indexes).toEqual(["deliveries_webhook_due_idx"]);
