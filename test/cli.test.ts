@@ -11,7 +11,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex } from "../src/crypto.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
-import { backends, type Backend } from "./support/db.ts";
+import { backends, TEST_CONNECT_TIMEOUT_MS, type Backend } from "./support/db.ts";
 import { bulkEnqueue, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 const BIN = fileURLToPath(new URL("../bin/linkgate.mjs", import.meta.url));
@@ -77,7 +77,7 @@ async function emptyDatabase(backend: Backend): Promise<Target> {
   u.pathname = `/${name}`;
   return {
     env: { ...baseEnv(), LINKGATE_DATA_DIR: dataDir, DATABASE_URL: u.toString() },
-    open: () => openDatabase({ databaseUrl: u.toString(), dataDir: "" }),
+    open: () => openDatabase({ databaseUrl: u.toString(), dataDir: "", connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS }),
     drop: async () => {
       await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       rmSync(dataDir, { recursive: true, force: true });

@@ -5,7 +5,7 @@ import pg from "pg";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { applyMigrations, applyOrdinaryMigrations, pendingSchemaChanges, readMigrations } from "../src/db/migrations.ts";
 import { applyRepeatable, checksum, readRepeatable, REPEATABLE, REPEATABLE_LOCK, splitStatements, type RepeatableFile } from "../src/db/repeatable.ts";
-import { adminQuery, backends, openTestDatabase, serverUrl, withDatabase, type Backend } from "./support/db.ts";
+import { adminQuery, backends, openTestDatabase, serverUrl, TEST_CONNECT_TIMEOUT_MS, withDatabase, type Backend } from "./support/db.ts";
 
 describe("migrations", () => {
   it("prisma/schema.prisma and prisma/migrations describe the same database", async () => {
@@ -50,7 +50,7 @@ async function emptyDatabase(backend: Backend): Promise<Database & { url?: strin
   const name = `lg_test_${randomBytes(6).toString("hex")}`;
   await adminQuery(`CREATE DATABASE ${name}`);
   const url = withDatabase(serverUrl!, name);
-  const db = await openDatabase({ databaseUrl: url, dataDir: "" });
+  const db = await openDatabase({ databaseUrl: url, dataDir: "", connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });
   return {
     ...db,
     url,
@@ -214,7 +214,7 @@ describe("repeatable migrations", () => {
 
   it.skipIf(!serverUrl)("two processes starting at once on Postgres both succeed, and the files are applied once", async () => {
     const db = await openTestDatabase("postgres");
-    const other = await openDatabase({ databaseUrl: db.url!, dataDir: "" });
+    const other = await openDatabase({ databaseUrl: db.url!, dataDir: "", connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });
     const holder = new pg.Client({ connectionString: db.url });
     await holder.connect();
     try {

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { backends, openTestDatabase, TEST_CONNECT_TIMEOUT_MS, type TestDatabase } from "./support/db.ts";
 import { bulkEnqueue, enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver } from "./support/receiver.ts";
 
 const CONFIG = { retryScheduleMs: [50, 100, 150, 200, 250], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
@@ -29,7 +29,7 @@ describe.runIf(backends.includes("postgres"))("delivery workers sharing Postgres
 
   it("survives its connections being killed mid-run", async () => {
     const receiver = await TestReceiver.start({ status: 200, delayMs: 5 });
-    const conn = await openDatabase({ databaseUrl: db.url, dataDir: "", poolSize: 4 });
+    const conn = await openDatabase({ databaseUrl: db.url, dataDir: "", poolSize: 4, connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });
     const errors: string[] = [];
     const logger = { debug() {}, info() {}, warn() {}, error: (_: object, msg?: string) => errors.push(msg ?? "") };
     const w = startWorker({ db: conn, config: CONFIG, masterKey, concurrency: 16, batchSize: 16, pollMs: 100, maintenanceIntervalMs: 0, logger });
@@ -64,7 +64,7 @@ describe.runIf(backends.includes("postgres"))("delivery workers sharing Postgres
       const connections: Database[] = [];
       const workers: DeliveryWorker[] = [];
       const spawn = async () => {
-        const conn = await openDatabase({ databaseUrl: db.url, dataDir: "", poolSize: 4 });
+        const conn = await openDatabase({ databaseUrl: db.url, dataDir: "", poolSize: 4, connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });
         connections.push(conn);
         const w = startWorker({ db: conn, config: NO_TIMEOUTS, masterKey, concurrency: 32, batchSize: 32, pollMs: 250, maintenanceIntervalMs: 0 });
         workers.push(w);

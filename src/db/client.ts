@@ -34,6 +34,13 @@ export type DatabaseOptions = {
   dataDir: string;
   poolSize?: number;
   /**
+   * How long a new Postgres connection, or a request waiting for a free one, may take before it
+   * fails (default 5 s, see openPostgres). Tests that run PGlite beside Postgres in one process
+   * set more: PGlite's WebAssembly holds the event loop for seconds while it starts, and a
+   * timer due during such a pause fires before the connection's answer is read.
+   */
+  connectTimeoutMs?: number;
+  /**
    * An embedded database's data directory as dumped by PGlite's dumpDataDir: starting from it
    * skips initdb and every migration, ~4× faster than an empty database (the test suite opens
    * one per test file from a single migrated snapshot).
@@ -42,7 +49,7 @@ export type DatabaseOptions = {
 };
 
 export async function openDatabase(opts: DatabaseOptions): Promise<Database> {
-  return opts.databaseUrl ? openPostgres(opts.databaseUrl, opts.poolSize) : openPglite(opts.dataDir, opts.pgliteSnapshot);
+  return opts.databaseUrl ? openPostgres(opts.databaseUrl, opts.poolSize, opts.connectTimeoutMs) : openPglite(opts.dataDir, opts.pgliteSnapshot);
 }
 
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -71,7 +78,7 @@ function preparedName(query: { sql: string }): string {
   return name;
 }
 
-async function openPostgres(url: string, poolSize = 10): Promise<Database> {
+async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNECT_TIMEOUT_MS): Promise<Database> {
   // JIT off for the app's connections (unless the URL sets its own options): every query here is
   // short and indexed, and JIT kicks in on estimated cost alone. The delivery claim's generic
   // plan is estimated at ~190,000 with a million pending rows (it cannot know its LIMIT), so
@@ -81,7 +88,7 @@ async function openPostgres(url: string, poolSize = 10): Promise<Database> {
   // A server that accepts connections but never answers (a partition, a hung host) must fail
   // requests within seconds, as 503s, not hold them until the OS gives up. In pg this also
   // bounds the wait for a free pool slot.
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, options, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
+  const pool = new pg.Pool({ connectionString: url, max: poolSize, options, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
   // An idle client dying with the server (restart, failover) must not crash the process;
   // the pool replaces it on the next checkout.
   pool.on("error", () => {});
@@ -93,7 +100,7 @@ async function openPostgres(url: string, poolSize = 10): Promise<Database> {
     driver: { kind: "postgres", pool },
     adapterFactory: new PrismaPg(url),
     async listen(channel, onNotify) {
-      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
       client.on("error", () => {});
       await client.connect();
       client.on("notification", (n) => n.channel === channel && onNotify(n.payload ?? ""));

@@ -30,6 +30,14 @@ export const backends: Backend[] = serverUrl ? ["pglite", "postgres"] : ["pglite
 
 export type TestDatabase = Database & { url?: string };
 
+/**
+ * The connect timeout of test databases on Postgres. Test files run PGlite beside Postgres in one
+ * process: PGlite's start holds the event loop for 1.6 s on an idle machine of this kind, and a
+ * busy one stretches that past the product's 5 s, which timed out a Postgres harness starting
+ * beside a PGlite one in CI (Connection terminated due to connection timeout).
+ */
+export const TEST_CONNECT_TIMEOUT_MS = 30_000;
+
 export async function openTestDatabase(backend: Backend, opts: { poolSize?: number } = {}): Promise<TestDatabase> {
   if (backend === "pglite") {
     const from = migratedSnapshot();
@@ -42,7 +50,7 @@ export async function openTestDatabase(backend: Backend, opts: { poolSize?: numb
   const template = process.env[TEMPLATE_ENV];
   await adminQuery(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
   const url = withDatabase(serverUrl, name);
-  const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: opts.poolSize });
+  const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: opts.poolSize, connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });
   if (!template) await applyMigrations(db.adapterFactory);
   return {
     ...db,

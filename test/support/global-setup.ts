@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { openDatabase } from "../../src/db/client.ts";
 import { applyMigrations } from "../../src/db/migrations.ts";
 import { buildDashboard } from "./browser.ts";
-import { adminQuery as admin, SNAPSHOT_ENV, TEMPLATE_ENV, serverUrl, withDatabase } from "./db.ts";
+import { adminQuery as admin, SNAPSHOT_ENV, TEMPLATE_ENV, serverUrl, TEST_CONNECT_TIMEOUT_MS, withDatabase } from "./db.ts";
 import { buildPages } from "./pages.ts";
 
 let dir: string | undefined;
@@ -67,7 +67,7 @@ async function migratedTemplate(): Promise<void> {
   const name = `lg_template_${randomBytes(6).toString("hex")}`;
   await admin(`CREATE DATABASE ${name}`);
   template = name;
-  const db = await openDatabase({ databaseUrl: withDatabase(serverUrl!, name), dataDir: "" });
+  const db = await openDatabase({ databaseUrl: withDatabase(serverUrl!, name), dataDir: "", connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });
   try {
     await applyMigrations(db.adapterFactory);
   } finally {
