@@ -98,6 +98,30 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
     await received(before + 42, "the delivery after the burst");
   });
 
+  it.runIf(backend === "postgres")("a busy worker keeps its promise through gaps between commits shorter than its idle window", async () => {
+    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
+    const before = receiver.receipts.length;
+    const w = worker();
+    const l = await listening();
+    try {
+      const burst = Array.from({ length: 4 }, () => enqueueEvents(db, projectId, 100, { perTx: 5 }));
+      await eventually(async () => (await promises()).some((p) => p.workerId === w.id), 10_000, "the worker's promise");
+      await Promise.all(burst);
+      const notified = await l.count();
+      // Then one commit every 30 ms: several empty claims between two commits (the worker claims
+      // every 5 ms while promised), as a stall of the log's flush leaves them under load.
+      for (let i = 0; i < 20; i++) {
+        await enqueueEvents(db, projectId);
+        await new Promise((r) => setTimeout(r, 30));
+      }
+      await received(before + 420, "all 420 deliveries");
+      // Withdrawn at the first gap, every one of the 20 commits would notify.
+      expect((await l.count()) - notified).toBeLessThan(10);
+    } finally {
+      await l.stop();
+    }
+  });
+
   it.runIf(backend === "postgres")("a busy worker promises, finds every delivery without a NOTIFY, and withdraws when it stops", async () => {
     const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
     const before = receiver.receipts.length;

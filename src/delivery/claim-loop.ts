@@ -29,14 +29,18 @@ const MAX_CLAIM_GAP_MS = 20;
  * BUSY_PROMISE_MS (busy.ts) and claims at least every BUSY_POLL_MS, besides after each record;
  * commits then send no NOTIFY, which would make them take turns (docs/operations.md, "Waking the
  * workers"). It promises once two claims in a row found deliveries, renews with half the promise
- * left, and withdraws after IDLE_AFTER_EMPTY empty claims in a row. A commit that read the promise
+ * left, and withdraws once its claims have found nothing for IDLE_AFTER_MS. Counting empty claims
+ * instead (three, 15 ms) undid itself under load: a stall of the log's flush left three claims
+ * empty, the withdrawal brought the NOTIFYs back, their turns at commit made the commits come in
+ * bursts with gaps, and the gaps withdrew the next promise; at a target of 2,000 commits a second
+ * the promise held 30 to 40 % of the time (bench/RESULTS.md, delivery). A commit that read the promise
  * just before it was withdrawn can land after the claim that follows the withdrawal: the first
  * wait after one is RECHECK_MS, so such a delivery waits that long, not a whole poll interval.
  * Measured in the delivery benchmark's open loop (bench/RESULTS.md, delivery).
  */
 const BUSY_PROMISE_MS = 1_000;
 const BUSY_POLL_MS = 5;
-const IDLE_AFTER_EMPTY = 3;
+const IDLE_AFTER_MS = 100;
 const RECHECK_MS = 50;
 /** How often a LISTEN lost with a failed connection is tried again. */
 const RELISTEN_MS = 5_000;
@@ -113,7 +117,8 @@ export class ClaimLoop {
   private busyUntil = 0;
   /** The last claim found deliveries. */
   private found = false;
-  private emptyClaims = 0;
+  /** performance.now() when a claim last found deliveries. */
+  private foundAt = 0;
   /** The next empty wait is RECHECK_MS (a promise was just withdrawn). */
   private recheck = false;
 
@@ -206,9 +211,9 @@ export class ClaimLoop {
   private async keepPromise(found: boolean): Promise<number> {
     const foundBefore = this.found;
     this.found = found;
-    this.emptyClaims = found ? 0 : this.emptyClaims + 1;
     if (!this.promises) return this.o.pollMs;
     const now = performance.now();
+    if (found) this.foundAt = now;
     const promised = this.busyUntil > now;
     if (found && (promised || foundBefore) && this.busyUntil - now < BUSY_PROMISE_MS / 2) {
       try {
@@ -219,7 +224,7 @@ export class ClaimLoop {
       }
       return BUSY_POLL_MS;
     }
-    if (promised && this.emptyClaims < IDLE_AFTER_EMPTY) return BUSY_POLL_MS;
+    if (promised && now - this.foundAt < IDLE_AFTER_MS) return BUSY_POLL_MS;
     if (this.busyUntil > 0) {
       this.recheck = true;
       await this.withdraw();
