@@ -33,7 +33,7 @@ const MAX_CLAIM_GAP_MS = 20;
  * instead (three, 15 ms) undid itself under load: a stall of the log's flush left three claims
  * empty, the withdrawal brought the NOTIFYs back, their turns at commit made the commits come in
  * bursts with gaps, and the gaps withdrew the next promise; at a target of 2,000 commits a second
- * the promise held 30 to 40 % of the time (bench/RESULTS.md, delivery). A commit that read the promise
+ * the promise held a fifth to three quarters of the time (bench/RESULTS.md, delivery). A commit that read the promise
  * just before it was withdrawn can land after the claim that follows the withdrawal: the first
  * wait after one is RECHECK_MS, so such a delivery waits that long, not a whole poll interval.
  * Measured in the delivery benchmark's open loop (bench/RESULTS.md, delivery).
