@@ -30,8 +30,8 @@ const MAX_CLAIM_GAP_MS = 20;
  * commits then send no NOTIFY, which would make them take turns (docs/operations.md, "Waking the
  * workers"). It promises once two claims in a row found deliveries, renews with half the promise
  * left, and withdraws once its claims have found nothing for IDLE_AFTER_MS. Counting empty claims
- * instead (three, 15 ms) undid itself under load: a stall of the log's flush left three claims
- * empty, the withdrawal brought the NOTIFYs back, their turns at commit made the commits come in
+ * instead (three, 15 ms) undid itself under load: any 15 ms pause of the commits (a slow flush
+ * of the log) left three claims empty, the withdrawal brought the NOTIFYs back, their turns at commit made the commits come in
  * bursts with gaps, and the gaps withdrew the next promise; at a target of 2,000 commits a second
  * the promise held a fifth to three quarters of the time (bench/RESULTS.md, delivery). A commit that read the promise
  * just before it was withdrawn can land after the claim that follows the withdrawal: the first
