@@ -29,11 +29,11 @@ const MAX_CLAIM_GAP_MS = 20;
  * BUSY_PROMISE_MS (busy.ts) and claims at least every BUSY_POLL_MS, besides after each record;
  * commits then send no NOTIFY, which would make them take turns (docs/operations.md, "Waking the
  * workers"). It promises once two claims in a row found deliveries, renews with half the promise
- * left, and withdraws once its claims have found nothing for IDLE_AFTER_MS. Counting empty claims
- * instead (three, 15 ms) undid itself under load: any 15 ms pause of the commits (a slow flush
- * of the log) left three claims empty, the withdrawal brought the NOTIFYs back, their turns at commit made the commits come in
- * bursts with gaps, and the gaps withdrew the next promise; at a target of 2,000 commits a second
- * the promise held a fifth to three quarters of the time (bench/RESULTS.md, delivery). A commit that read the promise
+ * left, and withdraws once its claims have found nothing for IDLE_AFTER_MS. Counting empty
+ * claims instead (three, 15 ms) undid itself under load: any 15 ms pause of the commits (a slow
+ * flush of the log) withdrew the promise, the NOTIFYs that came back made the commits take turns
+ * and arrive in bursts with gaps, and the gaps withdrew the next promise; at a target of 2,000
+ * commits a second it held a fifth to three quarters of the time. A commit that read the promise
  * just before it was withdrawn can land after the claim that follows the withdrawal: the first
  * wait after one is RECHECK_MS, so such a delivery waits that long, not a whole poll interval.
  * Measured in the delivery benchmark's open loop (bench/RESULTS.md, delivery).
