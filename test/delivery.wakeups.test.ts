@@ -98,7 +98,12 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
     await received(before + 42, "the delivery after the burst");
   });
 
-  it.runIf(backend === "postgres")("a busy worker keeps its promise through gaps between commits shorter than its idle window", async () => {
+  /**
+   * A worker kept busy by 400 deliveries from 80 commits, enough back to back that consecutive
+   * claims find deliveries, and a count of notifications from before the burst; resolves once
+   * the burst is committed and the worker has promised.
+   */
+  async function busyWorker() {
     const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
     const before = receiver.receipts.length;
     const w = worker();
@@ -107,9 +112,19 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
       const burst = Array.from({ length: 4 }, () => enqueueEvents(db, projectId, 100, { perTx: 5 }));
       await eventually(async () => (await promises()).some((p) => p.workerId === w.id), 10_000, "the worker's promise");
       await Promise.all(burst);
+    } catch (err) {
+      await l.stop();
+      throw err;
+    }
+    return { projectId, before, w, l };
+  }
+
+  it.runIf(backend === "postgres")("a busy worker keeps its promise through gaps between commits shorter than its idle window", async () => {
+    const { projectId, before, l } = await busyWorker();
+    try {
       const notified = await l.count();
       // Then one commit every 30 ms: several empty claims between two commits (the worker claims
-      // every 5 ms while promised), as a stall of the log's flush leaves them under load.
+      // every 5 ms while promised), as a pause of the commits under load leaves them.
       for (let i = 0; i < 20; i++) {
         await enqueueEvents(db, projectId);
         await new Promise((r) => setTimeout(r, 30));
@@ -123,15 +138,8 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
   });
 
   it.runIf(backend === "postgres")("a busy worker promises, finds every delivery without a NOTIFY, and withdraws when it stops", async () => {
-    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
-    const before = receiver.receipts.length;
-    const w = worker();
-    const l = await listening();
+    const { before, w, l } = await busyWorker();
     try {
-      // enough back to back that consecutive claims find deliveries
-      const producers = Array.from({ length: 4 }, () => enqueueEvents(db, projectId, 100, { perTx: 5 }));
-      await eventually(async () => (await promises()).some((p) => p.workerId === w.id), 10_000, "the worker's promise");
-      await Promise.all(producers);
       await received(before + 400, "all 400 deliveries");
       // 80 commits: only those before the promise, or after a withdrawal, notified
       expect(await l.count()).toBeLessThan(80);
