@@ -37,6 +37,16 @@ export async function startHarness(
   opts: { env?: Record<string, string>; limits?: Partial<Limits>; logger?: Logger } = {},
 ): Promise<Harness> {
   const db = await openTestDatabase(backend);
+  try {
+    return await harnessOn(db, opts);
+  } catch (err) {
+    // the caller never gets a harness to close: drop the database it would have dropped
+    await db.close().catch(() => {});
+    throw err;
+  }
+}
+
+async function harnessOn(db: TestDatabase, opts: { env?: Record<string, string>; limits?: Partial<Limits>; logger?: Logger }): Promise<Harness> {
   const mailbox = await startMailbox();
   const adminToken = randomBytes(24).toString("hex");
   const apiKey = `lg_sk_test_${randomBytes(24).toString("base64url")}`;
@@ -59,8 +69,16 @@ export async function startHarness(
     ...opts.env,
   });
   const logger = opts.logger ?? createLogger(process.env.TEST_LOG_LEVEL ?? "silent");
-  const app = await buildApp(config, { db, logger, limits: opts.limits });
-  const project = await db.prisma.project.findFirstOrThrow({ where: { name: "default" } });
+  let app: App | undefined;
+  let project: { id: string };
+  try {
+    app = await buildApp(config, { db, logger, limits: opts.limits });
+    project = await db.prisma.project.findFirstOrThrow({ where: { name: "default" } });
+  } catch (err) {
+    await app?.close().catch(() => {});
+    await mailbox.close().catch(() => {});
+    throw err;
+  }
 
   const call: Harness["call"] = async (method, p, init = {}) => {
     const headers: Record<string, string> = { "x-api-key": apiKey, ...init.headers };
