@@ -40,7 +40,7 @@ const MAX_CLAIM_GAP_MS = 20;
  */
 const BUSY_PROMISE_MS = 1_000;
 const BUSY_POLL_MS = 5;
-const IDLE_AFTER_MS = 100;
+export const IDLE_AFTER_MS = 100;
 const RECHECK_MS = 50;
 /** How often a LISTEN lost with a failed connection is tried again. */
 const RELISTEN_MS = 5_000;
@@ -85,6 +85,8 @@ export type ClaimLoopOptions = {
   perWebhookCap: number;
   /** The poll interval: the backstop for every other wake-up. */
   pollMs: number;
+  /** A promise is withdrawn once claims have found nothing for this long (IDLE_AFTER_MS by default). */
+  idleAfterMs: number;
   lifecycle: Lifecycle;
   backoff: DbBackoff;
   log: Logger;
@@ -224,7 +226,7 @@ export class ClaimLoop {
       }
       return BUSY_POLL_MS;
     }
-    if (promised && now - this.foundAt < IDLE_AFTER_MS) return BUSY_POLL_MS;
+    if (promised && now - this.foundAt < this.o.idleAfterMs) return BUSY_POLL_MS;
     if (this.busyUntil > 0) {
       this.recheck = true;
       await this.withdraw();

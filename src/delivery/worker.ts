@@ -40,7 +40,7 @@ import type { Database } from "../db/client.ts";
 import type { LookupFn } from "../webhooks/target-guard.ts";
 import { disableDeadWebhooks } from "./dead-webhooks.ts";
 import type { BreakerSettings } from "./breaker.ts";
-import { ClaimLoop } from "./claim-loop.ts";
+import { ClaimLoop, IDLE_AFTER_MS } from "./claim-loop.ts";
 import { DbBackoff, silent, type Logger } from "./failures.ts";
 import { Lifecycle, type WorkerState } from "./lifecycle.ts";
 import { Recorder } from "./recorder.ts";
@@ -75,6 +75,11 @@ export type WorkerOptions = {
   leaseMs?: number;
   /** Poll interval when idle (backstop for NOTIFY). Default 1000 ms. */
   pollMs?: number;
+  /**
+   * How long a busy worker keeps its promise to claim again (Postgres) while its claims find
+   * nothing. Default 100 ms (claim-loop.ts says why).
+   */
+  idleAfterMs?: number;
   /** How often disableDeadWebhooks runs; 0 turns it off. Default 60 s. */
   maintenanceIntervalMs?: number;
   /** For tests: DNS for the target check, and the jitter source. */
@@ -133,7 +138,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     probeIn: (ms) => claims.wakeAt(ms),
   });
   const claims = new ClaimLoop({
-    db, workerId: id, batchSize, leaseMs, perWebhookCap, pollMs, lifecycle, backoff, log,
+    db, workerId: id, batchSize, leaseMs, perWebhookCap, pollMs, idleAfterMs: opts.idleAfterMs ?? IDLE_AFTER_MS, lifecycle, backoff, log,
     // Back-pressure: once the recorder holds too many results, nothing more is claimed.
     room: () => (recorder.full ? 0 : pool.room),
     endpointRooms: (now) => pool.breakers.claimRooms(now),
