@@ -18,7 +18,7 @@ import { seal, type MasterKey } from "../src/crypto.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { applyMigrations } from "../src/db/migrations.ts";
 import * as sql from "../src/delivery/sql.ts";
-import { newId } from "../src/ids.ts";
+import { newId, newOrderedId } from "../src/ids.ts";
 import { enqueue } from "../src/webhooks/outbox.ts";
 import type { Tx } from "../src/db/client.ts";
 import { newMasterKey } from "../test/support/receiver.ts";
@@ -162,7 +162,7 @@ export async function measureStatements(serverUrl: string, url: string, database
         const now = Date.now();
         const results = claimed.map((c) => ({
           deliveryId: c.deliveryId,
-          attemptId: newId("att"),
+          attemptId: newOrderedId("att"),
           attempt: c.attempt,
           status: "succeeded" as const,
           delayMs: null,

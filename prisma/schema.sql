@@ -1022,7 +1022,9 @@ BEGIN
     SELECT * FROM unnest(p_ids, p_only_webhooks) AS t(event_id, only_webhook)
   ), dl AS (
     INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
-    SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ev.id, w.id, w.project_id, ev.event_type
+    SELECT 'dlv_' || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
+             || right(replace(gen_random_uuid()::text, '-', ''), 20),
+           ev.id, w.id, w.project_id, ev.event_type
     FROM ev JOIN target t ON t.event_id = ev.id
     JOIN webhooks w ON w.project_id = ev.project_id AND w.enabled AND ev.event_type = ANY (w.events)
     WHERE t.only_webhook IS NULL OR w.id = t.only_webhook

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { seal } from "../../src/crypto.ts";
 import pg from "pg";
 import { openDatabase } from "../../src/db/client.ts";
-import { newId } from "../../src/ids.ts";
+import { newOrderedId } from "../../src/ids.ts";
 import { DELIVERY_CHANNEL, envelope } from "../../src/webhooks/outbox.ts";
 import { seedWebhook } from "../../test/support/receiver.ts";
 import { measureLowerBound } from "../delivery-lower-bound.ts";
@@ -120,7 +120,7 @@ export async function oursOpenLoops(ctx: Ctx): Promise<Row[]> {
   try {
     for (const rate of OPEN_RATES) {
       const { run, events } = await openLoopRun(ctx, name, rate, async () => {
-        const id = newId("evt");
+        const id = newOrderedId("evt");
         const body = envelope(id, { projectId: hook.projectId, eventType: "user.created", data: { user: { user_id: `acc_${id}` } } });
         await pool.query({
           name: "bench_enqueue",

@@ -9,7 +9,7 @@ import { retryingConflicts } from "../db/transaction.ts";
 import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
 import type { EventType } from "../webhooks/event-types.ts";
 import { IDENTIFIER_INPUT_ERRORS, OTPInvalid, RateLimited, Unauthenticated } from "../errors.ts";
-import { newId } from "../ids.ts";
+import { newId, newOrderedId } from "../ids.ts";
 import { lockAccounts } from "../db/locks.ts";
 import { claimsOf, loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
@@ -128,7 +128,7 @@ export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId:
   if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !otp) throw new OTPInvalid("send the state_id and the six-digit code");
   if (!/^\d{6}$/.test(otp)) throw new OTPInvalid("the code is six digits");
   const places = signInPlaces(actor.clientAddress);
-  const eventIds = [newId("evt"), newId("evt")];
+  const eventIds = [newOrderedId("evt"), newOrderedId("evt")];
   const nonce = randomBytes(12).toString("hex");
   const [userMark, kindMark] = [`lg-user-${nonce}`, `lg-kind-${nonce}`];
   const p: SignInVerifyInput = {

@@ -4,7 +4,7 @@
 // attempt: it decides how many of an endpoint's deliveries may be claimed and whether a queued
 // one may still start, and learns from how each attempt went.
 import { setMaxListeners } from "node:events";
-import { randomFillSync } from "node:crypto";
+import { newOrderedId } from "../ids.ts";
 import type { Config } from "../config.ts";
 import { unseal, type MasterKey } from "../crypto.ts";
 import { recordDelivery, type DeliveryOutcome } from "../metrics.ts";
@@ -210,7 +210,7 @@ export class SendPool {
     );
     return {
       deliveryId: c.deliveryId,
-      attemptId: attemptId(),
+      attemptId: newOrderedId("att"),
       attempt: c.attempt,
       status: decision.status,
       delayMs: decision.status === "pending" ? decision.delayMs : null,
@@ -257,22 +257,4 @@ class SecretCache {
     }
     return secret;
   }
-}
-
-/**
- * Attempt-log ids, `att_` + 16 random bytes in base64url like newId("att"), cut from one
- * buffer of random bytes filled 256 ids at a time: one call into the system's randomness per
- * id cost ~2–6 µs per delivery on a busy machine.
- */
-const ID_BYTES = 16;
-const idPool = Buffer.alloc(ID_BYTES * 256);
-let idNext = idPool.length;
-function attemptId(): string {
-  if (idNext === idPool.length) {
-    randomFillSync(idPool);
-    idNext = 0;
-  }
-  const id = `att_${idPool.toString("base64url", idNext, idNext + ID_BYTES)}`;
-  idNext += ID_BYTES;
-  return id;
 }

@@ -22,7 +22,7 @@ import {
   TargetSecondaryIdentity,
   Unauthenticated,
 } from "../errors.ts";
-import { newId } from "../ids.ts";
+import { newId, newOrderedId } from "../ids.ts";
 import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identifiers.ts";
 import type { OtpBinding } from "../auth/otp.ts";
 import { refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
@@ -168,7 +168,7 @@ function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identif
   // after the change; random, so no value anywhere in an event can imitate them
   const userMark = `lg-user-${nonce}`;
   const secondaryMark = `lg-secondary-${nonce}`;
-  const ids = [newId("evt"), newId("evt")];
+  const ids = [newOrderedId("evt"), newOrderedId("evt")];
   const bodies = (events: Array<[EventType, object]>) =>
     events.map(([eventType, extra], i) => envelope(ids[i], { projectId, eventType, data: { user: userMark, ...extra } }));
   const attach = attachedEvents(identifier);

@@ -16,6 +16,11 @@
 -- read instead (src/delivery/dashboard-states.sql).
 --
 -- `p_only_webhooks[i]` limits event i to one webhook (a test event); NULL fans it out.
+--
+-- A delivery's id starts with the time it was made, like the events' and the attempts' ids
+-- (src/ids.ts newOrderedId): `dlv_`, the milliseconds since the epoch in 12 hex digits, then the
+-- last 20 hex digits of a version-4 UUID (78 random bits). New rows land at the right-hand end of
+-- the primary key instead of on a random page of it.
 CREATE OR REPLACE FUNCTION outbox_enqueue(
   p_channel text, p_ids text[], p_projects text[], p_types text[], p_bodies text[], p_tests boolean[], p_only_webhooks text[]
 ) RETURNS void
@@ -31,7 +36,9 @@ BEGIN
     SELECT * FROM unnest(p_ids, p_only_webhooks) AS t(event_id, only_webhook)
   ), dl AS (
     INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
-    SELECT 'dlv_' || replace(gen_random_uuid()::text, '-', ''), ev.id, w.id, w.project_id, ev.event_type
+    SELECT 'dlv_' || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
+             || right(replace(gen_random_uuid()::text, '-', ''), 20),
+           ev.id, w.id, w.project_id, ev.event_type
     FROM ev JOIN target t ON t.event_id = ev.id
     JOIN webhooks w ON w.project_id = ev.project_id AND w.enabled AND ev.event_type = ANY (w.events)
     WHERE t.only_webhook IS NULL OR w.id = t.only_webhook

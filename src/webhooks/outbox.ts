@@ -2,7 +2,7 @@
 // an event exists exactly when the change committed. The envelope is serialized once here;
 // every attempt of every delivery sends these bytes.
 import type { Tx } from "../db/client.ts";
-import { newId } from "../ids.ts";
+import { newOrderedId } from "../ids.ts";
 import type { EventType } from "./event-types.ts";
 
 export const DELIVERY_CHANNEL = "linkgate_deliveries";
@@ -47,7 +47,7 @@ export async function enqueue(tx: Tx, input: OutboxEventInput): Promise<string> 
  * business transaction, now it is one.
  */
 export async function enqueueAll(tx: Tx, inputs: OutboxEventInput[]): Promise<string[]> {
-  const ids = inputs.map(() => newId("evt"));
+  const ids = inputs.map(() => newOrderedId("evt"));
   await tx.$queryRaw`/* prepared: enqueue_events */
     SELECT outbox_enqueue(${DELIVERY_CHANNEL}, ${ids}::text[], ${inputs.map((i) => i.projectId)}::text[],
                           ${inputs.map((i) => i.eventType)}::text[], ${inputs.map((i, n) => envelope(ids[n], i))}::text[],
