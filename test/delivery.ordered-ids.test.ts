@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newOrderedId } from "../src/ids.ts";
 import { startWorker } from "../src/delivery/worker.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
-import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver } from "./support/receiver.ts";
+import { closedPortUrl, enqueueEvents, eventually, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 const CONFIG = { retryScheduleMs: [1_000], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
 
@@ -29,20 +29,16 @@ describe("ordered ids made in Node", () => {
 
 describe.each(backends)("ids of events, deliveries and attempts on %s", (backend) => {
   let db: TestDatabase;
-  let receiver: TestReceiver;
   const masterKey = newMasterKey();
 
   beforeAll(async () => {
     db = await openTestDatabase(backend);
-    receiver = await TestReceiver.start();
   });
-  afterAll(async () => {
-    await receiver?.close();
-    await db?.close();
-  });
+  afterAll(() => db?.close());
 
   it("start with the time they were made, so later rows sort after earlier ones", async () => {
-    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
+    // nobody listens there: each first attempt is logged as a failure, which is all this needs
+    const { projectId } = await seedWebhook(db, masterKey, { url: await closedPortUrl() });
     const start = Date.now();
     for (let i = 0; i < 3; i++) {
       await enqueueEvents(db, projectId);
@@ -66,7 +62,7 @@ describe.each(backends)("ids of events, deliveries and attempts on %s", (backend
 
     const worker = startWorker({ db, masterKey, config: CONFIG, pollMs: 50, maintenanceIntervalMs: 0 });
     try {
-      await eventually(async () => (await db.prisma.deliveryAttempt.count({ where: { delivery: { projectId } } })) === 3, 10_000, "three attempts");
+      await eventually(async () => (await db.prisma.deliveryAttempt.count({ where: { delivery: { projectId } } })) >= 3, 10_000, "three attempts");
     } finally {
       await worker.stop();
     }
