@@ -22,9 +22,9 @@ const pool = Buffer.alloc(ORDERED_RANDOM_BYTES * 256);
 let next = pool.length;
 
 /**
- * `evt_` + the milliseconds since the epoch in 12 hex digits + 10 random bytes in base64url. Ids
- * of different milliseconds sort by time as text (lower-case hex digits of one length, under any
- * collation); within one millisecond they sort at random.
+ * The prefix, `_`, the milliseconds since the epoch in 12 hex digits and 10 random bytes in
+ * base64url. Ids of different milliseconds sort by time as text (lower-case hex digits of one
+ * length, under any collation); within one millisecond they sort at random.
  */
 export function newOrderedId(prefix: OrderedIdPrefix, nowMs = Date.now()): string {
   if (next === pool.length) {

@@ -32,10 +32,9 @@ export type Harness = {
   close(): Promise<void>;
 };
 
-export async function startHarness(
-  backend: Backend,
-  opts: { env?: Record<string, string>; limits?: Partial<Limits>; logger?: Logger } = {},
-): Promise<Harness> {
+type HarnessOptions = { env?: Record<string, string>; limits?: Partial<Limits>; logger?: Logger };
+
+export async function startHarness(backend: Backend, opts: HarnessOptions = {}): Promise<Harness> {
   const db = await openTestDatabase(backend);
   try {
     return await harnessOn(db, opts);
@@ -46,7 +45,7 @@ export async function startHarness(
   }
 }
 
-async function harnessOn(db: TestDatabase, opts: { env?: Record<string, string>; limits?: Partial<Limits>; logger?: Logger }): Promise<Harness> {
+async function harnessOn(db: TestDatabase, opts: HarnessOptions): Promise<Harness> {
   const mailbox = await startMailbox();
   const adminToken = randomBytes(24).toString("hex");
   const apiKey = `lg_sk_test_${randomBytes(24).toString("base64url")}`;
