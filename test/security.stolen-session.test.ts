@@ -174,6 +174,27 @@ describe.concurrent.each(backends)("a stolen session on %s", (backend) => {
     expect(JSON.parse(events[0].body).data).toMatchObject({ user_id: user.accountId, session_id: decodeJwt(user.token).sid });
   });
 
+  it.sequential("a session's last use is its first request of each minute", async () => {
+    const user = await h.signIn({ email: "regular@example.com" });
+    const sid = decodeJwt(user.token).sid as string;
+    const lastUse = async () => (await h.db.prisma.session.findUniqueOrThrow({ where: { id: sid } })).lastUsedAt;
+    const request = async () => expect((await h.gql(`{ viewer { id } }`, {}, bearer(user.token))).body.errors).toBeUndefined();
+    /** Moves the session's last use back, as if that many seconds had passed since it. */
+    const ago = (seconds: number) => h.db.prisma.$executeRaw`UPDATE sessions SET last_used_at = now() - make_interval(secs => ${seconds}) WHERE id = ${sid}`;
+
+    await request();
+    const first = await lastUse();
+    expect(first).not.toBeNull();
+    await ago(30);
+    const within = await lastUse();
+    await request();
+    expect(await lastUse()).toEqual(within); // less than a minute since: not touched again
+    await ago(61);
+    const stale = await lastUse();
+    await request();
+    expect((await lastUse())!.getTime()).toBeGreaterThan(stale!.getTime() + 60_000);
+  });
+
   it.sequential("sessions are listed with where and when, and ending one stops its tokens at once", async () => {
     const one = await h.signIn({ email: "lister@example.com" });
     const two = await h.signIn({ email: "lister@example.com" });

@@ -52,7 +52,8 @@ export function liveSessionCondition(session: string, account: string, project: 
 /**
  * Touches last_used_at at most once a minute, only when the request's API key (by its hash) is
  * of the session's project: an UPDATE for a data-modifying CTE, so authenticating stays one
- * round trip and most calls write nothing.
+ * round trip and most calls write nothing. Its one caller (authenticate_user) commits it
+ * without waiting for the disk; inside a larger transaction it would commit with that.
  */
 export function touchSessionStatement(session: string, keyHash: string): string {
   return `UPDATE sessions SET last_used_at = now()
@@ -66,11 +67,6 @@ function liveSessionWhere(sessionId: string, accountId: string, project: Prisma.
 
 export function liveSessionSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
   return Prisma.sql`EXISTS (SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
-}
-
-/** Touches last_used_at (at most once a minute) only when the request's API key is of the session's project. */
-export function touchSessionSql(sessionId: string, keyHash: string): Prisma.Sql {
-  return withHoles(touchSessionStatement("\0", "\0"), sessionId, keyHash);
 }
 
 export async function assertLiveSession(db: Db, projectId: string, sessionId: string, accountId: string): Promise<void> {
