@@ -3,7 +3,7 @@
 // backlog of 10 webhooks (per-webhook cap 20), one call at a time, tick-sampled CPU of the
 // database backend. Nothing in src/ uses this model: it bounds what any redesign of the
 // delivery tables could save, and so whether the drain goal against graphile-worker can be
-// reached by one (bench/RESULTS.md, "What a delivery writes").
+// reached by one (bench/RESULTS.md, delivery: "Why 1.1 is out of reach").
 //
 // The model is the one every plan so far converged on, reduced to what a delivery must write:
 // * a queue that a delivery's row leaves by DELETE when it is done (graphile-worker's jobs do
