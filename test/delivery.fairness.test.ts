@@ -3,12 +3,13 @@
 // healthy webhook's deliveries never wait behind a dead one's. Real receivers on loopback, a
 // real database per backend; a short send timeout keeps it fast, and every assertion is on
 // counts and order, never on speed.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EndpointBreakers, INITIAL_LIMIT, verdictOf, type Transition } from "../src/delivery/breaker.ts";
 import { claimDue, releaseLeases } from "../src/delivery/sql.ts";
-import { startWorker, type DeliveryWorker, type Logger, type WorkerOptions } from "../src/delivery/worker.ts";
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
-import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver, type Behaviour, type SeededWebhook } from "./support/receiver.ts";
+import type { DeliveryWorker, WorkerOptions } from "../src/delivery/worker.ts";
+import { backends } from "./support/db.ts";
+import { deliveryWorld } from "./support/delivery-world.ts";
+import { enqueueEvents, eventually, newMasterKey, seedWebhook, type Behaviour, type SeededWebhook } from "./support/receiver.ts";
 
 /** Short, so that dead endpoints fail fast; long enough that a loaded machine never times out a live one. */
 const TIMEOUT_MS = 1_500;
@@ -90,53 +91,25 @@ describe("endpoint breakers (the rules, on a clock of their own)", () => {
 });
 
 describe.each(backends)("fair delivery under slow receivers on %s", (backend) => {
-  let db: TestDatabase;
+  const world = deliveryWorld(backend);
+  const { receiver } = world;
   const masterKey = newMasterKey();
-  const workers: DeliveryWorker[] = [];
-  const receivers: TestReceiver[] = [];
-  const logs: { level: string; obj: Record<string, unknown>; msg?: string }[] = [];
-  const logger: Logger = {
-    debug: () => {},
-    info: (obj, msg) => logs.push({ level: "info", obj: obj as Record<string, unknown>, msg }),
-    warn: (obj, msg) => logs.push({ level: "warn", obj: obj as Record<string, unknown>, msg }),
-    error: (obj, msg) => logs.push({ level: "error", obj: obj as Record<string, unknown>, msg }),
-  };
-
-  beforeAll(async () => {
-    db = await openTestDatabase(backend);
-  });
-  afterAll(async () => {
-    await db?.close();
-  });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.stop()));
-    await Promise.all(receivers.splice(0).map((r) => r.close()));
-    const errors = logs.splice(0).filter((l) => l.level === "error");
-    expect(errors, JSON.stringify(errors)).toEqual([]);
-  });
 
   function worker(opts: Partial<WorkerOptions> & { breaker: { failures: number; openMs: number; maxOpenMs: number } }): DeliveryWorker {
     const config = { retryScheduleMs: SCHEDULE, webhookTimeoutMs: TIMEOUT_MS, webhookAllowPrivate: true, webhookBreaker: opts.breaker };
-    const w = startWorker({ db, masterKey, logger, pollMs: 100, maintenanceIntervalMs: 0, ...opts, config });
-    workers.push(w);
-    return w;
+    return world.worker({ masterKey, logger: world.logger, pollMs: 100, maintenanceIntervalMs: 0, ...opts, config });
   }
-  async function receiver(fallback?: Behaviour): Promise<TestReceiver> {
-    const r = await TestReceiver.start(fallback);
-    receivers.push(r);
-    return r;
-  }
-  const breakerMoves = (webhookId: string) => logs.filter((l) => l.obj.webhookId === webhookId && String(l.obj.event).startsWith("webhook.breaker.")).map((l) => l.obj.event);
+  const breakerMoves = (webhookId: string) => world.logs.filter((l) => l.obj.webhookId === webhookId && String(l.obj.event).startsWith("webhook.breaker.")).map((l) => l.obj.event);
   const attemptsOf = (webhookId: string) =>
-    db.prisma.deliveryAttempt.findMany({ where: { delivery: { webhookId } }, orderBy: { startedAt: "asc" } });
+    world.db.prisma.deliveryAttempt.findMany({ where: { delivery: { webhookId } }, orderBy: { startedAt: "asc" } });
 
   it("the claim takes no delivery of an endpoint with no room, at most its room of a listed one, and the default of the rest", async () => {
-    const a = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/a" });
+    const a = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/a" });
     const project = a.projectId;
-    const b = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/b", projectId: project });
-    const c = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/c", projectId: project });
-    await enqueueEvents(db, project, 10, { perTx: 10 });
-    const claimed = await claimDue(db, {
+    const b = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/b", projectId: project });
+    const c = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/c", projectId: project });
+    await enqueueEvents(world.db, project, 10, { perTx: 10 });
+    const claimed = await claimDue(world.db, {
       workerId: "fair",
       limit: 100,
       leaseMs: 30_000,
@@ -146,14 +119,14 @@ describe.each(backends)("fair delivery under slow receivers on %s", (backend) =>
     const per = (id: string) => claimed.filter((x) => x.webhookId === id).length;
     expect([per(a.webhookId), per(b.webhookId), per(c.webhookId)]).toEqual([0, 2, 3]);
     // Out of the way of the tests below.
-    await releaseLeases(db, "fair", claimed.map((x) => x.deliveryId));
-    await db.prisma.webhook.updateMany({ where: { projectId: project }, data: { enabled: false } });
+    await releaseLeases(world.db, "fair", claimed.map((x) => x.deliveryId));
+    await world.db.prisma.webhook.updateMany({ where: { projectId: project }, data: { enabled: false } });
   });
 
   it("opens on a receiver that hangs, probes it with one delivery, and closes when it answers again", async () => {
     const r = await receiver(HANG);
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
-    await enqueueEvents(db, hook.projectId, 30, { perTx: 30 });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
+    await enqueueEvents(world.db, hook.projectId, 30, { perTx: 30 });
     const w = worker({ concurrency: 20, perWebhookCap: 20, breaker: { failures: 3, openMs: 1_000, maxOpenMs: 1_000 } });
 
     await eventually(async () => w.endpoint(hook.webhookId).state === "open", 10_000, "the breaker to open");
@@ -165,7 +138,7 @@ describe.each(backends)("fair delivery under slow receivers on %s", (backend) =>
 
     // It answers again, the first answer (the probe's) after 150 ms.
     r.setFallback({ status: 200 }).enqueue({ status: 200, delayMs: 150 });
-    await eventually(async () => (await db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "succeeded" } })) === 30, 15_000, "all delivered");
+    await eventually(async () => (await world.db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "succeeded" } })) === 30, 15_000, "all delivered");
     expect(w.endpoint(hook.webhookId).state).toBe("closed");
     expect(breakerMoves(hook.webhookId)).toEqual(["webhook.breaker.open", "webhook.breaker.half-open", "webhook.breaker.closed"]);
 
@@ -183,13 +156,13 @@ describe.each(backends)("fair delivery under slow receivers on %s", (backend) =>
 
   it("delivers a healthy webhook's backlog while three dead webhooks have theirs, which wait in the database", async () => {
     const healthy = await receiver({ status: 200 });
-    const project = (await seedWebhook(db, masterKey, { url: healthy.url })).projectId;
+    const project = (await seedWebhook(world.db, masterKey, { url: healthy.url })).projectId;
     const dead = await Promise.all([0, 1, 2].map(() => receiver(HANG)));
     const deadHooks: SeededWebhook[] = [];
-    for (const d of dead) deadHooks.push(await seedWebhook(db, masterKey, { url: d.url, projectId: project }));
-    const healthyHook = (await db.prisma.webhook.findFirstOrThrow({ where: { projectId: project, url: healthy.url } })).id;
+    for (const d of dead) deadHooks.push(await seedWebhook(world.db, masterKey, { url: d.url, projectId: project }));
+    const healthyHook = (await world.db.prisma.webhook.findFirstOrThrow({ where: { projectId: project, url: healthy.url } })).id;
     // One business transaction per 50 events, each fanned out to all four webhooks.
-    await enqueueEvents(db, project, 150, { perTx: 50 });
+    await enqueueEvents(world.db, project, 150, { perTx: 50 });
 
     // 16 slots: the three dead endpoints at the cap of 20 would take them all. Once open they
     // stay open for the rest of the test (no probe).
@@ -201,11 +174,11 @@ describe.each(backends)("fair delivery under slow receivers on %s", (backend) =>
     for (const d of dead) expect(d.receipts.length).toBeLessThanOrEqual(INITIAL_LIMIT);
     // The healthy one earned more than that.
     expect(w.endpoint(healthyHook).limit).toBeGreaterThan(INITIAL_LIMIT);
-    await eventually(async () => (await db.prisma.delivery.count({ where: { webhookId: healthyHook, status: "succeeded" } })) === 150, 10_000, "healthy recorded");
+    await eventually(async () => (await world.db.prisma.delivery.count({ where: { webhookId: healthyHook, status: "succeeded" } })) === 150, 10_000, "healthy recorded");
 
     // The dead backlogs are still there, pending; what was tried is logged and scheduled again.
     for (const h of deadHooks) {
-      const rows = await db.prisma.delivery.findMany({ where: { webhookId: h.webhookId }, include: { attemptLog: true } });
+      const rows = await world.db.prisma.delivery.findMany({ where: { webhookId: h.webhookId }, include: { attemptLog: true } });
       expect(rows.every((d) => d.status === "pending")).toBe(true);
       const tried = rows.filter((d) => d.attempts > 0);
       expect(tried.length).toBeLessThanOrEqual(INITIAL_LIMIT);

@@ -4,11 +4,12 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Lifecycle } from "../src/delivery/lifecycle.ts";
-import { startWorker, type DeliveryWorker, type Logger } from "../src/delivery/worker.ts";
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
-import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver } from "./support/receiver.ts";
+import type { DeliveryWorker } from "../src/delivery/worker.ts";
+import { backends } from "./support/db.ts";
+import { deliveryWorld } from "./support/delivery-world.ts";
+import { enqueueEvents, eventually, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 describe("lifecycle transitions", () => {
   function lifecycle() {
@@ -76,46 +77,27 @@ describe("lifecycle transitions", () => {
 const CONFIG = { retryScheduleMs: [50, 100], webhookTimeoutMs: 30_000, webhookAllowPrivate: true };
 
 describe.each(backends)("delivery worker lifecycle on %s", (backend) => {
-  let db: TestDatabase;
-  const masterKey = newMasterKey();
-  const workers: DeliveryWorker[] = [];
-  const cleanup: (() => Promise<void>)[] = [];
-  const errors: string[] = [];
-  const logger: Logger = { debug() {}, info() {}, warn() {}, error: (_obj, msg) => void errors.push(msg ?? "") };
-
-  beforeAll(async () => {
-    db = await openTestDatabase(backend);
-  });
-  afterAll(async () => {
-    await db?.close();
-  });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.stop()));
-    for (const c of cleanup.splice(0).reverse()) await c();
+  const world = deliveryWorld(backend, {
     // Deliveries handed back stay due: the next test's worker would claim them.
-    await db.prisma.delivery.deleteMany();
-    await db.prisma.outboxEvent.deleteMany();
-    expect(errors.splice(0)).toEqual([]);
+    afterTest: async (db) => {
+      await db.prisma.delivery.deleteMany();
+      await db.prisma.outboxEvent.deleteMany();
+    },
   });
+  const masterKey = newMasterKey();
 
   function worker(): DeliveryWorker {
-    const w = startWorker({ db, masterKey, logger, config: CONFIG, pollMs: 200, maintenanceIntervalMs: 0 });
-    workers.push(w);
-    return w;
+    return world.worker({ masterKey, logger: world.logger, config: CONFIG, pollMs: 200, maintenanceIntervalMs: 0 });
   }
-  async function silentReceiver(): Promise<TestReceiver> {
-    const r = await TestReceiver.start({ delayMs: 10 * 60_000 });
-    cleanup.push(() => r.close());
-    return r;
-  }
+  const silentReceiver = () => world.receiver({ delayMs: 10 * 60_000 });
   const deliveryOf = (eventId: string, webhookId: string) =>
-    db.prisma.delivery.findUniqueOrThrow({ where: { eventId_webhookId: { eventId, webhookId } }, include: { attemptLog: true } });
+    world.db.prisma.delivery.findUniqueOrThrow({ where: { eventId_webhookId: { eventId, webhookId } }, include: { attemptLog: true } });
 
   it("abandon() while stop() waits for a silent receiver: the send is handed back unrecorded, then stopped", async () => {
     const r = await silentReceiver();
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     const w = worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     await r.waitFor(1);
 
     const stopping = w.stop();
@@ -138,9 +120,9 @@ describe.each(backends)("delivery worker lifecycle on %s", (backend) => {
 
   it("abandon() while running stops at once and hands the send in flight back", async () => {
     const r = await silentReceiver();
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     const w = worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     await r.waitFor(1);
     const abandoning = w.abandon();
     expect(w.state).toBe("abandoning");
@@ -151,15 +133,14 @@ describe.each(backends)("delivery worker lifecycle on %s", (backend) => {
 
   it.runIf(backend === "postgres")("stop() while a result is being recorded waits for that record, then stops", async () => {
     // The record statement is held up by a row lock another connection keeps on the delivery.
-    const gate = await gatedReceiver();
-    cleanup.push(() => gate.close());
-    const hook = await seedWebhook(db, masterKey, { url: gate.url });
+    const gate = world.closeAfterTest(await gatedReceiver());
+    const hook = await seedWebhook(world.db, masterKey, { url: gate.url });
     const w = worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     await gate.arrived;
     const { id: deliveryId } = await deliveryOf(eventId, hook.webhookId);
 
-    const locker = new pg.Client({ connectionString: db.url });
+    const locker = new pg.Client({ connectionString: world.db.url });
     await locker.connect();
     let stopping: Promise<unknown> = Promise.resolve();
     try {

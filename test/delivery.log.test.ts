@@ -1,7 +1,7 @@
 // The delivery log services: redelivery, replay, pulling events, stats, dead-webhook disabling,
 // and that every one of them keeps projects apart.
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { seal } from "../src/crypto.ts";
 import { attemptRequestHeaders, SIGNATURE_NOT_SHOWN } from "../src/delivery/attempt-headers.ts";
 import { disableDeadWebhooks } from "../src/delivery/dead-webhooks.ts";
@@ -9,59 +9,41 @@ import { pullEvents } from "../src/webhooks/events-pull.ts";
 import { redeliver, replayFailed } from "../src/delivery/redelivery.ts";
 import { webhooksStats } from "../src/delivery/charts.ts";
 import { claimDue } from "../src/delivery/sql.ts";
-import { startWorker, type DeliveryWorker, type WorkerOptions } from "../src/delivery/worker.ts";
+import type { DeliveryWorker, WorkerOptions } from "../src/delivery/worker.ts";
 import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../src/errors.ts";
 import { newId } from "../src/ids.ts";
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { backends } from "./support/db.ts";
+import { deliveryWorld } from "./support/delivery-world.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
-import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver, type Behaviour } from "./support/receiver.ts";
+import { enqueueEvents, eventually, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 const CONFIG = { retryScheduleMs: [20, 40], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
 const HOUR = 3_600_000;
 
 describe.each(backends)("delivery log on %s", (backend) => {
-  let db: TestDatabase;
+  const world = deliveryWorld(backend);
+  const { receiver } = world;
   const masterKey = newMasterKey();
-  const workers: DeliveryWorker[] = [];
-  const receivers: TestReceiver[] = [];
-
-  beforeAll(async () => {
-    db = await openTestDatabase(backend);
-  });
-  afterAll(async () => {
-    await db?.close();
-  });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.stop()));
-    await Promise.all(receivers.splice(0).map((r) => r.close()));
-  });
 
   function worker(opts: Partial<WorkerOptions> = {}): DeliveryWorker {
-    const w = startWorker({ db, config: CONFIG, masterKey, pollMs: 100, maintenanceIntervalMs: 0, ...opts });
-    workers.push(w);
-    return w;
-  }
-  async function receiver(fallback?: Behaviour): Promise<TestReceiver> {
-    const r = await TestReceiver.start(fallback);
-    receivers.push(r);
-    return r;
+    return world.worker({ config: CONFIG, masterKey, pollMs: 100, maintenanceIntervalMs: 0, ...opts });
   }
   const deliveryOf = (eventId: string, webhookId: string) =>
-    db.prisma.delivery.findUniqueOrThrow({ where: { eventId_webhookId: { eventId, webhookId } }, include: { attemptLog: true } });
+    world.db.prisma.delivery.findUniqueOrThrow({ where: { eventId_webhookId: { eventId, webhookId } }, include: { attemptLog: true } });
   const statusIs = (webhookId: string, status: "succeeded" | "failed", n: number) =>
-    eventually(async () => (await db.prisma.delivery.count({ where: { webhookId, status } })) === n, 10_000, `${n} ${status}`);
+    eventually(async () => (await world.db.prisma.delivery.count({ where: { webhookId, status } })) === n, 10_000, `${n} ${status}`);
 
   describe("redeliver", () => {
     it("sends the same body bytes again as a fresh cycle (attempt 1), keeping the attempt log", async () => {
       const r = await receiver();
-      const hook = await seedWebhook(db, masterKey, { url: r.url });
+      const hook = await seedWebhook(world.db, masterKey, { url: r.url });
       worker();
-      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
       await statusIs(hook.webhookId, "succeeded", 1);
       const first = await deliveryOf(eventId, hook.webhookId);
 
-      const s = await redeliver(db, hook.projectId, first.id);
+      const s = await redeliver(world.db, hook.projectId, first.id);
       expect(s).toMatchObject({ id: first.id, eventId, status: "pending", attempts: 0, inFlight: false });
       const [a, b] = await r.waitFor(2);
       expect(b.body.equals(a.body)).toBe(true);
@@ -75,73 +57,73 @@ describe.each(backends)("delivery log on %s", (backend) => {
     });
 
     it("leaves a delivery a worker holds alone", async () => {
-      const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/" });
-      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
-      const [c] = await claimDue(db, { workerId: "other", limit: 10, leaseMs: 30_000, perWebhookCap: 10 });
+      const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/" });
+      const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
+      const [c] = await claimDue(world.db, { workerId: "other", limit: 10, leaseMs: 30_000, perWebhookCap: 10 });
       expect(c.eventId).toBe(eventId);
-      const s = await redeliver(db, hook.projectId, c.deliveryId);
+      const s = await redeliver(world.db, hook.projectId, c.deliveryId);
       expect(s).toMatchObject({ status: "pending", inFlight: true });
       expect((await deliveryOf(eventId, hook.webhookId)).leasedBy).toBe("other");
-      await db.prisma.delivery.delete({ where: { id: c.deliveryId } });
+      await world.db.prisma.delivery.delete({ where: { id: c.deliveryId } });
     });
 
     it("does not find another project's delivery, nor an unknown one", async () => {
-      const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: true });
-      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: true });
+      const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
       const d = await deliveryOf(eventId, hook.webhookId);
-      await db.prisma.delivery.update({ where: { id: d.id }, data: { status: "failed", attempts: 6 } });
-      const other = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/" });
-      await expect(redeliver(db, other.projectId, d.id)).rejects.toBeInstanceOf(DeliveryNotFound);
-      await expect(redeliver(db, hook.projectId, "dlv_nope")).rejects.toBeInstanceOf(DeliveryNotFound);
+      await world.db.prisma.delivery.update({ where: { id: d.id }, data: { status: "failed", attempts: 6 } });
+      const other = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/" });
+      await expect(redeliver(world.db, other.projectId, d.id)).rejects.toBeInstanceOf(DeliveryNotFound);
+      await expect(redeliver(world.db, hook.projectId, "dlv_nope")).rejects.toBeInstanceOf(DeliveryNotFound);
       expect(await deliveryOf(eventId, hook.webhookId)).toMatchObject({ status: "failed", attempts: 6 });
-      await db.prisma.delivery.delete({ where: { id: d.id } });
+      await world.db.prisma.delivery.delete({ where: { id: d.id } });
     });
   });
 
   describe("replayFailed", () => {
     it("redelivers a webhook's failed deliveries created since a time, and only those", async () => {
       const r = await receiver({ status: 500 });
-      const hook = await seedWebhook(db, masterKey, { url: r.url });
+      const hook = await seedWebhook(world.db, masterKey, { url: r.url });
       const w = worker();
-      const ids = await enqueueEvents(db, hook.projectId, 3, { perTx: 3 });
+      const ids = await enqueueEvents(world.db, hook.projectId, 3, { perTx: 3 });
       await statusIs(hook.webhookId, "failed", 3);
       expect(r.receipts).toHaveLength(9); // 3 attempts each with a 2-step schedule
       await w.stop();
       // One of them is older than the replay window.
       const old = await deliveryOf(ids[0], hook.webhookId);
-      await db.prisma.delivery.update({ where: { id: old.id }, data: { createdAt: new Date(Date.now() - 2 * HOUR) } });
+      await world.db.prisma.delivery.update({ where: { id: old.id }, data: { createdAt: new Date(Date.now() - 2 * HOUR) } });
 
-      const other = await seedWebhook(db, masterKey, { url: r.url });
-      await expect(replayFailed(db, other.projectId, hook.webhookId, new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
-      await expect(replayFailed(db, hook.projectId, "wh_nope", new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
-      expect(await replayFailed(db, hook.projectId, hook.webhookId, new Date(Date.now() + HOUR))).toBe(0);
+      const other = await seedWebhook(world.db, masterKey, { url: r.url });
+      await expect(replayFailed(world.db, other.projectId, hook.webhookId, new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
+      await expect(replayFailed(world.db, hook.projectId, "wh_nope", new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
+      expect(await replayFailed(world.db, hook.projectId, hook.webhookId, new Date(Date.now() + HOUR))).toBe(0);
 
       r.setFallback({ status: 200 });
-      expect(await replayFailed(db, hook.projectId, hook.webhookId, new Date(Date.now() - HOUR))).toBe(2);
+      expect(await replayFailed(world.db, hook.projectId, hook.webhookId, new Date(Date.now() - HOUR))).toBe(2);
       worker();
       await statusIs(hook.webhookId, "succeeded", 2);
       expect(r.receipts.slice(9).map((x) => x.headers["x-service-event-id"]).sort()).toEqual(ids.slice(1).sort());
       expect((await deliveryOf(ids[0], hook.webhookId)).status).toBe("failed");
       // Nothing left to replay in that window.
-      expect(await replayFailed(db, hook.projectId, hook.webhookId, new Date(Date.now() - HOUR))).toBe(0);
+      expect(await replayFailed(world.db, hook.projectId, hook.webhookId, new Date(Date.now() - HOUR))).toBe(0);
     });
   });
 
   describe("pullEvents", () => {
     it("pages a project's events in order with opaque cursors; test events and other projects are left out", async () => {
-      const a = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
-      const b = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const a = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const b = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) {
-        ids.push(...(await enqueueEvents(db, a.projectId, 5, { perTx: 5 })));
-        await enqueueEvents(db, b.projectId, 2, { perTx: 2 });
+        ids.push(...(await enqueueEvents(world.db, a.projectId, 5, { perTx: 5 })));
+        await enqueueEvents(world.db, b.projectId, 2, { perTx: 2 });
       }
-      await enqueueEvents(db, a.projectId, 1, { test: { webhookId: a.webhookId } });
+      await enqueueEvents(world.db, a.projectId, 1, { test: { webhookId: a.webhookId } });
 
       const pages = [];
       let after: string | null = null;
       for (;;) {
-        const page = await pullEvents(db, a.projectId, { after, limit: 10 });
+        const page = await pullEvents(world.db, a.projectId, { after, limit: 10 });
         pages.push(page);
         after = page.endCursor;
         if (!page.hasMore) break;
@@ -149,28 +131,28 @@ describe.each(backends)("delivery log on %s", (backend) => {
       expect(pages.map((p) => p.events.length)).toEqual([10, 10, 5]);
       expect(pages.flatMap((p) => p.events.map((e) => e.id))).toEqual(ids);
       const first = pages[0].events[0];
-      const stored = await db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: first.id } });
+      const stored = await world.db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: first.id } });
       expect(first).toMatchObject({ eventType: "user.created", body: stored.body });
       expect(JSON.parse(first.body)).toMatchObject({ id: first.id, project_id: a.projectId });
       expect(first.cursor).toMatch(/^[A-Za-z0-9_-]+$/);
 
       // Caught up: an empty page keeps the cursor; a new event appears after it.
-      const empty = await pullEvents(db, a.projectId, { after, limit: 10 });
+      const empty = await pullEvents(world.db, a.projectId, { after, limit: 10 });
       expect(empty).toEqual({ events: [], endCursor: after, hasMore: false });
-      const [next] = await enqueueEvents(db, a.projectId, 1);
-      expect((await pullEvents(db, a.projectId, { after })).events.map((e) => e.id)).toEqual([next]);
+      const [next] = await enqueueEvents(world.db, a.projectId, 1);
+      expect((await pullEvents(world.db, a.projectId, { after })).events.map((e) => e.id)).toEqual([next]);
 
       // Another project sees only its own.
-      expect((await pullEvents(db, b.projectId, { limit: 500 })).events).toHaveLength(10);
-      expect((await pullEvents(db, newId("prj"))).events).toEqual([]);
-      await expect(pullEvents(db, a.projectId, { after: "garbage" })).rejects.toBeInstanceOf(InvalidRequest);
-      expect((await pullEvents(db, a.projectId, { limit: 0 })).events).toHaveLength(1);
+      expect((await pullEvents(world.db, b.projectId, { limit: 500 })).events).toHaveLength(10);
+      expect((await pullEvents(world.db, newId("prj"))).events).toEqual([]);
+      await expect(pullEvents(world.db, a.projectId, { after: "garbage" })).rejects.toBeInstanceOf(InvalidRequest);
+      expect((await pullEvents(world.db, a.projectId, { limit: 0 })).events).toHaveLength(1);
     });
 
     it.runIf(backend === "postgres")("never pages past an event whose transaction is still open", async () => {
-      const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
-      const start = await pullEvents(db, hook.projectId);
-      const open = new pg.Client({ connectionString: db.url });
+      const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const start = await pullEvents(world.db, hook.projectId);
+      const open = new pg.Client({ connectionString: world.db.url });
       await open.connect();
       try {
         await open.query("BEGIN");
@@ -179,12 +161,12 @@ describe.each(backends)("delivery log on %s", (backend) => {
           ["evt_slow", hook.projectId],
         );
         await new Promise((r) => setTimeout(r, 1_100));
-        const [later] = await enqueueEvents(db, hook.projectId, 1);
+        const [later] = await enqueueEvents(world.db, hook.projectId, 1);
         // The later event is committed, but the open transaction holds a lower seq.
-        const during = await pullEvents(db, hook.projectId, { after: start.endCursor });
+        const during = await pullEvents(world.db, hook.projectId, { after: start.endCursor });
         expect(during.events).toEqual([]);
         await open.query("COMMIT");
-        const after = await pullEvents(db, hook.projectId, { after: start.endCursor });
+        const after = await pullEvents(world.db, hook.projectId, { after: start.endCursor });
         expect(after.events.map((e) => e.id)).toEqual(["evt_slow", later]);
       } finally {
         await open.end();
@@ -193,22 +175,22 @@ describe.each(backends)("delivery log on %s", (backend) => {
   });
 
   describe("webhooksStats", () => {
-    const webhookStats = async (projectId: string, webhookId: string) => (await webhooksStats(db, projectId, [webhookId])).get(webhookId)!;
+    const webhookStats = async (projectId: string, webhookId: string) => (await webhooksStats(world.db, projectId, [webhookId])).get(webhookId)!;
 
     it("reports the 24 h success rate and the last success, and nothing of another project's webhook", async () => {
       const r = await receiver();
       r.respond((x) => (JSON.parse(x.body.toString()).data.user.user_id === "acc_3" ? { status: 410 } : undefined));
-      const hook = await seedWebhook(db, masterKey, { url: r.url });
+      const hook = await seedWebhook(world.db, masterKey, { url: r.url });
       const before = await webhookStats(hook.projectId, hook.webhookId);
       expect(before).toMatchObject({ succeeded: 0, failed: 0, pending: 0, successRate: null, lastSuccessAt: null });
       worker();
-      await enqueueEvents(db, hook.projectId, 4, { perTx: 4 });
+      await enqueueEvents(world.db, hook.projectId, 4, { perTx: 4 });
       await statusIs(hook.webhookId, "succeeded", 3);
-      await eventually(async () => (await db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "gone" } })) === 1);
+      await eventually(async () => (await world.db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "gone" } })) === 1);
       const s = await webhookStats(hook.projectId, hook.webhookId);
       expect(s).toMatchObject({ windowHours: 24, succeeded: 3, failed: 0, gone: 1, pending: 0, successRate: 0.75 });
       expect(Date.now() - s.lastSuccessAt!.getTime()).toBeLessThan(60_000);
-      const other = await seedWebhook(db, masterKey, { url: r.url });
+      const other = await seedWebhook(world.db, masterKey, { url: r.url });
       expect(await webhookStats(other.projectId, hook.webhookId)).toMatchObject({ succeeded: 0, gone: 0, successRate: null, lastSuccessAt: null });
     });
   });
@@ -220,16 +202,16 @@ describe.each(backends)("delivery log on %s", (backend) => {
     it("rebuilds the headers each attempt sent, during and after a rotation, from what the attempt stored", async () => {
       const r = await receiver({ status: 500 });
       const old = generateWebhookSecret();
-      const hook = await seedWebhook(db, masterKey, { url: r.url, previous: { secret: old, expiresAt: new Date(Date.now() + HOUR) } });
+      const hook = await seedWebhook(world.db, masterKey, { url: r.url, previous: { secret: old, expiresAt: new Date(Date.now() + HOUR) } });
       worker();
-      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+      const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
       await statusIs(hook.webhookId, "failed", 1);
-      const d = await db.prisma.delivery.findUniqueOrThrow({
+      const d = await world.db.prisma.delivery.findUniqueOrThrow({
         where: { eventId_webhookId: { eventId, webhookId: hook.webhookId } },
         include: { attemptLog: { orderBy: { attempt: "asc" } } },
       });
       const ids = d.attemptLog.map((a) => a.id);
-      const shown = await attemptRequestHeaders(db, masterKey, hook.projectId, ids);
+      const shown = await attemptRequestHeaders(world.db, masterKey, hook.projectId, ids);
       expect(r.receipts).toHaveLength(3);
       for (const [i, got] of r.receipts.entries()) {
         const h = shown.get(ids[i])!;
@@ -239,16 +221,16 @@ describe.each(backends)("delivery log on %s", (backend) => {
       }
 
       // Another project's caller finds nothing; unknown ids are left out.
-      const other = await seedWebhook(db, masterKey, { url: r.url });
-      expect((await attemptRequestHeaders(db, masterKey, other.projectId, ids)).size).toBe(0);
-      expect([...(await attemptRequestHeaders(db, masterKey, hook.projectId, [ids[0], "att_nope"])).keys()]).toEqual([ids[0]]);
+      const other = await seedWebhook(world.db, masterKey, { url: r.url });
+      expect((await attemptRequestHeaders(world.db, masterKey, other.projectId, ids)).size).toBe(0);
+      expect([...(await attemptRequestHeaders(world.db, masterKey, hook.projectId, [ids[0], "att_nope"])).keys()]).toEqual([ids[0]]);
 
       // Rotated twice since: the secrets that signed are gone, so are their signatures; the rest stays.
-      await db.prisma.webhook.update({
+      await world.db.prisma.webhook.update({
         where: { id: hook.webhookId },
         data: { secretSealed: seal(masterKey, generateWebhookSecret()), previousSecretSealed: seal(masterKey, hook.secret) },
       });
-      const later = (await attemptRequestHeaders(db, masterKey, hook.projectId, [ids[0]])).get(ids[0])!;
+      const later = (await attemptRequestHeaders(world.db, masterKey, hook.projectId, [ids[0]])).get(ids[0])!;
       const before = shown.get(ids[0])!;
       expect(later).toEqual({
         ...before,
@@ -258,13 +240,13 @@ describe.each(backends)("delivery log on %s", (backend) => {
     });
 
     it("shows the headers stored by attempts logged before signed_with, and none for an attempt that sent nothing", async () => {
-      const hook = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
-      const [eventId] = await enqueueEvents(db, hook.projectId, 1);
-      const deliveryId = (await db.prisma.delivery.create({ data: { id: newId("dlv"), eventId, webhookId: hook.webhookId, projectId: hook.projectId, eventType: "user.created" } })).id;
+      const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
+      const deliveryId = (await world.db.prisma.delivery.create({ data: { id: newId("dlv"), eventId, webhookId: hook.webhookId, projectId: hook.projectId, eventType: "user.created" } })).id;
       const stored = { "X-Service-Event-Id": eventId, "X-Service-Delivery-Attempt": "1" };
-      const legacy = await db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: 1, startedAt: new Date(), durationMs: 3, requestHeaders: stored } });
-      const refused = await db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: 2, startedAt: new Date(), durationMs: 0, error: "target refused" } });
-      const shown = await attemptRequestHeaders(db, masterKey, hook.projectId, [legacy.id, refused.id]);
+      const legacy = await world.db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: 1, startedAt: new Date(), durationMs: 3, requestHeaders: stored } });
+      const refused = await world.db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: 2, startedAt: new Date(), durationMs: 0, error: "target refused" } });
+      const shown = await attemptRequestHeaders(world.db, masterKey, hook.projectId, [legacy.id, refused.id]);
       expect(shown.get(legacy.id)).toEqual(stored);
       expect(shown.get(refused.id)).toEqual({});
     });
@@ -274,14 +256,14 @@ describe.each(backends)("delivery log on %s", (backend) => {
     // Attempt history is written directly: 24 hours cannot pass in a test.
     async function history(webhookId: string, projectId: string, attempts: [hoursAgo: number, status: number | null][], now: Date) {
       const eventId = newId("evt");
-      await db.prisma.outboxEvent.create({ data: { id: eventId, projectId, eventType: "user.deleted", body: "{}" } });
+      await world.db.prisma.outboxEvent.create({ data: { id: eventId, projectId, eventType: "user.deleted", body: "{}" } });
       const deliveryId = newId("dlv");
-      await db.prisma.delivery.create({
+      await world.db.prisma.delivery.create({
         data: { id: deliveryId, eventId, webhookId, projectId, eventType: "user.deleted", status: "failed", createdAt: new Date(now.getTime() - 30 * HOUR), attempts: attempts.length },
       });
       let n = 0;
       for (const [hoursAgo, statusCode] of attempts) {
-        await db.prisma.deliveryAttempt.create({
+        await world.db.prisma.deliveryAttempt.create({
           data: { id: newId("att"), deliveryId, attempt: ++n, startedAt: new Date(now.getTime() - hoursAgo * HOUR), durationMs: 5, statusCode, requestHeaders: {} },
         });
       }
@@ -289,37 +271,37 @@ describe.each(backends)("delivery log on %s", (backend) => {
 
     it("disables a webhook whose attempts have all failed for 24 hours, with a reason, and only that one", async () => {
       const now = new Date();
-      const dead = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      const dead = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
       await history(dead.webhookId, dead.projectId, [[26, 500], [12, null], [1, 503]], now);
       // Failing for only 20 hours (a success 21 hours ago).
-      const flaky = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      const flaky = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
       await history(flaky.webhookId, flaky.projectId, [[26, 500], [21, 200], [20, 500], [1, 500]], now);
       // Failed long ago, quiet since: not judged on old failures alone.
-      const quiet = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      const quiet = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
       await history(quiet.webhookId, quiet.projectId, [[30, 500], [28, 500]], now);
       // Healthy.
-      const fine = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      const fine = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
       await history(fine.webhookId, fine.projectId, [[26, 500], [2, 200]], now);
       // A pending delivery of the dead webhook is abandoned (replayable later).
-      const [pendingEvent] = await enqueueEvents(db, dead.projectId, 1, { eventType: "user.deleted" });
+      const [pendingEvent] = await enqueueEvents(world.db, dead.projectId, 1, { eventType: "user.deleted" });
 
-      const disabled = await disableDeadWebhooks(db, now);
+      const disabled = await disableDeadWebhooks(world.db, now);
       expect(disabled.map((d) => d.webhookId)).toEqual([dead.webhookId]);
       expect(disabled[0]).toMatchObject({ projectId: dead.projectId });
       expect(disabled[0].failingSince.getTime()).toBe(now.getTime() - 26 * HOUR);
-      const row = await db.prisma.webhook.findUniqueOrThrow({ where: { id: dead.webhookId } });
+      const row = await world.db.prisma.webhook.findUniqueOrThrow({ where: { id: dead.webhookId } });
       expect(row.enabled).toBe(false);
       expect(row.disabledReason).toMatch(/^every delivery attempt failed for 24 hours \(failing since \d{4}-\d\d-\d\dT/);
-      for (const h of [flaky, quiet, fine]) expect((await db.prisma.webhook.findUniqueOrThrow({ where: { id: h.webhookId } })).enabled).toBe(true);
+      for (const h of [flaky, quiet, fine]) expect((await world.db.prisma.webhook.findUniqueOrThrow({ where: { id: h.webhookId } })).enabled).toBe(true);
       expect(await deliveryOf(pendingEvent, dead.webhookId)).toMatchObject({ status: "failed", lastError: expect.stringMatching(/^webhook disabled/) });
 
       // Idempotent.
-      expect(await disableDeadWebhooks(db, now)).toEqual([]);
+      expect(await disableDeadWebhooks(world.db, now)).toEqual([]);
     });
 
     it("runs from the worker and logs a webhook.disabled notice", async () => {
       const now = new Date();
-      const dead = await seedWebhook(db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      const dead = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
       await history(dead.webhookId, dead.projectId, [[25, 500], [1, 500]], now);
       const notices: object[] = [];
       const logger = { debug() {}, info() {}, error() {}, warn: (obj: object, msg?: string) => msg === "webhook.disabled" && notices.push(obj) };

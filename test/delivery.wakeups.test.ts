@@ -2,11 +2,11 @@
 // promised to claim again (src/delivery/busy.ts), since notifying commits take turns
 // (docs/operations.md, "Waking the workers"). Every test's worker polls once a minute, so only
 // a NOTIFY or its own promise can deliver within the test.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { promiseBusy, withdrawBusy } from "../src/delivery/busy.ts";
-import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { DELIVERY_CHANNEL } from "../src/webhooks/outbox.ts";
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { backends } from "./support/db.ts";
+import { deliveryWorld } from "./support/delivery-world.ts";
 import { enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver } from "./support/receiver.ts";
 
 const CONFIG = { retryScheduleMs: [1_000], webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
@@ -22,42 +22,32 @@ const NO_POLL = 60_000;
 const IDLE_WINDOW_MS = 500;
 
 describe.each(backends)("waking the delivery workers on %s", (backend) => {
-  let db: TestDatabase;
+  const world = deliveryWorld(backend);
   let receiver: TestReceiver;
   const masterKey = newMasterKey();
-  const workers: DeliveryWorker[] = [];
 
   beforeAll(async () => {
-    db = await openTestDatabase(backend);
     receiver = await TestReceiver.start();
   });
   afterAll(async () => {
     await receiver?.close();
-    await db?.close();
-  });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.stop()));
   });
 
-  const worker = () => {
-    const w = startWorker({ db, masterKey, config: CONFIG, pollMs: NO_POLL, idleAfterMs: IDLE_WINDOW_MS, maintenanceIntervalMs: 0 });
-    workers.push(w);
-    return w;
-  };
-  const promises = () => db.prisma.deliveryBusyWorker.findMany();
+  const worker = () => world.worker({ masterKey, config: CONFIG, pollMs: NO_POLL, idleAfterMs: IDLE_WINDOW_MS, maintenanceIntervalMs: 0 });
+  const promises = () => world.db.prisma.deliveryBusyWorker.findMany();
   const received = (n: number, what: string) => eventually(async () => receiver.receipts.length >= n, 10_000, what);
 
   /** Notifications on the delivery channel, counted up to a barrier of our own. */
   async function listening() {
     const payloads: string[] = [];
-    const stop = await db.listen(DELIVERY_CHANNEL, (p) => payloads.push(p));
+    const stop = await world.db.listen(DELIVERY_CHANNEL, (p) => payloads.push(p));
     let barriers = 0;
     return {
       stop,
       /** Commit-time NOTIFYs of the outbox so far: everything committed before this call has arrived. */
       async count(): Promise<number> {
         const barrier = `barrier-${++barriers}`;
-        await db.prisma.$executeRaw`SELECT pg_notify(${DELIVERY_CHANNEL}, ${barrier})`;
+        await world.db.prisma.$executeRaw`SELECT pg_notify(${DELIVERY_CHANNEL}, ${barrier})`;
         await eventually(async () => payloads.includes(barrier), 5_000, "the barrier notification");
         return payloads.filter((p) => p === "").length;
       },
@@ -65,45 +55,45 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
   }
 
   it("a commit notifies unless a worker's promise to claim again holds", async () => {
-    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
+    const { projectId } = await seedWebhook(world.db, masterKey, { url: receiver.url });
     const l = await listening();
     try {
-      await enqueueEvents(db, projectId);
+      await enqueueEvents(world.db, projectId);
       expect(await l.count()).toBe(1);
-      await promiseBusy(db, "w-test", 60_000);
-      await enqueueEvents(db, projectId);
+      await promiseBusy(world.db, "w-test", 60_000);
+      await enqueueEvents(world.db, projectId);
       expect(await l.count()).toBe(1);
-      await withdrawBusy(db, "w-test");
-      await enqueueEvents(db, projectId);
+      await withdrawBusy(world.db, "w-test");
+      await enqueueEvents(world.db, projectId);
       expect(await l.count()).toBe(2);
       // a promise that ran out (its worker stopped without withdrawing it) stops nothing
-      await promiseBusy(db, "w-gone", 1);
+      await promiseBusy(world.db, "w-gone", 1);
       await new Promise((r) => setTimeout(r, 20));
-      await enqueueEvents(db, projectId);
+      await enqueueEvents(world.db, projectId);
       expect(await l.count()).toBe(3);
       // and once it is a minute old, the next promise made removes it
-      await db.prisma.deliveryBusyWorker.update({ where: { workerId: "w-gone" }, data: { until: new Date(Date.now() - 61_000) } });
-      await promiseBusy(db, "w-next", 1);
+      await world.db.prisma.deliveryBusyWorker.update({ where: { workerId: "w-gone" }, data: { until: new Date(Date.now() - 61_000) } });
+      await promiseBusy(world.db, "w-next", 1);
       expect((await promises()).map((p) => p.workerId)).toEqual(["w-next"]);
     } finally {
       await l.stop();
-      await db.prisma.deliveryBusyWorker.deleteMany();
-      await db.prisma.delivery.deleteMany({ where: { projectId } });
+      await world.db.prisma.deliveryBusyWorker.deleteMany();
+      await world.db.prisma.delivery.deleteMany({ where: { projectId } });
     }
   });
 
   it("an idle worker is woken by the commit itself, again after a burst", async () => {
-    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
+    const { projectId } = await seedWebhook(world.db, masterKey, { url: receiver.url });
     const before = receiver.receipts.length;
     worker();
-    await enqueueEvents(db, projectId);
+    await enqueueEvents(world.db, projectId);
     await received(before + 1, "the first delivery");
-    await enqueueEvents(db, projectId, 40, { perTx: 2 });
+    await enqueueEvents(world.db, projectId, 40, { perTx: 2 });
     await received(before + 41, "the burst");
     // the burst over, the worker goes back to waiting for a NOTIFY and withdraws any promise
     await eventually(async () => (await promises()).length === 0, 5_000, "the promise withdrawn");
     await new Promise((r) => setTimeout(r, 100));
-    await enqueueEvents(db, projectId);
+    await enqueueEvents(world.db, projectId);
     await received(before + 42, "the delivery after the burst");
   });
 
@@ -113,12 +103,12 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
    * the burst is committed and the worker has promised.
    */
   async function busyWorker() {
-    const { projectId } = await seedWebhook(db, masterKey, { url: receiver.url });
+    const { projectId } = await seedWebhook(world.db, masterKey, { url: receiver.url });
     const before = receiver.receipts.length;
     const w = worker();
     const l = await listening();
     try {
-      const burst = Array.from({ length: 4 }, () => enqueueEvents(db, projectId, 100, { perTx: 5 }));
+      const burst = Array.from({ length: 4 }, () => enqueueEvents(world.db, projectId, 100, { perTx: 5 }));
       await eventually(async () => (await promises()).some((p) => p.workerId === w.id), 10_000, "the worker's promise");
       await Promise.all(burst);
     } catch (err) {
@@ -135,7 +125,7 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
       // Then one commit every 30 ms: several empty claims between two commits (the worker claims
       // every 5 ms while promised), as a pause of the commits under load leaves them.
       for (let i = 0; i < 20; i++) {
-        await enqueueEvents(db, projectId);
+        await enqueueEvents(world.db, projectId);
         await new Promise((r) => setTimeout(r, 30));
       }
       await received(before + 420, "all 420 deliveries");

@@ -1,55 +1,28 @@
 // The delivery worker end to end: real receivers on loopback, a real database per backend,
 // events enqueued through the outbox in business transactions.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { attemptRequestHeaders } from "../src/delivery/attempt-headers.ts";
-import { startWorker, type DeliveryWorker, type Logger, type WorkerOptions } from "../src/delivery/worker.ts";
+import type { DeliveryWorker, WorkerOptions } from "../src/delivery/worker.ts";
 import { metrics } from "../src/metrics.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
-import { closedPortUrl, enqueueEvents, eventually, newMasterKey, seedWebhook, TestReceiver, type Behaviour } from "./support/receiver.ts";
+import { backends } from "./support/db.ts";
+import { deliveryWorld } from "./support/delivery-world.ts";
+import { closedPortUrl, enqueueEvents, eventually, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 const SCHEDULE = [50, 100, 150, 200, 250];
 const CONFIG = { retryScheduleMs: SCHEDULE, webhookTimeoutMs: 2_000, webhookAllowPrivate: true };
 
 describe.each(backends)("delivery worker on %s", (backend) => {
-  let db: TestDatabase;
+  const world = deliveryWorld(backend);
+  const { receiver } = world;
   const masterKey = newMasterKey();
-  const workers: DeliveryWorker[] = [];
-  const receivers: TestReceiver[] = [];
-  const logs: { level: string; obj: object; msg?: string }[] = [];
-  const logger: Logger = {
-    debug: () => {},
-    info: () => {},
-    warn: (obj, msg) => logs.push({ level: "warn", obj, msg }),
-    error: (obj, msg) => logs.push({ level: "error", obj, msg }),
-  };
-
-  beforeAll(async () => {
-    db = await openTestDatabase(backend);
-  });
-  afterAll(async () => {
-    await db?.close();
-  });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.stop()));
-    await Promise.all(receivers.splice(0).map((r) => r.close()));
-    const errors = logs.splice(0).filter((l) => l.level === "error");
-    expect(errors, JSON.stringify(errors)).toEqual([]);
-  });
 
   function worker(opts: Omit<Partial<WorkerOptions>, "config"> & { config?: Partial<WorkerOptions["config"]> } = {}): DeliveryWorker {
-    const w = startWorker({ db, masterKey, logger, pollMs: 200, maintenanceIntervalMs: 0, ...opts, config: { ...CONFIG, ...opts.config } });
-    workers.push(w);
-    return w;
-  }
-  async function receiver(fallback?: Behaviour): Promise<TestReceiver> {
-    const r = await TestReceiver.start(fallback);
-    receivers.push(r);
-    return r;
+    return world.worker({ masterKey, logger: world.logger, pollMs: 200, maintenanceIntervalMs: 0, ...opts, config: { ...CONFIG, ...opts.config } });
   }
   const delivery = (eventId: string, webhookId: string) =>
-    db.prisma.delivery.findUniqueOrThrow({
+    world.db.prisma.delivery.findUniqueOrThrow({
       where: { eventId_webhookId: { eventId, webhookId } },
       include: { attemptLog: { orderBy: [{ attempt: "asc" }, { startedAt: "asc" }] } },
     });
@@ -66,15 +39,15 @@ describe.each(backends)("delivery worker on %s", (backend) => {
 
   it("delivers a 200 once, signed, with the stored body bytes", async () => {
     const r = await receiver();
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     const w = worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const [got] = await r.waitFor(1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 1, lastStatus: 200, leasedBy: null, leaseUntil: null });
     expect(d.completedAt).toBeInstanceOf(Date);
 
-    const event = await db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: eventId } });
+    const event = await world.db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: eventId } });
     expect(got.body.equals(Buffer.from(event.body, "utf8"))).toBe(true);
     expect(got.method).toBe("POST");
     expect(got.headers["content-type"]).toBe("application/json");
@@ -96,9 +69,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
 
   it("500 six times: attempts 1…6 on the schedule, then failed", async () => {
     const r = await receiver({ status: 500, body: "boom" });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const got = await r.waitFor(6);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "failed", attempts: 6, lastStatus: 500, lastError: "HTTP 500" });
@@ -113,9 +86,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
   it("500 then 200: succeeded on attempt 2 with the same body bytes and event id", async () => {
     const r = await receiver();
     r.enqueue({ status: 500 });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const [first, second] = await r.waitFor(2);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 2, lastStatus: 200, lastError: null });
@@ -139,10 +112,10 @@ describe.each(backends)("delivery worker on %s", (backend) => {
     const [before, latencyBefore] = [await outcomes(), await latency()];
     const r = await receiver();
     r.enqueue({ status: 500 });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker();
     const t0 = Date.now();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     await settled(eventId, hook.webhookId);
     const elapsedSec = (Date.now() - t0) / 1000;
     const after = await outcomes();
@@ -157,9 +130,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
 
   it("410 stops retries", async () => {
     const r = await receiver({ status: 410 });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "gone", attempts: 1, lastStatus: 410 });
     await new Promise((res) => setTimeout(res, 300));
@@ -169,9 +142,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
   it("a receiver slower than the timeout is a retried failure", async () => {
     const r = await receiver();
     r.enqueue({ status: 200, delayMs: 1_500 });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker({ config: { webhookTimeoutMs: 200 } });
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 2 });
     const [slow, fast] = d.attemptLog;
@@ -183,9 +156,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
 
   it("a refused connection (closed port) is retried until it fails", async () => {
     const url = await closedPortUrl();
-    const hook = await seedWebhook(db, masterKey, { url });
+    const hook = await seedWebhook(world.db, masterKey, { url });
     worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "failed", attempts: 6, lastStatus: null });
     expect(d.attemptLog).toHaveLength(6);
@@ -195,9 +168,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
   it("a connection dropped without an answer is retried", async () => {
     const r = await receiver();
     r.enqueue({ hangUp: true });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 2 });
     expect(d.attemptLog[0].error).toMatch(/socket|reset|closed/i);
@@ -206,9 +179,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
   it("honours Retry-After on a 429 when it is longer than the schedule", async () => {
     const r = await receiver();
     r.enqueue({ status: 429, headers: { "retry-after": "1" } });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const [first, second] = await r.waitFor(2, 5_000);
     expect(second.at - first.at).toBeGreaterThanOrEqual(980);
     expect(second.at - first.at).toBeLessThan(2_000);
@@ -218,9 +191,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
   it("during a rotation every delivery verifies with either secret; after it, only the new one", async () => {
     const r = await receiver();
     const old = generateWebhookSecret();
-    const rotating = await seedWebhook(db, masterKey, { url: r.url, previous: { secret: old, expiresAt: new Date(Date.now() + 7 * 86_400_000) } });
+    const rotating = await seedWebhook(world.db, masterKey, { url: r.url, previous: { secret: old, expiresAt: new Date(Date.now() + 7 * 86_400_000) } });
     worker();
-    await enqueueEvents(db, rotating.projectId, 1);
+    await enqueueEvents(world.db, rotating.projectId, 1);
     const [got] = await r.waitFor(1);
     expect(got.headers["x-service-signature-previous"]).toMatch(/^sha256=[0-9a-f]{64}$/);
     expect(String(got.headers["webhook-signature"]).split(" ")).toHaveLength(2);
@@ -229,8 +202,8 @@ describe.each(backends)("delivery worker on %s", (backend) => {
       expect(verifyWebhook(got.body, got.headers, rotating.secret, { scheme }).ok, `new ${scheme}`).toBe(true);
     }
 
-    const ended = await seedWebhook(db, masterKey, { url: r.url, previous: { secret: old, expiresAt: new Date(Date.now() - 1_000) } });
-    await enqueueEvents(db, ended.projectId, 1);
+    const ended = await seedWebhook(world.db, masterKey, { url: r.url, previous: { secret: old, expiresAt: new Date(Date.now() - 1_000) } });
+    await enqueueEvents(world.db, ended.projectId, 1);
     const [, after] = await r.waitFor(2);
     expect(after.headers["x-service-signature-previous"]).toBeUndefined();
     expect(verifyWebhook(after.body, after.headers, old).ok).toBe(false);
@@ -240,9 +213,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
   it("logs every attempt: status, duration, the first KiB of the answer, the headers sent", async () => {
     const r = await receiver({ status: 202, body: "accepted ✓" });
     r.enqueue({ status: 503, body: "é".repeat(2_000), headers: { "retry-after": "0" } });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 2, lastStatus: 202 });
     const [first, second] = d.attemptLog;
@@ -255,7 +228,7 @@ describe.each(backends)("delivery worker on %s", (backend) => {
       expect(a.startedAt.getTime()).toBeGreaterThan(Date.now() - 60_000);
     }
     // Rebuilt for display from what the attempt stored: exactly what the receiver got.
-    const shown = await attemptRequestHeaders(db, masterKey, hook.projectId, [first.id, second.id]);
+    const shown = await attemptRequestHeaders(world.db, masterKey, hook.projectId, [first.id, second.id]);
     const sent = shown.get(second.id)!;
     const received = r.receipts[1].headers;
     for (const name of ["X-Service-Signature", "X-Service-Event-Id", "X-Service-Delivery-Attempt", "webhook-id", "webhook-timestamp", "webhook-signature", "Content-Type"]) {
@@ -269,25 +242,25 @@ describe.each(backends)("delivery worker on %s", (backend) => {
 
   it("refuses a target the guard forbids, as a failed attempt with a clear error", async () => {
     const r = await receiver();
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     // Private targets forbidden (as in production): loopback is refused at send time.
     worker({ config: { retryScheduleMs: [20], webhookAllowPrivate: false } });
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "failed", attempts: 2 });
     expect(d.lastError).toMatch(/^target refused: webhook URL must use https:\/\//);
     expect(d.attemptLog[0].signedWith).toBeNull();
-    expect((await attemptRequestHeaders(db, masterKey, hook.projectId, [d.attemptLog[0].id])).get(d.attemptLog[0].id)).toEqual({});
+    expect((await attemptRequestHeaders(world.db, masterKey, hook.projectId, [d.attemptLog[0].id])).get(d.attemptLog[0].id)).toEqual({});
     expect(r.receipts).toHaveLength(0);
   });
 
   it("spreads a burst over concurrent sends and records every result", async () => {
     const r = await receiver({ status: 200, delayMs: 20 });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     const w = worker({ concurrency: 16, batchSize: 8, perWebhookCap: 16 });
-    const ids = await enqueueEvents(db, hook.projectId, 60, { perTx: 20 });
+    const ids = await enqueueEvents(world.db, hook.projectId, 60, { perTx: 20 });
     await r.waitFor(60);
-    await eventually(async () => (await db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "succeeded" } })) === 60, 10_000, "all succeeded");
+    await eventually(async () => (await world.db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "succeeded" } })) === 60, 10_000, "all succeeded");
     expect(new Set(r.receipts.map((x) => x.headers["x-service-event-id"]))).toEqual(new Set(ids));
     expect(r.receipts).toHaveLength(60);
     // The database shows a record as soon as it commits, the worker counts it a moment later.
@@ -297,9 +270,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
 
   it("keeps one capped webhook busy without waiting for the poll", async () => {
     const r = await receiver({ status: 200 });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     const w = worker({ concurrency: 50, batchSize: 50, perWebhookCap: 5, pollMs: 5_000 });
-    await enqueueEvents(db, hook.projectId, 100, { perTx: 100 });
+    await enqueueEvents(world.db, hook.projectId, 100, { perTx: 100 });
     const t0 = Date.now();
     await r.waitFor(100, 4_000);
     expect(Date.now() - t0).toBeLessThan(4_000);
@@ -311,9 +284,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
     // two thirds of it. With 200 ms, a machine busy for 140 ms (two test files and Postgres on
     // two cores) let the lease lapse and the second worker send again; 600 ms tolerates 400.
     const r = await receiver({ status: 200, delayMs: 1_800 });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     const a = worker({ leaseMs: 600 });
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     await r.waitFor(1);
     const b = worker({ leaseMs: 600 });
     b.wake();
@@ -328,9 +301,9 @@ describe.each(backends)("delivery worker on %s", (backend) => {
   it("does not follow redirects: a 3xx is a failed attempt", async () => {
     const r = await receiver();
     r.enqueue({ status: 302, headers: { location: "/elsewhere" } });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     worker();
-    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 2 });
     expect(d.attemptLog[0]).toMatchObject({ statusCode: 302, error: "HTTP 302: redirect not followed (to /elsewhere)" });
@@ -339,18 +312,18 @@ describe.each(backends)("delivery worker on %s", (backend) => {
 
   it("stop() waits for in-flight sends and records them; unsent claims are released", async () => {
     const r = await receiver({ status: 200, delayMs: 300 });
-    const hook = await seedWebhook(db, masterKey, { url: r.url });
+    const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     const w = worker({ concurrency: 2, batchSize: 2, perWebhookCap: 2 });
-    const ids = await enqueueEvents(db, hook.projectId, 5, { perTx: 5 });
+    const ids = await enqueueEvents(world.db, hook.projectId, 5, { perTx: 5 });
     await r.waitFor(2);
     await w.stop();
-    const rows = await db.prisma.delivery.findMany({ where: { webhookId: hook.webhookId } });
+    const rows = await world.db.prisma.delivery.findMany({ where: { webhookId: hook.webhookId } });
     expect(rows.filter((d) => d.status === "succeeded")).toHaveLength(r.receipts.length);
     expect(rows.every((d) => d.leasedBy === null && d.leaseUntil === null)).toBe(true);
     expect(rows.filter((d) => d.status === "pending").length).toBe(5 - r.receipts.length);
     // Another worker finishes the rest at once.
     worker();
-    await eventually(async () => (await db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "succeeded" } })) === 5, 5_000, "the rest");
+    await eventually(async () => (await world.db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "succeeded" } })) === 5, 5_000, "the rest");
     expect(new Set(r.receipts.map((x) => x.headers["x-service-event-id"]))).toEqual(new Set(ids));
     expect(r.receipts).toHaveLength(5);
   });
