@@ -7,15 +7,13 @@ import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex } from "../src/crypto.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
-import { backends, TEST_CONNECT_TIMEOUT_MS, type Backend } from "./support/db.ts";
+import { adminQuery, backends, serverUrl, TEST_CONNECT_TIMEOUT_MS, withDatabase, type Backend } from "./support/db.ts";
 import { bulkEnqueue, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 const BIN = fileURLToPath(new URL("../bin/linkgate.mjs", import.meta.url));
-const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
 
 type Run = { code: number; stdout: string; stderr: string };
 
@@ -50,16 +48,6 @@ function expectOneLineError(r: Run, code: number, pattern: RegExp) {
 
 type Target = { env: NodeJS.ProcessEnv; open(): Promise<Database>; drop(): Promise<void> };
 
-async function adminQuery(sql: string) {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 /** An empty database, not migrated: the CLI's own `db migrate` sets it up. */
 async function emptyDatabase(backend: Backend): Promise<Target> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "linkgate-cli-"));
@@ -73,11 +61,10 @@ async function emptyDatabase(backend: Backend): Promise<Target> {
   }
   const name = `lg_cli_${randomBytes(6).toString("hex")}`;
   await adminQuery(`CREATE DATABASE ${name}`);
-  const u = new URL(serverUrl!);
-  u.pathname = `/${name}`;
+  const url = withDatabase(serverUrl!, name);
   return {
-    env: { ...baseEnv(), LINKGATE_DATA_DIR: dataDir, DATABASE_URL: u.toString() },
-    open: () => openDatabase({ databaseUrl: u.toString(), dataDir: "", connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS }),
+    env: { ...baseEnv(), LINKGATE_DATA_DIR: dataDir, DATABASE_URL: url },
+    open: () => openDatabase({ databaseUrl: url, dataDir: "", connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS }),
     drop: async () => {
       await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       rmSync(dataDir, { recursive: true, force: true });

@@ -8,13 +8,12 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { adminQuery, serverUrl, withDatabase } from "./support/db.ts";
 import { startMailbox, type Mailbox } from "./support/mailbox.ts";
 import { TestReceiver } from "./support/receiver.ts";
 import { MAIN, MIGRATE } from "./support/server-entry.ts";
 
-const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_URL;
 const repo = process.cwd();
 
 /**
@@ -50,16 +49,6 @@ function extractBuild(commit: string): string {
   const gen = spawnSync(process.execPath, ["scripts/generate.mjs"], { cwd: dir, encoding: "utf8" });
   if (gen.status !== 0) throw new Error(`generate in ${dir}: ${gen.stdout}${gen.stderr}`);
   return dir;
-}
-
-async function admin(sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
 }
 
 type Proc = { child: ChildProcess; base: string; output: () => string; exited: Promise<number | null> };
@@ -112,11 +101,9 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
     if (!build) throw new Error("needs the repository's git history (a clone, not a tarball) to build the previous release");
     mailbox = await startMailbox();
     receiver = await TestReceiver.start();
-    await admin(`CREATE DATABASE ${dbName}`);
-    const url = new URL(serverUrl!);
-    url.pathname = `/${dbName}`;
+    await adminQuery(`CREATE DATABASE ${dbName}`);
     env = {
-      DATABASE_URL: url.toString(),
+      DATABASE_URL: withDatabase(serverUrl!, dbName),
       LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"),
       LINKGATE_BOOTSTRAP_API_KEY: apiKey,
       // up to three gateways share the database: they must name one issuer, or the second refuses to start
@@ -136,7 +123,7 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
     await Promise.all(procs.map((p) => p.exited));
     await receiver?.close();
     await mailbox?.close();
-    await admin(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => {});
+    await adminQuery(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => {});
     if (oldDir) rmSync(oldDir, { recursive: true, force: true });
   });
 
