@@ -1,11 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import pg from "pg";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { applyMigrations, applyOrdinaryMigrations, pendingSchemaChanges, readMigrations } from "../src/db/migrations.ts";
 import { applyRepeatable, checksum, readRepeatable, REPEATABLE, REPEATABLE_LOCK, splitStatements, type RepeatableFile } from "../src/db/repeatable.ts";
-import { adminQuery, backends, openTestDatabase, serverUrl, TEST_CONNECT_TIMEOUT_MS, withDatabase, type Backend } from "./support/db.ts";
+import { backends, openTestDatabase, serverUrl, TEST_CONNECT_TIMEOUT_MS } from "./support/db.ts";
 
 describe("migrations", () => {
   it("prisma/schema.prisma and prisma/migrations describe the same database", async () => {
@@ -43,23 +42,6 @@ describe("migrations", () => {
     });
   });
 });
-
-/** A database with no migrations at all (the test databases are copies of a migrated one). */
-async function emptyDatabase(backend: Backend): Promise<Database & { url?: string }> {
-  if (backend === "pglite") return openDatabase({ dataDir: "memory://" });
-  const name = `lg_test_${randomBytes(6).toString("hex")}`;
-  await adminQuery(`CREATE DATABASE ${name}`);
-  const url = withDatabase(serverUrl!, name);
-  const db = await openDatabase({ databaseUrl: url, dataDir: "", connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });
-  return {
-    ...db,
-    url,
-    async close() {
-      await db.close();
-      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    },
-  };
-}
 
 // The functions and triggers live in repeatable files (src/db/repeatable.ts), applied after the
 // ordinary migrations whenever a file's content changes.
@@ -100,7 +82,7 @@ describe("repeatable migrations", () => {
 
   describe.each(backends)("on %s", (backend) => {
     it("leave every function and trigger the history defined as it defined it, add link_verify's jsonb form, and keep nothing for the build before the last release", async () => {
-      const db = await emptyDatabase(backend);
+      const db = await openTestDatabase(backend, { empty: true });
       try {
         await applyOrdinaryMigrations(db.adapterFactory);
         const history = await catalog(db);
@@ -145,7 +127,7 @@ describe("repeatable migrations", () => {
     });
 
     it("leave every LANGUAGE sql function one Postgres inlines into its caller (src/db/repeatable.ts)", async () => {
-      const db = await emptyDatabase(backend);
+      const db = await openTestDatabase(backend, { empty: true });
       try {
         await applyMigrations(db.adapterFactory);
         const fns = await db.prisma.$queryRaw<{ name: string; args: string[]; set: boolean }[]>`
@@ -290,7 +272,7 @@ describe("the dashboard schema, renamed from console", () => {
 
   describe.each(backends)("on %s", (backend) => {
     it("counts with the previous build's trigger functions in between, serves the previous build's reads through console, and counts on once the release after drops it", async () => {
-      const db = await emptyDatabase(backend);
+      const db = await openTestDatabase(backend, { empty: true });
       try {
         const all = await readMigrations();
         const before = { ...all, migrationDirectories: all.migrationDirectories.filter((d) => d.path < RENAME) };

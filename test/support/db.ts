@@ -38,20 +38,21 @@ export type TestDatabase = Database & { url?: string };
  */
 export const TEST_CONNECT_TIMEOUT_MS = 30_000;
 
-export async function openTestDatabase(backend: Backend, opts: { poolSize?: number } = {}): Promise<TestDatabase> {
+/** `empty`: no migrations at all, for the tests of the migrations themselves. */
+export async function openTestDatabase(backend: Backend, opts: { poolSize?: number; empty?: boolean } = {}): Promise<TestDatabase> {
   if (backend === "pglite") {
-    const from = migratedSnapshot();
+    const from = opts.empty ? undefined : migratedSnapshot();
     const db = await openDatabase({ dataDir: "memory://", pgliteSnapshot: from });
-    if (!from) await applyMigrations(db.adapterFactory);
+    if (!from && !opts.empty) await applyMigrations(db.adapterFactory);
     return db;
   }
   if (!serverUrl) throw new Error("postgres backend needs TEST_DATABASE_URL or DATABASE_URL");
   const name = `lg_test_${randomBytes(6).toString("hex")}`;
-  const template = process.env[TEMPLATE_ENV];
+  const template = opts.empty ? undefined : process.env[TEMPLATE_ENV];
   await adminQuery(template ? `CREATE DATABASE ${name} TEMPLATE ${template}` : `CREATE DATABASE ${name}`);
   const url = withDatabase(serverUrl, name);
   const db = await openDatabase({ databaseUrl: url, dataDir: "", poolSize: opts.poolSize, connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });
-  if (!template) await applyMigrations(db.adapterFactory);
+  if (!template && !opts.empty) await applyMigrations(db.adapterFactory);
   return {
     ...db,
     url,
