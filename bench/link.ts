@@ -34,7 +34,7 @@
 // ≤ 40 ms on both.
 import { serve } from "@hono/node-server";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -140,8 +140,9 @@ export async function benchLink(backends: Backend[]) {
     const db = await openTestDatabase(backend, { poolSize: 20 });
     const messenger = captureMessenger();
     const apiKey = `lg_bench_${randomBytes(16).toString("hex")}`;
+    const dataDir = mkdtempSync(path.join(tmpdir(), "linkgate-bench-"));
     const config = loadConfig({
-      LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-bench-")),
+      LINKGATE_DATA_DIR: dataDir,
       LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"),
       LINKGATE_BOOTSTRAP_API_KEY: apiKey,
     });
@@ -237,6 +238,7 @@ export async function benchLink(backends: Backend[]) {
     await app.close();
     await analyzer.stop();
     await db.close();
+    rmSync(dataDir, { recursive: true, force: true });
 
     const fmt = (r: RunResult) => `${r.rps.toFixed(0)}/s (p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ${r.errors} errors)`;
     rows.push({

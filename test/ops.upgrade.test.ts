@@ -57,10 +57,18 @@ type Proc = { child: ChildProcess; base: string; output: () => string; exited: P
  * `npm start` of the build in `cwd`: resolves once it listens. This tree runs its compiled
  * dist/main.js, as `npm start` does; the previous build, extracted without one, its sources.
  */
+/** The servers' data folders, removed once every server has exited. */
+const dataDirs: string[] = [];
+function dataDir(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "linkgate-upgrade-"));
+  dataDirs.push(dir);
+  return dir;
+}
+
 async function startBuild(cwd: string, env: Record<string, string>): Promise<Proc> {
   const child = spawn(process.execPath, cwd === repo ? [MAIN] : ["--import", "tsx", "src/main.ts"], {
     cwd,
-    env: { PATH: process.env.PATH, PORT: "0", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-upgrade-")), ...env },
+    env: { PATH: process.env.PATH, PORT: "0", LINKGATE_DATA_DIR: dataDir(), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
@@ -125,6 +133,7 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
     await mailbox?.close();
     await adminQuery(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => {});
     if (oldDir) rmSync(oldDir, { recursive: true, force: true });
+    for (const dir of dataDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
   });
 
   const call = async (p: Proc, method: string, route: string, body?: unknown) => {

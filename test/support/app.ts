@@ -1,6 +1,6 @@
 // A whole linkgate on a test database with real OTP transports, driven through app.fetch.
 import { randomBytes } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
@@ -50,8 +50,10 @@ async function harnessOn(db: TestDatabase, opts: HarnessOptions): Promise<Harnes
   const adminToken = randomBytes(24).toString("hex");
   const apiKey = `lg_sk_test_${randomBytes(24).toString("base64url")}`;
   const publishableKey = `lg_pk_test_${randomBytes(24).toString("base64url")}`;
+  const dataDir = mkdtempSync(path.join(tmpdir(), "linkgate-test-"));
+  const removeDataDir = () => rmSync(dataDir, { recursive: true, force: true });
   const config = loadConfig({
-    LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-test-")),
+    LINKGATE_DATA_DIR: dataDir,
     LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"),
     LINKGATE_BOOTSTRAP_API_KEY: apiKey,
     LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: publishableKey,
@@ -76,6 +78,7 @@ async function harnessOn(db: TestDatabase, opts: HarnessOptions): Promise<Harnes
   } catch (err) {
     await app?.close().catch(() => {});
     await mailbox.close().catch(() => {});
+    removeDataDir();
     throw err;
   }
 
@@ -134,6 +137,7 @@ async function harnessOn(db: TestDatabase, opts: HarnessOptions): Promise<Harnes
       await app.close();
       await mailbox.close();
       await db.close();
+      removeDataDir();
     },
   };
 }
