@@ -4,6 +4,7 @@
 // went from initdb + migrations to a snapshot load (~4× less CPU), a Postgres one from ~2.7 s
 // of migrations to a template copy. Test files still get databases of their own.
 import { execFile } from "node:child_process";
+import { mkdirSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -20,6 +21,7 @@ let template: string | undefined;
 
 export async function setup(): Promise<void> {
   dir = await mkdtemp(path.join(tmpdir(), "linkgate-test-"));
+  keepTemporaryFilesIn(dir);
   const [snapshot] = await Promise.all([migratedPgliteSnapshot(dir), serverUrl ? migratedTemplate() : undefined, buildServerIfStale(), buildUi()]);
   process.env[SNAPSHOT_ENV] = snapshot;
 }
@@ -27,6 +29,18 @@ export async function setup(): Promise<void> {
 export async function teardown(): Promise<void> {
   if (template) await admin(`DROP DATABASE IF EXISTS ${template} WITH (FORCE)`).catch(() => {});
   if (dir) await rm(dir, { recursive: true, force: true });
+}
+
+/**
+ * Every temporary folder of the run (the servers' data folders, PGlite's, Chromium's profiles)
+ * is made inside the run's own folder, which teardown removes: the test processes and the
+ * processes they start read TMPDIR through os.tmpdir(). A PGlite data folder is about 40 MB, and
+ * the files that start real servers made some 25 of them a run, which stayed in /tmp before.
+ */
+function keepTemporaryFilesIn(runDir: string): void {
+  const tmp = path.join(runDir, "tmp");
+  mkdirSync(tmp);
+  process.env.TMPDIR = tmp;
 }
 
 /**
