@@ -1,7 +1,6 @@
 // The app factory: buildApp(config) opens the database, applies migrations, loads keys and
 // returns a Hono app whose fetch() tests call directly; main.ts only listens.
 import { Hono, type Context, type Next } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { randomUUID } from "node:crypto";
 import { defaultIssuer, type Config } from "./config.ts";
@@ -14,7 +13,7 @@ import { resolveMasterKey } from "./auth/master-key.ts";
 import { bootstrapProject } from "./auth/projects.ts";
 import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
-import { BODY_LIMIT } from "./http/body.ts";
+import { limitBody } from "./http/body.ts";
 import type { AppEnv } from "./http/env.ts";
 import { clientAddressResolver, deviceCookie } from "./http/client-address.ts";
 import { errorBody, errorResponse } from "./http/errors.ts";
@@ -130,10 +129,7 @@ function routes(deps: Deps, expectedMigrations: number, pagesKey: PagesKey) {
   app.route("/", dashboardRoutes());
   app.route("/", graphiqlRoutes(deps.config));
   app.route("/", hostedPageRoutes(deps.config, { key: pagesKey, issuer: deps.keys.issuer, logger: deps.logger }));
-  app.use(
-    "/graphql",
-    bodyLimit({ maxSize: BODY_LIMIT, onError: (c) => c.json(errorBody("PayloadTooLarge", `the body is larger than ${BODY_LIMIT} bytes`), 413) }),
-  );
+  app.use("/graphql", limitBody);
   app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") }));
   return app;
 }

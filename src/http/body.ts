@@ -2,14 +2,81 @@
 // fields are exactly the ones the route knows. Everything else is a clear 4xx.
 // Strings must be storable: Postgres text refuses NUL (22021) and UTF-8 cannot carry a lone
 // surrogate, so such input is refused here, before it reaches a query, not as a 500 there.
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { InvalidRequest, PayloadTooLarge, UnsupportedMediaType } from "../errors.ts";
 
 export const BODY_LIMIT = 64 * 1024;
 
+const tooLarge = () => new PayloadTooLarge(`the body is larger than ${BODY_LIMIT} bytes`);
+
+/**
+ * The length a request declares for its body, if it declares one that framing enforces: Node's
+ * HTTP parser never hands on more bytes than Content-Length says (and ignores it under
+ * Transfer-Encoding). null: the body, if any, comes in chunks of unknown total, or was built in
+ * process (a fetch Request carries no Content-Length of its own).
+ */
+function declaredLength(req: Request): number | null {
+  const declared = req.headers.get("content-length");
+  if (declared === null || req.headers.has("transfer-encoding")) return null;
+  const n = Number(declared);
+  return Number.isSafeInteger(n) && n >= 0 ? n : null;
+}
+
+/**
+ * The request's body bytes, at most BODY_LIMIT of them, else PayloadTooLarge: every body the app
+ * reads is read here. A body of declared length is refused from its header alone or read in one
+ * piece; on @hono/node-server that read comes straight from the socket. Touching `request.body`
+ * instead makes the adapter build a web Request and a web stream for it: in a profile of the link
+ * benchmark that was 88 µs of CPU per REST request (bench/RESULTS.md, link). A body of unknown
+ * length is read as a stream and counted as it comes, so a sender of endless chunks is cut off at
+ * the limit.
+ */
+export async function readBody(req: Request): Promise<Uint8Array<ArrayBuffer>> {
+  const declared = declaredLength(req);
+  if (declared !== null && declared > BODY_LIMIT) throw tooLarge();
+  if (declared === null && req.body) return readCounted(req.body);
+  const bytes = new Uint8Array(await req.arrayBuffer());
+  if (bytes.byteLength > BODY_LIMIT) throw tooLarge(); // an in-process Request may declare less than it holds
+  return bytes;
+}
+
+async function readCounted(body: ReadableStream<Uint8Array>): Promise<Uint8Array<ArrayBuffer>> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength;
+    if (size > BODY_LIMIT) throw tooLarge();
+    chunks.push(chunk);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return bytes;
+}
+
+/**
+ * For routes whose handler reads the body itself (GraphQL): a declared length over the limit is
+ * refused before anything is read, a declared length within it passes untouched (the handler's
+ * own read is then bounded by it), and a body of unknown length is read here, bounded, and handed
+ * on in full.
+ */
+export const limitBody: MiddlewareHandler = async (c, next) => {
+  const req = c.req.raw;
+  const declared = declaredLength(req);
+  if (declared !== null) {
+    if (declared > BODY_LIMIT) throw tooLarge();
+  } else if (req.body) {
+    c.req.raw = new Request(req, { body: await readCounted(req.body) });
+  }
+  await next();
+};
+
 export async function jsonBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";
-  const text = await readLimited(c.req.raw);
+  const text = utf8(await readBody(c.req.raw));
   // A POST with no body at all (e.g. unmerge) needs no content type; any body must be JSON.
   if (text === "" && !type) return checkFields({}, allowed);
   if (!/^application\/json\s*(;|$)/i.test(type)) throw new UnsupportedMediaType("send the body as Content-Type: application/json");
@@ -69,19 +136,9 @@ function checkFields(body: Record<string, unknown>, allowed: readonly string[]) 
   return body;
 }
 
-async function readLimited(req: Request): Promise<string> {
-  const declared = Number(req.headers.get("content-length") ?? 0);
-  if (declared > BODY_LIMIT) throw new PayloadTooLarge(`the body is larger than ${BODY_LIMIT} bytes`);
-  if (!req.body) return "";
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of req.body as unknown as AsyncIterable<Uint8Array>) {
-    size += chunk.byteLength;
-    if (size > BODY_LIMIT) throw new PayloadTooLarge(`the body is larger than ${BODY_LIMIT} bytes`);
-    chunks.push(chunk);
-  }
+function utf8(bytes: Uint8Array): string {
   try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch {
     throw new InvalidRequest("the body is not valid UTF-8");
   }

@@ -24,6 +24,9 @@ export function errorResponse(c: Context, err: unknown): Response {
     const headers: Record<string, string> = {};
     if (err instanceof RateLimited || err instanceof ServiceUnavailable) headers["Retry-After"] = String(err.retryAfterSeconds);
     if (err.code === "Unauthenticated") headers["WWW-Authenticate"] = 'Bearer realm="linkgate"';
+    // The rest of a body over the limit is never read: the connection cannot carry another
+    // request, so the client is told not to reuse it (else its next request there hangs up).
+    if (err.code === "PayloadTooLarge") headers["Connection"] = "close";
     return c.json(errorBody(err.code, err.message), statusOf(err.code) as 400, headers);
   }
   c.get("log")?.error({ err }, "unexpected error");

@@ -12,8 +12,8 @@ import { answerConsent, countProviderPage, describeInteraction, interactionActor
 import { logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor } from "../../oidc/provider.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
-import { BODY_LIMIT, jsonBody, str } from "../body.ts";
-import { PayloadTooLarge, RateLimited } from "../../errors.ts";
+import { jsonBody, readBody, str } from "../body.ts";
+import { RateLimited } from "../../errors.ts";
 import type { AppEnv } from "../env.ts";
 
 type C = Context<AppEnv>;
@@ -40,8 +40,7 @@ function nodeReqRes(c: C, request: Request): InteractionHttp {
 async function withLength(c: C): Promise<Request> {
   const raw = c.req.raw;
   if (raw.method === "GET" || raw.method === "OPTIONS" || raw.method === "HEAD") return raw;
-  const body = new Uint8Array(await raw.arrayBuffer());
-  if (body.byteLength > BODY_LIMIT) throw new PayloadTooLarge(`the body is larger than ${BODY_LIMIT} bytes`);
+  const body = await readBody(raw);
   const headers = new Headers(raw.headers);
   headers.set("content-length", String(body.byteLength));
   headers.delete("transfer-encoding");

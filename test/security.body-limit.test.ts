@@ -1,0 +1,116 @@
+// Every body the app reads is at most 64 KiB (docs/security.md), however the client frames it:
+// with a Content-Length that says more, with one that says less, or in chunks of no declared
+// length that go on past the limit. Sent over a real socket to @hono/node-server, as production
+// serves it: in-process requests (the harness's call) never reach the adapter's own body reads.
+import { serve, type ServerType } from "@hono/node-server";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startHarness, type Harness } from "./support/app.ts";
+import { backends } from "./support/db.ts";
+
+const LIMIT = 64 * 1024;
+
+type Answer = { status: number; body: any; connection?: string };
+
+describe.each(backends)("request bodies on %s", (backend) => {
+  let h: Harness;
+  let server: ServerType;
+  let port: number;
+
+  beforeAll(async () => {
+    h = await startHarness(backend);
+    server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
+    await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => server?.close(resolve));
+    await h?.close();
+  });
+
+  /**
+   * POSTs `chunks` as they are: with `length`, a Content-Length header of that value; without,
+   * chunked transfer encoding. The answer may come before the whole body is sent: the server
+   * stops reading at the limit.
+   */
+  function post(path: string, chunks: string[], length?: number, contentType = "application/json"): Promise<Answer> {
+    return new Promise((resolve, reject) => {
+      const headers: Record<string, string> = { "content-type": contentType, "x-api-key": h.apiKey };
+      if (length !== undefined) headers["content-length"] = String(length);
+      let answered = false;
+      const req = http.request({ host: "127.0.0.1", port, path, method: "POST", headers }, (res) => {
+        answered = true;
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (c) => (text += c));
+        res.on("end", () => {
+          let body: unknown = text;
+          try {
+            body = JSON.parse(text);
+          } catch {}
+          resolve({ status: res.statusCode!, body, connection: res.headers.connection });
+        });
+      });
+      // Writing the rest of a refused body can fail once the server has answered and closed.
+      req.on("error", (err) => answered || reject(err));
+      for (const c of chunks) req.write(c);
+      req.end();
+    });
+  }
+
+  /** A JSON object of `size` bytes: `{"<field>":"xxx…"}`. */
+  const padded = (field: string, size: number, extra = "") => {
+    const head = `{${extra}"${field}":"`;
+    return head + "x".repeat(size - head.length - 2) + '"}';
+  };
+  /** `text` in pieces of 8 KiB, as a streaming client sends it. */
+  const pieces = (text: string) => text.match(/[\s\S]{1,8192}/g)!;
+
+  /** A GraphQL request of `size` bytes (the padding in `extensions`, which GraphQL servers accept). */
+  const paddedQuery = (size: number) => {
+    const head = `{"query":"{ __typename }","extensions":{"pad":"`;
+    return head + "x".repeat(size - head.length - 3) + '"}}';
+  };
+  const ROUTES = [
+    { path: "/auth/otp/start", body: (size: number) => padded("email", size), small: JSON.stringify({ email: "framed@example.com" }) },
+    { path: "/graphql", body: paddedQuery, small: JSON.stringify({ query: "{ __typename }" }) },
+  ];
+
+  it.each(ROUTES)("$path: a declared length over the limit is 413 PayloadTooLarge", async ({ path, body }) => {
+    const big = body(LIMIT + 1);
+    expect(big.length).toBe(LIMIT + 1);
+    const r = await post(path, [big], big.length);
+    expect(r.status).toBe(413);
+    expect(r.body).toMatchObject({ error: "PayloadTooLarge" });
+    expect(r.connection).toBe("close"); // the unread rest would be taken for the next request
+  });
+
+  it.each(ROUTES)("$path: chunks of no declared length are cut off past the limit", async ({ path, body }) => {
+    const r = await post(path, pieces(body(4 * LIMIT)));
+    expect(r.status).toBe(413);
+    expect(r.body).toMatchObject({ error: "PayloadTooLarge" });
+    expect(r.connection).toBe("close");
+  });
+
+  it.each(ROUTES)("$path: a body within the limit is read, declared or chunked", async ({ path, small }) => {
+    expect((await post(path, [small], Buffer.byteLength(small))).status).toBe(200);
+    expect((await post(path, pieces(small))).status).toBe(200);
+  });
+
+  it("a body of exactly the limit is read, one byte more is refused", async () => {
+    const exact = paddedQuery(LIMIT);
+    expect(exact.length).toBe(LIMIT);
+    const ok = await post("/graphql", pieces(exact));
+    expect(ok.status).toBe(200);
+    expect(ok.body).toEqual({ data: { __typename: "Query" } });
+    const over = await post("/graphql", pieces(paddedQuery(LIMIT + 1)));
+    expect(over.status).toBe(413);
+  });
+
+  it("the OpenID Connect endpoints' forms are bounded too", async () => {
+    const form = "grant_type=client_credentials&pad=" + "x".repeat(4 * LIMIT);
+    const r = await post("/oauth/token", pieces(form), undefined, "application/x-www-form-urlencoded");
+    expect(r.status).toBe(413);
+  });
+});
