@@ -103,7 +103,9 @@ function routes(deps: Deps, expectedMigrations: number, pagesKey: PagesKey) {
     c.set("clientAddress", clientAddress(c));
     const started = performance.now();
     await next();
-    c.header("X-Request-Id", requestId);
+    // Set on the response's own headers: c.header() after the response is made builds a new
+    // Response from it (with @hono/node-server, the web Response the adapter otherwise avoids).
+    c.res.headers.set("X-Request-Id", requestId);
     log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, "request");
   });
   app.use(noStoreByDefault);
