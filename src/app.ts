@@ -1,6 +1,6 @@
 // The app factory: buildApp(config) opens the database, applies migrations, loads keys and
 // returns a Hono app whose fetch() tests call directly; main.ts only listens.
-import { Hono, type Context, type Next } from "hono";
+import { Hono, type Context, type MiddlewareHandler, type Next } from "hono";
 import { cors } from "hono/cors";
 import { randomUUID } from "node:crypto";
 import { defaultIssuer, type Config } from "./config.ts";
@@ -153,14 +153,29 @@ async function noStoreByDefault(c: Context<AppEnv>, next: Next) {
  * CORS headers at all). Never with credentials: every call carries its key and token in
  * headers, so no cookie or ambient credential should ride along.
  */
-function apiCors(origins: string[]) {
+function apiCors(origins: string[]): MiddlewareHandler<AppEnv> {
   const allowed = new Set(origins);
-  return cors({
+  const exposed = ["X-Request-Id", "Retry-After"];
+  const preflight = cors({
     origin: (origin) => (allowed.has(origin) ? origin : null),
     allowHeaders: ["Content-Type", "Authorization", "X-API-Key", "X-Request-Id"],
     allowMethods: ["GET", "POST", "OPTIONS"],
-    exposeHeaders: ["X-Request-Id", "Retry-After"],
+    exposeHeaders: exposed,
     credentials: false,
     maxAge: 600,
   });
+  // Other requests get the same headers as hono's cors gives them, set on the response's own
+  // headers once it is made: hono's cors appends Vary with c.header(), which rebuilds a finished
+  // response as a web Response (see the request id above).
+  return async (c, next) => {
+    if (c.req.method === "OPTIONS") return preflight(c, next);
+    await next();
+    const headers = c.res.headers;
+    const origin = c.req.header("origin");
+    if (origin && allowed.has(origin)) {
+      headers.set("Access-Control-Allow-Origin", origin);
+      headers.set("Access-Control-Expose-Headers", exposed.join(","));
+    }
+    headers.append("Vary", "Origin");
+  };
 }

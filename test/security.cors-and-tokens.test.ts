@@ -29,6 +29,8 @@ describe.each(backends)("CORS on %s", (backend) => {
     }
     const r = await plain.call("POST", "/auth/otp/start", { body: { email: "cors@example.com" }, headers: { origin: "https://evil.example" } });
     expect(r.headers.get("access-control-allow-origin")).toBeNull();
+    expect(r.headers.get("access-control-expose-headers")).toBeNull();
+    expect(r.headers.get("vary")).toContain("Origin");
     const g = await plain.call("POST", "/graphql", { body: { query: "{ eventTypes }" }, headers: { origin: "https://evil.example" } });
     expect(g.status).toBe(200);
     expect(g.headers.get("access-control-allow-origin")).toBeNull();
@@ -44,6 +46,8 @@ describe.each(backends)("CORS on %s", (backend) => {
     expect(r.status).toBe(200);
     expect(r.headers.get("access-control-allow-origin")).toBe("https://admin.example.com");
     expect(r.headers.get("access-control-allow-credentials")).toBeNull();
+    expect(r.headers.get("access-control-expose-headers")).toBe("X-Request-Id,Retry-After");
+    expect(r.headers.get("vary")).toContain("Origin"); // a cache must not hand this answer to another origin
     const g = await configured.call("POST", "/graphql", { body: { query: "{ eventTypes }" }, headers: { origin: "https://app.example.com" } });
     expect(g.headers.get("access-control-allow-origin")).toBe("https://app.example.com");
     expect(g.headers.get("access-control-allow-credentials")).toBeNull();
