@@ -2,29 +2,14 @@
 // characters) or a new one, whoever made the response: a REST route, GraphQL, the OpenID Connect
 // provider, a refusal before any route, an unknown path. Checked in process and over a real
 // socket, where @hono/node-server writes the headers of the response it was handed.
-import { serve, type ServerType } from "@hono/node-server";
-import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHarness, type Harness } from "./support/app.ts";
+import { describe, expect, it } from "vitest";
+import { harnessOnSocket } from "./support/socket.ts";
 import { backends } from "./support/db.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 describe.each(backends)("X-Request-Id on %s", (backend) => {
-  let h: Harness;
-  let server: ServerType;
-  let origin: string;
-
-  beforeAll(async () => {
-    h = await startHarness(backend);
-    server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
-    await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  });
-  afterAll(async () => {
-    await new Promise((resolve) => server?.close(resolve));
-    await h?.close();
-  });
+  const served = harnessOnSocket(backend);
 
   const json = { "content-type": "application/json" };
   const REQUESTS: Array<{ name: string; method: string; path: string; headers?: Record<string, string>; body?: string; status: number }> = [
@@ -38,19 +23,19 @@ describe.each(backends)("X-Request-Id on %s", (backend) => {
   ];
 
   it.each(REQUESTS)("$name: in process, a new id, or the caller's own", async ({ method, path, headers, body, status }) => {
-    const fresh = await h.app.fetch(new Request(`http://linkgate.test${path}`, { method, headers: { "x-api-key": h.apiKey, ...headers }, body }));
+    const fresh = await served.h.app.fetch(new Request(`http://linkgate.test${path}`, { method, headers: { "x-api-key": served.h.apiKey, ...headers }, body }));
     expect(fresh.status).toBe(status);
     expect(fresh.headers.get("x-request-id")).toMatch(UUID);
-    const own = await h.app.fetch(new Request(`http://linkgate.test${path}`, { method, headers: { "x-api-key": h.apiKey, "x-request-id": "caller-1", ...headers }, body }));
+    const own = await served.h.app.fetch(new Request(`http://linkgate.test${path}`, { method, headers: { "x-api-key": served.h.apiKey, "x-request-id": "caller-1", ...headers }, body }));
     expect(own.headers.get("x-request-id")).toBe("caller-1");
   });
 
   it.each(REQUESTS)("$name: over a socket, a new id, or the caller's own cut to 64 characters", async ({ method, path, headers, body, status }) => {
-    const fresh = await fetch(origin + path, { method, headers: { "x-api-key": h.apiKey, ...headers }, body });
+    const fresh = await fetch(served.socket.origin + path, { method, headers: { "x-api-key": served.h.apiKey, ...headers }, body });
     await fresh.arrayBuffer();
     expect(fresh.status).toBe(status);
     expect(fresh.headers.get("x-request-id")).toMatch(UUID);
-    const own = await fetch(origin + path, { method, headers: { "x-api-key": h.apiKey, "x-request-id": "c".repeat(80), ...headers }, body });
+    const own = await fetch(served.socket.origin + path, { method, headers: { "x-api-key": served.h.apiKey, "x-request-id": "c".repeat(80), ...headers }, body });
     await own.arrayBuffer();
     expect(own.headers.get("x-request-id")).toBe("c".repeat(64));
   });

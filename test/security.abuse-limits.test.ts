@@ -1,12 +1,10 @@
 // Abuse limits nobody can turn against a user (docs/security.md): sends and wrong codes per
 // identifier are counted per client address, so a stranger exhausts only their own budget;
 // per-address and per-project ceilings stop bulk sending (SMS pumping) and say so once.
-import { serve, type ServerType } from "@hono/node-server";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
+import { onSocket, startHarness, type Harness } from "./support/app.ts";
 
 const phone = (i: number) => `+1202555${String(100 + i).padStart(4, "0")}`;
 
@@ -100,12 +98,11 @@ describe.each(backends)("abuse limits on %s", (backend) => {
   describe("the client address on a real socket", () => {
     let direct: Harness, proxied: Harness;
     let directPort: number, proxiedPort: number;
-    const servers: ServerType[] = [];
+    const sockets: Array<{ close(): Promise<void> }> = [];
     const listen = async (h: Harness) => {
-      const server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
-      servers.push(server);
-      await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-      return (server.address() as AddressInfo).port;
+      const socket = await onSocket(h);
+      sockets.push(socket);
+      return socket.port;
     };
     beforeAll(async () => {
       direct = await startHarness(backend);
@@ -114,7 +111,7 @@ describe.each(backends)("abuse limits on %s", (backend) => {
       proxiedPort = await listen(proxied);
     });
     afterAll(async () => {
-      for (const s of servers) await new Promise((r) => s.close(r));
+      for (const s of sockets) await s.close();
       await direct?.close();
       await proxied?.close();
     });

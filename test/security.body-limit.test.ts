@@ -2,11 +2,9 @@
 // with a Content-Length that says more, with one that says less, or in chunks of no declared
 // length that go on past the limit. Sent over a real socket to @hono/node-server, as production
 // serves it: in-process requests (the harness's call) never reach the adapter's own body reads.
-import { serve, type ServerType } from "@hono/node-server";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHarness, type Harness } from "./support/app.ts";
+import { describe, expect, it } from "vitest";
+import { harnessOnSocket } from "./support/socket.ts";
 import { backends } from "./support/db.ts";
 
 const LIMIT = 64 * 1024;
@@ -14,20 +12,7 @@ const LIMIT = 64 * 1024;
 type Answer = { status: number; body: any; connection?: string };
 
 describe.each(backends)("request bodies on %s", (backend) => {
-  let h: Harness;
-  let server: ServerType;
-  let port: number;
-
-  beforeAll(async () => {
-    h = await startHarness(backend);
-    server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
-    await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-    port = (server.address() as AddressInfo).port;
-  });
-  afterAll(async () => {
-    await new Promise((resolve) => server?.close(resolve));
-    await h?.close();
-  });
+  const served = harnessOnSocket(backend);
 
   /**
    * POSTs `chunks` as they are: with `length`, a Content-Length header of that value; without,
@@ -36,10 +21,10 @@ describe.each(backends)("request bodies on %s", (backend) => {
    */
   function post(path: string, chunks: string[], length?: number, contentType = "application/json"): Promise<Answer> {
     return new Promise((resolve, reject) => {
-      const headers: Record<string, string> = { "content-type": contentType, "x-api-key": h.apiKey };
+      const headers: Record<string, string> = { "content-type": contentType, "x-api-key": served.h.apiKey };
       if (length !== undefined) headers["content-length"] = String(length);
       let answered = false;
-      const req = http.request({ host: "127.0.0.1", port, path, method: "POST", headers }, (res) => {
+      const req = http.request({ host: "127.0.0.1", port: served.socket.port, path, method: "POST", headers }, (res) => {
         answered = true;
         let text = "";
         res.setEncoding("utf8");

@@ -1,7 +1,9 @@
 // A whole linkgate on a test database with real OTP transports, driven through app.fetch.
+import { serve } from "@hono/node-server";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import type { TypedDocumentNode } from "@graphql-typed-document-node/core";
 import { print } from "graphql";
@@ -140,4 +142,18 @@ async function harnessOn(db: TestDatabase, opts: HarnessOptions): Promise<Harnes
       removeDataDir();
     },
   };
+}
+
+export type Socket = { port: number; origin: string; close(): Promise<void> };
+
+/**
+ * The harness's app served on a real socket by @hono/node-server on 127.0.0.1, as production
+ * serves it: for what only the adapter does (socket addresses, how a body is framed, the headers
+ * it writes). `call` goes around it, straight to the app.
+ */
+export async function onSocket(h: Harness): Promise<Socket> {
+  const server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
+  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
+  const port = (server.address() as AddressInfo).port;
+  return { port, origin: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
