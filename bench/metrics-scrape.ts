@@ -15,7 +15,7 @@
 // Prints the median, p90 and max of each, and the gauges the scrape reported (BENCH_EXPLAIN=1:
 // and the statement's plan with its actual row counts and buffers).
 import { randomBytes } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { buildApp } from "../src/app.ts";
@@ -56,8 +56,9 @@ async function main() {
       .join(" ")}, ${new Date().toISOString()}`,
   );
   const db = await openTestDatabase("postgres");
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "linkgate-bench-"));
   const config = loadConfig({
-    LINKGATE_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "linkgate-bench-")),
+    LINKGATE_DATA_DIR: dataDir,
     LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"),
     LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1",
   });
@@ -120,6 +121,7 @@ async function main() {
   } finally {
     await app.close();
     await db.close();
+    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

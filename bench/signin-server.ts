@@ -9,7 +9,7 @@
 // "stats" with the queries its pg clients sent so far (BEGIN and COMMIT included) and "stop" by
 // exiting (a --cpu-prof profile is written then).
 import { serve } from "@hono/node-server";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -32,9 +32,10 @@ async function linkgate(a: ServerArgs): Promise<{ port: number; close: () => Pro
   const { buildApp } = await import("../src/app.ts");
   const { loadConfig } = await import("../src/config.ts");
   const { createLogger } = await import("../src/log.ts");
+  const dataDir = mkdtempSync(path.join(tmpdir(), "linkgate-bench-"));
   const config = loadConfig({
     DATABASE_URL: a.databaseUrl,
-    LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-bench-")),
+    LINKGATE_DATA_DIR: dataDir,
     LINKGATE_SECRET_KEY: a.secret,
     LINKGATE_BOOTSTRAP_API_KEY: a.apiKey,
     SMTP_URL: a.smtpUrl,
@@ -49,6 +50,7 @@ async function linkgate(a: ServerArgs): Promise<{ port: number; close: () => Pro
     close: async () => {
       await new Promise((r) => server.close(r));
       await app.close();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
