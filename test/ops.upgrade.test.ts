@@ -53,10 +53,6 @@ function extractBuild(commit: string): string {
 
 type Proc = { child: ChildProcess; base: string; output: () => string; exited: Promise<number | null> };
 
-/**
- * `npm start` of the build in `cwd`: resolves once it listens. This tree runs its compiled
- * dist/main.js, as `npm start` does; the previous build, extracted without one, its sources.
- */
 /** The servers' data folders, removed once every server has exited. */
 const dataDirs: string[] = [];
 function dataDir(): string {
@@ -65,6 +61,10 @@ function dataDir(): string {
   return dir;
 }
 
+/**
+ * `npm start` of the build in `cwd`: resolves once it listens. This tree runs its compiled
+ * dist/main.js, as `npm start` does; the previous build, extracted without one, its sources.
+ */
 async function startBuild(cwd: string, env: Record<string, string>): Promise<Proc> {
   const child = spawn(process.execPath, cwd === repo ? [MAIN] : ["--import", "tsx", "src/main.ts"], {
     cwd,
