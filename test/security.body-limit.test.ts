@@ -98,4 +98,18 @@ describe.each(backends)("request bodies on %s", (backend) => {
     const r = await post("/oauth/token", pieces(form), undefined, "application/x-www-form-urlencoded");
     expect(r.status).toBe(413);
   });
+
+  it("an identity provider's form_post callback is bounded too, declared or chunked", async () => {
+    // No credentials are needed to post here, so this is the body a stranger can send anyone.
+    const form = "state=x&code=y&pad=" + "x".repeat(4 * LIMIT);
+    const type = "application/x-www-form-urlencoded";
+    for (const r of [await post("/auth/external/callback", [form], form.length, type), await post("/auth/external/callback", pieces(form), undefined, type)]) {
+      expect(r.status).toBe(413);
+      expect(r.connection).toBe("close");
+    }
+    // A callback of ordinary size is still read: an unknown state gets the expired page.
+    const small = await post("/auth/external/callback", ["state=unknown&code=y"], 20, type);
+    expect(small.status).toBe(400);
+    expect(String(small.body)).toContain("expired");
+  });
 });

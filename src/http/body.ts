@@ -58,6 +58,15 @@ async function readCounted(body: ReadableStream<Uint8Array>): Promise<Uint8Array
 }
 
 /**
+ * A form-encoded body (an identity provider's `form_post` answer), read like every other body:
+ * within BODY_LIMIT, else PayloadTooLarge. Its fields are percent-encoded ASCII, so bytes that
+ * are not UTF-8 only garble a value, which the caller then does not recognise.
+ */
+export async function formBody(req: Request): Promise<URLSearchParams> {
+  return new URLSearchParams(new TextDecoder().decode(await readBody(req)));
+}
+
+/**
  * For routes whose handler reads the body itself (GraphQL): a declared length over the limit is
  * refused before anything is read, a declared length within it passes untouched (the handler's
  * own read is then bounded by it), and a body of unknown length is read here, bounded, and handed

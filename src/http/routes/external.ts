@@ -12,7 +12,7 @@ import { RateLimited } from "../../errors.ts";
 import { errorPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { projectActor, userActor } from "../credentials.ts";
 import type { AppEnv } from "../env.ts";
-import { jsonBody as readJsonBody, str } from "../body.ts";
+import { formBody, jsonBody as readJsonBody, str } from "../body.ts";
 import { AuthenticationResponse, BODY_ERRORS, errorResponses, jsonBody, ok, otpBody, PROJECT_ERRORS, registerBodies, SECURITY, TokenResponse, USER_ERRORS } from "../api-schemas.ts";
 
 const tags = { tags: ["External identities"] };
@@ -152,7 +152,7 @@ type C = Context<AppEnv>;
 
 /** The provider's redirect: a browser's page, so every answer is a redirect or a page, never JSON. */
 async function callback(c: C): Promise<Response> {
-  const params = c.req.method === "POST" ? new URLSearchParams((await c.req.text().catch(() => "")).slice(0, 16_384)) : new URL(c.req.url).searchParams;
+  const params = c.req.method === "POST" ? await formBody(c.req.raw) : new URL(c.req.url).searchParams;
   const headers = { "cache-control": "no-store", "referrer-policy": "no-referrer", ...pageSecurityHeaders() };
   try {
     const answer = await finishCallback(c.get("deps"), c.get("clientAddress"), params);
