@@ -199,6 +199,12 @@ describe.each(backends)("GraphQL operation limits on %s", (backend) => {
     expect((await expectRefused(byVariables)).message).toMatch(/Cost limit/);
     const byDefault = `{ webhooks { edges { node { deliveries { edges { node { id } } } } } } }`;
     expect((await expectRefused(byDefault)).message).toMatch(/Cost limit/);
+    // Both first and last: the connection returns `first` rows, so the larger one is the price
+    // (armor's rule alone read only `last` here and priced 100 × 100 rows as one).
+    const both = `{ webhooks(last: 1, first: 100) { edges { node { deliveries(last: 1, first: 100) { edges { node { id } } } } } } }`;
+    expect((await expectRefused(both)).message).toMatch(/Cost limit/);
+    const bothByVariable = `query($n: Int) { webhooks(last: 1, first: $n) { edges { node { deliveries(first: 1, last: $n) { edges { node { id } } } } } } }`;
+    expect((await expectRefused(bothByVariable)).message).toMatch(/Cost limit/);
 
     const tokens = `{ ${"eventTypes ".repeat(h.config.graphqlLimits.maxTokens)}}`;
     expect((await expectRefused(tokens)).message).toMatch(/Token limit/);

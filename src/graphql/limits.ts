@@ -14,7 +14,8 @@
 // Cost: armor's rule multiplies a list's cost by its `first`/`last` when the document spells it
 // out. A page size given by a variable, or left out, is invisible to it and would count as one
 // row, so `webhooks(first: $n) { … deliveries(first: $m) … }` would look cheap; here the rule
-// prices every page size it cannot read at the largest one a field allows. With a depth factor
+// prices every page size it cannot read at the largest one a field allows, and a field that
+// names both `first` and `last` at the larger of the two. With a depth factor
 // of 1, the cost is then about the number of values an answer can hold. The price depends on
 // the document alone, so yoga may cache it with the validation.
 import { blockFieldSuggestionsPlugin } from "@escape.tech/graphql-armor-block-field-suggestions";
@@ -71,21 +72,30 @@ const alwaysBadRequest: Plugin = {
 
 const PAGE_ARGS = ["first", "last"];
 
-/** The document with every page size it leaves to a variable or a default set to MAX_PAGE. */
+/**
+ * The size a list field is priced at: the largest page size it names, MAX_PAGE for one left to
+ * a variable or a default. Armor's rule reads only the first of `first` and `last` it meets,
+ * while the connection returns `first ?? last` rows, so `last: 1, first: 100` was priced as one
+ * row and fetched a hundred (docs/security.md, "Input, tenants and pages").
+ */
+function pageSizeOf(args: readonly ArgumentNode[]): number {
+  const given = args.filter((a) => PAGE_ARGS.includes(a.name.value));
+  if (given.length === 0) return MAX_PAGE;
+  return Math.max(...given.map((a) => (a.value.kind === Kind.INT ? Number(a.value.value) : MAX_PAGE)));
+}
+
+/** The document with every paged field's page arguments replaced by one `first`: its price. */
 function pricedPages(schema: GraphQLSchema, document: DocumentNode): DocumentNode {
   const typeInfo = new TypeInfo(schema);
-  const maxPage = { kind: Kind.INT, value: String(MAX_PAGE) } as const;
   return visit(
     document,
     visitWithTypeInfo(typeInfo, {
       Field(node) {
         if (!typeInfo.getFieldDef()?.args.some((a) => a.name === "first")) return undefined;
         const args = node.arguments ?? [];
-        const given = args.filter((a) => PAGE_ARGS.includes(a.name.value));
-        if (given.some((a) => a.value.kind === Kind.INT)) return undefined;
-        const others = args.filter((a) => !PAGE_ARGS.includes(a.name.value));
-        const first: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: "first" }, value: maxPage };
-        return { ...node, arguments: [first, ...others] };
+        const price = { kind: Kind.INT, value: String(pageSizeOf(args)) } as const;
+        const first: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: "first" }, value: price };
+        return { ...node, arguments: [first, ...args.filter((a) => !PAGE_ARGS.includes(a.name.value))] };
       },
     }),
   );
