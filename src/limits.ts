@@ -7,10 +7,10 @@ export type Limit = { max: number; windowSeconds: number };
 
 /**
  * Abuse limits (docs/security.md). Every counter that a stranger can move is keyed by the
- * client address too, so nobody can use up another person's budget. The bounds shared more
- * widely (sends per address, per account, per project; wrong codes per identifier) do not
- * apply where the identifier signed in before (src/auth/known-places.ts), except per address
- * and per account, which a stranger elsewhere cannot move.
+ * client address too, so nobody can use up another person's budget. The bounds strangers can
+ * exhaust for everyone (sends per project, wrong codes per identifier) do not apply where the
+ * identifier signed in before (src/auth/known-places.ts); sends from there have a budget of
+ * their own instead, per identifier and per project, so that they are bounded too.
  */
 export type Limits = {
   /** code sends per identifier and client address */
@@ -23,6 +23,12 @@ export type Limits = {
   smsPerProject: Limit;
   /** e-mails per project */
   emailsPerProject: Limit;
+  /**
+   * code sends to one identifier from its known places, all of them together: a device cookie
+   * is good from any address, so without it one sign-in bought a known place's budget at as
+   * many addresses as the sender had
+   */
+  knownPlaceSendsPerIdentifier: Limit;
   /** wrong codes per account (link verifies), and per identifier and client address */
   failuresPerSubject: Limit;
   /** wrong codes per identifier from all addresses together (NIST SP 800-63B §5.2.2) */
@@ -40,6 +46,7 @@ export function limitsFrom(abuse: AbuseLimits): Limits {
     sendsPerAccount: { max: 20, windowSeconds: 3600 },
     smsPerProject: { max: abuse.smsPerProjectHourly, windowSeconds: 3600 },
     emailsPerProject: { max: abuse.emailsPerProjectHourly, windowSeconds: 3600 },
+    knownPlaceSendsPerIdentifier: { max: 10, windowSeconds: 3600 },
     failuresPerSubject: { max: abuse.wrongCodesPerIdentifierAddress, windowSeconds: 3600 },
     failuresPerIdentifier: { max: abuse.wrongCodesPerIdentifierHourly, windowSeconds: 3600 },
     noticesPerDestination: { max: abuse.noticesPerDestination, windowSeconds: 600 },

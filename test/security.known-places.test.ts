@@ -1,7 +1,7 @@
 // Ceilings tripped by strangers never shut the owners out (docs/security.md, "Known places"):
 // an identifier keeps its own budget where it signed in before, by client address or by the
-// hosted pages' device cookie; guesses from many addresses stop at a cap per identifier; and
-// client addresses are counted by group (IPv6 per /64).
+// hosted pages' device cookie, and that budget is finite too; guesses from many addresses stop
+// at a cap per identifier; and client addresses are counted by group (IPv6 per /64).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sweepOnce } from "../src/retention/sweep.ts";
 import { backends } from "./support/db.ts";
@@ -76,6 +76,58 @@ describe.each(backends)("known places on %s", (backend) => {
       expect((await start(h, "192.0.2.151", traveller)).status).toBe(429);
       // a cookie that is not a device id is no device, and no error
       expect((await start(h, "192.0.2.152", traveller, { cookie: "lg_device=%00nonsense" })).status).toBe(429);
+    });
+  });
+
+  describe("a known place's own budget, replayed from many addresses", () => {
+    // The device cookie is good from any address: without a budget of their own, codes sent from
+    // known places escaped every bound that counts all addresses together, so one sign-in to a
+    // number the sender controls bought texts to it from as many addresses as they had.
+    const replay = async (h: Harness, identifier: Ident, cookie: string, addresses: number) => {
+      const statuses: number[] = [];
+      for (let a = 0; a < addresses; a++) statuses.push((await start(h, `198.18.${a}.1`, identifier, { cookie })).status);
+      return statuses;
+    };
+
+    describe("per identifier", () => {
+      let h: Harness;
+      beforeAll(async () => {
+        h = await startHarness(backend);
+      });
+      afterAll(() => h?.close());
+
+      it("sends one identifier 10 codes an hour from all its known places together, and leaves other identifiers theirs", async () => {
+        const pumped = { phone: phone(3) };
+        const device = deviceCookieOf(await signIn(h, "203.0.113.30", pumped));
+        const statuses = await replay(h, pumped, device.cookie, 25);
+        expect(statuses.filter((s) => s === 200)).toHaveLength(10);
+        expect(statuses.slice(10).every((s) => s === 429)).toBe(true);
+        // the owner of another number, at their own known place, is not affected
+        const neighbour = { phone: phone(4) };
+        const theirs = deviceCookieOf(await signIn(h, "203.0.113.31", neighbour));
+        expect((await signIn(h, "192.0.2.40", neighbour, { cookie: theirs.cookie })).status).toBe(200);
+      });
+    });
+
+    describe("per project", () => {
+      let h: Harness;
+      beforeAll(async () => {
+        h = await startHarness(backend, { env: { LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: "4" } });
+      });
+      afterAll(() => h?.close());
+
+      it("stops codes from known places at a second ceiling as large as the project's, and says so once", async () => {
+        const numbers = [phone(5), phone(6)].map((p) => ({ phone: p }));
+        const cookies = [];
+        for (const [i, n] of numbers.entries()) cookies.push(deviceCookieOf(await signIn(h, `203.0.113.${50 + i}`, n)).cookie);
+        const statuses = [...(await replay(h, numbers[0], cookies[0], 3)), ...(await replay(h, numbers[1], cookies[1], 3))];
+        expect(statuses.filter((s) => s === 200)).toHaveLength(4);
+        expect(statuses.slice(4).every((s) => s === 429)).toBe(true);
+        expect(await suspicious(h, "send_ceiling_known_places_per_project")).toBe(1);
+        // the project's own ceiling is a separate budget: 2 of its 4 texts went to the first sign-ins
+        expect((await start(h, "192.0.2.60", { phone: phone(7) })).status).toBe(200);
+        expect(await h.db.prisma.outboxEvent.count({ where: { eventType: "security.suspicious_activity" } })).toBe(1);
+      });
     });
   });
 

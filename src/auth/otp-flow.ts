@@ -8,7 +8,9 @@
 // Per-address and per-project ceilings bound what one client, and all clients together, can
 // make the service send; wrong codes per identifier bound guessing from many addresses. The
 // last two are the bounds a stranger spread over many addresses can exhaust for everyone, so
-// they do not apply where the identifier signed in before (src/auth/known-places.ts).
+// they do not apply where the identifier signed in before (src/auth/known-places.ts). Sends
+// from there count against a budget of their own, per identifier and per project, which only
+// sends to identifiers known at the sender's place can use up.
 import type { Deps } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../webhooks/outbox.ts";
@@ -27,6 +29,8 @@ const keys = {
   sendAddress: (p: string, a: string) => `send:addr:${p}:${addressGroup(a)}`,
   sendAccount: (accountId: string) => `send:acc:${accountId}`,
   sendProject: projectSendKey,
+  sendKnownIdentifier: (p: string, i: Identifier) => `send:known:id:${p}:${i.kind}:${i.value}`,
+  sendKnownProject: (p: string, kind: Identifier["kind"]) => `send:known:prj:${p}:${kind}`,
   failIdentifier: (p: string, i: Identifier, a: string) => `fail:ida:${identifierAtAddress(p, i, a)}`,
   failAccount: (accountId: string) => `fail:acc:${accountId}`,
   /** STATE_FAILURES (src/auth/rate-limit.ts) builds this key from a state in SQL */
@@ -39,6 +43,8 @@ function limitName(key: string): RateLimitName | undefined {
   if (key.startsWith("send:addr:")) return "sends_per_address";
   if (key.startsWith("send:acc:")) return "sends_per_account";
   if (key.startsWith("send:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
+  if (key.startsWith("send:known:id:")) return "known_place_sends_per_identifier";
+  if (key.startsWith("send:known:prj:")) return key.endsWith(":phone") ? "known_place_sms_per_project" : "known_place_emails_per_project";
   if (key.startsWith("fail:ida:")) return "wrong_codes_per_identifier_address";
   if (key.startsWith("fail:acc:")) return "wrong_codes_per_account";
   if (key.startsWith(FAIL_IDENTIFIER)) return "wrong_codes_per_identifier";
@@ -58,6 +64,7 @@ function refuseIfOver(counters: Counter[]): void {
 const ALARMS: Array<[prefix: string, reason: string]> = [
   ["send:addr:", "send_ceiling_per_address"],
   ["send:prj:", "send_ceiling_per_project"],
+  ["send:known:prj:", "send_ceiling_known_places_per_project"],
   [FAIL_IDENTIFIER, "wrong_codes_per_identifier"],
 ];
 
@@ -82,13 +89,18 @@ export async function sendOtp(
   ];
   if (binding.accountId) count.push({ key: keys.sendAccount(binding.accountId), limit: l.sendsPerAccount });
   // From a known place of the identifier, the project's ceiling and the identifier's wrong codes
-  // from everywhere are not counted or checked: strangers sending to new destinations exhaust them.
+  // from everywhere are not counted or checked: strangers sending to new destinations exhaust
+  // them. The known place's own budget is counted instead: per identifier, from all its known
+  // places together, and per project, a second ceiling as large as the first.
+  count.push({ key: keys.sendKnownIdentifier(projectId, identifier), limit: l.knownPlaceSendsPerIdentifier, at: "known places" });
+  const ceiling = identifier.kind === "phone" ? l.smsPerProject : l.emailsPerProject;
   const ceilings: Check[] = [
-    { key: keys.sendProject(projectId, identifier.kind), limit: identifier.kind === "phone" ? l.smsPerProject : l.emailsPerProject, exempt: true },
+    { key: keys.sendProject(projectId, identifier.kind), limit: ceiling, at: "unknown places" },
+    { key: keys.sendKnownProject(projectId, identifier.kind), limit: ceiling, at: "known places" },
   ];
   const peek: Check[] = [
     { key: keys.failIdentifier(projectId, identifier, clientAddress), limit: l.failuresPerSubject },
-    { key: keys.failIdentifierAll(projectId, identifier), limit: l.failuresPerIdentifier, exempt: true },
+    { key: keys.failIdentifierAll(projectId, identifier), limit: l.failuresPerIdentifier, at: "unknown places" },
   ];
   const { state, code } = newOtpState(deps.otpKey, binding, identifier);
   const unlessOwnedBy = notOwnedBy && { projectId, accountId: notOwnedBy.accountId, identifier };

@@ -13,11 +13,19 @@ export type { Limit };
 /** How long a successful sign-in makes its place known (src/auth/known-places.ts). */
 export const KNOWN_FOR_DAYS = 30;
 /**
- * `exempt`: not counted or checked when the call comes from a known place of its identifier
- * (Consumption.knownPlaces): the project-wide and identifier-wide bounds that strangers
- * exhaust must not shut the owner out where they signed in before.
+ * `at`: where the check applies, when not everywhere. "unknown places": not counted or checked
+ * when the call comes from a known place of its identifier (Consumption.knownPlaces), since the
+ * project-wide and identifier-wide bounds that strangers exhaust must not shut the owner out
+ * where they signed in before. "known places": only there, for the budget the owner keeps
+ * instead, which must be finite too (docs/security.md, "Known places").
  */
-export type Check = { key: string; limit: Limit; exempt?: boolean };
+export type Check = { key: string; limit: Limit; at?: "unknown places" | "known places" };
+
+/** A check's `at` as the statements read it: null everywhere, else whether it needs a known place. */
+const atKnown = (c: Check): boolean | null => (c.at === undefined ? null : c.at === "known places");
+
+/** Whether the check of flag `x` (atKnown) applies to this call. */
+const APPLIES = (x: string) => `(${x} IS NULL OR ${x} = EXISTS (SELECT 1 FROM known))`;
 
 type DbLike = Pick<Database, "driver">;
 
@@ -51,7 +59,7 @@ export type Consumption = {
    * attached or its merged secondary's): linking asks this before anything is counted.
    */
   unlessOwnedBy?: { projectId: string; accountId: string; identifier: Identifier };
-  /** The ids of the places the call comes from (src/auth/known-places.ts placesOf); `exempt` checks skip when one is known. */
+  /** The ids of the places the call comes from (src/auth/known-places.ts placesHere), which decide the checks' `at`. */
   knownPlaces?: string[];
 };
 
@@ -82,10 +90,10 @@ const BUMP = `
       window_seconds = EXCLUDED.window_seconds
     RETURNING key, count, window_start, window_seconds`;
 
-const UPSERT = (keys: string, windows: string, guard: string, exempt = "NULL::bool[]") => `
+const UPSERT = (keys: string, windows: string, guard: string, at = "NULL::bool[]") => `
     INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
-    SELECT k, now(), w, 1 FROM unnest(${keys}::text[], ${windows}::int[], ${exempt}) AS t(k, w, x)
-    WHERE ${guard} AND NOT (coalesce(x, false) AND EXISTS (SELECT 1 FROM known))${BUMP}`;
+    SELECT k, now(), w, 1 FROM unnest(${keys}::text[], ${windows}::int[], ${at}) AS t(k, w, x)
+    WHERE ${guard} AND ${APPLIES("x")}${BUMP}`;
 
 /** The identifier signed in from one of the places $1 names in the last KNOWN_FOR_DAYS (src/auth/known-places.ts). */
 const KNOWN = (places: string) => `
@@ -115,8 +123,8 @@ const RESETS_IN = "ceil(extract(epoch FROM window_start + make_interval(secs => 
  * state written when nothing refuses. Arguments: $1–$3 counted keys, windows, maxima; $4, $5
  * ceilings' keys and windows (their maxima are checked by the caller); $6, $7 peeked keys and
  * maxima; $8–$11 who may already own the identifier (account, project, kind, value: the
- * account null for no such check); $12–$17 the OTP state (id null for none); $18–$20 which
- * counted, ceiling and peeked keys a known place skips; $21 the places' ids.
+ * account null for no such check); $12–$17 the OTP state (id null for none); $18–$20 where
+ * each counted, ceiling and peeked key applies (atKnown); $21 the places' ids.
  */
 const COUNT_ALL = prepared<Row>(
   "count_all",
@@ -129,8 +137,8 @@ const COUNT_ALL = prepared<Row>(
     bumped AS (${UPSERT("$1", "$2", "NOT EXISTS (SELECT 1 FROM own)", "$18::bool[]")}),
     peeked AS (
       SELECT key, count, window_start, window_seconds FROM rate_limits
-      JOIN unnest($6::text[], $20::bool[]) AS x(k, exempt) ON x.k = rate_limits.key
-      WHERE window_start > now() - make_interval(secs => window_seconds) AND NOT (coalesce(x.exempt, false) AND EXISTS (SELECT 1 FROM known))
+      JOIN unnest($6::text[], $20::bool[]) AS x(k, at) ON x.k = rate_limits.key
+      WHERE window_start > now() - make_interval(secs => window_seconds) AND ${APPLIES("x.at")}
     ),
     refused AS (
       SELECT 1 FROM own
@@ -161,7 +169,7 @@ export type Counted = {
   /** the identifier already signs into the account (unlessOwnedBy) */
   owned: boolean;
   stateWritten: boolean;
-  /** the call came from a known place: its `exempt` checks were skipped */
+  /** the call came from a known place: its "unknown places" checks were skipped, its "known places" ones made */
   known: boolean;
 };
 
@@ -208,9 +216,9 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
     s?.purpose ?? null,
     s?.codeHash ?? null,
     s?.ttlSeconds ?? null,
-    c.count.map((x) => !!x.exempt),
-    ceilings.map((x) => !!x.exempt),
-    peek.map((x) => !!x.exempt),
+    c.count.map(atKnown),
+    ceilings.map(atKnown),
+    peek.map(atKnown),
     c.knownPlaces ?? [],
   ]);
   const limits = new Map([...c.count, ...ceilings, ...peek].map((x) => [x.key, x.limit.max]));
@@ -225,7 +233,7 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
 
 /**
  * One message of countMessages: its own counters, and the ceiling it counts against when they
- * allow it. No known places here: `exempt` is not read.
+ * allow it. No known places here: `at` is not read.
  */
 export type Message = { count: Check[]; ceiling?: Check };
 
