@@ -28,6 +28,7 @@ export const RATE_LIMITS = [
   "sign_in_options_per_address",
   "provider_pages_per_address",
   "external_flows_per_address",
+  "registration_options_per_account",
 ] as const;
 export type RateLimitName = (typeof RATE_LIMITS)[number];
 

@@ -15,7 +15,7 @@ import { PAGE_SECURITY_HEADERS } from "../src/http/static-files.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
-import { SIGN_IN_OPTIONS_PER_ADDRESS } from "../src/auth/passkeys.ts";
+import { REGISTRATION_OPTIONS_PER_ACCOUNT, SIGN_IN_OPTIONS_PER_ADDRESS } from "../src/auth/passkeys.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { EXTERNAL_FLOWS_PER_ADDRESS } from "../src/auth/external/flows.ts";
 import { startUpstreamOidc } from "./support/upstream.ts";
@@ -428,6 +428,18 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
     let refused: Awaited<ReturnType<typeof post>> | undefined;
     for (let i = 0; i <= SIGN_IN_OPTIONS_PER_ADDRESS.max && !refused; i++) {
       const r = await post("/auth/passkey/sign-in/options", undefined, key(h.publishableKey));
+      if (r.status !== 200) refused = r;
+    }
+    expect(refused?.status).toBe(429);
+    expect(refused?.body.error).toBe("RateLimited");
+    expect(Number(refused?.headers.get("retry-after"))).toBeGreaterThan(0);
+  });
+
+  it("passkey registration options: one account past its bound is 429 RateLimited with Retry-After", async () => {
+    const { token } = await signIn("registers-often@example.com");
+    let refused: Awaited<ReturnType<typeof post>> | undefined;
+    for (let i = 0; i <= REGISTRATION_OPTIONS_PER_ACCOUNT.max && !refused; i++) {
+      const r = await post("/auth/passkey/registration/options", undefined, as(token, h.publishableKey));
       if (r.status !== 200) refused = r;
     }
     expect(refused?.status).toBe(429);

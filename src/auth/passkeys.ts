@@ -23,7 +23,7 @@ import { InvalidRequest, NotFound, PasskeyInvalid, RateLimited, Reauthentication
 import { newId } from "../ids.ts";
 import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
-import { consumePerAddress, type Limit } from "./rate-limit.ts";
+import { consumePerAccount, consumePerAddress, type Limit } from "./rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 import { markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
@@ -38,7 +38,7 @@ export type RelyingParty = { id: string; name: string; origins: string[] };
  * both list exactly these.
  */
 export const PASSKEY_ERRORS = {
-  startRegistration: [ReauthenticationRequired, NotFound],
+  startRegistration: [ReauthenticationRequired, NotFound, RateLimited],
   finishRegistration: [PasskeyInvalid, InvalidRequest],
   startSignIn: [RateLimited],
   finishSignIn: [PasskeyInvalid],
@@ -121,10 +121,18 @@ async function consumeChallenge(db: Db, challenge: string, binding: { projectId:
   if (count !== 1) throw new PasskeyInvalid("that passkey challenge is unknown, used or expired; start again");
 }
 
+/**
+ * Registration options store a challenge each too, and one code buys a signed-in stranger an
+ * account of their own to ask with: 2,000 in 46 s from one address before this bound. 30 in 10
+ * minutes is far more than a person retrying a passkey prompt needs.
+ */
+export const REGISTRATION_OPTIONS_PER_ACCOUNT: Limit = { max: 30, windowSeconds: 600 };
+
 export async function startPasskeyRegistration(deps: Deps, actor: UserActor) {
   // Checked when registration starts; finishing a challenge issued now needs no fresh check.
   await requireRecentAuth(deps, actor);
   const { projectId, user } = actor;
+  await consumePerAccount(deps.db, "registration_options_per_account", user.accountId, REGISTRATION_OPTIONS_PER_ACCOUNT);
   const account = await loadAccount(deps.prisma, projectId, user.accountId);
   if (!account) throw new NotFound("no such account");
   const existing = await deps.prisma.passkey.findMany({ where: { accountId: account.id }, select: { credentialId: true, transports: true } });

@@ -4,7 +4,7 @@ import type { Database } from "../db/client.ts";
 import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
 import { RateLimited } from "../errors.ts";
 import { ipv4From, ipv6Words } from "../ip.ts";
-import { recordRateLimitRefusal } from "../metrics.ts";
+import { recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
 import type { Limit } from "../limits.ts";
 import type { Identifier } from "./identifiers.ts";
 
@@ -319,7 +319,20 @@ export async function consume(db: DbLike, count: Check[], peek: Check[] = []): P
  * (docs/security.md, "Abuse limits"); a refusal is counted under `name` in the metrics.
  */
 export async function consumePerAddress(db: DbLike, name: "sign_in_options_per_address" | "provider_pages_per_address" | "external_flows_per_address", clientAddress: string, limit: Limit): Promise<void> {
-  const counters = await countAll(db, { count: [{ key: `unauth:${name}:${addressGroup(clientAddress)}`, limit }] });
+  await consumeNamed(db, name, `unauth:${name}:${addressGroup(clientAddress)}`, limit);
+}
+
+/**
+ * Bounds a signed-in call that stores something (passkey registration options) per account: a
+ * stranger's own account is all it takes to make them, and only the account's holder can use
+ * up its budget.
+ */
+export async function consumePerAccount(db: DbLike, name: "registration_options_per_account", accountId: string, limit: Limit): Promise<void> {
+  await consumeNamed(db, name, `acc:${name}:${accountId}`, limit);
+}
+
+async function consumeNamed(db: DbLike, name: RateLimitName, key: string, limit: Limit): Promise<void> {
+  const counters = await countAll(db, { count: [{ key, limit }] });
   if (counters.some((c) => c.over)) recordRateLimitRefusal(name);
   assertNoneOver(counters);
 }
