@@ -13,7 +13,10 @@ const envSchema = z.object({
   DATABASE_URL: z.string().url().optional(),
   LINKGATE_DATA_DIR: z.string().default("./.data"),
   NODE_ENV: z.string().default("development"),
-  LINKGATE_SECRET_KEY: z.string().optional(),
+  LINKGATE_SECRET_KEY: z
+    .string()
+    .refine((key) => Buffer.from(key, "base64").length >= 32, "must be at least 32 bytes, base64-encoded (openssl rand -base64 32)")
+    .optional(),
   LINKGATE_BOOTSTRAP_API_KEY: z.string().min(16).optional(),
   LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: z.string().min(16).optional(),
   LINKGATE_TRUSTED_PROXIES: z.string().optional(),

@@ -3,6 +3,7 @@
 // exit code 1, never a stack trace; SIGTERM/SIGINT drain within a hard deadline.
 import pg from "pg";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { DatabaseInUse } from "./db/pglite-lock.ts";
 import { flushStdio, guardStdio, type Logger } from "./log.ts";
 
 /** How long releasing in-flight work may take once the shutdown deadline has passed. */
@@ -33,6 +34,19 @@ export async function loadConfigOrDie(): Promise<Config> {
     return loadConfig();
   } catch (err) {
     if (err instanceof ConfigError) return die(err.message);
+    throw err;
+  }
+}
+
+/**
+ * Start-up faults the operator fixes rather than reads a stack trace for (a PGlite folder another
+ * process holds, a configuration only the app can judge): one line and exit 1.
+ */
+export async function orDie<T>(starting: Promise<T>): Promise<T> {
+  try {
+    return await starting;
+  } catch (err) {
+    if (err instanceof DatabaseInUse || err instanceof ConfigError) return die(err.message);
     throw err;
   }
 }

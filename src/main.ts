@@ -5,13 +5,13 @@ import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
 import { claimDefaultIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
-import { die, ensureDatabaseReachable, loadConfigOrDie, stopOnSignals } from "./lifecycle.ts";
+import { die, ensureDatabaseReachable, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
 const config = await loadConfigOrDie();
 await ensureDatabaseReachable(config);
 const issuerClaim = await claimIssuerOrDie(config);
 
-const app = await buildApp(config);
+const app = await orDie(buildApp(config));
 const { logger } = app.deps;
 if (app.createdKeys) {
   // Printed once, on the first start of an empty database; only their hashes are stored.
@@ -28,6 +28,8 @@ const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.po
   const graphiql = config.graphiql ? " (GraphiQL at /graphql)" : "";
   logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)}${graphiql}`);
 }) as Server;
+// A port already taken (or not ours to bind) is said in one line, after everything started is let go.
+server.once("error", (err: NodeJS.ErrnoException) => void stopAfterListenFault(err));
 
 stopOnSignals(logger, config.shutdownTimeoutMs, {
   async drain() {
@@ -42,6 +44,14 @@ stopOnSignals(logger, config.shutdownTimeoutMs, {
     await worker?.abandon();
   },
 });
+
+async function stopAfterListenFault(err: NodeJS.ErrnoException): Promise<never> {
+  await worker?.stop();
+  await app.close();
+  await issuerClaim?.release();
+  const why = err.code === "EADDRINUSE" ? "the port is in use (set PORT to another)" : err.code === "EACCES" ? "permission denied" : err.message;
+  return die(`cannot listen on ${config.host}:${config.port}: ${why}`);
+}
 
 /** Without LINKGATE_ISSUER, this gateway must be the only one on a shared database (src/auth/issuer.ts). */
 async function claimIssuerOrDie(config: Config): Promise<IssuerClaim | undefined> {

@@ -5,13 +5,13 @@ import { resolveMasterKey } from "./auth/master-key.ts";
 import { openDatabase } from "./db/client.ts";
 import { applyMigrations } from "./db/migrations.ts";
 import { startWorker } from "./delivery/worker.ts";
-import { ensureDatabaseReachable, loadConfigOrDie, stopOnSignals } from "./lifecycle.ts";
+import { ensureDatabaseReachable, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 import { createLogger } from "./log.ts";
 
 const config = await loadConfigOrDie();
 const logger = createLogger(config.logLevel);
 await ensureDatabaseReachable(config);
-const db = await openDatabase(config);
+const db = await orDie(openDatabase(config));
 await applyMigrations(db.adapterFactory);
 const worker = startWorker({ db, config, masterKey: resolveMasterKey(config), logger });
 stopOnSignals(logger, config.shutdownTimeoutMs, {

@@ -1,7 +1,8 @@
-// Starting against a database that cannot be reached: each command says so on one line of
-// stderr, with the URL's password masked, and exits 1 (no driver or WebAssembly stack trace).
-import { spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+// Faults at start are said on one line of stderr, with exit code 1 and no driver or WebAssembly
+// stack trace: a database that cannot be reached (the URL's password masked), an embedded PGlite
+// folder another process holds, a port in use, a master key too short.
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -21,20 +22,30 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-function run(entry: string, env: Record<string, string>) {
+const dataDir = () => mkdtempSync(path.join(tmpdir(), "linkgate-startup-"));
+
+function start(entry: string, env: Record<string, string>) {
   const child = spawn(process.execPath, [entry], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", PORT: "0", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-startup-")), ...env },
+    env: { PATH: process.env.PATH ?? "", PORT: "0", LINKGATE_DATA_DIR: dataDir(), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (c) => (stdout += c));
-  child.stderr.on("data", (c) => (stderr += c));
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.on("close", (code) => resolve({ code, stdout, stderr })),
-  );
+  const out = { stdout: "", stderr: "" };
+  let onOutput = () => {};
+  child.stdout.on("data", (c) => ((out.stdout += c), onOutput()));
+  child.stderr.on("data", (c) => (out.stderr += c));
+  const closed = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on("close", (code) => resolve({ code, ...out })));
+  /** Resolves once stdout has said `text`; rejects if the process ends first. */
+  const said = (text: string) =>
+    new Promise<void>((resolve, reject) => {
+      onOutput = () => out.stdout.includes(text) && resolve();
+      onOutput();
+      void closed.then((r) => reject(new Error(`exited ${r.code} before saying ${text}:\n${r.stderr}`)));
+    });
+  return { child, closed, said };
 }
+
+const run = (entry: string, env: Record<string, string>) => start(entry, env).closed;
 
 describe("a database that cannot be reached at start", () => {
   it.each([
@@ -54,6 +65,61 @@ describe("a database that cannot be reached at start", () => {
     },
     60_000,
   );
+});
+
+describe("one process per embedded PGlite folder", () => {
+  it("refuses a second npm start, worker or db:migrate on a folder in use, and frees it when the first stops", async () => {
+    const dir = dataDir();
+    const first = start(MAIN, { LINKGATE_DATA_DIR: dir });
+    try {
+      await first.said("linkgate listening on");
+      for (const entry of [MAIN, WORKER, MIGRATE]) {
+        const second = await run(entry, { LINKGATE_DATA_DIR: dir });
+        expect(second.code, second.stderr).toBe(1);
+        expect(second.stderr).toMatch(new RegExp(`^linkgate: the PGlite database in .* is open in process ${first.child.pid} \\(is linkgate running\\?\\)`));
+        expect(second.stderr.trim().split("\n")).toHaveLength(1);
+      }
+    } finally {
+      first.child.kill("SIGTERM");
+      expect((await first.closed).code).toBe(0);
+    }
+    expect(existsSync(path.join(dir, "pglite.lock"))).toBe(false);
+    const after = await run(MIGRATE, { LINKGATE_DATA_DIR: dir });
+    expect(after.code, after.stderr).toBe(0);
+    expect(after.stdout).toContain("database is up to date");
+  }, 180_000);
+
+  it("takes over the lock a crashed process left behind", async () => {
+    const dir = dataDir();
+    const gone = spawnSync(process.execPath, ["-e", ""]).pid; // a process id nobody holds any more
+    writeFileSync(path.join(dir, "pglite.lock"), `${gone}\n`);
+    const r = await run(MIGRATE, { LINKGATE_DATA_DIR: dir });
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(path.join(dir, "pglite.lock"))).toBe(false);
+  }, 120_000);
+});
+
+describe("other faults at start", () => {
+  it("a port in use: one line, and the database folder is let go", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const { port } = taken.address() as { port: number };
+    const dir = dataDir();
+    try {
+      const r = await run(MAIN, { LINKGATE_DATA_DIR: dir, PORT: String(port) });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toBe(`linkgate: cannot listen on 127.0.0.1:${port}: the port is in use (set PORT to another)\n`);
+      expect(existsSync(path.join(dir, "pglite.lock"))).toBe(false);
+    } finally {
+      taken.close();
+    }
+  }, 120_000);
+
+  it("a master key too short: one line naming the variable", async () => {
+    const r = await run(MAIN, { LINKGATE_SECRET_KEY: Buffer.alloc(16, 7).toString("base64") });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe("linkgate: invalid configuration:\n  LINKGATE_SECRET_KEY: must be at least 32 bytes, base64-encoded (openssl rand -base64 32)\n");
+  });
 });
 
 describe("redactUrl", () => {

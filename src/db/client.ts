@@ -9,6 +9,7 @@ import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapt
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client.ts";
+import { lockPgliteFolder } from "./pglite-lock.ts";
 
 export type Db = PrismaClient;
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
@@ -118,8 +119,18 @@ async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNE
 
 async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
   const dir = dataDir.startsWith("memory://") ? dataDir : path.resolve(dataDir, "pglite");
-  if (!dir.startsWith("memory://")) mkdirSync(dir, { recursive: true });
-  const pglite = await PGlite.create({ dataDir: dir, ...(snapshot ? { loadDataDir: snapshot } : {}) });
+  let unlock = () => {};
+  if (!dir.startsWith("memory://")) {
+    mkdirSync(dir, { recursive: true });
+    unlock = lockPgliteFolder(dir);
+  }
+  let pglite: PGlite;
+  try {
+    pglite = await PGlite.create({ dataDir: dir, ...(snapshot ? { loadDataDir: snapshot } : {}) });
+  } catch (err) {
+    unlock();
+    throw err;
+  }
   const adapterFactory = new PrismaPGlite(pglite);
   const prisma = new PrismaClient({ adapter: adapterFactory });
   return {
@@ -132,8 +143,12 @@ async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
       return async () => unsub();
     },
     async close() {
-      await prisma.$disconnect();
-      await pglite.close();
+      try {
+        await prisma.$disconnect();
+        await pglite.close();
+      } finally {
+        unlock();
+      }
     },
   };
 }

@@ -1,11 +1,11 @@
 // `npm run db:migrate`: applies pending migrations to the configured database and exits.
-import { ensureDatabaseReachable, loadConfigOrDie } from "../lifecycle.ts";
+import { ensureDatabaseReachable, loadConfigOrDie, orDie } from "../lifecycle.ts";
 import { openDatabase } from "./client.ts";
 import { applyMigrations } from "./migrations.ts";
 
 const config = await loadConfigOrDie();
 await ensureDatabaseReachable(config);
-const db = await openDatabase(config);
+const db = await orDie(openDatabase(config));
 try {
   const applied = await applyMigrations(db.adapterFactory);
   console.log(applied.length ? `applied: ${applied.join(", ")}` : "database is up to date");

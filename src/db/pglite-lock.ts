@@ -1,0 +1,55 @@
+// One process per PGlite folder (docs/configuration.md, "Embedded PGlite"). PGlite is Postgres
+// compiled into the process, with no lock between processes: a second `npm start`, `npm run
+// worker` or `npm run db:migrate` on the same folder opened it beside the first, each process
+// then working on its own copy in memory and writing over the other's files. PGlite's own
+// postmaster.pid says "-42", not who holds the folder, and stays behind after a crash, so it can
+// neither name the holder nor tell a crash from a live process.
+//
+// The lock is a file beside the folder holding the holder's process id, created exclusively.
+// One whose process is gone (a crash, a kill -9) is taken over, so a crash never needs a hand to
+// clean up. Two processes starting in the same instant after a crash could both take over a
+// stale lock; that window is the time between reading and removing it.
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+
+/** The folder is open in a live process: the message says which and what to do. */
+export class DatabaseInUse extends Error {}
+
+/** Takes the lock of the PGlite folder `dir`; the function returned releases it. */
+export function lockPgliteFolder(dir: string): () => void {
+  const file = `${dir}.lock`;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      writeFileSync(file, `${process.pid}\n`, { flag: "wx" });
+      return () => rmSync(file, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+    const holder = holderOf(file);
+    if (holder !== null && alive(holder)) {
+      throw new DatabaseInUse(
+        `the PGlite database in ${dir} is open in process ${holder} (is linkgate running?): embedded PGlite serves one process at a time; ` +
+          `stop that process first, or set DATABASE_URL to share a Postgres server (if no linkgate process has that id, delete ${file})`,
+      );
+    }
+    rmSync(file, { force: true }); // its process is gone: a crash left it
+  }
+  throw new DatabaseInUse(`could not take the lock ${file} of the PGlite database in ${dir}`);
+}
+
+function holderOf(file: string): number | null {
+  try {
+    const pid = Number.parseInt(readFileSync(file, "utf8"), 10);
+    return Number.isSafeInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null; // released meanwhile
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM"; // alive, owned by another user
+  }
+}
