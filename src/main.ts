@@ -25,8 +25,8 @@ if (app.createdKeys) {
 const worker = config.worker ? await import("./delivery/worker.ts").then((m) => m.startWorker({ db: app.deps.db, config, masterKey: app.deps.master, logger })) : null;
 
 const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.port, hostname: config.host }, (info) => {
-  const graphiql = config.graphiql ? " (GraphiQL at /graphql)" : "";
-  logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)}${graphiql}`);
+  const pages = ["sign-in at /login", "dashboard at /dashboard", ...(config.graphiql ? ["GraphiQL at /graphql"] : [])];
+  logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)} (${pages.join(", ")})`);
 }) as Server;
 // A port already taken (or not ours to bind) is said in one line, after everything started is let go.
 server.once("error", (err: NodeJS.ErrnoException) => void stopAfterListenFault(err));
