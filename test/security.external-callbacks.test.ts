@@ -201,6 +201,23 @@ describe.each(backends)("external sign-in callbacks under attack and outage on %
       }
     });
 
+    it("answering with more than 256 KiB (discovery): 502 UpstreamUnavailable, the answer not read past the bound", async () => {
+      const fresh = await startUpstreamOidc();
+      try {
+        await addProvider(h, fresh, `huge-${++seq}`);
+        fresh.huge("/.well-known/", 64 * 1024 * 1024);
+        const before = await snapshot(h);
+        const heap = process.memoryUsage().rss;
+        const r = await start(h, `huge-${seq}`, app.redirectUri);
+        expect(r.status).toBe(502);
+        expect(r.body).toEqual({ error: "UpstreamUnavailable", message: expect.stringContaining("more than 262144 bytes") });
+        expect(process.memoryUsage().rss - heap).toBeLessThan(48 * 1024 * 1024); // not the 64 MiB it was sent
+        expect(await snapshot(h)).toEqual(before);
+      } finally {
+        await fresh.stop();
+      }
+    });
+
     it("down between the sign-in and the callback (token endpoint): back to the app with error=UpstreamUnavailable at once, nothing written", async () => {
       google.loginAs(googleUser());
       const s = await start(h, "google", app.redirectUri);

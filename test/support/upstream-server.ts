@@ -16,6 +16,8 @@ export type UpstreamControls = {
   slow(ms: number): void;
   /** Answers requests whose path starts with `pathPrefix` with `status` (a partial outage); null heals. */
   fail(pathPrefix: string | null, status?: number): void;
+  /** Answers requests whose path starts with `pathPrefix` with `bytes` of JSON, in chunks of no declared length; null heals. */
+  huge(pathPrefix: string | null, bytes?: number): void;
   stop(): Promise<void>;
 };
 
@@ -25,6 +27,7 @@ export async function startLoopbackServer(handler: Handler): Promise<UpstreamCon
   const requests: string[] = [];
   let delayMs = 0;
   let failing: { prefix: string; status: number } | null = null;
+  let flooding: { prefix: string; bytes: number } | null = null;
   // Delayed requests whose timers a stop must clear, or the test process waits for them.
   const waiting = new Set<NodeJS.Timeout>();
 
@@ -42,6 +45,16 @@ export async function startLoopbackServer(handler: Handler): Promise<UpstreamCon
     }
     if (failing && req.url?.startsWith(failing.prefix)) {
       res.writeHead(failing.status, { "content-type": "text/plain" }).end("upstream fixture: failing on purpose");
+      return;
+    }
+    if (flooding && req.url?.startsWith(flooding.prefix)) {
+      res.writeHead(200, { "content-type": "application/json" });
+      const piece = Buffer.alloc(64 * 1024, 0x20);
+      res.write("{");
+      for (let sent = 0; sent < flooding.bytes && !res.destroyed; sent += piece.length) {
+        if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
+      }
+      res.end("}");
       return;
     }
     try {
@@ -76,6 +89,9 @@ export async function startLoopbackServer(handler: Handler): Promise<UpstreamCon
     },
     fail(prefix, status = 503) {
       failing = prefix === null ? null : { prefix, status };
+    },
+    huge(prefix, bytes = 64 * 1024 * 1024) {
+      flooding = prefix === null ? null : { prefix, bytes };
     },
     async stop() {
       for (const t of waiting) clearTimeout(t);

@@ -8,7 +8,7 @@
 // (docs/security.md, "Outbound requests"). Each request is bounded by LINKGATE_UPSTREAM_TIMEOUT_MS,
 // so a provider that is slow or down costs a clear error, never a hung request.
 import * as oidc from "openid-client";
-import { Agent, fetch as undiciFetch } from "undici";
+import { Agent, fetch as undiciFetch, Response as UndiciResponse } from "undici";
 import type { Deps } from "../../deps.ts";
 import { ExternalSignInFailed, UpstreamUnavailable } from "../../errors.ts";
 import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
@@ -56,14 +56,41 @@ function guardedFetch(guard: Guard) {
     const signal = AbortSignal.any([options.signal ?? new AbortController().signal, AbortSignal.timeout(guard.timeoutMs)]);
     try {
       const res = await undiciFetch(url, { ...(options as object), signal, dispatcher, redirect: "manual" } as never);
-      // the body is read by the caller; the agent closes once idle
+      const body = await boundedBody(res);
       void dispatcher.close();
-      return res as unknown as Response;
+      return new UndiciResponse(body, { status: res.status, statusText: res.statusText, headers: res.headers }) as unknown as Response;
     } catch (err) {
       void dispatcher.destroy();
       throw err;
     }
   };
+}
+
+/**
+ * The most of an identity provider's answer that is read. Discovery documents, key sets, token
+ * answers and GitHub's user API are a few KiB; the provider is whatever address a project's
+ * secret key configured, and an answer read whole, however large, would let one project's
+ * provider fill the memory every project's sign-ins share.
+ */
+export const UPSTREAM_BODY_LIMIT = 256 * 1024;
+
+const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
+
+async function boundedBody(res: Awaited<ReturnType<typeof undiciFetch>>): Promise<Uint8Array | null> {
+  if (NULL_BODY_STATUSES.has(res.status) || !res.body) return null;
+  const tooLarge = () => new UpstreamUnavailable(`the identity provider answered with more than ${UPSTREAM_BODY_LIMIT} bytes`);
+  if (Number(res.headers.get("content-length") ?? 0) > UPSTREAM_BODY_LIMIT) {
+    await res.body.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    size += chunk.byteLength;
+    if (size > UPSTREAM_BODY_LIMIT) throw tooLarge(); // leaving the loop cancels the body
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
 }
 
 function clientAuth(p: UpstreamProvider) {
@@ -247,10 +274,20 @@ async function upstreamCall<T>(fn: () => Promise<T>, onError?: () => void): Prom
   } catch (err) {
     onError?.();
     if (err instanceof UpstreamUnavailable || err instanceof ExternalSignInFailed) throw err;
+    // openid-client wraps what guardedFetch threw (an answer too large) in errors of its own
+    const ours = wrapped(err, UpstreamUnavailable);
+    if (ours) throw ours;
     if (unreachable(err)) throw new UpstreamUnavailable();
     const why = (err as Error)?.message ?? "refused";
     throw new ExternalSignInFailed(`the identity provider's answer was refused: ${why.slice(0, 200)}`);
   }
+}
+
+function wrapped<E extends Error>(err: unknown, kind: new (...args: never[]) => E): E | undefined {
+  for (let e = err as { cause?: unknown } | undefined, depth = 0; e && depth < 6; e = e.cause as typeof e, depth++) {
+    if (e instanceof kind) return e;
+  }
+  return undefined;
 }
 
 /** Forget a provider's discovery (after it changed or was deleted). */
