@@ -787,8 +787,8 @@ CREATE OR REPLACE FUNCTION dashboard.outcome(project_id text, webhook_id text, d
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  SELECT ROW(project_id, webhook_id, started_at, coalesce(status_code IN (200, 201, 202), false),
-             NOT coalesce(status_code IN (200, 201, 202), false)
+  SELECT ROW(project_id, webhook_id, started_at, public.delivery_ok(status_code),
+             NOT public.delivery_ok(status_code)
                AND (status_code IS NOT DISTINCT FROM 410 OR (delivery_attempts = attempt AND delivery_status IN ('failed', 'gone'))),
              duration_ms)::dashboard.attempt_outcome
 $function$;
@@ -802,6 +802,14 @@ AS $function$
   FROM accounts a
   JOIN identifiers i ON i.account_id = a.id
   WHERE a.id = p_account OR (a.merged_with_id = p_account AND a.merge_role = 'secondary')
+$function$;
+
+CREATE OR REPLACE FUNCTION public.delivery_ok(status_code integer)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  SELECT coalesce(status_code IN (200, 201, 202), false)
 $function$;
 
 CREATE OR REPLACE FUNCTION public.link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[])

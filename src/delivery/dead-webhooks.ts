@@ -8,7 +8,7 @@ export type DisabledWebhook = { webhookId: string; projectId: string; failingSin
 
 /**
  * Disables every enabled webhook whose deliveries have all failed for 24 hours: it has failed
- * attempts in the last 24 hours, no successful attempt (200/201/202) in that time, and its
+ * attempts in the last 24 hours, no successful attempt (delivery_ok: 200/201/202) in that time, and its
  * unbroken run of failures began at least 24 hours before `now`. Attempts of the last 3 days
  * are considered (so a webhook with no traffic for days is not judged on ancient failures).
  * Sets disabledReason, marks its pending deliveries that no worker holds as `failed` (they can
@@ -19,7 +19,7 @@ export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): P
   const at = now.toISOString();
   const rows = await db.prisma.$queryRaw<{ id: string; project_id: string; failing_since: Date; reason: string }[]>`
     WITH att AS (
-      SELECT d.webhook_id, a.started_at, coalesce(a.status_code IN (200, 201, 202), false) AS ok
+      SELECT d.webhook_id, a.started_at, delivery_ok(a.status_code) AS ok
       FROM webhooks w
       JOIN deliveries d ON d.webhook_id = w.id AND d.created_at >= ${at}::timestamptz - interval '3 days'
       JOIN delivery_attempts a ON a.delivery_id = d.id
