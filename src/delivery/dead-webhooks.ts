@@ -1,6 +1,8 @@
 // Disabling webhooks whose deliveries have all failed for a day, run periodically by every
 // worker (docs/webhooks.md).
 import type { Database } from "../db/client.ts";
+import { Prisma } from "../generated/prisma/client.ts";
+import { leaseFree } from "./pending.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -50,7 +52,7 @@ export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): P
       UPDATE deliveries
       SET status = 'failed', completed_at = now(), last_error = 'webhook disabled: every delivery attempt failed for 24 hours'
       WHERE webhook_id IN (SELECT id FROM disabled) AND status = 'pending'
-        AND (lease_until IS NULL OR lease_until <= now())
+        AND ${Prisma.raw(leaseFree("deliveries"))}
     )
     SELECT id, project_id, failing_since, reason FROM disabled`;
   return rows.map((r) => ({ webhookId: r.id, projectId: r.project_id, failingSince: r.failing_since, reason: r.reason }));

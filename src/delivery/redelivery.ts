@@ -8,6 +8,7 @@ import type { Database } from "../db/client.ts";
 import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
+import { leaseFree } from "./pending.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -72,7 +73,7 @@ export async function redeliver(db: DbLike, projectId: string, deliveryId: strin
   const rows = await db.prisma.$queryRaw<DeliveryRow[]>`
     UPDATE deliveries SET ${AS_NEW}
     WHERE id = ${deliveryId} AND project_id = ${projectId}
-      AND NOT (status = 'pending' AND leased_by IS NOT NULL AND lease_until > now())
+      AND (status <> 'pending' OR ${Prisma.raw(leaseFree("deliveries"))})
     RETURNING id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, false AS in_flight`;
   if (rows.length > 0) {
     await notifyWorkers(db);
