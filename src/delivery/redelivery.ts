@@ -63,11 +63,11 @@ async function notifyWorkers(db: DbLike): Promise<void> {
  *
  * Semantics: a redelivery starts a fresh cycle. The delivery becomes `pending`, due now, with
  * its attempt counter reset to 0, so the next attempt carries `X-Service-Delivery-Attempt: 1`
- * and gets the whole retry schedule again (headers stay within the contract's 1…6). The attempt
- * log keeps every earlier attempt (rows are told apart by started_at). A delivery that a worker
- * holds right now is left alone and returned as it is: it is being attempted anyway, and
- * resetting it under the worker would send it twice. A delivery of a disabled webhook stays
- * pending until the webhook is enabled again.
+ * and gets the whole retry schedule again (headers stay within the 1…6 of docs/webhooks.md, "A
+ * delivery"). The attempt log keeps every earlier attempt (rows are told apart by started_at). A
+ * delivery that a worker holds right now is left alone and returned as it is: it is being
+ * attempted anyway, and resetting it under the worker would send it twice. A delivery of a
+ * disabled webhook stays pending until the webhook is enabled again.
  */
 export async function redeliver(db: DbLike, projectId: string, deliveryId: string): Promise<DeliverySummary> {
   const rows = await db.prisma.$queryRaw<DeliveryRow[]>`

@@ -147,9 +147,10 @@ export function createSender(opts: SenderOptions): Sender {
 }
 
 /**
- * Every header of one attempt: the signatures of contract §5 and the User-Agent. A function of
- * the body, the event, the attempt number, the timestamp and the secrets alone, which is why
- * the attempt log stores none of it (log.ts rebuilds it for display).
+ * Every header of one attempt: the signatures (docs/webhooks.md, "A delivery" and "Signatures")
+ * and the User-Agent. A function of the body, the event, the attempt number, the timestamp and
+ * the secrets alone, which is why the attempt log stores none of it (log.ts rebuilds it for
+ * display).
  */
 export function requestHeaders(input: Omit<SendInput, "url"> & { timestamp: number }): Record<string, string> {
   return { ...signatureHeaders(input), "User-Agent": USER_AGENT };
