@@ -48,19 +48,15 @@ export type VerifyResult = { message: "Account linked successfully"; outcome: Li
 
 type IdentifierInput = { email?: unknown; phone?: unknown };
 
-/** The signed-in account read under a row lock. */
-async function currentAccount(tx: Tx, actor: UserActor) {
-  const [me] = await lockAccounts(tx, [actor.user.accountId]);
-  return checkedCurrent(me, actor);
-}
-
 /**
- * The caller authenticated before taking the lock: its account may have been deleted or
- * merged away as a secondary since (a merge ends the secondary's sessions in the same
- * transaction). A secondary never acts, so it is answered like any ended session.
+ * The signed-in account read under a row lock, in the caller's project (another project's
+ * account is not found). The caller authenticated before taking the lock: its account may have
+ * been deleted or merged away as a secondary since (a merge ends the secondary's sessions in the
+ * same transaction). A secondary never acts, so it is answered like any ended session.
  */
-function checkedCurrent(me: LockedAccount | undefined, actor: UserActor): LockedAccount {
-  if (!me || me.project_id !== actor.projectId) throw new Unauthenticated("this account no longer exists");
+async function currentAccount(tx: Tx, actor: UserActor): Promise<LockedAccount> {
+  const [me] = await lockAccounts(tx, [actor.user.accountId], actor.projectId);
+  if (!me) throw new Unauthenticated("this account no longer exists");
   if (me.merge_role === "secondary") throw new Unauthenticated("this session has ended; sign in again");
   return me;
 }
@@ -264,7 +260,7 @@ function signInCapable(tx: Tx, accountId: string): Promise<number> {
 
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
-  await lockAccounts(tx, [user.accountId, secondaryId]);
+  await lockAccounts(tx, [user.accountId, secondaryId], projectId);
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ["user.updated", {}]]);
