@@ -16,7 +16,7 @@ import { createGraphQL } from "./graphql/yoga.ts";
 import { limitBody } from "./http/body.ts";
 import type { AppEnv } from "./http/env.ts";
 import { clientAddressResolver, deviceCookie } from "./http/client-address.ts";
-import { errorBody, errorResponse } from "./http/errors.ts";
+import { errorResponse, notFound } from "./http/errors.ts";
 import { authRoutes } from "./http/routes/auth.ts";
 import { dashboardRoutes } from "./http/routes/dashboard.ts";
 import { graphiqlRoutes } from "./http/routes/graphiql.ts";
@@ -111,7 +111,7 @@ function routes(deps: Deps, expectedMigrations: number, pagesKey: PagesKey) {
   app.use(noStoreByDefault);
   app.use(deviceCookie(deps.config.issuer));
   app.onError((err, c) => errorResponse(c, err));
-  app.notFound((c) => c.json(errorBody("NotFound", `no route for ${c.req.method} ${c.req.path}`), 404));
+  app.notFound((c) => notFound(c, `no route for ${c.req.method} ${c.req.path}`));
 
   app.use("/.well-known/*", cors({ origin: "*" })); // public keys and discovery, no credentials
   // The token and revocation endpoints answer CORS per client (a public client's own origins);
