@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import type { Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
-import { prepared, run } from "../db/fast.ts";
+import { run } from "../db/fast.ts";
 import { retryingConflicts, transaction } from "../db/transaction.ts";
 import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
 import { attachedEvents, type EventType } from "../webhooks/event-types.ts";
@@ -30,7 +30,7 @@ import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { lockAccounts, type LockedAccount } from "../db/locks.ts";
-import { clearMerge, runLinkVerify, type LinkVerifyInput } from "./sql.ts";
+import { clearMerge, LINK_STATE, runLinkVerify, type LinkVerifyInput } from "./sql.ts";
 
 /**
  * What each operation refuses with, besides bad credentials: the REST route and the GraphQL
@@ -149,12 +149,6 @@ async function stateIdentifier(deps: Deps, binding: { projectId: string; account
   const [row] = await run(deps.db, LINK_STATE, [stateId, binding.projectId, binding.accountId]);
   return row ? { kind: row.kind as Identifier["kind"], value: row.value } : null;
 }
-
-const LINK_STATE = prepared<{ kind: string; value: string }>(
-  "link_state",
-  { kind: "text", value: "text" },
-  `SELECT kind::text AS kind, value FROM otp_states WHERE id = $1 AND project_id = $2 AND account_id = $3 AND purpose = 'link'`,
-);
 
 /** link_verify's arguments: the checks, and the events and notices of both possible changes. */
 function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identifier: Identifier): LinkVerifyInput {
