@@ -449,7 +449,8 @@ export async function applyStaged(db: DbLike, wait: boolean): Promise<number> {
 }
 
 // ---- redelivery and replay (redelivery.ts) ---------------------------------------------------
-// Every statement has the caller's project in its WHERE, so another project's rows are not found.
+// Every statement that reads or writes deliveries has the caller's project in its WHERE, so
+// another project's rows are not found.
 
 /** A delivery starting a fresh cycle: pending, due now, no attempts, no lease. */
 const AS_NEW = Prisma.sql`status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL, lease_until = NULL, leased_by = NULL`;
