@@ -787,8 +787,8 @@ CREATE OR REPLACE FUNCTION dashboard.outcome(project_id text, webhook_id text, d
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  SELECT ROW(project_id, webhook_id, started_at, coalesce(status_code IN (200, 201, 202), false),
-             NOT coalesce(status_code IN (200, 201, 202), false)
+  SELECT ROW(project_id, webhook_id, started_at, public.delivery_ok(status_code),
+             NOT public.delivery_ok(status_code)
                AND (status_code IS NOT DISTINCT FROM 410 OR (delivery_attempts = attempt AND delivery_status IN ('failed', 'gone'))),
              duration_ms)::dashboard.attempt_outcome
 $function$;
@@ -802,6 +802,14 @@ AS $function$
   FROM accounts a
   JOIN identifiers i ON i.account_id = a.id
   WHERE a.id = p_account OR (a.merged_with_id = p_account AND a.merge_role = 'secondary')
+$function$;
+
+CREATE OR REPLACE FUNCTION public.delivery_ok(status_code integer)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+  SELECT coalesce(status_code IN (200, 201, 202), false)
 $function$;
 
 CREATE OR REPLACE FUNCTION public.link_enqueue(p_project text, p_channel text, p_ids text[], p_types text[], p_bodies text[])
@@ -920,9 +928,11 @@ BEGIN
   END IF;
 
   SELECT i.account_id INTO v_seen FROM identifiers i WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
-  PERFORM 1 FROM accounts a WHERE a.id IN (p_account, v_seen) ORDER BY a.id FOR UPDATE;
-  SELECT * INTO v_me FROM accounts a WHERE a.id = p_account;
-  IF NOT FOUND OR v_me.project_id <> p_project THEN
+  -- the project in the WHERE: another project's account is not found (nor locked), so it is
+  -- gone like a deleted one; the primary key finds the row, the project only filters it
+  PERFORM 1 FROM accounts a WHERE a.id IN (p_account, v_seen) AND a.project_id = p_project ORDER BY a.id FOR UPDATE;
+  SELECT * INTO v_me FROM accounts a WHERE a.id = p_account AND a.project_id = p_project;
+  IF NOT FOUND THEN
     outcome := 'gone';
     RETURN NEXT;
     RETURN;

@@ -6,7 +6,7 @@ import { randomUUID } from "node:crypto";
 import { defaultIssuer, type Config } from "./config.ts";
 import { deriveKey } from "./crypto.ts";
 import { openDatabase, type Database } from "./db/client.ts";
-import { applyMigrations, readMigrations } from "./db/migrations.ts";
+import { applyMigrations, knownMigrations } from "./db/migrations.ts";
 import type { Deps } from "./deps.ts";
 import { limitsFrom, type Limits } from "./limits.ts";
 import { resolveMasterKey } from "./auth/master-key.ts";
@@ -16,7 +16,7 @@ import { createGraphQL } from "./graphql/yoga.ts";
 import { limitBody } from "./http/body.ts";
 import type { AppEnv } from "./http/env.ts";
 import { clientAddressResolver, deviceCookie } from "./http/client-address.ts";
-import { errorBody, errorResponse } from "./http/errors.ts";
+import { errorResponse, notFound } from "./http/errors.ts";
 import { authRoutes } from "./http/routes/auth.ts";
 import { dashboardRoutes } from "./http/routes/dashboard.ts";
 import { graphiqlRoutes } from "./http/routes/graphiql.ts";
@@ -55,7 +55,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   const logger = opts.logger ?? createLogger(config.logLevel);
   const db = opts.db ?? (await openDatabase(config));
   await applyMigrations(db.adapterFactory);
-  const expectedMigrations = (await readMigrations()).migrationDirectories.length;
+  const migrations = await knownMigrations();
   const master = resolveMasterKey(config);
   const issuer = defaultIssuer(config);
   const messenger = opts.messenger ?? createMessenger({ ...config, logger });
@@ -74,7 +74,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   };
   const sweeper = startSweeper({ db, settings: config.retention, logger });
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
-  const app = routes(deps, expectedMigrations, await resolvePagesKey(config, db.prisma, master));
+  const app = routes(deps, migrations, await resolvePagesKey(config, db.prisma, master));
   return {
     fetch: (req, env) => Promise.resolve(app.fetch(req, env)),
     deps,
@@ -88,7 +88,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   };
 }
 
-function routes(deps: Deps, expectedMigrations: number, pagesKey: PagesKey) {
+function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   const app = new Hono<AppEnv>();
   const yoga = createGraphQL(deps);
   const clientAddress = clientAddressResolver(deps.config.trustedProxies);
@@ -111,7 +111,7 @@ function routes(deps: Deps, expectedMigrations: number, pagesKey: PagesKey) {
   app.use(noStoreByDefault);
   app.use(deviceCookie(deps.config.issuer));
   app.onError((err, c) => errorResponse(c, err));
-  app.notFound((c) => c.json(errorBody("NotFound", `no route for ${c.req.method} ${c.req.path}`), 404));
+  app.notFound((c) => notFound(c, `no route for ${c.req.method} ${c.req.path}`));
 
   app.use("/.well-known/*", cors({ origin: "*" })); // public keys and discovery, no credentials
   // The token and revocation endpoints answer CORS per client (a public client's own origins);
@@ -119,7 +119,7 @@ function routes(deps: Deps, expectedMigrations: number, pagesKey: PagesKey) {
   const api = apiCors(deps.config.corsOrigins);
   app.use((c, next) => (CLIENT_CORS_PATHS.has(c.req.path) ? next() : api(c, next)));
 
-  app.route("/", healthRoutes(expectedMigrations));
+  app.route("/", healthRoutes(migrations));
   app.route("/", metricsRoutes());
   app.route("/", authRoutes());
   app.route("/", linkRoutes());

@@ -102,7 +102,10 @@ describe("repeatable migrations", () => {
         // a commit notifies only while no worker has promised to claim again (20261126150351_delivery_busy_workers)
         const outbox = "public.outbox_enqueue(p_channel text, p_ids text[], p_projects text[], p_types text[], p_bodies text[], p_tests boolean[], p_only_webhooks text[])";
         expect(now.functions.get(outbox)!.body).toContain("NOT EXISTS (SELECT 1 FROM delivery_busy_workers");
-        const changed = [...staged, account, enqueue, outbox];
+        // the delivered statuses written once, in a function Postgres inlines (20261128053000_delivery_ok)
+        const outcome = "dashboard.outcome(project_id text, webhook_id text, delivery_status delivery_status, delivery_attempts integer, attempt integer, started_at timestamp with time zone, status_code integer, duration_ms integer)";
+        expect(now.functions.get(outcome)!.body).toContain("public.delivery_ok(status_code)");
+        const changed = [...staged, account, enqueue, outbox, outcome];
         for (const [name, fn] of history.functions) {
           if (changed.includes(name)) continue;
           // the history wrote them in schema console, which 20261125170500_dashboard_schema renamed
@@ -116,6 +119,7 @@ describe("repeatable migrations", () => {
         expect([...now.functions.keys()].filter((k) => !history.functions.has(k))).toEqual([
           "dashboard.apply_staged(p_wait boolean)",
           "public.account_sign_in_identifiers(p_account text)",
+          "public.delivery_ok(status_code integer)",
           "public.link_text_array(a jsonb)",
           "public.link_verify(p jsonb)",
           "public.sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)",

@@ -1,5 +1,5 @@
 // Every event type, produced by the real API, reaches a subscribed receiver on loopback signed
-// as the contract says; the delivery log, redelivery, replay and pull work over GraphQL.
+// as docs/webhooks.md says; the delivery log, redelivery, replay and pull work over GraphQL.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";

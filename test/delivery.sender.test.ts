@@ -26,7 +26,7 @@ describe("sender", () => {
     await r.close();
   });
 
-  it("POSTs the exact bytes with the contract's headers, and reports what it sent", async () => {
+  it("POSTs the exact bytes with the headers of docs/webhooks.md, and reports what it sent", async () => {
     const sender = createSender({ timeoutMs: 2_000, allowPrivate: true });
     const res = await sender.send(input(r.url));
     await sender.close();

@@ -1,6 +1,7 @@
 // The claim/lease/record statements on their own, without HTTP.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { applyStaged, claimDue, recordResults, releaseLeases, renewLeases, type ClaimedDelivery, type DeliveryResult } from "../src/delivery/sql.ts";
+import { SUCCESS_STATUSES } from "../src/delivery/schedule.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { enqueueEvents, newMasterKey, seedWebhook } from "./support/receiver.ts";
@@ -38,6 +39,13 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
   beforeEach(async () => {
     // Each test starts from an empty queue.
     await db.prisma.delivery.deleteMany();
+  });
+
+  it("counts as delivered in SQL (delivery_ok) exactly the statuses the worker does (SUCCESS_STATUSES)", async () => {
+    const rows = await db.prisma.$queryRaw<{ code: number | null; ok: boolean }[]>`
+      SELECT code, delivery_ok(code) AS ok FROM (SELECT generate_series(100, 599) AS code UNION ALL SELECT NULL) c`;
+    expect(rows).toHaveLength(501);
+    for (const r of rows) expect(r.ok, String(r.code)).toBe(r.code !== null && SUCCESS_STATUSES.has(r.code));
   });
 
   it("claims due deliveries with everything the sender needs, and only once", async () => {

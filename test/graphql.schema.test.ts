@@ -12,7 +12,7 @@ describe("GraphQL schema files", () => {
     expect(readFileSync(generatedFile, "utf8")).toBe(await generateOperations());
   });
 
-  it("uses the contract's names and scalars", () => {
+  it("uses the names and scalars docs/graphql.md documents", () => {
     const sdl = printedSchema();
     for (const name of ["startSignIn", "completeSignIn", "requestLink", "verifyLink", "removeLink", "unmerge", "createWebhook", "updateWebhook", "deleteWebhook", "rotateWebhookSecret", "sendTestWebhook", "viewer", "webhooks", "eventTypes", "createProject", "createApiKey", "revokeApiKey"]) {
       expect(sdl).toMatch(new RegExp(`\\b${name}\\b`));

@@ -42,7 +42,7 @@ const act: fc.Arbitrary<Act> = fc.oneof(
 const tag = `t${randomBytes(3).toString("hex")}`;
 let world = 0;
 
-/** The contract's linking rules over identifiers and accounts, nothing else. */
+/** The linking rules of docs/rest.md (POST /users/link/verify) over identifiers and accounts, nothing else. */
 class Model {
   holder = new Map<number, { acc: string; origin: "own" | "attached" }>();
   partner = new Map<string, string>();

@@ -4,6 +4,7 @@
 // the sweep's own statements, in a project with thousands of rows that stay, after ANALYZE (as
 // autovacuum leaves a table); no timing involved.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Prisma } from "../src/generated/prisma/client.ts";
 import { sweepOnce, sweepPicks } from "../src/retention/sweep.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
@@ -41,7 +42,7 @@ describe.each(backends)("the retention sweep's reads, on %s", (backend) => {
     await db?.close();
   });
 
-  const plan = (pick: string) => planNodes(db, pick);
+  const plan = (pick: Prisma.Sql) => planNodes(db, pick.text, pick.values);
 
   it.each(["sessions", "notices"])("finds %s to remove through an index, not by reading the table", async (table) => {
     const { pick } = sweepPicks(SETTINGS).find((p) => p.table === table)!;

@@ -54,23 +54,12 @@ export async function openConfiguredDatabase(env: NodeJS.ProcessEnv, opts: { cre
   return openDatabase({ ...t, poolSize: 2 });
 }
 
-/** Migrations of this build that the database lacks (all of them when it has none). */
-export async function pendingMigrations(db: Database): Promise<string[]> {
-  const { readMigrations } = await import("../db/migrations.ts");
-  const wanted = (await readMigrations()).migrationDirectories.map((d) => d.path);
-  const [{ present }] = await db.prisma.$queryRaw<{ present: boolean }[]>`SELECT to_regclass('_prisma_migrations') IS NOT NULL AS present`;
-  if (!present) return wanted;
-  const rows = await db.prisma.$queryRaw<{ migration_name: string }[]>`
-    SELECT migration_name FROM _prisma_migrations WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`;
-  const applied = new Set(rows.map((r) => r.migration_name));
-  return wanted.filter((name) => !applied.has(name));
-}
-
 /** Runs `fn` on the configured database, which must exist and be fully migrated, and closes it. */
 export async function withDatabase<T>(env: NodeJS.ProcessEnv, fn: (db: Database) => Promise<T>): Promise<T> {
   const db = await openConfiguredDatabase(env, { create: false });
   try {
-    const pending = await pendingMigrations(db);
+    const { knownMigrations, pendingMigrations } = await import("../db/migrations.ts");
+    const pending = await pendingMigrations(db.prisma, await knownMigrations());
     if (pending.length) throw new CliFailure(`the database lacks ${pending.length} migration(s) of this version: run \`linkgate db migrate\` first`);
     return await fn(db);
   } finally {

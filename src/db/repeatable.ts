@@ -47,6 +47,7 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { SqlMigrationAwareDriverAdapterFactory, Transaction } from "@prisma/driver-adapter-utils";
+import { unknownMigrations } from "./migrations.ts";
 
 /**
  * The repeatable files, paths relative to src/, in the order they are applied. Each file's
@@ -102,7 +103,7 @@ export async function applyRepeatable(adapterFactory: SqlMigrationAwareDriverAda
         tx,
         `CREATE TABLE IF NOT EXISTS ${TABLE} (name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`,
       );
-      if (!(await newerBuildMigrated(tx, opts.knownMigrations))) {
+      if ((await unknownMigrations(tx, opts.knownMigrations)).length === 0) {
         const recorded = await recordedChecksums(tx);
         for (const f of files) {
           if (recorded.get(f.name) === sums.get(f.name)) continue;
@@ -173,17 +174,6 @@ async function allCurrent(q: Pick<Transaction, "queryRaw">, sums: Map<string, st
 async function recordedChecksums(q: Pick<Transaction, "queryRaw">): Promise<Map<string, string>> {
   const res = await q.queryRaw({ sql: `SELECT name, checksum FROM ${TABLE}`, args: [], argTypes: [] });
   return new Map(res.rows.map((r) => [String(r[0]), String(r[1])]));
-}
-
-/** Whether a build with ordinary migrations this one lacks has migrated the database. */
-async function newerBuildMigrated(q: Pick<Transaction, "queryRaw">, known: string[]): Promise<boolean> {
-  const res = await q.queryRaw({
-    sql: `SELECT count(*)::int FROM _prisma_migrations
-          WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL AND NOT (migration_name = ANY ($1::text[]))`,
-    args: [known],
-    argTypes: [{ scalarType: "string", arity: "list" }],
-  });
-  return Number(res.rows[0][0]) > 0;
 }
 
 function errorText(e: unknown): string {

@@ -4,10 +4,9 @@
 // Read from the hourly rollups of the dashboard schema (src/delivery/dashboard-rollups.sql), which
 // a trigger keeps as attempts are logged: a chart reads at most 168 rows an hour-scope, however
 // long the delivery log is. scripts/measure-charts.ts compares this with aggregating the log.
-import { Prisma } from "../generated/prisma/client.ts";
 import type { Database } from "../db/client.ts";
 import { PENDING_COUNTED_UP_TO } from "./pending.ts";
-import { applyStaged } from "./sql.ts";
+import { applyStaged, chartStatement, type ChartRow } from "./sql.ts";
 
 type DbLike = Pick<Database, "prisma" | "driver">;
 
@@ -53,12 +52,6 @@ export type DeliveryChart = {
   totals: ChartCounts;
 };
 
-/** Latency histograms have 128 buckets (see the migration): 0 ms, then 9 % wider each. */
-const BUCKETS = 128;
-const PER_DOUBLING = 8;
-
-type Row = { start: Date | null; succeeded: number; retried: number; failed: number; p50: number | null; p95: number | null };
-
 /**
  * The chart of one webhook (`webhookId`) or of the whole project (null). The caller has scoped
  * the webhook to the project already; the project is in the WHERE clause all the same.
@@ -66,51 +59,14 @@ type Row = { start: Date | null; succeeded: number; retried: number; failed: num
 export async function deliveryChart(db: DbLike, projectId: string, range: ChartRange, webhookId: string | null): Promise<DeliveryChart> {
   await catchUp(db);
   const { points, stepHours } = CHART_RANGES[range];
-  const step = `${stepHours} hours`;
-  const source = webhookId
-    ? Prisma.sql`dashboard.webhook_hours h WHERE h.webhook_id = ${webhookId} AND h.project_id = ${projectId}`
-    : Prisma.sql`dashboard.project_hours h WHERE h.project_id = ${projectId}`;
-  // Interval starts align to UTC multiples of the step; the last interval holds now. Percentiles
-  // come from the summed histogram: the bucket where the rank falls, interpolated geometrically
-  // within it (so within one bucket's width, 9 %, of the exact value).
-  const rows = await db.prisma.$queryRaw<Row[]>`
-    WITH bounds AS (
-      SELECT date_bin(${step}::interval, now(), timestamptz '2000-01-01 00:00:00+00') - ${points - 1}::int * ${step}::interval AS first,
-             ${step}::interval AS step
-    ), hours AS (
-      SELECT date_bin(b.step, h.hour, b.first) AS start, h.succeeded, h.retried, h.failed, h.latency
-      FROM bounds b, ${source} AND h.hour >= b.first AND h.hour < b.first + ${points}::int * b.step
-    ), counts AS (
-      SELECT start, sum(succeeded)::int AS succeeded, sum(retried)::int AS retried, sum(failed)::int AS failed
-      FROM hours GROUP BY GROUPING SETS ((start), ())
-    ), buckets AS (
-      SELECT start, k - 1 AS k, sum(n)::float8 AS n
-      FROM hours, unnest(latency) WITH ORDINALITY AS u(n, k) WHERE n > 0
-      GROUP BY GROUPING SETS ((start, k), (k))
-    ), cumulative AS (
-      SELECT start, k, n, sum(n) OVER (PARTITION BY start ORDER BY k) AS upto, sum(n) OVER (PARTITION BY start) AS total
-      FROM buckets
-    ), quantiles AS (
-      SELECT DISTINCT ON (c.start, q.q) c.start, q.q,
-             CASE WHEN c.k = 0 THEN 0
-                  WHEN c.k = ${BUCKETS - 1} THEN 2 ^ ((c.k - 1) / ${PER_DOUBLING}::float8)
-                  ELSE 2 ^ ((c.k - 1 + (q.q * c.total - (c.upto - c.n)) / c.n) / ${PER_DOUBLING}::float8) END AS ms
-      FROM cumulative c CROSS JOIN (VALUES (0.5::float8), (0.95::float8)) AS q(q)
-      WHERE c.upto >= q.q * c.total
-      ORDER BY c.start, q.q, c.k
-    ), starts AS (
-      SELECT generate_series(b.first, b.first + ${points - 1}::int * b.step, b.step) AS start FROM bounds b
-      UNION ALL SELECT NULL
-    )
-    SELECT s.start, coalesce(c.succeeded, 0) AS succeeded, coalesce(c.retried, 0) AS retried, coalesce(c.failed, 0) AS failed,
-           round(p50.ms)::int AS p50, round(p95.ms)::int AS p95
-    FROM starts s
-    LEFT JOIN counts c ON c.start IS NOT DISTINCT FROM s.start
-    LEFT JOIN quantiles p50 ON p50.start IS NOT DISTINCT FROM s.start AND p50.q = 0.5
-    LEFT JOIN quantiles p95 ON p95.start IS NOT DISTINCT FROM s.start AND p95.q = 0.95
-    ORDER BY s.start NULLS LAST`;
+  const rows = await db.prisma.$queryRaw<ChartRow[]>(chartStatement(projectId, webhookId, points, stepHours));
+  return chartOf(range, stepHours, rows);
+}
+
+/** The chart of chartStatement's rows: one per interval in order, then the totals (start null). */
+function chartOf(range: ChartRange, stepHours: number, rows: ChartRow[]): DeliveryChart {
   const stepMs = stepHours * 3600_000;
-  const counts = (r: Row): ChartCounts => ({
+  const counts = (r: ChartRow): ChartCounts => ({
     succeeded: Number(r.succeeded),
     retried: Number(r.retried),
     failed: Number(r.failed),

@@ -36,6 +36,18 @@ BEGIN
 END
 $$;
 
+-- Delivered: the receiver answered 200, 201 or 202 (docs/webhooks.md, "Answers, retries and the
+-- schedule"); any other status, or none (NULL), is not. SQL's one spelling of SUCCESS_STATUSES
+-- (src/delivery/schedule.ts, what the worker decides with; test/delivery.sql.test.ts checks the
+-- two agree), called here and by src/delivery/dead-webhooks.ts. A function rather than the TS
+-- constant interpolated: this file is SQL only, and a scalar LANGUAGE sql function of one
+-- expression with no FROM is inlined by Postgres (src/db/repeatable.ts), so dashboard.outcome and
+-- the statements calling it run the very expression they ran when it was written out.
+CREATE OR REPLACE FUNCTION public.delivery_ok(status_code integer) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT coalesce(status_code IN (200, 201, 202), false)
+$$;
+
 -- One logged attempt as the tables count it, with its delivery as the statement that logged it
 -- left it: a failed attempt gave up when the receiver answered 410, or when its delivery is now
 -- failed or gone at that very attempt number.
@@ -44,8 +56,8 @@ CREATE OR REPLACE FUNCTION dashboard.outcome(
   attempt integer, started_at timestamptz, status_code integer, duration_ms integer
 ) RETURNS dashboard.attempt_outcome
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT ROW(project_id, webhook_id, started_at, coalesce(status_code IN (200, 201, 202), false),
-             NOT coalesce(status_code IN (200, 201, 202), false)
+  SELECT ROW(project_id, webhook_id, started_at, public.delivery_ok(status_code),
+             NOT public.delivery_ok(status_code)
                AND (status_code IS NOT DISTINCT FROM 410 OR (delivery_attempts = attempt AND delivery_status IN ('failed', 'gone'))),
              duration_ms)::dashboard.attempt_outcome
 $$;

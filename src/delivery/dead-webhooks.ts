@@ -1,6 +1,8 @@
 // Disabling webhooks whose deliveries have all failed for a day, run periodically by every
 // worker (docs/webhooks.md).
 import type { Database } from "../db/client.ts";
+import { Prisma } from "../generated/prisma/client.ts";
+import { leaseFree } from "./pending.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -8,7 +10,7 @@ export type DisabledWebhook = { webhookId: string; projectId: string; failingSin
 
 /**
  * Disables every enabled webhook whose deliveries have all failed for 24 hours: it has failed
- * attempts in the last 24 hours, no successful attempt (200/201/202) in that time, and its
+ * attempts in the last 24 hours, no successful attempt (delivery_ok: 200/201/202) in that time, and its
  * unbroken run of failures began at least 24 hours before `now`. Attempts of the last 3 days
  * are considered (so a webhook with no traffic for days is not judged on ancient failures).
  * Sets disabledReason, marks its pending deliveries that no worker holds as `failed` (they can
@@ -19,7 +21,7 @@ export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): P
   const at = now.toISOString();
   const rows = await db.prisma.$queryRaw<{ id: string; project_id: string; failing_since: Date; reason: string }[]>`
     WITH att AS (
-      SELECT d.webhook_id, a.started_at, coalesce(a.status_code IN (200, 201, 202), false) AS ok
+      SELECT d.webhook_id, a.started_at, delivery_ok(a.status_code) AS ok
       FROM webhooks w
       JOIN deliveries d ON d.webhook_id = w.id AND d.created_at >= ${at}::timestamptz - interval '3 days'
       JOIN delivery_attempts a ON a.delivery_id = d.id
@@ -50,7 +52,7 @@ export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): P
       UPDATE deliveries
       SET status = 'failed', completed_at = now(), last_error = 'webhook disabled: every delivery attempt failed for 24 hours'
       WHERE webhook_id IN (SELECT id FROM disabled) AND status = 'pending'
-        AND (lease_until IS NULL OR lease_until <= now())
+        AND ${Prisma.raw(leaseFree("deliveries"))}
     )
     SELECT id, project_id, failing_since, reason FROM disabled`;
   return rows.map((r) => ({ webhookId: r.id, projectId: r.project_id, failingSince: r.failing_since, reason: r.reason }));

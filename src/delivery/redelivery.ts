@@ -1,18 +1,14 @@
 // Sending deliveries again: one (redeliver) or every failed one of a webhook since a time
 // (replay), for the API and the CLI alike. Each becomes pending, due now, with its attempt
-// counter reset: what that reset writes is AS_NEW, the one definition both use.
+// counter reset: what that reset writes is AS_NEW in sql.ts, the one definition both use.
 //
 // Every function that serves a caller takes the caller's projectId and puts it in the WHERE
 // clause, so another project's rows are simply not found (DeliveryNotFound / WebhookNotFound).
 import type { Database } from "../db/client.ts";
 import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
-import { Prisma } from "../generated/prisma/client.ts";
-import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
+import { countReplayableStatement, heldDeliveryStatement, redeliverStatement, replayBatchStatement, wakeWorkersStatement } from "./sql.ts";
 
 type DbLike = Pick<Database, "prisma">;
-
-/** A delivery starting a fresh cycle: pending, due now, no attempts, no lease. */
-const AS_NEW = Prisma.sql`status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL, lease_until = NULL, leased_by = NULL`;
 
 /** Rows reset per statement by a replay: short statements, and workers start on the first batch. */
 const REPLAY_BATCH = 2_000;
@@ -54,7 +50,7 @@ const summary = (r: DeliveryRow): DeliverySummary => ({
 });
 
 async function notifyWorkers(db: DbLike): Promise<void> {
-  await db.prisma.$executeRaw`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`;
+  await db.prisma.$executeRaw(wakeWorkersStatement());
 }
 
 /**
@@ -62,25 +58,19 @@ async function notifyWorkers(db: DbLike): Promise<void> {
  *
  * Semantics: a redelivery starts a fresh cycle. The delivery becomes `pending`, due now, with
  * its attempt counter reset to 0, so the next attempt carries `X-Service-Delivery-Attempt: 1`
- * and gets the whole retry schedule again (headers stay within the contract's 1…6). The attempt
- * log keeps every earlier attempt (rows are told apart by started_at). A delivery that a worker
- * holds right now is left alone and returned as it is: it is being attempted anyway, and
- * resetting it under the worker would send it twice. A delivery of a disabled webhook stays
- * pending until the webhook is enabled again.
+ * and gets the whole retry schedule again (headers stay within the 1…6 of docs/webhooks.md, "A
+ * delivery"). The attempt log keeps every earlier attempt (rows are told apart by started_at). A
+ * delivery that a worker holds right now is left alone and returned as it is: it is being
+ * attempted anyway, and resetting it under the worker would send it twice. A delivery of a
+ * disabled webhook stays pending until the webhook is enabled again.
  */
 export async function redeliver(db: DbLike, projectId: string, deliveryId: string): Promise<DeliverySummary> {
-  const rows = await db.prisma.$queryRaw<DeliveryRow[]>`
-    UPDATE deliveries SET ${AS_NEW}
-    WHERE id = ${deliveryId} AND project_id = ${projectId}
-      AND NOT (status = 'pending' AND leased_by IS NOT NULL AND lease_until > now())
-    RETURNING id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, false AS in_flight`;
+  const rows = await db.prisma.$queryRaw<DeliveryRow[]>(redeliverStatement(projectId, deliveryId));
   if (rows.length > 0) {
     await notifyWorkers(db);
     return summary(rows[0]);
   }
-  const current = await db.prisma.$queryRaw<DeliveryRow[]>`
-    SELECT id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, true AS in_flight
-    FROM deliveries WHERE id = ${deliveryId} AND project_id = ${projectId}`;
+  const current = await db.prisma.$queryRaw<DeliveryRow[]>(heldDeliveryStatement(projectId, deliveryId));
   if (current.length === 0) throw new DeliveryNotFound();
   return summary(current[0]);
 }
@@ -125,38 +115,16 @@ export async function findReplayTarget(db: DbLike, webhookId: string, since: Dat
 }
 
 export async function countReplayable(db: DbLike, t: ReplayTarget): Promise<number> {
-  const [{ n }] = await db.prisma.$queryRaw<{ n: number }[]>`
-    SELECT count(*)::int AS n FROM deliveries
-    WHERE webhook_id = ${t.webhookId} AND project_id = ${t.projectId} AND status = 'failed'
-      AND created_at >= ${t.since.toISOString()}::timestamptz`;
+  const [{ n }] = await db.prisma.$queryRaw<{ n: number }[]>(countReplayableStatement(t));
   return n;
 }
 
-type Cursor = { createdAt: string; id: string };
+/** Where a replay has got to: the (created_at, id) of the last delivery it looked at. */
+export type ReplayCursor = { createdAt: string; id: string };
 
-/**
- * Resets the next `size` failed deliveries after `after`, walking the (webhook_id, created_at)
- * index in (created_at, id) order. The cursor makes the walk finish even if a delivery fails
- * again while the replay runs; created_at travels as text so no time zone conversion can move it.
- */
-async function replayBatch(db: DbLike, t: ReplayTarget, after: Cursor, size: number): Promise<{ replayed: number; next: Cursor | null }> {
-  const rows = await db.prisma.$queryRaw<{ replayed: number; created_at: string; id: string }[]>`
-    WITH batch AS (
-      SELECT id, created_at FROM deliveries
-      WHERE webhook_id = ${t.webhookId} AND project_id = ${t.projectId} AND status = 'failed'
-        AND created_at >= ${t.since.toISOString()}::timestamptz
-        AND (created_at, id) > (${after.createdAt}::timestamp, ${after.id})
-      ORDER BY created_at, id
-      LIMIT ${size}
-    ),
-    replayed AS (
-      UPDATE deliveries d SET ${AS_NEW}
-      FROM batch
-      WHERE d.id = batch.id AND d.status = 'failed'
-      RETURNING d.id
-    )
-    SELECT (SELECT count(*) FROM replayed)::int AS replayed, last.created_at::text AS created_at, last.id
-    FROM (SELECT created_at, id FROM batch ORDER BY created_at DESC, id DESC LIMIT 1) last`;
+/** Resets the next `size` failed deliveries after `after` (replayBatchStatement). */
+async function replayBatch(db: DbLike, t: ReplayTarget, after: ReplayCursor, size: number): Promise<{ replayed: number; next: ReplayCursor | null }> {
+  const rows = await db.prisma.$queryRaw<{ replayed: number; created_at: string; id: string }[]>(replayBatchStatement(t, after, size));
   const row = rows[0];
   return row ? { replayed: row.replayed, next: { createdAt: row.created_at, id: row.id } } : { replayed: 0, next: null };
 }
@@ -167,7 +135,7 @@ export async function replayInBatches(
   t: ReplayTarget,
   opts: { batchSize: number; onProgress?: (replayed: number) => void },
 ): Promise<number> {
-  let cursor: Cursor | null = { createdAt: "-infinity", id: "" };
+  let cursor: ReplayCursor | null = { createdAt: "-infinity", id: "" };
   let total = 0;
   while (cursor) {
     const batch = await replayBatch(db, t, cursor, opts.batchSize);

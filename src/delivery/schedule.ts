@@ -1,6 +1,6 @@
-// What happens after an attempt (contract section 5), as pure functions of the attempt's
-// outcome, the retry schedule, the clock and a random source, so every rule is testable
-// without a network or a database.
+// What happens after an attempt (docs/webhooks.md, "Answers, retries and the schedule"), as pure
+// functions of the attempt's outcome, the retry schedule, the clock and a random source, so
+// every rule is testable without a network or a database.
 
 /** The only statuses that count as delivered. A 204 or a 3xx (redirects are not followed) is a failure. */
 export const SUCCESS_STATUSES: ReadonlySet<number> = new Set([200, 201, 202]);
@@ -28,7 +28,7 @@ export type AttemptOutcome = {
   retryAfter?: string | null;
 };
 
-/** Attempt 1 plus one retry per schedule entry: 6 with the contract's 5-step schedule. */
+/** Attempt 1 plus one retry per schedule entry: 6 with the default 5-step schedule (docs/webhooks.md). */
 export function maxAttempts(scheduleMs: readonly number[]): number {
   return scheduleMs.length + 1;
 }

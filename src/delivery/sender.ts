@@ -13,6 +13,7 @@ import { isIP } from "node:net";
 import { Agent, errors as undiciErrors, request } from "undici";
 import { signatureHeaders, type LiveSecrets } from "../webhooks/signing.ts";
 import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget, type LookupFn, type ResolvedAddress } from "../webhooks/target-guard.ts";
+import { SUCCESS_STATUSES } from "./schedule.ts";
 
 /** How much of a response body is kept in the attempt log. */
 export const EXCERPT_BYTES = 1024;
@@ -121,7 +122,7 @@ export function createSender(opts: SenderOptions): Sender {
       });
       const excerpt = await readExcerpt(res.body);
       const retryAfter = headerValue(res.headers["retry-after"]);
-      const ok = res.statusCode === 200 || res.statusCode === 201 || res.statusCode === 202;
+      const ok = SUCCESS_STATUSES.has(res.statusCode);
       const error = ok ? null : statusError(res.statusCode, headerValue(res.headers["location"]));
       return { startedAt, durationMs: elapsed(), statusCode: res.statusCode, retryAfter, error, responseExcerpt: excerpt, requestHeaders: headers, reached: true };
     } catch (err) {
@@ -146,9 +147,10 @@ export function createSender(opts: SenderOptions): Sender {
 }
 
 /**
- * Every header of one attempt: the signatures of contract §5 and the User-Agent. A function of
- * the body, the event, the attempt number, the timestamp and the secrets alone, which is why
- * the attempt log stores none of it (log.ts rebuilds it for display).
+ * Every header of one attempt: the signatures (docs/webhooks.md, "A delivery" and "Signatures")
+ * and the User-Agent. A function of the body, the event, the attempt number, the timestamp and
+ * the secrets alone, which is why the attempt log stores none of it (log.ts rebuilds it for
+ * display).
  */
 export function requestHeaders(input: Omit<SendInput, "url"> & { timestamp: number }): Record<string, string> {
   return { ...signatureHeaders(input), "User-Agent": USER_AGENT };

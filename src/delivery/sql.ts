@@ -1,5 +1,7 @@
-// The SQL of the delivery engine, one named function per statement that matters. All of them
-// run on the fast path (src/db/fast.ts): prepared, straight on the driver, typed rows.
+// The SQL of the delivery engine, one named function per statement that matters. The worker's
+// run on the fast path (src/db/fast.ts): prepared, straight on the driver, typed rows. The
+// operator's (redelivery and replay, the dashboard's charts: at the end) run a request at a
+// time, through Prisma.
 //
 // Conventions shared by every statement here:
 // * Each is a single statement, never an interactive transaction: a statement is atomic on
@@ -21,7 +23,10 @@
 //   at that head (at most the per-webhook cap) instead of an index of leases.
 import type { Database } from "../db/client.ts";
 import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
+import { Prisma } from "../generated/prisma/client.ts";
+import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
 import { leaseFree, PENDING_WEBHOOKS } from "./pending.ts";
+import type { ReplayCursor, ReplayTarget } from "./redelivery.ts";
 
 type DbLike = Pick<Database, "driver">;
 
@@ -441,4 +446,118 @@ const applyStagedSql = prepared<{ applied: number }>("apply_staged", { applied: 
 export async function applyStaged(db: DbLike, wait: boolean): Promise<number> {
   const [row] = await run(db, applyStagedSql, [wait]);
   return row?.applied ?? 0;
+}
+
+// ---- redelivery and replay (redelivery.ts) ---------------------------------------------------
+// Every statement that reads or writes deliveries has the caller's project in its WHERE, so
+// another project's rows are not found.
+
+/** A delivery starting a fresh cycle: pending, due now, no attempts, no lease. */
+const AS_NEW = Prisma.sql`status = 'pending', attempts = 0, next_attempt_at = now(), completed_at = NULL, lease_until = NULL, leased_by = NULL`;
+
+/** Wakes the workers now rather than at their next poll. */
+export const wakeWorkersStatement = (): Prisma.Sql => Prisma.sql`SELECT pg_notify(${DELIVERY_CHANNEL}, '')`;
+
+/**
+ * Resets one delivery to a fresh cycle unless a worker holds it (pending, under a live lease):
+ * resetting it under the worker would send it twice. Returns it as reset, or no row.
+ */
+export const redeliverStatement = (projectId: string, deliveryId: string): Prisma.Sql => Prisma.sql`
+    UPDATE deliveries SET ${AS_NEW}
+    WHERE id = ${deliveryId} AND project_id = ${projectId}
+      AND (status <> 'pending' OR ${Prisma.raw(leaseFree("deliveries"))})
+    RETURNING id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, false AS in_flight`;
+
+/** One delivery as it is, held by a worker (what redeliver answers when redeliverStatement reset nothing). */
+export const heldDeliveryStatement = (projectId: string, deliveryId: string): Prisma.Sql => Prisma.sql`
+    SELECT id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, true AS in_flight
+    FROM deliveries WHERE id = ${deliveryId} AND project_id = ${projectId}`;
+
+/** How many deliveries a replay would reset: the webhook's failed ones created since `t.since`. */
+export const countReplayableStatement = (t: ReplayTarget): Prisma.Sql => Prisma.sql`
+    SELECT count(*)::int AS n FROM deliveries
+    WHERE webhook_id = ${t.webhookId} AND project_id = ${t.projectId} AND status = 'failed'
+      AND created_at >= ${t.since.toISOString()}::timestamptz`;
+
+/**
+ * Resets the next `size` failed deliveries after `after`, walking the (webhook_id, created_at)
+ * index in (created_at, id) order; returns how many it reset and the last one it looked at (no
+ * row when none was left). The cursor makes the walk finish even if a delivery fails again while
+ * the replay runs; created_at travels as text so no time zone conversion can move it.
+ */
+export const replayBatchStatement = (t: ReplayTarget, after: ReplayCursor, size: number): Prisma.Sql => Prisma.sql`
+    WITH batch AS (
+      SELECT id, created_at FROM deliveries
+      WHERE webhook_id = ${t.webhookId} AND project_id = ${t.projectId} AND status = 'failed'
+        AND created_at >= ${t.since.toISOString()}::timestamptz
+        AND (created_at, id) > (${after.createdAt}::timestamp, ${after.id})
+      ORDER BY created_at, id
+      LIMIT ${size}
+    ),
+    replayed AS (
+      UPDATE deliveries d SET ${AS_NEW}
+      FROM batch
+      WHERE d.id = batch.id AND d.status = 'failed'
+      RETURNING d.id
+    )
+    SELECT (SELECT count(*) FROM replayed)::int AS replayed, last.created_at::text AS created_at, last.id
+    FROM (SELECT created_at, id FROM batch ORDER BY created_at DESC, id DESC LIMIT 1) last`;
+
+// ---- the dashboard's charts (charts.ts) ------------------------------------------------------
+
+/** Latency histograms have 128 buckets (dashboard-rollups.sql): 0 ms, then 9 % wider each. */
+const BUCKETS = 128;
+const PER_DOUBLING = 8;
+
+/** One row of chartStatement: an interval (`start`), or the totals of them all (`start` null). */
+export type ChartRow = { start: Date | null; succeeded: number; retried: number; failed: number; p50: number | null; p95: number | null };
+
+/**
+ * A chart of `points` intervals of `stepHours` each, read from the hourly rollups: of one webhook
+ * (`webhookId`) or of the whole project (null), the project in the WHERE either way. Interval
+ * starts align to UTC multiples of the step; the last interval holds now. Percentiles come from
+ * the summed histogram: the bucket where the rank falls, interpolated geometrically within it
+ * (so within one bucket's width, 9 %, of the exact value).
+ */
+export function chartStatement(projectId: string, webhookId: string | null, points: number, stepHours: number): Prisma.Sql {
+  const step = `${stepHours} hours`;
+  const source = webhookId
+    ? Prisma.sql`dashboard.webhook_hours h WHERE h.webhook_id = ${webhookId} AND h.project_id = ${projectId}`
+    : Prisma.sql`dashboard.project_hours h WHERE h.project_id = ${projectId}`;
+  return Prisma.sql`
+    WITH bounds AS (
+      SELECT date_bin(${step}::interval, now(), timestamptz '2000-01-01 00:00:00+00') - ${points - 1}::int * ${step}::interval AS first,
+             ${step}::interval AS step
+    ), hours AS (
+      SELECT date_bin(b.step, h.hour, b.first) AS start, h.succeeded, h.retried, h.failed, h.latency
+      FROM bounds b, ${source} AND h.hour >= b.first AND h.hour < b.first + ${points}::int * b.step
+    ), counts AS (
+      SELECT start, sum(succeeded)::int AS succeeded, sum(retried)::int AS retried, sum(failed)::int AS failed
+      FROM hours GROUP BY GROUPING SETS ((start), ())
+    ), buckets AS (
+      SELECT start, k - 1 AS k, sum(n)::float8 AS n
+      FROM hours, unnest(latency) WITH ORDINALITY AS u(n, k) WHERE n > 0
+      GROUP BY GROUPING SETS ((start, k), (k))
+    ), cumulative AS (
+      SELECT start, k, n, sum(n) OVER (PARTITION BY start ORDER BY k) AS upto, sum(n) OVER (PARTITION BY start) AS total
+      FROM buckets
+    ), quantiles AS (
+      SELECT DISTINCT ON (c.start, q.q) c.start, q.q,
+             CASE WHEN c.k = 0 THEN 0
+                  WHEN c.k = ${BUCKETS - 1} THEN 2 ^ ((c.k - 1) / ${PER_DOUBLING}::float8)
+                  ELSE 2 ^ ((c.k - 1 + (q.q * c.total - (c.upto - c.n)) / c.n) / ${PER_DOUBLING}::float8) END AS ms
+      FROM cumulative c CROSS JOIN (VALUES (0.5::float8), (0.95::float8)) AS q(q)
+      WHERE c.upto >= q.q * c.total
+      ORDER BY c.start, q.q, c.k
+    ), starts AS (
+      SELECT generate_series(b.first, b.first + ${points - 1}::int * b.step, b.step) AS start FROM bounds b
+      UNION ALL SELECT NULL
+    )
+    SELECT s.start, coalesce(c.succeeded, 0) AS succeeded, coalesce(c.retried, 0) AS retried, coalesce(c.failed, 0) AS failed,
+           round(p50.ms)::int AS p50, round(p95.ms)::int AS p95
+    FROM starts s
+    LEFT JOIN counts c ON c.start IS NOT DISTINCT FROM s.start
+    LEFT JOIN quantiles p50 ON p50.start IS NOT DISTINCT FROM s.start AND p50.q = 0.5
+    LEFT JOIN quantiles p95 ON p95.start IS NOT DISTINCT FROM s.start AND p95.q = 0.95
+    ORDER BY s.start NULLS LAST`;
 }

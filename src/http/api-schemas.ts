@@ -3,7 +3,7 @@
 // definitions into the OpenAPI document; nothing here is written twice.
 //
 // Request bodies are described, not validated, by zod: src/http/body.ts (exact fields, 64 KiB,
-// JSON only, storable strings) and the services decide, with the contract's error names
+// JSON only, storable strings) and the services decide, with the error names of src/errors.ts
 // (IdentifierRequired, InvalidIdentifier, OTPInvalid…), which zod's validator cannot produce in
 // the same order. The field list jsonBody() accepts is read from the same zod schema, so the
 // document and the unknown-field rule cannot drift apart.

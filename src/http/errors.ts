@@ -11,8 +11,17 @@ export function statusOf(code: string): number {
   return Object.hasOwn(ERRORS, code) ? ERRORS[code as ErrorName].status : 400;
 }
 
-export function errorBody(error: string, message: string) {
+/**
+ * The error shape. `error` is a declared name (src/errors.ts; "DomainError" only for the bare
+ * base class), or InternalError, the masked 500 of anything unexpected.
+ */
+export function errorBody(error: DomainError["code"] | "InternalError", message: string) {
   return { error, message };
+}
+
+/** 404 NotFound in the error shape: unknown routes, and the static-file routes' missing files. */
+export function notFound(c: Context, message: string): Response {
+  return c.json(errorBody("NotFound", message), ERRORS.NotFound.status);
 }
 
 export function errorResponse(c: Context, err: unknown): Response {

@@ -37,7 +37,7 @@ const TAGS = [
 function collectRoutes() {
   const api = new OpenAPIHono<AppEnv>();
   // The migration count only matters to /readyz's answer, not to its description.
-  for (const routes of [healthRoutes(0), authRoutes(), linkRoutes(), externalRoutes(), passkeyRoutes(), webhookRoutes()]) api.route("/", routes);
+  for (const routes of [healthRoutes([]), authRoutes(), linkRoutes(), externalRoutes(), passkeyRoutes(), webhookRoutes()]) api.route("/", routes);
   const registry = api.openAPIRegistry;
   registry.registerComponent("securitySchemes", "ApiKey", {
     type: "apiKey",

@@ -4,7 +4,7 @@
 import type { Context } from "hono";
 import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
-import { errorBody } from "./errors.ts";
+import { notFound } from "./errors.ts";
 
 export const CONTENT_TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
@@ -61,11 +61,9 @@ export function contentType(file: string): string {
  * is fetched fresh.
  */
 export async function serveBuiltFile(c: Context, root: string, segs: string[]): Promise<Response> {
-  const notFound = () => c.json(errorBody("NotFound", `no file at ${c.req.path}`), 404);
   const file = path.join(root, ...segs);
-  if (!file.startsWith(root + path.sep)) return notFound();
-  const info = await stat(file).catch(() => null);
-  if (!info?.isFile()) return notFound();
+  const info = file.startsWith(root + path.sep) ? await stat(file).catch(() => null) : null;
+  if (!info?.isFile()) return notFound(c, `no file at ${c.req.path}`);
   const immutable = segs[0] === "assets";
   return c.body(new Uint8Array(await readFile(file)), 200, {
     "content-type": contentType(file),

@@ -150,9 +150,11 @@ BEGIN
   END IF;
 
   SELECT i.account_id INTO v_seen FROM identifiers i WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
-  PERFORM 1 FROM accounts a WHERE a.id IN (p_account, v_seen) ORDER BY a.id FOR UPDATE;
-  SELECT * INTO v_me FROM accounts a WHERE a.id = p_account;
-  IF NOT FOUND OR v_me.project_id <> p_project THEN
+  -- the project in the WHERE: another project's account is not found (nor locked), so it is
+  -- gone like a deleted one; the primary key finds the row, the project only filters it
+  PERFORM 1 FROM accounts a WHERE a.id IN (p_account, v_seen) AND a.project_id = p_project ORDER BY a.id FOR UPDATE;
+  SELECT * INTO v_me FROM accounts a WHERE a.id = p_account AND a.project_id = p_project;
+  IF NOT FOUND THEN
     outcome := 'gone';
     RETURN NEXT;
     RETURN;

@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import type { Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
-import { prepared, run } from "../db/fast.ts";
+import { run } from "../db/fast.ts";
 import { retryingConflicts, transaction } from "../db/transaction.ts";
 import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
 import { attachedEvents, type EventType } from "../webhooks/event-types.ts";
@@ -30,7 +30,7 @@ import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { lockAccounts, type LockedAccount } from "../db/locks.ts";
-import { clearMerge, runLinkVerify, type LinkVerifyInput } from "./sql.ts";
+import { clearMerge, LINK_STATE, runLinkVerify, type LinkVerifyInput } from "./sql.ts";
 
 /**
  * What each operation refuses with, besides bad credentials: the REST route and the GraphQL
@@ -48,19 +48,15 @@ export type VerifyResult = { message: "Account linked successfully"; outcome: Li
 
 type IdentifierInput = { email?: unknown; phone?: unknown };
 
-/** The signed-in account read under a row lock. */
-async function currentAccount(tx: Tx, actor: UserActor) {
-  const [me] = await lockAccounts(tx, [actor.user.accountId]);
-  return checkedCurrent(me, actor);
-}
-
 /**
- * The caller authenticated before taking the lock: its account may have been deleted or
- * merged away as a secondary since (a merge ends the secondary's sessions in the same
- * transaction). A secondary never acts, so it is answered like any ended session.
+ * The signed-in account read under a row lock, in the caller's project (another project's
+ * account is not found). The caller authenticated before taking the lock: its account may have
+ * been deleted or merged away as a secondary since (a merge ends the secondary's sessions in the
+ * same transaction). A secondary never acts, so it is answered like any ended session.
  */
-function checkedCurrent(me: LockedAccount | undefined, actor: UserActor): LockedAccount {
-  if (!me || me.project_id !== actor.projectId) throw new Unauthenticated("this account no longer exists");
+async function currentAccount(tx: Tx, actor: UserActor): Promise<LockedAccount> {
+  const [me] = await lockAccounts(tx, [actor.user.accountId], actor.projectId);
+  if (!me) throw new Unauthenticated("this account no longer exists");
   if (me.merge_role === "secondary") throw new Unauthenticated("this session has ended; sign in again");
   return me;
 }
@@ -153,12 +149,6 @@ async function stateIdentifier(deps: Deps, binding: { projectId: string; account
   const [row] = await run(deps.db, LINK_STATE, [stateId, binding.projectId, binding.accountId]);
   return row ? { kind: row.kind as Identifier["kind"], value: row.value } : null;
 }
-
-const LINK_STATE = prepared<{ kind: string; value: string }>(
-  "link_state",
-  { kind: "text", value: "text" },
-  `SELECT kind::text AS kind, value FROM otp_states WHERE id = $1 AND project_id = $2 AND account_id = $3 AND purpose = 'link'`,
-);
 
 /** link_verify's arguments: the checks, and the events and notices of both possible changes. */
 function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identifier: Identifier): LinkVerifyInput {
@@ -264,7 +254,7 @@ function signInCapable(tx: Tx, accountId: string): Promise<number> {
 
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
-  await lockAccounts(tx, [user.accountId, secondaryId]);
+  await lockAccounts(tx, [user.accountId, secondaryId], projectId);
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ["user.updated", {}]]);

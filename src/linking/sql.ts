@@ -13,6 +13,16 @@ export async function clearMerge(tx: Tx, primaryId: string, secondaryId: string)
 }
 
 /**
+ * The identifier a link state was issued for, by its id, project and account ($1, $2, $3): the
+ * verify reads it before link_verify to make the events and notices it may write.
+ */
+export const LINK_STATE = prepared<{ kind: string; value: string }>(
+  "link_state",
+  { kind: "text", value: "text" },
+  `SELECT kind::text AS kind, value FROM otp_states WHERE id = $1 AND project_id = $2 AND account_id = $3 AND purpose = 'link'`,
+);
+
+/**
  * What link_verify (src/linking/link-verify.sql) decided. `outcome` is one of:
  * rate_limited (retry_after), invalid (no live state, no replay), replay (stored), wrong (tries,
  * id_kind, id_value), gone, ended, a refusal's error name, attached or merged (stored).

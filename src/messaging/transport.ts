@@ -44,8 +44,8 @@ export function createMessenger(opts: MessengerOptions): Messenger {
         if (!res.ok) throw new Error(`SMS webhook answered ${res.status}`);
       });
     } else {
-      // Development only (production refuses to start without transports): the contract
-      // asks for each OTP to be logged so a developer can sign in without a mail server.
+      // Development only (production refuses to start without transports): each OTP is logged
+      // so a developer can sign in without a mail server (docs/configuration.md, "Every variable").
       opts.logger.info({ to: to.value, code: message.code, subject: message.subject }, "message not sent (no transport configured)");
     }
   }

@@ -15,6 +15,7 @@
 // sizes flat, the claim's pages unchanged); docs/operations.md has the numbers.
 import { Counter, Gauge } from "prom-client";
 import type { Database, Db } from "../db/client.ts";
+import { Prisma } from "../generated/prisma/client.ts";
 import type { Logger } from "../log.ts";
 import { metrics } from "../metrics.ts";
 import { KNOWN_FOR_DAYS } from "../auth/rate-limit.ts";
@@ -35,52 +36,67 @@ export type RetentionSettings = {
   sweepSeconds?: number;
 };
 
-type Target = { table: string; key: string; where: string };
+/** The sweep's clock (now(), or a fixed time: bench/soak.ts) and the retention settings. */
+type Horizon = { now: Prisma.Sql; eventsDays: number; deliveryLogDays: number };
+
+const NOW = Prisma.sql`now()`;
+/** A constant of this module, written into the text like BATCH; the settings are bound values. */
+const GRACE = Prisma.raw(`interval '${GRACE_SECONDS} seconds'`);
+const pastExpiry = (h: Horizon) => Prisma.sql`expires_at < ${h.now} - ${GRACE}`;
 
 /**
- * What each table keeps. A delivery that is still pending is never removed: an event goes only
- * when none of its deliveries is pending (its deliveries and their attempts go with it, by
- * cascade).
+ * What each table keeps: the rows its `where` matches go, `key` picks them. A fixed set: the
+ * table and key names are these constants, every setting is a bound value. A delivery that is
+ * still pending is never removed: an event goes only when none of its deliveries is pending
+ * (its deliveries and their attempts go with it, by cascade).
  */
-function targets(r: RetentionSettings, now = "now()"): Target[] {
-  return [
-    { table: "otp_states", key: "id", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
-    { table: "webauthn_challenges", key: "challenge", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
-    { table: "rate_limits", key: "key", where: `window_start + make_interval(secs => window_seconds) < ${now} - interval '${GRACE_SECONDS} seconds'` },
-    // Ended or expired, whichever came first: least() skips a NULL ended_at, and the expression
-    // is the one `sessions_gone_at_idx` indexes (migration 20261125230000), so a run that finds
-    // nothing reads a few index pages instead of every live session. The OR of the two columns
-    // it replaces could use no index: 1,000,000 live sessions cost 100 ms a minute.
-    { table: "sessions", key: "id", where: `least(ended_at, expires_at) < ${now} - interval '${GRACE_SECONDS} seconds'` },
-    { table: "delivery_attempts", key: "id", where: `started_at < ${now} - make_interval(days => ${r.deliveryLogDays})` },
-    {
-      table: "outbox_events",
-      key: "id",
-      where: `created_at < ${now} - make_interval(days => ${r.eventsDays})
+const TARGETS = {
+  otp_states: { key: "id", where: pastExpiry },
+  webauthn_challenges: { key: "challenge", where: pastExpiry },
+  rate_limits: { key: "key", where: (h) => Prisma.sql`window_start + make_interval(secs => window_seconds) < ${h.now} - ${GRACE}` },
+  // Ended or expired, whichever came first: least() skips a NULL ended_at, and the expression
+  // is the one `sessions_gone_at_idx` indexes (migration 20261125230000), so a run that finds
+  // nothing reads a few index pages instead of every live session. The OR of the two columns
+  // it replaces could use no index: 1,000,000 live sessions cost 100 ms a minute.
+  sessions: { key: "id", where: (h) => Prisma.sql`least(ended_at, expires_at) < ${h.now} - ${GRACE}` },
+  delivery_attempts: { key: "id", where: (h) => Prisma.sql`started_at < ${h.now} - make_interval(days => ${h.deliveryLogDays}::int)` },
+  outbox_events: {
+    key: "id",
+    where: (h) => Prisma.sql`created_at < ${h.now} - make_interval(days => ${h.eventsDays}::int)
         AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_id = outbox_events.id AND d.status = 'pending')`,
-    },
-    // through `notices_settled_created_idx` (migration 20261125230001), which holds settled notices only
-    { table: "notices", key: "id", where: `status <> 'pending' AND created_at < ${now} - make_interval(days => ${r.eventsDays})` },
-    { table: "known_sign_ins", key: "id", where: `last_at < ${now} - make_interval(days => ${KNOWN_FOR_DAYS})` },
-    // The OpenID Connect provider's codes, refresh tokens, grants and interactions: it ignores
-    // expired ones, so they only need to go (rows without an expiry live as long as their session).
-    { table: "oidc_payloads", key: "id", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
-    // external sign-ins and links in progress (docs/external-identities.md): 10 minutes each
-    { table: "external_flows", key: "id", where: `expires_at < ${now} - interval '${GRACE_SECONDS} seconds'` },
-  ];
+  },
+  // through `notices_settled_created_idx` (migration 20261125230001), which holds settled notices only
+  notices: { key: "id", where: (h) => Prisma.sql`status <> 'pending' AND created_at < ${h.now} - make_interval(days => ${h.eventsDays}::int)` },
+  known_sign_ins: { key: "id", where: (h) => Prisma.sql`last_at < ${h.now} - make_interval(days => ${KNOWN_FOR_DAYS}::int)` },
+  // The OpenID Connect provider's codes, refresh tokens, grants and interactions: it ignores
+  // expired ones, so they only need to go (rows without an expiry live as long as their session).
+  oidc_payloads: { key: "id", where: pastExpiry },
+  // external sign-ins and links in progress (docs/external-identities.md): 10 minutes each
+  external_flows: { key: "id", where: pastExpiry },
+} satisfies Record<string, { key: string; where: (h: Horizon) => Prisma.Sql }>;
+
+type Table = keyof typeof TARGETS;
+
+/** Every table the sweep removes rows from, in the order it sweeps them (the metric's label values). */
+export const SWEPT_TABLES = Object.keys(TARGETS) as Table[];
+
+/** The statement that picks one batch of a table's expired rows. */
+function pickOf(table: Table, h: Horizon): Prisma.Sql {
+  const { key, where } = TARGETS[table];
+  return Prisma.sql`SELECT ${Prisma.raw(key)} FROM ${Prisma.raw(table)} WHERE ${where(h)} LIMIT ${Prisma.raw(String(BATCH))}`;
 }
 
 /** Each table's statement that picks one batch of its expired rows (test/ops.retention-indexes.test.ts checks their plans). */
-export function sweepPicks(settings: RetentionSettings): Array<{ table: string; pick: string }> {
-  return targets(settings).map((t) => ({ table: t.table, pick: pickOf(t) }));
+export function sweepPicks(settings: RetentionSettings): Array<{ table: Table; pick: Prisma.Sql }> {
+  const h = { now: NOW, ...settings };
+  return SWEPT_TABLES.map((table) => ({ table, pick: pickOf(table, h) }));
 }
-const pickOf = (t: Target) => `SELECT ${t.key} FROM ${t.table} WHERE ${t.where} LIMIT ${BATCH}`;
 
 /** Deletes one batch of a table's expired rows; returns how many went. */
-async function deleteBatch(db: Db, t: Target): Promise<number> {
-  const pick = pickOf(t);
-  if (t.table === "outbox_events") return deleteEvents(db, pick);
-  return db.$executeRawUnsafe(`DELETE FROM ${t.table} WHERE ${t.key} IN (${pick})`);
+async function deleteBatch(db: Db, table: Table, h: Horizon): Promise<number> {
+  const pick = pickOf(table, h);
+  if (table === "outbox_events") return deleteEvents(db, pick);
+  return db.$executeRaw`DELETE FROM ${Prisma.raw(table)} WHERE ${Prisma.raw(TARGETS[table].key)} IN (${pick})`;
 }
 
 /**
@@ -89,33 +105,18 @@ async function deleteBatch(db: Db, t: Target): Promise<number> {
  * are gone, and accepts one at or above it, so a quiet project's reader whose last event aged
  * out is not told to start over.
  */
-async function deleteEvents(db: Db, pick: string): Promise<number> {
-  const rows = await db.$queryRawUnsafe<{ n: number }[]>(
-    `WITH gone AS (DELETE FROM outbox_events WHERE id IN (${pick}) RETURNING project_id, seq),
+async function deleteEvents(db: Db, pick: Prisma.Sql): Promise<number> {
+  const rows = await db.$queryRaw<{ n: number }[]>`
+    WITH gone AS (DELETE FROM outbox_events WHERE id IN (${pick}) RETURNING project_id, seq),
      marked AS (
        INSERT INTO event_retention (project_id, swept_seq, swept_at)
        SELECT project_id, max(seq), now() FROM gone GROUP BY project_id
        ON CONFLICT (project_id) DO UPDATE
          SET swept_seq = greatest(event_retention.swept_seq, excluded.swept_seq), swept_at = excluded.swept_at
      )
-     SELECT count(*)::int AS n FROM gone`,
-  );
+     SELECT count(*)::int AS n FROM gone`;
   return Number(rows[0]?.n ?? 0);
 }
-
-/** Every table the sweep removes rows from (the metric's label values). */
-export const SWEPT_TABLES = [
-  "otp_states",
-  "webauthn_challenges",
-  "rate_limits",
-  "sessions",
-  "delivery_attempts",
-  "outbox_events",
-  "notices",
-  "known_sign_ins",
-  "oidc_payloads",
-  "external_flows",
-] as const;
 
 const rowsDeleted = new Counter({
   name: "linkgate_retention_rows_deleted_total",
@@ -167,22 +168,22 @@ async function withSweepLock(database: Database, fn: () => Promise<SweepReport>)
  * `opts.now` sweeps as if it were that time (bench/soak.ts compresses a month into minutes).
  */
 export async function sweepOnce(database: Database, settings: RetentionSettings, logger?: Logger, opts: { now?: Date } = {}): Promise<SweepReport> {
-  const clock = opts.now ? `'${opts.now.toISOString()}'::timestamptz` : "now()";
+  const h = { now: opts.now ? Prisma.sql`${opts.now.toISOString()}::timestamptz` : NOW, ...settings };
   return withSweepLock(database, async () => {
     const deleted: Record<string, number> = {};
     const more: string[] = [];
     let longestBatchMs = 0;
-    for (const t of targets(settings, clock)) {
+    for (const table of SWEPT_TABLES) {
       let total = 0;
       for (let i = 0; i < MAX_BATCHES; i++) {
         const t0 = performance.now();
-        const n = await deleteBatch(database.prisma, t);
+        const n = await deleteBatch(database.prisma, table, h);
         longestBatchMs = Math.max(longestBatchMs, performance.now() - t0);
         total += n;
         if (n < BATCH) break;
-        if (i === MAX_BATCHES - 1) more.push(t.table);
+        if (i === MAX_BATCHES - 1) more.push(table);
       }
-      if (total) deleted[t.table] = total;
+      if (total) deleted[table] = total;
     }
     longestBatchMs = Math.round(longestBatchMs);
     for (const [table, n] of Object.entries(deleted)) rowsDeleted.inc({ table }, n);

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 
 const PREFIX = "whsec_";
 
-/** A fresh webhook secret: `whsec_` + base64 of 32 random bytes (contract §5). */
+/** A fresh webhook secret: `whsec_` + base64 of 32 random bytes (docs/webhooks.md, "Managing endpoints"). */
 export function generateWebhookSecret(): string {
   return PREFIX + randomBytes(32).toString("base64");
 }

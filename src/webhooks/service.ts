@@ -80,13 +80,13 @@ export async function deleteWebhook(deps: Deps, projectId: string, id: unknown) 
   return { id: id as string };
 }
 
+/** What rotating a secret refuses with, besides bad credentials: REST and GraphQL list these. */
+export const ROTATE_SECRET_ERRORS = [WebhookNotFound, InvalidRequest];
+
 /**
  * The new secret signs from now on; the one it replaces keeps verifying for 7 days. A
  * rotation during a transition drops the oldest secret and starts a new 7 days.
  */
-/** What rotating a secret refuses with, besides bad credentials: REST and GraphQL list these. */
-export const ROTATE_SECRET_ERRORS = [WebhookNotFound, InvalidRequest];
-
 export async function rotateWebhookSecret(deps: Deps, projectId: string, id: unknown, now = new Date()) {
   const webhook = await findWebhook(deps, projectId, id);
   const secret = generateWebhookSecret();

@@ -39,7 +39,7 @@ export function standardSignature(id: string, timestamp: number | string, body: 
   return "v1," + mac;
 }
 
-/** Every signature header of contract §5 for one delivery attempt. */
+/** Every signature header of one delivery attempt (docs/webhooks.md, "Signatures"). */
 export function signatureHeaders(input: SignatureInput): Record<string, string> {
   const { body, eventId, eventType, attempt, timestamp, secrets } = input;
   // Milliseconds here would make every receiver reject the delivery as out of tolerance.

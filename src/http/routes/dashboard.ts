@@ -5,7 +5,7 @@ import { stat } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { AppEnv } from "../env.ts";
-import { errorBody } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { safeSegments, serveBuiltFile } from "../static-files.ts";
 
 const DEFAULT_ROOT = fileURLToPath(new URL("../../../dashboard/dist/", import.meta.url));
@@ -13,8 +13,6 @@ const DEFAULT_ROOT = fileURLToPath(new URL("../../../dashboard/dist/", import.me
 export function dashboardRoutes(opts: { root?: string } = {}) {
   const root = path.resolve(opts.root ?? DEFAULT_ROOT);
   const r = new Hono<AppEnv>();
-
-  const notFound = (c: Context<AppEnv>) => c.json(errorBody("NotFound", `no dashboard file at ${c.req.path}`), 404);
 
   const serve = async (c: Context<AppEnv>, rest: string) => {
     const built = await stat(path.join(root, "index.html")).catch(() => null);
@@ -24,7 +22,7 @@ export function dashboardRoutes(opts: { root?: string } = {}) {
       });
     }
     const segs = safeSegments(rest);
-    if (!segs) return notFound(c);
+    if (!segs) return notFound(c, `no dashboard file at ${c.req.path}`);
     return serveBuiltFile(c, root, segs.length ? segs : ["index.html"]);
   };
 

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import type { AppEnv } from "../env.ts";
-import { errorBody } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { openApiDocument } from "../openapi.ts";
 import { PAGE_SECURITY_HEADERS } from "../static-files.ts";
 
@@ -103,7 +103,7 @@ export function docsRoutes() {
   r.get(`${DOCS_ASSET_BASE}:file`, (c) => {
     const name = c.req.param("file") ?? "";
     const type = Object.hasOwn(PACKAGE_FILES, name) ? PACKAGE_FILES[name] : undefined;
-    if (!type) return c.json(errorBody("NotFound", `no route for GET ${c.req.path}`), 404);
+    if (!type) return notFound(c, `no route for GET ${c.req.path}`);
     return sendAsset(c, path.join(SWAGGER_DIR, name), type, "public, max-age=31536000, immutable");
   });
   return r;

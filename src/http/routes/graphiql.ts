@@ -5,14 +5,14 @@ import { Hono } from "hono";
 import type { Config } from "../../config.ts";
 import { GRAPHIQL_ASSET_BASE, GRAPHIQL_HEADERS, graphiqlAsset } from "../graphiql-assets.ts";
 import type { AppEnv } from "../env.ts";
-import { errorBody } from "../errors.ts";
+import { notFound } from "../errors.ts";
 
 export function graphiqlRoutes(config: Config) {
   const r = new Hono<AppEnv>();
   if (!config.graphiql) return r;
   r.get(`${GRAPHIQL_ASSET_BASE}:file`, async (c) => {
     const asset = await graphiqlAsset(c.req.param("file") ?? "");
-    if (!asset) return c.json(errorBody("NotFound", `no route for GET ${c.req.path}`), 404);
+    if (!asset) return notFound(c, `no route for GET ${c.req.path}`);
     const gzip = /\bgzip\b/.test(c.req.header("accept-encoding") ?? "");
     return c.body(gzip ? asset.gzipped : asset.body, 200, {
       "content-type": asset.type,

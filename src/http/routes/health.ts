@@ -1,5 +1,6 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { isConnectionFailure } from "../../db/faults.ts";
+import { pendingMigrations } from "../../db/migrations.ts";
 import { ServiceUnavailable } from "../../errors.ts";
 import type { AppEnv } from "../env.ts";
 import { ok } from "../api-schemas.ts";
@@ -39,16 +40,18 @@ const readyz = createRoute({
   },
 });
 
-export function healthRoutes(expectedMigrations: number) {
+/** `knownMigrations`: this build's migrations (src/db/migrations.ts, knownMigrations). */
+export function healthRoutes(knownMigrations: string[]) {
   const r = new OpenAPIHono<AppEnv>();
   r.openapi(healthz, (c) => c.json({ status: "ok" as const }, 200));
-  // Ready means the database answers and every migration of this build is applied.
+  // Ready means the database answers and every migration of this build is applied: the rule
+  // startup applies migrations by (pendingMigrations), so the two cannot disagree.
   r.openapi(readyz, async (c) => {
     try {
-      const rows = await c.get("deps").prisma.$queryRaw<{ n: number }[]>`
-        SELECT count(*)::int AS n FROM _prisma_migrations WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`;
-      const applied = rows[0]?.n ?? 0;
-      if (applied < expectedMigrations) return c.json({ status: "migrations pending" as const, applied, expected: expectedMigrations }, 503);
+      const pending = await pendingMigrations(c.get("deps").prisma, knownMigrations);
+      const expected = knownMigrations.length;
+      const applied = expected - pending.length;
+      if (pending.length > 0) return c.json({ status: "migrations pending" as const, applied, expected }, 503);
       return c.json({ status: "ready" as const, migrations: applied }, 200);
     } catch (err) {
       // Load balancers poll this: an outage is expected here, anything else is worth a look.

@@ -12,7 +12,7 @@ import type { MasterKey } from "../../crypto.ts";
 import type { Db } from "../../db/client.ts";
 import type { Logger } from "../../log.ts";
 import type { AppEnv } from "../env.ts";
-import { errorBody } from "../errors.ts";
+import { notFound } from "../errors.ts";
 import { CONTENT_TYPES, PAGE_SECURITY_HEADERS, safeSegments, serveBuiltFile } from "../static-files.ts";
 
 const DEFAULT_ROOT = fileURLToPath(new URL("../../../pages/dist/", import.meta.url));
@@ -120,7 +120,7 @@ export function hostedPageRoutes(config: Config, opts: HostedPageOptions = {}) {
   const asset = async (c: Context<AppEnv>) => {
     const segs = safeSegments(new URL(c.req.url).pathname.slice("/pages/".length));
     // Only the built assets: the HTML is served, with its key, at /login and /account.
-    if (!segs || segs[0] !== "assets" || segs.length < 2) return c.json(errorBody("NotFound", `no page file at ${c.req.path}`), 404);
+    if (!segs || segs[0] !== "assets" || segs.length < 2) return notFound(c, `no page file at ${c.req.path}`);
     return serveBuiltFile(c, root, segs);
   };
 
