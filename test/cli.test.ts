@@ -219,8 +219,8 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
       await bulkEnqueue(db, acme.id, 2500);
       await seedWebhook(db, master, { url: "https://old.example/hooks", projectId: acme.id, enabled: false });
       await seedWebhook(db, master, { url: "https://beta.example/hooks", projectId: betaId });
-      // PGlite has no lock between processes: while this process holds it, the CLI must refuse.
-      if (backend === "pglite") expectOneLineError(await cli("webhooks", "list"), 1, /open in another process \(is linkgate running\?\)/);
+      // PGlite has no lock between processes of its own: while this process holds it, the CLI must refuse.
+      if (backend === "pglite") expectOneLineError(await cli("webhooks", "list"), 1, new RegExp(`is open in process ${process.pid} \\(is linkgate running\\?\\)`));
       await db.prisma.$executeRaw`UPDATE deliveries SET status = 'failed', attempts = 6, completed_at = now(), last_status = 500 WHERE webhook_id = ${hook.webhookId}`;
       const pick = async (n: number) => (await db.prisma.delivery.findMany({ where: { webhookId: hook.webhookId, status: "failed" }, take: n, select: { id: true } })).map((d) => d.id);
       await db.prisma.delivery.updateMany({ where: { id: { in: await pick(10) } }, data: { status: "gone" } });

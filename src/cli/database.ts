@@ -15,21 +15,6 @@ async function target(env: NodeJS.ProcessEnv): Promise<Target> {
   return { databaseUrl: config.databaseUrl, dataDir: config.dataDir };
 }
 
-/**
- * PGlite is Postgres compiled into one process, with no lock between processes: a second
- * process writing the same folder corrupts it. While a PGlite database is open its folder holds
- * postmaster.pid (removed on a clean close), so its presence means someone else is using it.
- */
-function assertPgliteFree(dataDir: string): void {
-  const pidFile = path.join(path.resolve(dataDir, "pglite"), "postmaster.pid");
-  if (existsSync(pidFile)) {
-    throw new CliFailure(
-      `the PGlite database in ${path.dirname(pidFile)} is open in another process (is linkgate running?); stop it first, ` +
-        `or, if nothing uses it after a crash, delete ${pidFile}`,
-    );
-  }
-}
-
 /** Opening a PGlite folder creates it: only `db migrate` may, not a command run in the wrong directory. */
 function assertPgliteExists(dataDir: string): void {
   const dir = path.resolve(dataDir, "pglite");
@@ -42,16 +27,21 @@ export async function openConfiguredDatabase(env: NodeJS.ProcessEnv, opts: { cre
   const t = await target(env);
   if (!t.databaseUrl) {
     if (!opts.create) assertPgliteExists(t.dataDir);
-    assertPgliteFree(t.dataDir);
   } else {
     // the driver's one-line reason, as `npm start` says it, instead of the ORM's internals
     const { unreachableDatabase } = await import("../lifecycle.ts");
     const problem = await unreachableDatabase(t.databaseUrl);
     if (problem) throw new CliFailure(problem);
   }
-  const { openDatabase } = await import("../db/client.ts");
-  // An admin command runs a few statements one after another: two connections are plenty.
-  return openDatabase({ ...t, poolSize: 2 });
+  const [{ openDatabase }, { DatabaseInUse }] = await Promise.all([import("../db/client.ts"), import("../db/pglite-lock.ts")]);
+  try {
+    // An admin command runs a few statements one after another: two connections are plenty.
+    return await openDatabase({ ...t, poolSize: 2 });
+  } catch (err) {
+    // a PGlite folder that a server (or anything else) holds (src/db/pglite-lock.ts)
+    if (err instanceof DatabaseInUse) throw new CliFailure(err.message);
+    throw err;
+  }
 }
 
 /** Runs `fn` on the configured database, which must exist and be fully migrated, and closes it. */
