@@ -39,14 +39,17 @@ export async function findAccountId(db: DbLike, projectId: string, q: AccountQue
 }
 
 export const MAX_RECENT_EVENTS = 50;
+export const DEFAULT_RECENT_EVENTS = 20;
 
 /**
- * The ids of the account's most recent events, newest first: those about it (its user object, or
- * its id in a security event) and the merges and unmerges it was the secondary of. Read through
- * the two partial indexes of migration 20261123091300_console_rollups (on the functions of
- * src/webhooks/event-accounts.sql), newest first, `limit` rows each.
+ * The ids of the account's `first` most recent events, newest first: those about it (its user
+ * object, or its id in a security event) and the merges and unmerges it was the secondary of.
+ * Read through the two partial indexes of migration 20261123091300_console_rollups (on the
+ * functions of src/webhooks/event-accounts.sql), newest first, `first` rows each.
  */
-export async function recentEventIds(db: DbLike, projectId: string, accountId: string, limit: number): Promise<string[]> {
+export async function recentEventIds(db: DbLike, projectId: string, accountId: string, first?: number | null): Promise<string[]> {
+  const limit = first ?? DEFAULT_RECENT_EVENTS;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_RECENT_EVENTS) throw new InvalidRequest(`first must be between 1 and ${MAX_RECENT_EVENTS}`);
   const rows = await db.prisma.$queryRaw<{ id: string }[]>`
     SELECT id FROM (
       (SELECT id, seq FROM outbox_events

@@ -1,12 +1,11 @@
 // The dashboard: what an event sent, delivery charts, and the users view
 // for support staff. Everything here needs the project's secret key.
 import { preferred } from "../../auth/accounts.ts";
-import { endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";
+import { DEFAULT_RECENT_EVENTS, endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";
 import { CHART_RANGES, deliveryChart, type ChartCounts, type ChartPoint, type ChartRange, type DeliveryChart } from "../../delivery/charts.ts";
 import * as E from "../../errors.ts";
 import { unmergeForUser } from "../../linking/support.ts";
 import { builder } from "../builder.ts";
-import { badUserInput } from "../pages.ts";
 import { resultOf } from "./errors.ts";
 import { AccountStatus, MergeRole } from "./viewer.ts";
 import { Webhook } from "./webhook.ts";
@@ -192,13 +191,11 @@ const SupportAccount = builder.prismaObject("Account", {
     }),
     recentEvents: t.prismaField({
       type: [Event],
-      description: `Its most recent events, newest first: those about it, and the merges and unmerges it was the secondary of. \`first\` is 1 to ${MAX_RECENT_EVENTS} (default 20).`,
-      args: { first: t.arg.int({ description: `How many, 1 to ${MAX_RECENT_EVENTS} (default 20).` }) },
+      description: `Its most recent events, newest first: those about it, and the merges and unmerges it was the secondary of. \`first\` is 1 to ${MAX_RECENT_EVENTS} (default ${DEFAULT_RECENT_EVENTS}).`,
+      args: { first: t.arg.int({ description: `How many, 1 to ${MAX_RECENT_EVENTS} (default ${DEFAULT_RECENT_EVENTS}).` }) },
       select: { projectId: true },
       resolve: async (query, account, args, ctx) => {
-        const first = args.first ?? 20;
-        if (first < 1 || first > MAX_RECENT_EVENTS) throw badUserInput(`first must be between 1 and ${MAX_RECENT_EVENTS}`);
-        const ids = await recentEventIds(ctx.deps.db, account.projectId, account.id, first);
+        const ids = await recentEventIds(ctx.deps.db, account.projectId, account.id, args.first);
         const rows = await ctx.deps.prisma.outboxEvent.findMany({ ...query, where: { id: { in: ids }, projectId: account.projectId } });
         return ids.map((id) => rows.find((r) => r.id === id)).filter((r) => r !== undefined);
       },
