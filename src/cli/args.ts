@@ -3,6 +3,7 @@
 import { InvalidArgumentError } from "commander";
 import { projectName } from "../auth/projects.ts";
 import { InvalidRequest } from "../errors.ts";
+import { isIdShaped, type IdPrefix } from "../ids.ts";
 
 const DURATION = /^(\d{1,6})(s|m|h|d|w)$/;
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
@@ -33,10 +34,9 @@ export function parseProjectName(value: string): string {
 }
 
 /** An id with the given prefix (`prj`, `key`, `wh`): catches a project id passed as a key id. */
-export function idOf(prefix: string): (value: string) => string {
-  const pattern = new RegExp(`^${prefix}_[A-Za-z0-9_-]{1,64}$`);
+export function idOf(prefix: IdPrefix): (value: string) => string {
   return (value) => {
-    if (!pattern.test(value)) throw new InvalidArgumentError(`Expected an id like ${prefix}_…`);
+    if (!isIdShaped(value, prefix)) throw new InvalidArgumentError(`Expected an id like ${prefix}_…`);
     return value;
   };
 }

@@ -5,13 +5,11 @@ import { normalizeEmail, normalizePhone, type Identifier } from "../auth/identif
 import type { Database } from "../db/client.ts";
 import type { Deps, KeyActor } from "../deps.ts";
 import { IdentifierRequired, InvalidRequest } from "../errors.ts";
+import { isIdShaped } from "../ids.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
 export type AccountQuery = { email?: string | null; phone?: string | null; accountId?: string | null };
-
-/** What src/ids.ts makes for an account. */
-const ACCOUNT_ID = /^acc_[A-Za-z0-9_-]{1,64}$/;
 
 /** Exactly one of e-mail, phone and account id: an identifier normalized as sign-in does, or an id. */
 export function parseAccountQuery(q: AccountQuery): Identifier | { id: string } {
@@ -27,7 +25,7 @@ export function parseAccountQuery(q: AccountQuery): Identifier | { id: string } 
 export async function findAccountId(db: DbLike, projectId: string, q: AccountQuery): Promise<string | null> {
   const key = parseAccountQuery(q);
   if ("id" in key) {
-    if (!ACCOUNT_ID.test(key.id)) return null;
+    if (!isIdShaped(key.id, "acc")) return null;
     const account = await db.prisma.account.findFirst({ where: { id: key.id, projectId }, select: { id: true } });
     return account?.id ?? null;
   }
