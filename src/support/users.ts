@@ -6,6 +6,7 @@ import type { Database } from "../db/client.ts";
 import type { Deps, KeyActor } from "../deps.ts";
 import { IdentifierRequired, InvalidRequest } from "../errors.ts";
 import { isIdShaped } from "../ids.ts";
+import { liveSessionWhere } from "../auth/sessions.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -70,7 +71,7 @@ export async function recentEventIds(db: DbLike, projectId: string, accountId: s
  */
 export async function endAccountSessions(deps: Deps, support: KeyActor, accountId: string): Promise<number> {
   const { count } = await deps.prisma.session.updateMany({
-    where: { accountId, projectId: support.projectId, endedAt: null, expiresAt: { gt: new Date() } },
+    where: { ...liveSessionWhere(), accountId, projectId: support.projectId },
     data: { endedAt: new Date() },
   });
   deps.logger.info({ projectId: support.projectId, accountId, ended: count, by: "support", api_key_id: support.apiKeyId }, "sessions ended by support");

@@ -1,6 +1,7 @@
 // The dashboard: what an event sent, delivery charts, and the users view
 // for support staff. Everything here needs the project's secret key.
 import { preferred } from "../../auth/accounts.ts";
+import { liveSessionWhere } from "../../auth/sessions.ts";
 import { DEFAULT_RECENT_EVENTS, endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";
 import { CHART_RANGES, deliveryChart, type ChartCounts, type ChartPoint, type ChartRange, type DeliveryChart } from "../../delivery/charts.ts";
 import * as E from "../../errors.ts";
@@ -187,7 +188,7 @@ const SupportAccount = builder.prismaObject("Account", {
     sessions: t.relation("sessions", {
       type: SupportSession,
       description: "Its live sessions (neither ended nor expired), newest first, at most 50.",
-      query: () => ({ where: { endedAt: null, expiresAt: { gt: new Date() } }, orderBy: [{ createdAt: "desc" }, { id: "desc" }], take: 50 }),
+      query: () => ({ where: liveSessionWhere(), orderBy: [{ createdAt: "desc" }, { id: "desc" }], take: 50 }),
     }),
     recentEvents: t.prismaField({
       type: [Event],
