@@ -153,7 +153,9 @@ describe.each(backends)("the dashboard's users view on %s", (backend) => {
     const anEvent = await h.db.prisma.outboxEvent.findFirstOrThrow({ where: { projectId: h.projectId } });
     expect((await data(Q.event, { id: anEvent.id }, otherKey)).event).toBeNull();
     expect((await data(Q.endSessions, { id: ada.accountId }, otherKey)).endAccountSessions).toEqual({ __typename: "NotFound", message: "no such account" });
-    expect((await data(Q.endSessions, { id: "acc_nobody" })).endAccountSessions).toEqual({ __typename: "NotFound", message: "no such account" });
+    for (const id of ["acc_nobody", "", "  ", "not an id"]) {
+      expect((await data(Q.endSessions, { id })).endAccountSessions).toEqual({ __typename: "NotFound", message: "no such account" });
+    }
     expect((await data(Q.unmerge, { a: ada.accountId, b: bob.accountId }, otherKey)).unmergeAccount).toEqual({
       __typename: "NotFound",
       message: "no such account",

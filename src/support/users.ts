@@ -4,7 +4,7 @@
 import { normalizeEmail, normalizePhone, type Identifier } from "../auth/identifiers.ts";
 import type { Database } from "../db/client.ts";
 import type { Deps, KeyActor } from "../deps.ts";
-import { IdentifierRequired, InvalidRequest } from "../errors.ts";
+import { IdentifierRequired, InvalidRequest, NotFound } from "../errors.ts";
 import { isIdShaped } from "../ids.ts";
 import { liveSessionWhere } from "../auth/sessions.ts";
 
@@ -25,16 +25,18 @@ export function parseAccountQuery(q: AccountQuery): Identifier | { id: string } 
 /** The id of the project's account holding the identifier or with that id; null when none. */
 export async function findAccountId(db: DbLike, projectId: string, q: AccountQuery): Promise<string | null> {
   const key = parseAccountQuery(q);
-  if ("id" in key) {
-    if (!isIdShaped(key.id, "acc")) return null;
-    const account = await db.prisma.account.findFirst({ where: { id: key.id, projectId }, select: { id: true } });
-    return account?.id ?? null;
-  }
+  if ("id" in key) return accountWithId(db, projectId, key.id);
   const held = await db.prisma.identifier.findUnique({
     where: { projectId_kind_value: { projectId, kind: key.kind, value: key.value } },
     select: { accountId: true },
   });
   return held?.accountId ?? null;
+}
+
+async function accountWithId(db: DbLike, projectId: string, id: string): Promise<string | null> {
+  if (!isIdShaped(id, "acc")) return null;
+  const account = await db.prisma.account.findFirst({ where: { id, projectId }, select: { id: true } });
+  return account?.id ?? null;
 }
 
 export const MAX_RECENT_EVENTS = 50;
@@ -66,14 +68,16 @@ export async function recentEventIds(db: DbLike, projectId: string, accountId: s
 
 /**
  * Ends every live session of the project's account (its tokens fail from their next request);
- * returns how many ended. NotFound is the caller's: an account of another project simply has
- * none ended here.
+ * returns how many ended. An id that names no account of the project (another project's, a
+ * blank one) is NotFound.
  */
 export async function endAccountSessions(deps: Deps, support: KeyActor, accountId: string): Promise<number> {
+  const id = await accountWithId(deps, support.projectId, accountId.trim());
+  if (!id) throw new NotFound("no such account");
   const { count } = await deps.prisma.session.updateMany({
-    where: { ...liveSessionWhere(), accountId, projectId: support.projectId },
+    where: { ...liveSessionWhere(), accountId: id, projectId: support.projectId },
     data: { endedAt: new Date() },
   });
-  deps.logger.info({ projectId: support.projectId, accountId, ended: count, by: "support", api_key_id: support.apiKeyId }, "sessions ended by support");
+  deps.logger.info({ projectId: support.projectId, accountId: id, ended: count, by: "support", api_key_id: support.apiKeyId }, "sessions ended by support");
   return count;
 }

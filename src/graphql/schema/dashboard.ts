@@ -278,14 +278,7 @@ builder.mutationFields((t) => ({
     description: `Ends every live session of an account of the project, for support staff: its tokens fail from their next request. Logged with the API key used. ${SECRET}`,
     args: { accountId: t.arg.id({ required: true, description: "The account's id." }) },
     errors: { types: [E.NotFound], union: resultOf("The EndAccountSessionsPayload") },
-    resolve: async (_, args, ctx) => {
-      const support = await ctx.secret();
-      // A blank id names no account (findAccountId would ask for an identifier instead).
-      const id = String(args.accountId).trim();
-      const accountId = id ? await findAccountId(ctx.deps.db, support.projectId, { accountId: id }) : null;
-      if (!accountId) throw new E.NotFound("no such account");
-      return { ended: await endAccountSessions(ctx.deps, support, accountId) };
-    },
+    resolve: async (_, args, ctx) => ({ ended: await endAccountSessions(ctx.deps, await ctx.secret(), String(args.accountId)) }),
   }),
   unmergeAccount: t.field({
     type: UnmergePayload,
