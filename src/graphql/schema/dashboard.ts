@@ -8,10 +8,9 @@ import * as E from "../../errors.ts";
 import { unmergeForUser } from "../../linking/support.ts";
 import { builder } from "../builder.ts";
 import { resultOf } from "./errors.ts";
+import { NEEDS } from "./root.ts";
 import { AccountStatus, MergeRole } from "./viewer.ts";
 import { Webhook } from "./webhook.ts";
-
-const SECRET = "Needs the project's secret key.";
 
 // ---- what was sent ------------------------------------------------------------------------------
 
@@ -109,7 +108,7 @@ builder.prismaObjectFields(Webhook, (t) => ({
   deliveryChart: t.field({
     type: ChartRef,
     authScopes: { secret: true },
-    description: `This webhook's delivery attempts over the last 24 hours or 7 days. ${SECRET}`,
+    description: `This webhook's delivery attempts over the last 24 hours or 7 days. ${NEEDS.secret}`,
     args: rangeArgs,
     select: { projectId: true },
     resolve: (w, args, ctx) => deliveryChart(ctx.deps.db, w.projectId, args.range as ChartRange, w.id),
@@ -237,7 +236,7 @@ builder.queryFields((t) => ({
     type: Event,
     nullable: true,
     authScopes: { secret: true },
-    description: `One event of the project by its id, with its exact body and its deliveries; null when the project has none with that id (another project's included). ${SECRET}`,
+    description: `One event of the project by its id, with its exact body and its deliveries; null when the project has none with that id (another project's included). ${NEEDS.secret}`,
     args: { id: t.arg.id({ required: true, description: "The event's id (evt_…)." }) },
     resolve: async (query, _, args, ctx) => {
       const { projectId } = await ctx.secret();
@@ -247,14 +246,14 @@ builder.queryFields((t) => ({
   deliveryChart: t.field({
     type: ChartRef,
     authScopes: { secret: true },
-    description: `All of the project's delivery attempts (every webhook, deleted ones included) over the last 24 hours or 7 days. ${SECRET}`,
+    description: `All of the project's delivery attempts (every webhook, deleted ones included) over the last 24 hours or 7 days. ${NEEDS.secret}`,
     args: rangeArgs,
     resolve: async (_, args, ctx) => deliveryChart(ctx.deps.db, (await ctx.secret()).projectId, args.range as ChartRange, null),
   }),
   lookupAccount: t.field({
     type: AccountLookup,
     authScopes: { secret: true },
-    description: `Finds an account of the project by exactly one of its e-mail address, phone number (E.164) or account id, for support staff; an e-mail or phone of a merged secondary finds the secondary. ${SECRET}`,
+    description: `Finds an account of the project by exactly one of its e-mail address, phone number (E.164) or account id, for support staff; an e-mail or phone of a merged secondary finds the secondary. ${NEEDS.secret}`,
     args: {
       email: t.arg.string({ description: "An e-mail address on the account (compared as sign-in compares them)." }),
       phone: t.arg.string({ description: "A phone number on the account, + and country code." }),
@@ -275,7 +274,7 @@ builder.mutationFields((t) => ({
   endAccountSessions: t.field({
     type: EndSessionsPayload,
     authScopes: { secret: true },
-    description: `Ends every live session of an account of the project, for support staff: its tokens fail from their next request. Logged with the API key used. ${SECRET}`,
+    description: `Ends every live session of an account of the project, for support staff: its tokens fail from their next request. Logged with the API key used. ${NEEDS.secret}`,
     args: { accountId: t.arg.id({ required: true, description: "The account's id." }) },
     errors: { types: [E.NotFound], union: resultOf("The EndAccountSessionsPayload") },
     resolve: async (_, args, ctx) => ({ ended: await endAccountSessions(ctx.deps, await ctx.secret(), String(args.accountId)) }),
@@ -283,7 +282,7 @@ builder.mutationFields((t) => ({
   unmergeAccount: t.field({
     type: UnmergePayload,
     authScopes: { secret: true },
-    description: `Separates two merged accounts on their user's behalf, for support staff, naming both (in either order) as the confirmation did. Emits what the user's own unmerge emits (user.unmerged and user.updated, and notices to both accounts' addresses); user.unmerged also carries \`"by": "support"\` and \`api_key_id\`, the key used. No recent sign-in is asked for: that check is the user's. ${SECRET}`,
+    description: `Separates two merged accounts on their user's behalf, for support staff, naming both (in either order) as the confirmation did. Emits what the user's own unmerge emits (user.unmerged and user.updated, and notices to both accounts' addresses); user.unmerged also carries \`"by": "support"\` and \`api_key_id\`, the key used. No recent sign-in is asked for: that check is the user's. ${NEEDS.secret}`,
     args: {
       accountId: t.arg.id({ required: true, description: "One of the two accounts." }),
       partnerId: t.arg.id({ required: true, description: "The account it is merged with." }),
