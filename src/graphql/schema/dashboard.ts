@@ -1,6 +1,5 @@
 // The dashboard: what an event sent, delivery charts, and the users view
 // for support staff. Everything here needs the project's secret key.
-import { preferred } from "../../auth/accounts.ts";
 import { liveSessionWhere } from "../../auth/sessions.ts";
 import { DEFAULT_RECENT_EVENTS, endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";
 import { CHART_RANGES, deliveryChart, type ChartCounts, type ChartPoint, type ChartRange, type DeliveryChart } from "../../delivery/charts.ts";
@@ -9,7 +8,7 @@ import { unmergeForUser } from "../../linking/support.ts";
 import { builder } from "../builder.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
-import { AccountStatus, MergeRole } from "./viewer.ts";
+import { accountField, MergeRole } from "./account.ts";
 import { Webhook } from "./webhook.ts";
 
 // ---- what was sent ------------------------------------------------------------------------------
@@ -117,8 +116,6 @@ builder.prismaObjectFields(Webhook, (t) => ({
 
 // ---- users, for support staff -------------------------------------------------------------------
 
-type WithIdentifiers = { identifiers: Parameters<typeof preferred>[0] };
-
 const MergePartner = builder.prismaObject("Account", {
   variant: "SupportMergePartner",
   description: "The other account of a merge, as support staff see it; look it up by its id for the rest.",
@@ -153,18 +150,12 @@ const SupportAccount = builder.prismaObject("Account", {
   description: "An account of the project as support staff see it: its identifiers, merge, passkeys, sessions and recent events.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The account id." }),
-    name: t.exposeString("name", { nullable: true, description: "The display name the user gave; null when none." }),
-    email: t.field({
-      type: "EmailAddress",
-      nullable: true,
-      description: "The e-mail address events carry (its own, else its first attached); null when none.",
-      select: { identifiers: true },
-      resolve: (a: WithIdentifiers) => preferred(a.identifiers, "email")?.value ?? null,
-    }),
-    status: t.expose("status", { type: AccountStatus, description: "Whether the account is in use." }),
-    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was created (its first sign-in)." }),
-    updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When it last changed." }),
-    lastLoginAt: t.expose("lastLoginAt", { type: "DateTime", nullable: true, description: "Its last sign-in; null when none." }),
+    name: t.exposeString("name", accountField.name),
+    email: t.field(accountField.email),
+    status: t.expose("status", accountField.status),
+    createdAt: t.expose("createdAt", accountField.createdAt),
+    updatedAt: t.expose("updatedAt", accountField.updatedAt),
+    lastLoginAt: t.expose("lastLoginAt", accountField.lastLoginAt),
     identifiers: t.relation("identifiers", {
       description: "Its own identifiers, oldest first: `origin` says whether it signed up with each (own) or added it by linking (attached).",
       query: { orderBy: { createdAt: "asc" } },
@@ -174,7 +165,7 @@ const SupportAccount = builder.prismaObject("Account", {
       nullable: true,
       description: "`primary` or `secondary` while merged with mergePartner; null when not merged.",
     }),
-    mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true, description: "When the merge happened; null when not merged." }),
+    mergedAt: t.expose("mergedAt", accountField.mergedAt),
     mergePartner: t.relation("mergedWith", {
       type: MergePartner,
       nullable: true,
