@@ -25,23 +25,16 @@ export const MergeRole = builder.enumType("MergeRole", {
 
 type WithIdentifiers = { identifiers: Parameters<typeof preferred>[0] };
 
+/** A field of the account's preferred identifier of a kind (what tokens and events carry), for `t.field(…)`. */
+function preferredIdentifier<Type extends "EmailAddress" | "PhoneNumber">(type: Type, kind: "email" | "phone", description: string) {
+  return { type, nullable: true, description, select: { identifiers: true }, resolve: (a: WithIdentifiers) => preferred(a.identifiers, kind)?.value ?? null } as const;
+}
+
 /** The options of each shared field, for `t.expose(name, …)` (`t.field(…)` for the computed ones). */
 export const accountField = {
   name: { nullable: true, description: "The display name the user gave; null when never set or cleared." },
-  email: {
-    type: "EmailAddress",
-    nullable: true,
-    description: "The e-mail address tokens and events carry: the account's own, else its first attached; null when it has none.",
-    select: { identifiers: true },
-    resolve: (a: WithIdentifiers) => preferred(a.identifiers, "email")?.value ?? null,
-  },
-  phoneNumber: {
-    type: "PhoneNumber",
-    nullable: true,
-    description: "The phone number tokens carry: the account's own, else its first attached; null when it has none.",
-    select: { identifiers: true },
-    resolve: (a: WithIdentifiers) => preferred(a.identifiers, "phone")?.value ?? null,
-  },
+  email: preferredIdentifier("EmailAddress", "email", "The e-mail address tokens and events carry: the account's own, else its first attached; null when it has none."),
+  phoneNumber: preferredIdentifier("PhoneNumber", "phone", "The phone number tokens carry: the account's own, else its first attached; null when it has none."),
   status: { type: AccountStatus, description: "Whether the account is in use." },
   createdAt: { type: "DateTime", description: "When the account was created (its first sign-in)." },
   updatedAt: { type: "DateTime", description: "When the account last changed." },
