@@ -12,6 +12,18 @@ export function newId(prefix: IdPrefix): string {
   return `${prefix}_${randomBytes(16).toString("base64url")}`;
 }
 
+/** What newId and newOrderedId make: a short prefix, an underscore, base64url. */
+const ID_SHAPE = /^([a-z]{2,4})_[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * Whether a value is shaped like an id (of that prefix, when one is given): what a forged cursor,
+ * a mistyped id or a project id passed as a key id fails before it reaches SQL.
+ */
+export function isIdShaped(value: string, prefix?: IdPrefix): boolean {
+  const m = ID_SHAPE.exec(value);
+  return m !== null && (prefix === undefined || m[1] === prefix);
+}
+
 export type OrderedIdPrefix = "evt" | "dlv" | "att";
 
 /** Random bytes after an ordered id's time: 80 bits (the deliveries' ids, made in SQL, carry 78: src/webhooks/outbox.sql). */

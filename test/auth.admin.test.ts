@@ -20,6 +20,16 @@ describe.each(backends)("admin operations on %s", (backend) => {
     expect(start.status).toBe(200);
   });
 
+  it("createProject trims the name, then wants 1 to 200 characters (the CLI's rule too: test/cli.test.ts)", async () => {
+    const create = (name: string) =>
+      h.gql(`mutation($name: String!) { createProject(name: $name) { __typename ... on CreateProjectPayload { project { name } } ... on Error { message } } }`, { name }, admin());
+    const padded = `  ${"x".repeat(200)}  `;
+    expect((await create(padded)).body.data.createProject).toEqual({ __typename: "CreateProjectPayload", project: { name: "x".repeat(200) } });
+    for (const name of ["   ", "x".repeat(201)]) {
+      expect((await create(name)).body.data.createProject).toEqual({ __typename: "InvalidRequest", message: "name must be 1 to 200 characters" });
+    }
+  });
+
   it("createApiKey and revokeApiKey: a revoked key is refused at once", async () => {
     const r = await h.gql(`mutation($p: ID!) { createApiKey(projectId: $p) { __typename ... on NewApiKey { apiKey apiKeyId } } }`, { p: h.projectId }, admin());
     const { apiKey, apiKeyId } = r.body.data.createApiKey;

@@ -6,6 +6,7 @@
 // claiming at the same moment may each take part of a destination.)
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startNoticeSender } from "../src/auth/notices.ts";
+import { loadConfig } from "../src/config.ts";
 import { createLogger } from "../src/log.ts";
 import type { Message, Messenger } from "../src/messaging/transport.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
@@ -48,7 +49,7 @@ describe.each(backends)("notice claims on %s", (backend) => {
 
     const messengers = [capture(), capture()];
     const logger = createLogger("silent");
-    const senders = messengers.map((messenger) => startNoticeSender({ db, messenger, logger, limits, pollMs: 50 }));
+    const senders = messengers.map((messenger) => startNoticeSender({ db, messenger, logger, limits, scheduleMs: loadConfig({}).noticeRetryScheduleMs, pollMs: 50 }));
     try {
       const pending = () => db.prisma.notice.count({ where: { status: { not: "sent" } } });
       await until(pending, (n) => n === 0);

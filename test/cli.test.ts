@@ -89,6 +89,7 @@ describe("linkgate CLI usage errors", () => {
       [["frobnicate"], /unknown command 'frobnicate'/],
       [["projects", "list", "--colour"], /unknown option '--colour'/],
       [["projects", "create", "   "], /1 to 200 characters/],
+      [["projects", "create", "x".repeat(201)], /1 to 200 characters/],
       [["keys", "create", "--project", "prj_x", "--kind", "root"], /Allowed choices are secret, publishable/],
       [["keys", "create", "--kind", "secret"], /required option '--project <id>' not specified/],
       [["keys", "revoke", "prj_x"], /Expected an id like key_/],

@@ -123,7 +123,7 @@ describe.each(backends)("delivery log on %s", (backend) => {
       const pages = [];
       let after: string | null = null;
       for (;;) {
-        const page = await pullEvents(world.db, a.projectId, { after, limit: 10 });
+        const page = await pullEvents(world.db, a.projectId, { after, first: 10 });
         pages.push(page);
         after = page.endCursor;
         if (!page.hasMore) break;
@@ -137,16 +137,16 @@ describe.each(backends)("delivery log on %s", (backend) => {
       expect(first.cursor).toMatch(/^[A-Za-z0-9_-]+$/);
 
       // Caught up: an empty page keeps the cursor; a new event appears after it.
-      const empty = await pullEvents(world.db, a.projectId, { after, limit: 10 });
+      const empty = await pullEvents(world.db, a.projectId, { after, first: 10 });
       expect(empty).toEqual({ events: [], endCursor: after, hasMore: false });
       const [next] = await enqueueEvents(world.db, a.projectId, 1);
       expect((await pullEvents(world.db, a.projectId, { after })).events.map((e) => e.id)).toEqual([next]);
 
       // Another project sees only its own.
-      expect((await pullEvents(world.db, b.projectId, { limit: 500 })).events).toHaveLength(10);
+      expect((await pullEvents(world.db, b.projectId, { first: 100 })).events).toHaveLength(10);
       expect((await pullEvents(world.db, newId("prj"))).events).toEqual([]);
       await expect(pullEvents(world.db, a.projectId, { after: "garbage" })).rejects.toBeInstanceOf(InvalidRequest);
-      expect((await pullEvents(world.db, a.projectId, { limit: 0 })).events).toHaveLength(1);
+      for (const size of [0, 101, 1.5]) await expect(pullEvents(world.db, a.projectId, { first: size })).rejects.toBeInstanceOf(InvalidRequest);
     });
 
     it.runIf(backend === "postgres")("never pages past an event whose transaction is still open", async () => {

@@ -28,8 +28,6 @@ export type Notice = { to: Recipient; subject: string; text: string };
 /** The budgets the sender counts notices against (src/limits.ts). */
 export type NoticeLimits = Pick<Limits, "noticesPerDestination" | "noticesPerAccount" | "smsPerProject" | "emailsPerProject">;
 
-/** Delays before retries 1, 2, …; after the last one a notice is marked failed. */
-export const NOTICE_RETRY_SCHEDULE_MS = [30_000, 120_000, 600_000, 3_600_000, 21_600_000];
 /** How long a claimed notice stays invisible to other senders (a sender that dies mid-send). */
 const CLAIM_LEASE_SECONDS = 120;
 /**
@@ -211,7 +209,8 @@ type SenderOptions = {
   messenger: Messenger;
   logger: Logger;
   limits: NoticeLimits;
-  scheduleMs?: number[];
+  /** Delays before retries 1, 2, …; after the last one a notice is marked failed (LINKGATE_NOTICE_RETRY_SCHEDULE_MS). */
+  scheduleMs: number[];
   pollMs?: number;
 };
 
@@ -315,7 +314,7 @@ async function drain(s: Sender, stopped: () => boolean): Promise<number> {
 
 /** Drains now, then whenever kicked or a retry falls due, until stopped. */
 export function startNoticeSender(opts: SenderOptions): NoticeSender {
-  const s: Sender = { ...opts, scheduleMs: opts.scheduleMs ?? NOTICE_RETRY_SCHEDULE_MS, pollMs: opts.pollMs ?? 5_000 };
+  const s: Sender = { ...opts, pollMs: opts.pollMs ?? 5_000 };
   let stopped = false;
   let kicked = false; // a kick during a drain must not be lost
   let wake: (() => void) | undefined;

@@ -6,7 +6,7 @@ import type { Db } from "../db/client.ts";
 import { deriveKey, randomToken, sha256Hex, type MasterKey } from "../crypto.ts";
 import { createHmac } from "node:crypto";
 import type { KeyKind } from "../deps.ts";
-import { NotFound } from "../errors.ts";
+import { InvalidRequest, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 
 const PREFIX: Record<KeyKind, string> = { secret: "lg_sk_", publishable: "lg_pk_" };
@@ -21,8 +21,15 @@ async function storeKey(db: Db, projectId: string, key: string, kind: KeyKind) {
 
 export type NewProject = { project: { id: string; name: string; createdAt: Date }; secretKey: string; secretKeyId: string; publishableKey: string; publishableKeyId: string };
 
-export async function createProject(db: Db, name: string): Promise<NewProject> {
-  const project = await db.project.create({ data: { id: newId("prj"), name } });
+/** A project's name as given, trimmed: 1 to 200 characters, or InvalidRequest. */
+export function projectName(given: string): string {
+  const name = given.trim();
+  if (!name || name.length > 200) throw new InvalidRequest("name must be 1 to 200 characters");
+  return name;
+}
+
+export async function createProject(db: Db, givenName: string): Promise<NewProject> {
+  const project = await db.project.create({ data: { id: newId("prj"), name: projectName(givenName) } });
   const secretKey = newApiKey("secret");
   const publishableKey = newApiKey("publishable");
   const [secret, publishable] = [await storeKey(db, project.id, secretKey, "secret"), await storeKey(db, project.id, publishableKey, "publishable")];

@@ -61,12 +61,17 @@ export function touchSessionStatement(session: string, keyHash: string): string 
       AND EXISTS (SELECT 1 FROM api_keys k WHERE k.key_hash = ${keyHash} AND k.revoked_at IS NULL AND k.project_id = sessions.project_id)`;
 }
 
-function liveSessionWhere(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
-  return withHoles(liveSessionCondition("\0", "\0", "\0"), sessionId, accountId, project);
+export function liveSessionSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
+  const condition = withHoles(liveSessionCondition("\0", "\0", "\0"), sessionId, accountId, project);
+  return Prisma.sql`EXISTS (SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${condition})`;
 }
 
-export function liveSessionSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
-  return Prisma.sql`EXISTS (SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionWhere(sessionId, accountId, project)})`;
+/**
+ * The sessions a list of an account's sessions shows as live, as a Prisma `where`: neither ended
+ * nor expired (liveSessionCondition's own test of a session; its account is the list's).
+ */
+export function liveSessionWhere(): Prisma.SessionWhereInput {
+  return { endedAt: null, expiresAt: { gt: new Date() } };
 }
 
 export async function assertLiveSession(db: Db, projectId: string, sessionId: string, accountId: string): Promise<void> {

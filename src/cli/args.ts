@@ -1,6 +1,9 @@
 // Parsers for command-line values. Each throws commander's InvalidArgumentError, which commander
 // turns into a one-line usage error (exit code 2) naming the option.
 import { InvalidArgumentError } from "commander";
+import { projectName } from "../auth/projects.ts";
+import { InvalidRequest } from "../errors.ts";
+import { isIdShaped, type IdPrefix } from "../ids.ts";
 
 const DURATION = /^(\d{1,6})(s|m|h|d|w)$/;
 const UNIT_MS = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
@@ -21,18 +24,19 @@ export function parseSince(value: string, now: () => number = Date.now): Date {
   throw new InvalidArgumentError("Use a time with a zone (2026-11-20T09:30:00Z), a date (2026-11-20, UTC) or a duration back from now (90m, 24h, 7d)");
 }
 
-/** A project name, as the GraphQL createProject mutation accepts it. */
+/** A project name by createProject's own rule (projectName), refused as a usage error before any database is opened. */
 export function parseProjectName(value: string): string {
-  const name = value.trim();
-  if (!name || name.length > 200) throw new InvalidArgumentError("A project name has 1 to 200 characters");
-  return name;
+  try {
+    return projectName(value);
+  } catch (err) {
+    throw err instanceof InvalidRequest ? new InvalidArgumentError(err.message) : err;
+  }
 }
 
 /** An id with the given prefix (`prj`, `key`, `wh`): catches a project id passed as a key id. */
-export function idOf(prefix: string): (value: string) => string {
-  const pattern = new RegExp(`^${prefix}_[A-Za-z0-9_-]{1,64}$`);
+export function idOf(prefix: IdPrefix): (value: string) => string {
   return (value) => {
-    if (!pattern.test(value)) throw new InvalidArgumentError(`Expected an id like ${prefix}_…`);
+    if (!isIdShaped(value, prefix)) throw new InvalidArgumentError(`Expected an id like ${prefix}_…`);
     return value;
   };
 }

@@ -4,7 +4,7 @@
 import type { GraphQLError } from "graphql";
 import { createGraphQLError, maskError as yogaMaskError, type YogaServerOptions } from "graphql-yoga";
 import { isConnectionFailure } from "../db/faults.ts";
-import { RateLimited, ServiceUnavailable } from "../errors.ts";
+import { InvalidRequest, RateLimited, ServiceUnavailable } from "../errors.ts";
 
 type MaskError = NonNullable<Exclude<YogaServerOptions<object, object>["maskedErrors"], boolean | undefined>["maskError"]>;
 
@@ -15,6 +15,9 @@ export const maskError: MaskError = (error, message, isDev) => {
   // an abuse limit on a field without an error union (startPasskeySignIn returns JSON): the
   // refusal the REST route gives, not an "Unexpected error"
   if (original instanceof RateLimited) return rateLimited(error, original);
+  // a bound a service checks on a field without an error union (recentEvents' `first`): the
+  // BAD_USER_INPUT a page size out of range gets everywhere else (src/graphql/pages.ts)
+  if (original instanceof InvalidRequest) return replaced(error, original.message, { code: "BAD_USER_INPUT" });
   return yogaMaskError(error, message, isDev);
 };
 

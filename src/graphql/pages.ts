@@ -4,6 +4,7 @@
 // whoever forges one: it must decode to something shaped like an id before it reaches SQL.
 import { parsePrismaCursor } from "@pothos/plugin-prisma";
 import { createGraphQLError } from "graphql-yoga";
+import { isIdShaped } from "../ids.ts";
 
 export const DEFAULT_PAGE = 20;
 export const MAX_PAGE = 100;
@@ -12,9 +13,6 @@ export function badUserInput(message: string): Error {
   return createGraphQLError(message, { extensions: { code: "BAD_USER_INPUT" } });
 }
 
-/** What src/ids.ts makes: a short prefix, an underscore, base64url. */
-const ID_SHAPE = /^[a-z]{2,4}_[A-Za-z0-9_-]{1,64}$/;
-
 function assertIdCursor(name: string, cursor: string): void {
   let id: unknown;
   try {
@@ -22,7 +20,7 @@ function assertIdCursor(name: string, cursor: string): void {
   } catch {
     throw badUserInput(`${name} is not a cursor from this list`);
   }
-  if (typeof id !== "string" || !ID_SHAPE.test(id)) throw badUserInput(`${name} is not a cursor from this list`);
+  if (typeof id !== "string" || !isIdShaped(id)) throw badUserInput(`${name} is not a cursor from this list`);
 }
 
 type PageArgs = { first?: number | null; last?: number | null; after?: string | null; before?: string | null };

@@ -44,6 +44,39 @@ export const ROUTES = {
   userinfo: "/oauth/userinfo",
 };
 
+const RESPONSE_TYPES = ["code"];
+const GRANT_TYPES = ["authorization_code", "refresh_token"];
+const CLIENT_AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"];
+const SIGNING_ALG = "ES256";
+
+/** The discovery document (/.well-known/openid-configuration) of what this file configures. */
+export function discoveryDocument(issuer: string) {
+  return {
+    issuer,
+    authorization_endpoint: `${issuer}${ROUTES.authorization}`,
+    token_endpoint: `${issuer}${ROUTES.token}`,
+    revocation_endpoint: `${issuer}${ROUTES.revocation}`,
+    end_session_endpoint: `${issuer}${ROUTES.end_session}`,
+    jwks_uri: `${issuer}${ROUTES.jwks}`,
+    userinfo_endpoint: `${issuer}${ROUTES.userinfo}`,
+    response_types_supported: RESPONSE_TYPES,
+    response_modes_supported: ["query"],
+    grant_types_supported: GRANT_TYPES,
+    // the one method oidc-provider implements; configuration() makes PKCE required
+    code_challenge_methods_supported: ["S256"],
+    token_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+    revocation_endpoint_auth_methods_supported: CLIENT_AUTH_METHODS,
+    // oidc-provider adds `iss` to every authorization response (RFC 9207)
+    authorization_response_iss_parameter_supported: true,
+    claims_parameter_supported: false,
+    subject_types_supported: ["public"],
+    id_token_signing_alg_values_supported: [SIGNING_ALG],
+    scopes_supported: [...SCOPES],
+    // the scopes' claims, then the ones every ID token or access token may carry
+    claims_supported: [...Object.values(SCOPE_CLAIMS).flat(), "sid", "auth_time", "amr", "nonce"],
+  };
+}
+
 const providers = new WeakMap<Deps, Promise<Provider>>();
 
 /** One provider per app, made on first use (it needs the signing keys from the database). */
@@ -169,7 +202,7 @@ function features(): Configuration["features"] {
           audience: projectId,
           accessTokenFormat: "jwt",
           accessTokenTTL: TTL.AccessToken,
-          jwt: { sign: { alg: "ES256" } },
+          jwt: { sign: { alg: SIGNING_ALG } },
         };
       },
     },
@@ -190,11 +223,11 @@ async function configuration(deps: Deps): Promise<Configuration> {
       openid: [...SCOPE_CLAIMS.openid, "amr"],
     },
     scopes: [...SCOPES],
-    responseTypes: ["code"],
+    responseTypes: RESPONSE_TYPES,
     pkce: { required: () => true },
-    clientAuthMethods: ["none", "client_secret_basic", "client_secret_post"],
-    clientDefaults: { id_token_signed_response_alg: "ES256", grant_types: ["authorization_code", "refresh_token"], response_types: ["code"] },
-    enabledJWA: { idTokenSigningAlgValues: ["ES256"] },
+    clientAuthMethods: CLIENT_AUTH_METHODS,
+    clientDefaults: { id_token_signed_response_alg: SIGNING_ALG, grant_types: GRANT_TYPES, response_types: RESPONSE_TYPES },
+    enabledJWA: { idTokenSigningAlgValues: [SIGNING_ALG] },
     extraClientMetadata: { properties: EXTRA_METADATA },
     // A browser may call the token and revocation endpoints only for a public client, from the
     // origin of one of its redirect URIs.

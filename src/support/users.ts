@@ -4,14 +4,13 @@
 import { normalizeEmail, normalizePhone, type Identifier } from "../auth/identifiers.ts";
 import type { Database } from "../db/client.ts";
 import type { Deps, KeyActor } from "../deps.ts";
-import { IdentifierRequired, InvalidRequest } from "../errors.ts";
+import { IdentifierRequired, InvalidRequest, NotFound } from "../errors.ts";
+import { isIdShaped } from "../ids.ts";
+import { liveSessionWhere } from "../auth/sessions.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
 export type AccountQuery = { email?: string | null; phone?: string | null; accountId?: string | null };
-
-/** What src/ids.ts makes for an account. */
-const ACCOUNT_ID = /^acc_[A-Za-z0-9_-]{1,64}$/;
 
 /** Exactly one of e-mail, phone and account id: an identifier normalized as sign-in does, or an id. */
 export function parseAccountQuery(q: AccountQuery): Identifier | { id: string } {
@@ -26,11 +25,7 @@ export function parseAccountQuery(q: AccountQuery): Identifier | { id: string } 
 /** The id of the project's account holding the identifier or with that id; null when none. */
 export async function findAccountId(db: DbLike, projectId: string, q: AccountQuery): Promise<string | null> {
   const key = parseAccountQuery(q);
-  if ("id" in key) {
-    if (!ACCOUNT_ID.test(key.id)) return null;
-    const account = await db.prisma.account.findFirst({ where: { id: key.id, projectId }, select: { id: true } });
-    return account?.id ?? null;
-  }
+  if ("id" in key) return accountWithId(db, projectId, key.id);
   const held = await db.prisma.identifier.findUnique({
     where: { projectId_kind_value: { projectId, kind: key.kind, value: key.value } },
     select: { accountId: true },
@@ -38,15 +33,24 @@ export async function findAccountId(db: DbLike, projectId: string, q: AccountQue
   return held?.accountId ?? null;
 }
 
+async function accountWithId(db: DbLike, projectId: string, id: string): Promise<string | null> {
+  if (!isIdShaped(id, "acc")) return null;
+  const account = await db.prisma.account.findFirst({ where: { id, projectId }, select: { id: true } });
+  return account?.id ?? null;
+}
+
 export const MAX_RECENT_EVENTS = 50;
+export const DEFAULT_RECENT_EVENTS = 20;
 
 /**
- * The ids of the account's most recent events, newest first: those about it (its user object, or
- * its id in a security event) and the merges and unmerges it was the secondary of. Read through
- * the two partial indexes of migration 20261123091300_console_rollups (on the functions of
- * src/webhooks/event-accounts.sql), newest first, `limit` rows each.
+ * The ids of the account's `first` most recent events, newest first: those about it (its user
+ * object, or its id in a security event) and the merges and unmerges it was the secondary of.
+ * Read through the two partial indexes of migration 20261123091300_console_rollups (on the
+ * functions of src/webhooks/event-accounts.sql), newest first, `first` rows each.
  */
-export async function recentEventIds(db: DbLike, projectId: string, accountId: string, limit: number): Promise<string[]> {
+export async function recentEventIds(db: DbLike, projectId: string, accountId: string, first?: number | null): Promise<string[]> {
+  const limit = first ?? DEFAULT_RECENT_EVENTS;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_RECENT_EVENTS) throw new InvalidRequest(`first must be between 1 and ${MAX_RECENT_EVENTS}`);
   const rows = await db.prisma.$queryRaw<{ id: string }[]>`
     SELECT id FROM (
       (SELECT id, seq FROM outbox_events
@@ -64,14 +68,16 @@ export async function recentEventIds(db: DbLike, projectId: string, accountId: s
 
 /**
  * Ends every live session of the project's account (its tokens fail from their next request);
- * returns how many ended. NotFound is the caller's: an account of another project simply has
- * none ended here.
+ * returns how many ended. An id that names no account of the project (another project's, a
+ * blank one) is NotFound.
  */
 export async function endAccountSessions(deps: Deps, support: KeyActor, accountId: string): Promise<number> {
+  const id = await accountWithId(deps, support.projectId, accountId.trim());
+  if (!id) throw new NotFound("no such account");
   const { count } = await deps.prisma.session.updateMany({
-    where: { accountId, projectId: support.projectId, endedAt: null, expiresAt: { gt: new Date() } },
+    where: { ...liveSessionWhere(), accountId: id, projectId: support.projectId },
     data: { endedAt: new Date() },
   });
-  deps.logger.info({ projectId: support.projectId, accountId, ended: count, by: "support", api_key_id: support.apiKeyId }, "sessions ended by support");
+  deps.logger.info({ projectId: support.projectId, accountId: id, ended: count, by: "support", api_key_id: support.apiKeyId }, "sessions ended by support");
   return count;
 }

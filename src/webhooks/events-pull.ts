@@ -24,7 +24,8 @@ export type EventPage = {
   hasMore: boolean;
 };
 
-export const MAX_PULL_LIMIT = 500;
+/** A page's size: at most, and when none is asked for (docs/webhooks.md, "Pulling events"). */
+export const MAX_PULL_LIMIT = 100;
 
 /** Opaque to clients; `v1:<seq>` in base64url so the format can change without breaking them. */
 export function encodeCursor(seq: bigint): string {
@@ -42,7 +43,8 @@ export function decodeCursor(cursor: string): bigint {
 
 /**
  * A project's events in commit-safe `seq` order, after `after` (exclusive), for a receiver
- * catching up. Test events are not included. `limit` is clamped to 1…500 (default 100).
+ * catching up. Test events are not included. `first` is 1 to MAX_PULL_LIMIT (default
+ * MAX_PULL_LIMIT); outside that, InvalidRequest.
  *
  * The seq of an event is taken when it is inserted, not when its transaction commits, so an
  * event with a lower seq can become visible after a higher one: a reader that had already
@@ -58,10 +60,11 @@ export function decodeCursor(cursor: string): bigint {
 export async function pullEvents(
   db: DbLike,
   projectId: string,
-  opts: { after?: string | null; limit?: number; retentionDays?: number } = {},
+  opts: { after?: string | null; first?: number | null; retentionDays?: number } = {},
 ): Promise<EventPage> {
+  const limit = opts.first ?? MAX_PULL_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PULL_LIMIT) throw new InvalidRequest(`first must be between 1 and ${MAX_PULL_LIMIT}`);
   const afterSeq = opts.after ? decodeCursor(opts.after) : 0n;
-  const limit = Math.min(MAX_PULL_LIMIT, Math.max(1, Math.floor(opts.limit ?? 100)));
   const horizon = await writeHorizon(db);
   const rows = await db.prisma.outboxEvent.findMany({
     where: { projectId, test: false, seq: { gt: afterSeq } },

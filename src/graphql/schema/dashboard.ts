@@ -1,17 +1,15 @@
 // The dashboard: what an event sent, delivery charts, and the users view
 // for support staff. Everything here needs the project's secret key.
-import { preferred } from "../../auth/accounts.ts";
-import { endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";
+import { liveSessionWhere } from "../../auth/sessions.ts";
+import { DEFAULT_RECENT_EVENTS, endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";
 import { CHART_RANGES, deliveryChart, type ChartCounts, type ChartPoint, type ChartRange, type DeliveryChart } from "../../delivery/charts.ts";
 import * as E from "../../errors.ts";
 import { unmergeForUser } from "../../linking/support.ts";
 import { builder } from "../builder.ts";
-import { badUserInput } from "../pages.ts";
 import { resultOf } from "./errors.ts";
-import { AccountStatus, MergeRole } from "./viewer.ts";
+import { NEEDS } from "./root.ts";
+import { accountField, MergeRole } from "./account.ts";
 import { Webhook } from "./webhook.ts";
-
-const SECRET = "Needs the project's secret key.";
 
 // ---- what was sent ------------------------------------------------------------------------------
 
@@ -109,7 +107,7 @@ builder.prismaObjectFields(Webhook, (t) => ({
   deliveryChart: t.field({
     type: ChartRef,
     authScopes: { secret: true },
-    description: `This webhook's delivery attempts over the last 24 hours or 7 days. ${SECRET}`,
+    description: `This webhook's delivery attempts over the last 24 hours or 7 days. ${NEEDS.secret}`,
     args: rangeArgs,
     select: { projectId: true },
     resolve: (w, args, ctx) => deliveryChart(ctx.deps.db, w.projectId, args.range as ChartRange, w.id),
@@ -117,8 +115,6 @@ builder.prismaObjectFields(Webhook, (t) => ({
 }));
 
 // ---- users, for support staff -------------------------------------------------------------------
-
-type WithIdentifiers = { identifiers: Parameters<typeof preferred>[0] };
 
 const MergePartner = builder.prismaObject("Account", {
   variant: "SupportMergePartner",
@@ -154,18 +150,12 @@ const SupportAccount = builder.prismaObject("Account", {
   description: "An account of the project as support staff see it: its identifiers, merge, passkeys, sessions and recent events.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The account id." }),
-    name: t.exposeString("name", { nullable: true, description: "The display name the user gave; null when none." }),
-    email: t.field({
-      type: "EmailAddress",
-      nullable: true,
-      description: "The e-mail address events carry (its own, else its first attached); null when none.",
-      select: { identifiers: true },
-      resolve: (a: WithIdentifiers) => preferred(a.identifiers, "email")?.value ?? null,
-    }),
-    status: t.expose("status", { type: AccountStatus, description: "Whether the account is in use." }),
-    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was created (its first sign-in)." }),
-    updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When it last changed." }),
-    lastLoginAt: t.expose("lastLoginAt", { type: "DateTime", nullable: true, description: "Its last sign-in; null when none." }),
+    name: t.exposeString("name", accountField.name),
+    email: t.field(accountField.email),
+    status: t.expose("status", accountField.status),
+    createdAt: t.expose("createdAt", accountField.createdAt),
+    updatedAt: t.expose("updatedAt", accountField.updatedAt),
+    lastLoginAt: t.expose("lastLoginAt", accountField.lastLoginAt),
     identifiers: t.relation("identifiers", {
       description: "Its own identifiers, oldest first: `origin` says whether it signed up with each (own) or added it by linking (attached).",
       query: { orderBy: { createdAt: "asc" } },
@@ -175,7 +165,7 @@ const SupportAccount = builder.prismaObject("Account", {
       nullable: true,
       description: "`primary` or `secondary` while merged with mergePartner; null when not merged.",
     }),
-    mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true, description: "When the merge happened; null when not merged." }),
+    mergedAt: t.expose("mergedAt", accountField.mergedAt),
     mergePartner: t.relation("mergedWith", {
       type: MergePartner,
       nullable: true,
@@ -188,17 +178,15 @@ const SupportAccount = builder.prismaObject("Account", {
     sessions: t.relation("sessions", {
       type: SupportSession,
       description: "Its live sessions (neither ended nor expired), newest first, at most 50.",
-      query: () => ({ where: { endedAt: null, expiresAt: { gt: new Date() } }, orderBy: [{ createdAt: "desc" }, { id: "desc" }], take: 50 }),
+      query: () => ({ where: liveSessionWhere(), orderBy: [{ createdAt: "desc" }, { id: "desc" }], take: 50 }),
     }),
     recentEvents: t.prismaField({
       type: [Event],
-      description: `Its most recent events, newest first: those about it, and the merges and unmerges it was the secondary of. \`first\` is 1 to ${MAX_RECENT_EVENTS} (default 20).`,
-      args: { first: t.arg.int({ description: `How many, 1 to ${MAX_RECENT_EVENTS} (default 20).` }) },
+      description: `Its most recent events, newest first: those about it, and the merges and unmerges it was the secondary of. \`first\` is 1 to ${MAX_RECENT_EVENTS} (default ${DEFAULT_RECENT_EVENTS}).`,
+      args: { first: t.arg.int({ description: `How many, 1 to ${MAX_RECENT_EVENTS} (default ${DEFAULT_RECENT_EVENTS}).` }) },
       select: { projectId: true },
       resolve: async (query, account, args, ctx) => {
-        const first = args.first ?? 20;
-        if (first < 1 || first > MAX_RECENT_EVENTS) throw badUserInput(`first must be between 1 and ${MAX_RECENT_EVENTS}`);
-        const ids = await recentEventIds(ctx.deps.db, account.projectId, account.id, first);
+        const ids = await recentEventIds(ctx.deps.db, account.projectId, account.id, args.first);
         const rows = await ctx.deps.prisma.outboxEvent.findMany({ ...query, where: { id: { in: ids }, projectId: account.projectId } });
         return ids.map((id) => rows.find((r) => r.id === id)).filter((r) => r !== undefined);
       },
@@ -239,7 +227,7 @@ builder.queryFields((t) => ({
     type: Event,
     nullable: true,
     authScopes: { secret: true },
-    description: `One event of the project by its id, with its exact body and its deliveries; null when the project has none with that id (another project's included). ${SECRET}`,
+    description: `One event of the project by its id, with its exact body and its deliveries; null when the project has none with that id (another project's included). ${NEEDS.secret}`,
     args: { id: t.arg.id({ required: true, description: "The event's id (evt_…)." }) },
     resolve: async (query, _, args, ctx) => {
       const { projectId } = await ctx.secret();
@@ -249,14 +237,14 @@ builder.queryFields((t) => ({
   deliveryChart: t.field({
     type: ChartRef,
     authScopes: { secret: true },
-    description: `All of the project's delivery attempts (every webhook, deleted ones included) over the last 24 hours or 7 days. ${SECRET}`,
+    description: `All of the project's delivery attempts (every webhook, deleted ones included) over the last 24 hours or 7 days. ${NEEDS.secret}`,
     args: rangeArgs,
     resolve: async (_, args, ctx) => deliveryChart(ctx.deps.db, (await ctx.secret()).projectId, args.range as ChartRange, null),
   }),
   lookupAccount: t.field({
     type: AccountLookup,
     authScopes: { secret: true },
-    description: `Finds an account of the project by exactly one of its e-mail address, phone number (E.164) or account id, for support staff; an e-mail or phone of a merged secondary finds the secondary. ${SECRET}`,
+    description: `Finds an account of the project by exactly one of its e-mail address, phone number (E.164) or account id, for support staff; an e-mail or phone of a merged secondary finds the secondary. ${NEEDS.secret}`,
     args: {
       email: t.arg.string({ description: "An e-mail address on the account (compared as sign-in compares them)." }),
       phone: t.arg.string({ description: "A phone number on the account, + and country code." }),
@@ -277,22 +265,15 @@ builder.mutationFields((t) => ({
   endAccountSessions: t.field({
     type: EndSessionsPayload,
     authScopes: { secret: true },
-    description: `Ends every live session of an account of the project, for support staff: its tokens fail from their next request. Logged with the API key used. ${SECRET}`,
+    description: `Ends every live session of an account of the project, for support staff: its tokens fail from their next request. Logged with the API key used. ${NEEDS.secret}`,
     args: { accountId: t.arg.id({ required: true, description: "The account's id." }) },
     errors: { types: [E.NotFound], union: resultOf("The EndAccountSessionsPayload") },
-    resolve: async (_, args, ctx) => {
-      const support = await ctx.secret();
-      // A blank id names no account (findAccountId would ask for an identifier instead).
-      const id = String(args.accountId).trim();
-      const accountId = id ? await findAccountId(ctx.deps.db, support.projectId, { accountId: id }) : null;
-      if (!accountId) throw new E.NotFound("no such account");
-      return { ended: await endAccountSessions(ctx.deps, support, accountId) };
-    },
+    resolve: async (_, args, ctx) => ({ ended: await endAccountSessions(ctx.deps, await ctx.secret(), String(args.accountId)) }),
   }),
   unmergeAccount: t.field({
     type: UnmergePayload,
     authScopes: { secret: true },
-    description: `Separates two merged accounts on their user's behalf, for support staff, naming both (in either order) as the confirmation did. Emits what the user's own unmerge emits (user.unmerged and user.updated, and notices to both accounts' addresses); user.unmerged also carries \`"by": "support"\` and \`api_key_id\`, the key used. No recent sign-in is asked for: that check is the user's. ${SECRET}`,
+    description: `Separates two merged accounts on their user's behalf, for support staff, naming both (in either order) as the confirmation did. Emits what the user's own unmerge emits (user.unmerged and user.updated, and notices to both accounts' addresses); user.unmerged also carries \`"by": "support"\` and \`api_key_id\`, the key used. No recent sign-in is asked for: that check is the user's. ${NEEDS.secret}`,
     args: {
       accountId: t.arg.id({ required: true, description: "One of the two accounts." }),
       partnerId: t.arg.id({ required: true, description: "The account it is merged with." }),

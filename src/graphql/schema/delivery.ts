@@ -3,7 +3,7 @@
 import DataLoader from "dataloader";
 import { webhooksStats, type WebhookStats as Stats } from "../../delivery/charts.ts";
 import { attemptRequestHeaders } from "../../delivery/attempt-headers.ts";
-import { pullEvents } from "../../webhooks/events-pull.ts";
+import { MAX_PULL_LIMIT, pullEvents } from "../../webhooks/events-pull.ts";
 import { redeliver, replayFailed } from "../../delivery/redelivery.ts";
 import * as E from "../../errors.ts";
 import { canonicalEventType } from "../../webhooks/event-types.ts";
@@ -262,15 +262,11 @@ builder.queryFields((t) => ({
         description:
           "The endCursor (or an event's cursor) already processed; from the oldest event kept when not given. Another cursor is InvalidRequest; one with events after it already removed by retention is CursorExpired.",
       }),
-      first: t.arg.int({ description: `How many events at most, 1 to ${MAX_PAGE} (default ${MAX_PAGE}); outside that, InvalidRequest.` }),
+      first: t.arg.int({ description: `How many events at most, 1 to ${MAX_PULL_LIMIT} (default ${MAX_PULL_LIMIT}); outside that, InvalidRequest.` }),
     },
     errors: { types: [E.InvalidRequest, E.CursorExpired], union: resultOf("The EventPage") },
-    resolve: async (_, args, ctx) => {
-      const first = args.first ?? MAX_PAGE;
-      if (first < 1 || first > MAX_PAGE) throw new E.InvalidRequest(`first must be between 1 and ${MAX_PAGE}`);
-      const retentionDays = ctx.deps.config.retention.eventsDays;
-      return pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after: args.after, limit: first, retentionDays });
-    },
+    resolve: async (_, { after, first }, ctx) =>
+      pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after, first, retentionDays: ctx.deps.config.retention.eventsDays }),
   }),
 }));
 

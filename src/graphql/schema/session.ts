@@ -1,5 +1,5 @@
 import { completeReauthentication, REAUTHENTICATION_ERRORS, startReauthentication } from "../../auth/reauthenticate.ts";
-import { endOtherSessionsOf, endSessionOf, type AuthMethod as Method } from "../../auth/sessions.ts";
+import { endOtherSessionsOf, endSessionOf, liveSessionWhere, type AuthMethod as Method } from "../../auth/sessions.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
@@ -53,7 +53,7 @@ builder.prismaObjectFields("Account", (t) => ({
       cursor: "id",
       maxSize: boundedPage,
       defaultSize: DEFAULT_PAGE,
-      query: () => ({ where: { endedAt: null, expiresAt: { gt: new Date() } }, orderBy: [{ createdAt: "desc" }, { id: "desc" }] }),
+      query: () => ({ where: liveSessionWhere(), orderBy: [{ createdAt: "desc" }, { id: "desc" }] }),
     },
     ...pageOf("the account's live sessions", "A session"),
   ),

@@ -1,7 +1,7 @@
-import { preferred } from "../../auth/accounts.ts";
 import { deleteAccount, updateProfile } from "../../auth/profile.ts";
 import * as E from "../../errors.ts";
 import { builder } from "../builder.ts";
+import { accountField, MergeRole } from "./account.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 
@@ -18,24 +18,6 @@ const IdentifierKind = builder.enumType("IdentifierKind", {
 const IdentifierOrigin = builder.enumType("IdentifierOrigin", {
   description: "How an identifier came to be on its account.",
   values: { own: { description: "the account signed up with it" }, attached: { description: "added by linking" } },
-});
-
-export const AccountStatus = builder.enumType("AccountStatus", {
-  description: "Whether an account is in use. Webhook events carry the same word as `user.status`.",
-  values: {
-    active: { description: "the account is in use: every account linkgate creates is active" },
-    disabled: { description: "marked disabled by an operator, outside the API (nothing in linkgate sets it)" },
-  },
-});
-
-export const MergeRole = builder.enumType("MergeRole", {
-  description: "An account's side of a merge: linking an identifier that another account signed up with merges the two.",
-  values: {
-    primary: { description: "another account was merged into this one: this one signs in and acts for both" },
-    secondary: {
-      description: "this account was merged into another (its primary): its identifiers and passkeys sign into the primary until they are unmerged",
-    },
-  },
 });
 
 type ExternalProfileShape = { email: string | null; emailVerified: boolean | null; name: string | null; providerName: string | null };
@@ -69,13 +51,6 @@ builder.prismaObject("Identifier", {
   }),
 });
 
-type WithIdentifiers = { identifiers: Parameters<typeof preferred>[0] };
-const emailOf = (a: WithIdentifiers) => preferred(a.identifiers, "email")?.value ?? null;
-const phoneOf = (a: WithIdentifiers) => preferred(a.identifiers, "phone")?.value ?? null;
-const EMAIL_DESCRIPTION = "The e-mail address tokens and events carry: the account's own, else its first attached; null when it has none.";
-const PHONE_DESCRIPTION = "The phone number tokens carry: the account's own, else its first attached; null when it has none.";
-const NAME_DESCRIPTION = "The display name the user gave; null when never set or cleared.";
-
 /**
  * The secondary of a merge, as the primary sees it. A type of its own with no way back to an
  * account: the merge relation points both ways, so a recursive type would let one query walk
@@ -87,16 +62,16 @@ const MergedAccount = builder.prismaObject("Account", {
     "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back exactly so. It has no way back to the viewer.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The secondary's own account id, which it keeps." }),
-    name: t.exposeString("name", { nullable: true, description: NAME_DESCRIPTION }),
-    email: t.field({ type: "EmailAddress", nullable: true, description: EMAIL_DESCRIPTION, select: { identifiers: true }, resolve: emailOf }),
-    phoneNumber: t.field({ type: "PhoneNumber", nullable: true, description: PHONE_DESCRIPTION, select: { identifiers: true }, resolve: phoneOf }),
+    name: t.exposeString("name", accountField.name),
+    email: t.field(accountField.email),
+    phoneNumber: t.field(accountField.phoneNumber),
     identifiers: t.relation("identifiers", {
       description: "Its identifiers, oldest first: each signs into the viewer's account while merged.",
       query: { orderBy: { createdAt: "asc" } },
     }),
     mergeRole: t.expose("mergeRole", { type: MergeRole, nullable: true, description: "Always `secondary` (the field is nullable because an account outside a merge has no role)." }),
-    createdAt: t.expose("createdAt", { type: "DateTime", description: "When the account was created." }),
-    updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When the account last changed." }),
+    createdAt: t.expose("createdAt", accountField.createdAt),
+    updatedAt: t.expose("updatedAt", accountField.updatedAt),
     mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true, description: "When it was merged into the viewer's account." }),
   }),
 });
@@ -105,13 +80,13 @@ const Account = builder.prismaObject("Account", {
   description: "A user's account in this project: the signed-in (primary) account, with its identifiers, passkeys and sessions.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The account id: the tokens' `sub` and the events' `user.user_id`." }),
-    name: t.exposeString("name", { nullable: true, description: NAME_DESCRIPTION }),
-    email: t.field({ type: "EmailAddress", nullable: true, description: EMAIL_DESCRIPTION, select: { identifiers: true }, resolve: emailOf }),
-    phoneNumber: t.field({ type: "PhoneNumber", nullable: true, description: PHONE_DESCRIPTION, select: { identifiers: true }, resolve: phoneOf }),
-    status: t.expose("status", { type: AccountStatus, description: "Whether the account is in use." }),
-    createdAt: t.expose("createdAt", { type: "DateTime", description: "When the account was created (its first sign-in)." }),
-    updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When the account last changed." }),
-    lastLoginAt: t.expose("lastLoginAt", { type: "DateTime", nullable: true, description: "Its last sign-in, by code or passkey; null when it has none." }),
+    name: t.exposeString("name", accountField.name),
+    email: t.field(accountField.email),
+    phoneNumber: t.field(accountField.phoneNumber),
+    status: t.expose("status", accountField.status),
+    createdAt: t.expose("createdAt", accountField.createdAt),
+    updatedAt: t.expose("updatedAt", accountField.updatedAt),
+    lastLoginAt: t.expose("lastLoginAt", accountField.lastLoginAt),
     identifiers: t.relation("identifiers", {
       description: "Its own identifiers (signed up with or attached), oldest first; a merged secondary's are under mergedSecondary.",
       query: { orderBy: { createdAt: "asc" } },
@@ -121,7 +96,7 @@ const Account = builder.prismaObject("Account", {
       nullable: true,
       description: "`primary` while another account is merged into this one; null when not merged. The viewer is never a secondary.",
     }),
-    mergedAt: t.expose("mergedAt", { type: "DateTime", nullable: true, description: "When the merge happened; null when not merged." }),
+    mergedAt: t.expose("mergedAt", accountField.mergedAt),
     mergedSecondary: t.relation("mergedWith", {
       type: MergedAccount,
       nullable: true,

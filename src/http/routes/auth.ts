@@ -6,6 +6,7 @@ import { PASSKEY_ERRORS, reauthenticateWithPasskey } from "../../auth/passkeys.t
 import { completeReauthentication, REAUTHENTICATION_ERRORS, startReauthentication } from "../../auth/reauthenticate.ts";
 import { completeSignIn, SIGN_IN_ERRORS, startSignIn, userinfo } from "../../auth/sign-in.ts";
 import { claimsForScopes } from "../../auth/accounts.ts";
+import { discoveryDocument, ROUTES } from "../../oidc/provider.ts";
 import type { AppEnv } from "../env.ts";
 import { jsonBody as readJsonBody, str } from "../body.ts";
 import {
@@ -115,7 +116,7 @@ const userinfoRoute = (method: "get" | "post") =>
   createRoute({
     ...oidc,
     method,
-    path: "/oauth/userinfo",
+    path: ROUTES.userinfo,
     operationId: `${method}Userinfo`,
     summary: "The signed-in user's OpenID Connect claims",
     description: "Takes the access token alone, like any OpenID Connect userinfo endpoint; no API key.",
@@ -134,7 +135,7 @@ const Jwks = z
 const jwks = createRoute({
   ...oidc,
   method: "get",
-  path: "/.well-known/jwks.json",
+  path: ROUTES.jwks,
   operationId: "jwks",
   summary: "The public keys that verify access and ID tokens",
   responses: ok(Jwks, "the key set; cacheable for 5 minutes"),
@@ -220,34 +221,6 @@ export function authRoutes() {
   r.openapi(userinfoRoute("post"), info);
 
   r.openapi(jwks, (c) => c.json(c.get("deps").keys.jwks() as z.infer<typeof Jwks>, 200, { "Cache-Control": "public, max-age=300" }));
-  r.openapi(discovery, (c) => {
-    const issuer = c.get("deps").keys.issuer;
-    return c.json(
-      {
-        issuer,
-        // docs/oidc.md: the authorization code flow of src/oidc/provider.ts
-        authorization_endpoint: `${issuer}/oauth/authorize`,
-        token_endpoint: `${issuer}/oauth/token`,
-        revocation_endpoint: `${issuer}/oauth/revoke`,
-        end_session_endpoint: `${issuer}/oauth/logout`,
-        jwks_uri: `${issuer}/.well-known/jwks.json`,
-        userinfo_endpoint: `${issuer}/oauth/userinfo`,
-        response_types_supported: ["code"],
-        response_modes_supported: ["query"],
-        grant_types_supported: ["authorization_code", "refresh_token"],
-        code_challenge_methods_supported: ["S256"],
-        token_endpoint_auth_methods_supported: ["none", "client_secret_basic", "client_secret_post"],
-        revocation_endpoint_auth_methods_supported: ["none", "client_secret_basic", "client_secret_post"],
-        // oidc-provider adds `iss` to every authorization response (RFC 9207)
-        authorization_response_iss_parameter_supported: true,
-        claims_parameter_supported: false,
-        subject_types_supported: ["public"],
-        id_token_signing_alg_values_supported: ["ES256"],
-        scopes_supported: ["openid", "email", "phone", "profile", "offline_access"],
-        claims_supported: ["sub", "email", "email_verified", "phone_number", "phone_number_verified", "name", "updated_at", "sid", "auth_time", "amr", "nonce"],
-      },
-      200,
-    );
-  });
+  r.openapi(discovery, (c) => c.json(discoveryDocument(c.get("deps").keys.issuer), 200));
   return r;
 }

@@ -10,7 +10,7 @@ import { publicProviders } from "../../auth/external/providers.ts";
 import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, startExternalSignIn } from "../../auth/external/sign-in.ts";
 import { answerConsent, countProviderPage, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
 import { logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
-import { providerFor } from "../../oidc/provider.ts";
+import { providerFor, ROUTES } from "../../oidc/provider.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { jsonBody, readBody, str } from "../body.ts";
 import { RateLimited } from "../../errors.ts";
@@ -19,7 +19,7 @@ import type { AppEnv } from "../env.ts";
 type C = Context<AppEnv>;
 
 /** Endpoints a public client calls from its own origin; oidc-provider answers their CORS. */
-export const CLIENT_CORS_PATHS = new Set(["/oauth/token", "/oauth/revoke"]);
+export const CLIENT_CORS_PATHS = new Set([ROUTES.token, ROUTES.revocation]);
 
 /**
  * Node's req/res for a fetch Request. There is no socket in app.fetch; Koa reads whether the
@@ -110,7 +110,7 @@ const origin = (c: C) => ({ clientAddress: c.get("clientAddress"), userAgent: c.
  * as its own error).
  */
 async function boundedPage(c: C): Promise<Response> {
-  if (c.req.method === "GET" || (c.req.method === "POST" && c.req.path === "/oauth/authorize")) {
+  if (c.req.method === "GET" || (c.req.method === "POST" && c.req.path === ROUTES.authorization)) {
     try {
       await countProviderPage(c.get("deps"), c.get("clientAddress"));
     } catch (err) {
@@ -127,8 +127,8 @@ async function boundedPage(c: C): Promise<Response> {
 
 export function oauthRoutes() {
   const r = new Hono<AppEnv>();
-  for (const path of ["/oauth/authorize", "/oauth/logout"]) r.on(["GET", "POST", "OPTIONS"], path, boundedPage);
-  for (const path of ["/oauth/authorize/*", "/oauth/token", "/oauth/revoke", "/oauth/logout/*"]) {
+  for (const path of [ROUTES.authorization, ROUTES.end_session]) r.on(["GET", "POST", "OPTIONS"], path, boundedPage);
+  for (const path of [`${ROUTES.authorization}/*`, ROUTES.token, ROUTES.revocation, `${ROUTES.end_session}/*`]) {
     r.on(["GET", "POST", "OPTIONS"], path, serveProtocol);
   }
 
