@@ -14,7 +14,7 @@ import { dashboardRoutes } from "../src/http/routes/dashboard.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
-import { TestReceiver } from "./support/receiver.ts";
+import { eventually, TestReceiver } from "./support/receiver.ts";
 
 describe("dashboard static files", () => {
   let root: string;
@@ -107,6 +107,18 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
 
   /** The delivery of one event in the log, once it has this status. */
   const delivery = (eventId: string, status: string) => page.locator(`li.delivery[data-event-id="${eventId}"][data-status="${status}"]`);
+
+  /**
+   * Waits for the worker to give up on the event's delivery (six attempts, each a claim and a
+   * record on PGlite in this process), then returns it in the log, which the page polls every
+   * 2 s. The worker's pace is not what these tests are about: at the start of the suite, beside
+   * another file and Chromium on two cores, the six attempts alone have outlasted the page's
+   * 10 s for one step.
+   */
+  async function failedDelivery(eventId: string) {
+    await eventually(() => h.db.prisma.delivery.findFirst({ where: { eventId, status: "failed" } }), 45_000, `the worker to fail ${eventId}`);
+    return delivery(eventId, "failed");
+  }
 
   /** Sends a test event from the page; returns its event id as the page shows it. */
   const sent: string[] = [];
@@ -243,7 +255,7 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
   it("shows a failing receiver's delivery as failed, filters by status, and redelivers it once fixed", async () => {
     receiver.setFallback({ status: 500, body: "receiver broken" });
     const eventId = await sendTestEvent("user.deleted");
-    const failed = delivery(eventId, "failed");
+    const failed = await failedDelivery(eventId);
     await failed.waitFor();
     expect(await failed.textContent()).toContain("HTTP 500");
     expect(await failed.textContent()).toContain("6 attempts");
@@ -276,7 +288,7 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
   it("replays failed deliveries since a time", async () => {
     receiver.setFallback({ status: 503 });
     const eventId = await sendTestEvent("user.merged");
-    await delivery(eventId, "failed").waitFor();
+    await (await failedDelivery(eventId)).waitFor();
     receiver.setFallback({ status: 200 });
     await page.getByRole("button", { name: "Replay failed" }).click();
     await page.getByText("1 failed delivery queued again.").waitFor();
