@@ -3,7 +3,6 @@
 // exit code 1, never a stack trace; SIGTERM/SIGINT drain within a hard deadline.
 import pg from "pg";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
-import { DatabaseInUse } from "./db/pglite-lock.ts";
 import { flushStdio, guardStdio, type Logger } from "./log.ts";
 
 /** How long releasing in-flight work may take once the shutdown deadline has passed. */
@@ -39,14 +38,14 @@ export async function loadConfigOrDie(): Promise<Config> {
 }
 
 /**
- * Start-up faults the operator fixes rather than reads a stack trace for (a PGlite folder another
- * process holds, a configuration only the app can judge): one line and exit 1.
+ * Start-up faults the operator fixes rather than reads a stack trace for (a configuration only
+ * the app can judge, a PGlite folder another process holds): one line and exit 1.
  */
 export async function orDie<T>(starting: Promise<T>): Promise<T> {
   try {
     return await starting;
   } catch (err) {
-    if (err instanceof DatabaseInUse || err instanceof ConfigError) return die(err.message);
+    if (err instanceof ConfigError) return die(err.message);
     throw err;
   }
 }

@@ -275,7 +275,7 @@ async function claimCounter(db: Db, passkeyId: string, seen: bigint): Promise<bi
 export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { response: unknown }): Promise<TokenResponse> {
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
-    const accountId = await primaryOf(tx, passkey.accountId);
+    const accountId = await primaryOf(tx, actor.projectId, passkey.accountId);
     const sessionId = await startSession(tx, actor, accountId, "passkey", [
       ["user.passkey.login", { passkey: { id: passkey.id, name: passkey.name } }],
       ["user.authentication.success", { method: "passkey" }],
@@ -292,7 +292,7 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
 export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, input: { response: unknown }): Promise<TokenResponse> {
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   await transaction(deps.prisma, async (tx) => {
-    if ((await primaryOf(tx, passkey.accountId)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
+    if ((await primaryOf(tx, actor.projectId, passkey.accountId)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
     await markReauthenticated(tx, actor.user.sessionId, "passkey");
   });
   return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);

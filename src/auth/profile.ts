@@ -28,7 +28,7 @@ export async function deleteAccount(deps: Deps, actor: UserActor) {
   await requireRecentAuth(deps, actor);
   await transaction(deps.prisma, async (tx) => {
     const { projectId, user } = actor;
-    await lockAccounts(tx, [user.accountId]); // a merge of this account waits, or wins first
+    await lockAccounts(tx, projectId, [user.accountId]); // a merge of this account waits, or wins first
     const account = await loadAccount(tx, projectId, user.accountId);
     if (!account) throw new Unauthenticated("this account no longer exists");
     if (account.mergedWithId) throw new AccountMerged();

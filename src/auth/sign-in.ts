@@ -186,8 +186,8 @@ export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId:
  * a sign-in racing a merge of this account waits, then lands on the primary instead of
  * opening a session on a fresh secondary.
  */
-export async function primaryOf(tx: Tx, accountId: string): Promise<string> {
-  const [row] = await lockAccounts(tx, [accountId]);
+export async function primaryOf(tx: Tx, projectId: string, accountId: string): Promise<string> {
+  const [row] = await lockAccounts(tx, projectId, [accountId]);
   if (!row) throw new Unauthenticated("this account no longer exists");
   return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
 }

@@ -48,7 +48,7 @@ export async function openConfiguredDatabase(env: NodeJS.ProcessEnv, opts: { cre
 export async function withDatabase<T>(env: NodeJS.ProcessEnv, fn: (db: Database) => Promise<T>): Promise<T> {
   const db = await openConfiguredDatabase(env, { create: false });
   try {
-    const { knownMigrations, pendingMigrations } = await import("../db/migrations.ts");
+    const [{ knownMigrations }, { pendingMigrations }] = await Promise.all([import("../db/migrations.ts"), import("../db/applied-migrations.ts")]);
     const pending = await pendingMigrations(db.prisma, await knownMigrations());
     if (pending.length) throw new CliFailure(`the database lacks ${pending.length} migration(s) of this version: run \`linkgate db migrate\` first`);
     return await fn(db);

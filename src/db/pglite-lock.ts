@@ -10,9 +10,13 @@
 // clean up. Two processes starting in the same instant after a crash could both take over a
 // stale lock; that window is the time between reading and removing it.
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { ConfigError } from "../config.ts";
 
-/** The folder is open in a live process: the message says which and what to do. */
-export class DatabaseInUse extends Error {}
+/**
+ * The folder is open in a live process: the message says which and what to do. A fault of how
+ * the process was started, said in one line like any other (src/lifecycle.ts orDie).
+ */
+export class DatabaseInUse extends ConfigError {}
 
 /** Takes the lock of the PGlite folder `dir`; the function returned releases it. */
 export function lockPgliteFolder(dir: string): () => void {

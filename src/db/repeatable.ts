@@ -47,7 +47,7 @@
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type { SqlMigrationAwareDriverAdapterFactory, Transaction } from "@prisma/driver-adapter-utils";
-import { unknownMigrations } from "./migrations.ts";
+import { unknownMigrations } from "./applied-migrations.ts";
 
 /**
  * The repeatable files, paths relative to src/, in the order they are applied. Each file's

@@ -6,7 +6,7 @@
 // clause, so another project's rows are simply not found (DeliveryNotFound / WebhookNotFound).
 import type { Database } from "../db/client.ts";
 import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
-import { countReplayableStatement, heldDeliveryStatement, redeliverStatement, replayBatchStatement, wakeWorkersStatement } from "./sql.ts";
+import { countReplayableStatement, heldDeliveryStatement, redeliverStatement, replayBatchStatement, wakeWorkersStatement, type ReplayCursor, type ReplayTarget } from "./sql.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -105,8 +105,6 @@ async function assertWebhook(db: DbLike, projectId: string, webhookId: string) {
 
 // ---- replaying in batches (the API and `linkgate deliveries replay`) -------------------------
 
-export type ReplayTarget = { webhookId: string; projectId: string; since: Date };
-
 /** The webhook's project (webhook ids are unique across projects). */
 export async function findReplayTarget(db: DbLike, webhookId: string, since: Date): Promise<ReplayTarget> {
   const webhook = await db.prisma.webhook.findUnique({ where: { id: webhookId }, select: { projectId: true } });
@@ -118,9 +116,6 @@ export async function countReplayable(db: DbLike, t: ReplayTarget): Promise<numb
   const [{ n }] = await db.prisma.$queryRaw<{ n: number }[]>(countReplayableStatement(t));
   return n;
 }
-
-/** Where a replay has got to: the (created_at, id) of the last delivery it looked at. */
-export type ReplayCursor = { createdAt: string; id: string };
 
 /** Resets the next `size` failed deliveries after `after` (replayBatchStatement). */
 async function replayBatch(db: DbLike, t: ReplayTarget, after: ReplayCursor, size: number): Promise<{ replayed: number; next: ReplayCursor | null }> {

@@ -26,7 +26,6 @@ import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
 import { leaseFree, PENDING_WEBHOOKS } from "./pending.ts";
-import type { ReplayCursor, ReplayTarget } from "./redelivery.ts";
 
 type DbLike = Pick<Database, "driver">;
 
@@ -472,6 +471,12 @@ export const redeliverStatement = (projectId: string, deliveryId: string): Prism
 export const heldDeliveryStatement = (projectId: string, deliveryId: string): Prisma.Sql => Prisma.sql`
     SELECT id, event_id, webhook_id, event_type, status::text AS status, attempts, next_attempt_at, true AS in_flight
     FROM deliveries WHERE id = ${deliveryId} AND project_id = ${projectId}`;
+
+/** The failed deliveries of one webhook since a time, which a replay resets (src/delivery/redelivery.ts). */
+export type ReplayTarget = { webhookId: string; projectId: string; since: Date };
+
+/** Where a replay has got to: the (created_at, id) of the last delivery it looked at. */
+export type ReplayCursor = { createdAt: string; id: string };
 
 /** How many deliveries a replay would reset: the webhook's failed ones created since `t.since`. */
 export const countReplayableStatement = (t: ReplayTarget): Prisma.Sql => Prisma.sql`

@@ -55,7 +55,7 @@ type IdentifierInput = { email?: unknown; phone?: unknown };
  * same transaction). A secondary never acts, so it is answered like any ended session.
  */
 async function currentAccount(tx: Tx, actor: UserActor): Promise<LockedAccount> {
-  const [me] = await lockAccounts(tx, [actor.user.accountId], actor.projectId);
+  const [me] = await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
   if (!me) throw new Unauthenticated("this account no longer exists");
   if (me.merge_role === "secondary") throw new Unauthenticated("this session has ended; sign in again");
   return me;
@@ -254,7 +254,7 @@ function signInCapable(tx: Tx, accountId: string): Promise<number> {
 
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
-  await lockAccounts(tx, [user.accountId, secondaryId], projectId);
+  await lockAccounts(tx, projectId, [user.accountId, secondaryId]);
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ["user.updated", {}]]);

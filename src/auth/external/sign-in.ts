@@ -70,7 +70,7 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
   });
   let accountId: string;
   if (known) {
-    accountId = await primaryOf(tx, known.accountId);
+    accountId = await primaryOf(tx, actor.projectId, known.accountId);
     await saveClaims(tx, known.id, flow);
   } else {
     const holder = flow.email && flow.emailVerified ? await emailHolder(tx, actor.projectId, flow.email) : null;
@@ -181,8 +181,8 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
     select: { accountId: true },
   });
   if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
-  const accountId = await primaryOf(tx, holder.accountId);
-  if (passkeyAccount && (await primaryOf(tx, passkeyAccount)) !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
+  const accountId = await primaryOf(tx, actor.projectId, holder.accountId);
+  if (passkeyAccount && (await primaryOf(tx, actor.projectId, passkeyAccount)) !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
   await attachIdentity(tx, actor, accountId, flow as ProvenFlow);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
@@ -198,7 +198,7 @@ async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: Pro
   });
   if (existing) {
     // it was connected meanwhile (by another tab): fine where it leads here, refused elsewhere
-    if ((await primaryOf(tx, existing.accountId)) !== accountId) throw new ExternalSignInFailed("that sign-in is connected to another account");
+    if ((await primaryOf(tx, actor.projectId, existing.accountId)) !== accountId) throw new ExternalSignInFailed("that sign-in is connected to another account");
     return;
   }
   const id = newId("idt");

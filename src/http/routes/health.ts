@@ -1,6 +1,6 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { isConnectionFailure } from "../../db/faults.ts";
-import { pendingMigrations } from "../../db/migrations.ts";
+import { pendingMigrations } from "../../db/applied-migrations.ts";
 import { ServiceUnavailable } from "../../errors.ts";
 import type { AppEnv } from "../env.ts";
 import { ok } from "../api-schemas.ts";
