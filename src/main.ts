@@ -25,11 +25,13 @@ if (app.createdKeys) {
 const worker = config.worker ? await import("./delivery/worker.ts").then((m) => m.startWorker({ db: app.deps.db, config, masterKey: app.deps.master, logger })) : null;
 
 const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.port, hostname: config.host }, (info) => {
+  server.off("error", onListenFault);
   const pages = ["sign-in at /login", "dashboard at /dashboard", ...(config.graphiql ? ["GraphiQL at /graphql"] : [])];
   logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)} (${pages.join(", ")})`);
 }) as Server;
-// A port already taken (or not ours to bind) is said in one line, after everything started is let go.
-server.once("error", (err: NodeJS.ErrnoException) => void stopAfterListenFault(err));
+// A port already taken (or not ours to bind) is said in one line, after everything started is
+// let go; once listening, a server error is not a start-up fault.
+server.once("error", onListenFault);
 
 stopOnSignals(logger, config.shutdownTimeoutMs, {
   async drain() {
@@ -44,6 +46,10 @@ stopOnSignals(logger, config.shutdownTimeoutMs, {
     await worker?.abandon();
   },
 });
+
+function onListenFault(err: NodeJS.ErrnoException): void {
+  void stopAfterListenFault(err);
+}
 
 async function stopAfterListenFault(err: NodeJS.ErrnoException): Promise<never> {
   await worker?.stop();
