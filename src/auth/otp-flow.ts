@@ -17,7 +17,7 @@ import { enqueue } from "../webhooks/outbox.ts";
 import { OTPInvalid, RateLimited } from "../errors.ts";
 import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
 import type { Contact, Identifier } from "./identifiers.ts";
-import { checkOtp, codeHash, newOtpState, OTP_MAX_TRIES, type CheckedOtp, type OtpBinding } from "./otp.ts";
+import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
 import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, stateIdentifierCapped, type Check, type Counter } from "./rate-limit.ts";
 
@@ -144,9 +144,7 @@ async function raiseAlarms(deps: Deps, projectId: string, counters: Counter[], c
 }
 
 export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknown, otp: unknown, clientAddress: string): Promise<CheckedOtp> {
-  if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !otp) {
-    throw new OTPInvalid("send the state_id and the six-digit code");
-  }
+  const fields = requireCodeFields(stateId, otp);
   if (binding.accountId) {
     refuseIfOver(await countAll(deps.db, { count: [], peek: [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }] }));
   }
@@ -156,11 +154,11 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   const places = placesHere(clientAddress);
   const guard = { keyPrefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places };
   try {
-    return await checkOtp(deps.prisma, deps.otpKey, binding, stateId, otp, guard);
+    return await checkOtp(deps.prisma, deps.otpKey, binding, fields.stateId, fields.otp, guard);
   } catch (err) {
     if (!(err instanceof OTPInvalid)) throw err;
-    if (!(err as WrongCode).identifier) await refuseIfCapped(deps, binding, stateId, places);
-    await onWrongCode(deps, binding, stateId, err as WrongCode, clientAddress);
+    if (!(err as WrongCode).identifier) await refuseIfCapped(deps, binding, fields.stateId, places);
+    await onWrongCode(deps, binding, fields.stateId, err as WrongCode, clientAddress);
     throw err;
   }
 }
@@ -199,7 +197,7 @@ type WrongCode = OTPInvalid & { exhausted?: boolean; identifier?: Identifier };
 export type VerifyInStatement = { stateId: string; hash: string; maxTries: number; failKey: string; failMax: number };
 
 export function verifyInStatement(deps: Deps, binding: OtpBinding & { accountId: string }, stateId: unknown, otp: unknown): VerifyInStatement | null {
-  if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !/^\d{6}$/.test(otp)) return null;
+  if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !isSixDigits(otp)) return null;
   return checkInStatement(deps, binding, stateId, otp);
 }
 

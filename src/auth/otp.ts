@@ -24,6 +24,17 @@ export function generateCode(): string {
   return randomInt(0, 1_000_000).toString().padStart(6, "0");
 }
 
+/** What a person types: six digits. Anything else is refused before any hash is made. */
+export function isSixDigits(code: string): boolean {
+  return /^\d{6}$/.test(code);
+}
+
+/** A verify's two fields are both non-empty strings, or the verify is refused as the code would be. */
+export function requireCodeFields(stateId: unknown, otp: unknown): { stateId: string; otp: string } {
+  if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !otp) throw new OTPInvalid("send the state_id and the six-digit code");
+  return { stateId, otp };
+}
+
 export function codeHash(key: Buffer, stateId: string, code: string): string {
   return hmacHex(key, `${stateId}:${code}`);
 }
@@ -70,7 +81,7 @@ export type CheckedOtp = { identifier: Identifier; /** set when this state alrea
 export type JudgeGuard = { keyPrefix: string; max: number; places: string[] };
 
 export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string, guard?: JudgeGuard): Promise<CheckedOtp> {
-  if (!/^\d{6}$/.test(code)) throw new OTPInvalid("the code is six digits");
+  if (!isSixDigits(code)) throw new OTPInvalid("the code is six digits");
   const hash = codeHash(key, stateId, code);
   const uncapped = guard
     ? Prisma.sql`AND NOT EXISTS (SELECT 1 FROM rate_limits r WHERE ${withHoles(identifierCappedCondition("\0", "\0", "\0"), guard.keyPrefix, guard.max, guard.places)})`

@@ -14,7 +14,7 @@ import { lockAccounts } from "../db/locks.ts";
 import { claimsOf, loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
 import { signInPlaces } from "./known-places.ts";
-import { codeHash, OTP_MAX_TRIES } from "./otp.ts";
+import { codeHash, isSixDigits, OTP_MAX_TRIES, requireCodeFields } from "./otp.ts";
 import { identifierCapGuard, refuseCapped, sendOtp, wrongCode } from "./otp-flow.ts";
 import { KNOWN_FOR_DAYS } from "./rate-limit.ts";
 import { createSession, ENDED, endSessions, SESSION_TTL_MS, type AuthMethod } from "./sessions.ts";
@@ -124,9 +124,8 @@ const SIGN_IN_VERIFY = prepared<SignInVerifyRow>(
  */
 export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId: string; otp: string }): Promise<TokenResponse> {
   const binding = { projectId: actor.projectId, accountId: null, purpose: "sign_in" as const };
-  const { stateId, otp } = input;
-  if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !otp) throw new OTPInvalid("send the state_id and the six-digit code");
-  if (!/^\d{6}$/.test(otp)) throw new OTPInvalid("the code is six digits");
+  const { stateId, otp } = requireCodeFields(input.stateId, input.otp);
+  if (!isSixDigits(otp)) throw new OTPInvalid("the code is six digits");
   const places = signInPlaces(actor.clientAddress);
   const eventIds = [newOrderedId("evt"), newOrderedId("evt")];
   const nonce = randomBytes(12).toString("hex");
