@@ -19,7 +19,7 @@ import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../me
 import type { Contact, Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
-import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, stateIdentifierCapped, type Check, type Counter } from "./rate-limit.ts";
+import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, stateIdentifierCapped, type Check, type Counter } from "./rate-limit.ts";
 
 const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${addressGroup(address)}`;
 const FAIL_IDENTIFIER = "fail:id:";
@@ -189,26 +189,43 @@ type WrongCode = OTPInvalid & { exhausted?: boolean; identifier?: Identifier };
 
 /**
  * The OTP rules of a verify that its caller decides in one statement with the change it makes
- * (linking's link_verify): that statement peeks `failKey` (refusing at `failMax`), counts the
- * try under the state's row lock with `hash` and `maxTries` exactly as checkOtp does, and then
+ * (linking's link_verify): that statement peeks `failKey` (refusing at `failMax`), does not
+ * judge a code for an identifier over its hourly wrong codes unless from one of its known
+ * places (`cap`, as checkOtp's guard), counts the try under the state's row lock with `hash`
+ * and `maxTries` exactly as checkOtp does, and then
  * reports through refuseForWrongCodes / wrongCode. Null when the input cannot be a code at all:
  * verifyOtp then gives the usual answer.
  */
-export type VerifyInStatement = { stateId: string; hash: string; maxTries: number; failKey: string; failMax: number };
+export type VerifyInStatement = {
+  stateId: string;
+  hash: string;
+  maxTries: number;
+  failKey: string;
+  failMax: number;
+  /** The identifier-wide cap, judged there as sign_in_verify judges it (src/auth/sign-in.sql sign_in_capped). */
+  cap: { prefix: string; max: number; places: string[]; knownDays: number };
+};
 
-export function verifyInStatement(deps: Deps, binding: OtpBinding & { accountId: string }, stateId: unknown, otp: unknown): VerifyInStatement | null {
+export function verifyInStatement(
+  deps: Deps,
+  binding: OtpBinding & { accountId: string },
+  stateId: unknown,
+  otp: unknown,
+  clientAddress: string,
+): VerifyInStatement | null {
   if (typeof stateId !== "string" || typeof otp !== "string" || !stateId || !isSixDigits(otp)) return null;
-  return checkInStatement(deps, binding, stateId, otp);
+  return checkInStatement(deps, binding, stateId, otp, clientAddress);
 }
 
 /** The same rules for a code that is not typed by a person (an external sign-in's one-time code). */
-export function checkInStatement(deps: Deps, binding: OtpBinding & { accountId: string }, stateId: string, code: string): VerifyInStatement {
+export function checkInStatement(deps: Deps, binding: OtpBinding & { accountId: string }, stateId: string, code: string, clientAddress: string): VerifyInStatement {
   return {
     stateId,
     hash: codeHash(deps.otpKey, stateId, code),
     maxTries: OTP_MAX_TRIES,
     failKey: keys.failAccount(binding.accountId),
     failMax: deps.limits.failuresPerSubject.max,
+    cap: { prefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places: placesHere(clientAddress), knownDays: KNOWN_FOR_DAYS },
   };
 }
 

@@ -31,7 +31,7 @@ export async function verifyExternalLink(deps: Deps, actor: UserActor, input: Co
   const identifier: Identifier = { kind: "external", value: externalValue(flow.issuer, flow.subject) };
   const stateId = await linkState(deps, actor, flow, identifier, code);
   const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
-  const result = await decideLink(deps, actor, binding, checkInStatement(deps, binding, stateId, code), identifier);
+  const result = await decideLink(deps, actor, binding, checkInStatement(deps, binding, stateId, code, actor.clientAddress), identifier);
   await saveProfile(deps, actor.projectId, identifier, flow);
   return result;
 }

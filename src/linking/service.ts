@@ -25,7 +25,7 @@ import {
 import { newId, newOrderedId } from "../ids.ts";
 import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identifiers.ts";
 import type { OtpBinding } from "../auth/otp.ts";
-import { refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
+import { refuseCapped, refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
@@ -90,7 +90,7 @@ const LINKED = "Account linked successfully" as const;
  */
 export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId: unknown; otp: unknown }): Promise<VerifyResult> {
   const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
-  const check = verifyInStatement(deps, binding, input.stateId, input.otp);
+  const check = verifyInStatement(deps, binding, input.stateId, input.otp, actor.clientAddress);
   const identifier = check && (await stateIdentifier(deps, binding, check.stateId));
   if (!check || !identifier) {
     // not a code, or no such state: the usual checks give the usual answer
@@ -115,6 +115,8 @@ export async function decideLink(deps: Deps, actor: UserActor, binding: OtpBindi
       return JSON.parse(row.stored!) as VerifyResult;
     case "rate_limited":
       return refuseForWrongCodes(row.retry_after ?? 1);
+    case "capped":
+      return refuseCapped(row.retry_after ?? 1);
     case "wrong":
       return wrongCode(deps, binding, check.stateId, identifier, row.tries ?? 0, actor.clientAddress);
     case "invalid":
@@ -180,6 +182,10 @@ function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identif
     max_tries: check.maxTries,
     fail_key: check.failKey,
     fail_max: check.failMax,
+    cap_prefix: check.cap.prefix,
+    cap_max: check.cap.max,
+    judge_places: check.cap.places,
+    known_days: check.cap.knownDays,
     identifier_id: newId("idt"),
     event_ids: ids,
     channel: DELIVERY_CHANNEL,

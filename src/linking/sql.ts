@@ -46,6 +46,14 @@ export type LinkVerifyInput = {
   max_tries: number;
   fail_key: string;
   fail_max: number;
+  /**
+   * The identifier-wide wrong-code cap (docs/security.md, "Abuse limits"): its counter's key
+   * prefix and maximum, the request's places and how long a place stays known.
+   */
+  cap_prefix: string;
+  cap_max: number;
+  judge_places: string[];
+  known_days: number;
   /** The id an attached identifier gets. */
   identifier_id: string;
   /** The ids of the (two) events either change writes, and the channel that wakes the workers. */
