@@ -29,6 +29,7 @@ export const RATE_LIMITS = [
   "provider_pages_per_address",
   "external_flows_per_address",
   "registration_options_per_account",
+  "profile_updates_per_account",
 ] as const;
 export type RateLimitName = (typeof RATE_LIMITS)[number];
 

@@ -2,21 +2,41 @@
 import type { Deps, UserActor } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../webhooks/outbox.ts";
-import { AccountMerged, InvalidRequest, Unauthenticated } from "../errors.ts";
+import { AccountMerged, InvalidRequest, RateLimited, ReauthenticationRequired, Unauthenticated } from "../errors.ts";
 import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, userEventData, userObject } from "./accounts.ts";
+import { consumePerAccount, type Limit } from "./rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 
+/** What each operation refuses with, besides bad credentials: its GraphQL field lists exactly these. */
+export const PROFILE_ERRORS = {
+  update: [InvalidRequest, ReauthenticationRequired, RateLimited],
+  delete: [AccountMerged, ReauthenticationRequired],
+};
+
+/**
+ * Every name change is a user.updated event to every subscribed webhook, retried until it is
+ * received: unbounded, one signed-in account made 303 events in 15 s (30 aliased mutations a
+ * request). 30 changes in 10 minutes is far more than a person editing their name needs
+ * (docs/security.md, "Abuse limits").
+ */
+export const PROFILE_UPDATES_PER_ACCOUNT: Limit = { max: 30, windowSeconds: 600 };
+
+/** Sets the display name; a name that does not change writes nothing and emits no event. */
 export async function updateProfile(deps: Deps, actor: UserActor, input: { name: unknown }) {
   if (typeof input.name !== "string" || input.name.length > 200) throw new InvalidRequest("name must be a string of at most 200 characters");
   const name = input.name.trim() || null;
   // the name reaches every app (ID tokens, userinfo) and webhook: a stale, stolen token must not set it
   await requireRecentAuth(deps, actor);
+  const { projectId, user } = actor;
+  await consumePerAccount(deps.db, "profile_updates_per_account", user.accountId, PROFILE_UPDATES_PER_ACCOUNT);
   return transaction(deps.prisma, async (tx) => {
-    const { projectId, user } = actor;
-    await tx.account.update({ where: { id: user.accountId, projectId }, data: { name } });
-    await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
-    return (await loadAccount(tx, projectId, user.accountId))!;
+    const differs = name === null ? { name: { not: null } } : { OR: [{ name: null }, { name: { not: name } }] };
+    const changed = await tx.account.updateMany({ where: { id: user.accountId, projectId, ...differs }, data: { name } });
+    if (changed.count) await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
+    const account = await loadAccount(tx, projectId, user.accountId);
+    if (!account) throw new Unauthenticated("this account no longer exists");
+    return account;
   });
 }
 

@@ -327,7 +327,7 @@ export async function consumePerAddress(db: DbLike, name: "sign_in_options_per_a
  * stranger's own account is all it takes to make them, and only the account's holder can use
  * up its budget.
  */
-export async function consumePerAccount(db: DbLike, name: "registration_options_per_account", accountId: string, limit: Limit): Promise<void> {
+export async function consumePerAccount(db: DbLike, name: "registration_options_per_account" | "profile_updates_per_account", accountId: string, limit: Limit): Promise<void> {
   await consumeNamed(db, name, `acc:${name}:${accountId}`, limit);
 }
 

@@ -1,5 +1,4 @@
-import { deleteAccount, updateProfile } from "../../auth/profile.ts";
-import * as E from "../../errors.ts";
+import { deleteAccount, PROFILE_ERRORS, updateProfile } from "../../auth/profile.ts";
 import { builder } from "../builder.ts";
 import { accountField, MergeRole } from "./account.ts";
 import { resultOf } from "./errors.ts";
@@ -126,9 +125,9 @@ builder.mutationFields((t) => ({
   updateProfile: t.prismaField({
     type: Account,
     authScopes: { user: true },
-    description: `Sets the account's display name; emits user.updated. ${NEEDS.recentUser}`,
+    description: `Sets the account's display name; emits user.updated when the name changes. At most 30 changes in 10 minutes per account. ${NEEDS.recentUser}`,
     args: { name: t.arg.string({ required: true, description: "At most 200 characters; blank (or only spaces) clears the name." }) },
-    errors: { types: [E.InvalidRequest, E.ReauthenticationRequired], union: resultOf("The updated Account") },
+    errors: { types: [...PROFILE_ERRORS.update], union: resultOf("The updated Account") },
     resolve: async (query, _, args, ctx) => {
       const actor = await ctx.user();
       await updateProfile(ctx.deps, actor, args);
@@ -139,7 +138,7 @@ builder.mutationFields((t) => ({
     type: DeletePayload,
     authScopes: { user: true },
     description: `Deletes the signed-in account with its identifiers, passkeys and sessions; emits user.deleted. A merged account must be unmerged first. ${NEEDS.recentUser}`,
-    errors: { types: [E.AccountMerged, E.ReauthenticationRequired], union: resultOf("The DeleteAccountPayload") },
+    errors: { types: [...PROFILE_ERRORS.delete], union: resultOf("The DeleteAccountPayload") },
     resolve: async (_, __, ctx) => deleteAccount(ctx.deps, await ctx.user()),
   }),
 }));
