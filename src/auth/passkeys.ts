@@ -32,7 +32,6 @@ export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
 
 export type RelyingParty = { id: string; name: string; origins: string[] };
 
-/** The RP id and origins: configured, or the issuer's (a loopback IP becomes "localhost", which browsers accept). */
 /**
  * What each operation refuses with, besides bad credentials: its REST route and its GraphQL field
  * both list exactly these.
@@ -47,6 +46,7 @@ export const PASSKEY_ERRORS = {
   remove: [NotFound, ReauthenticationRequired],
 };
 
+/** The RP id and origins: configured, or the issuer's (a loopback IP becomes "localhost", which browsers accept). */
 export function relyingParty(config: Config, issuer: string): RelyingParty {
   const url = new URL(issuer);
   const loopback = ["127.0.0.1", "[::1]", "::1"].includes(url.hostname);
