@@ -24,6 +24,8 @@ import { createLogger } from "../src/log.ts";
 import { claimDue } from "../src/delivery/sql.ts";
 import { backlogStatement, readBacklog, withIndexPlans } from "../src/delivery/pending.ts";
 import { createWebhook } from "../src/webhooks/service.ts";
+import { authenticateProject } from "../src/auth/authenticate.ts";
+import { createApiKey } from "../src/auth/projects.ts";
 
 process.env.TEST_DATABASE_URL ||= process.env.DATABASE_URL || "postgres://postgres@127.0.0.1:5432/test";
 const { openTestDatabase } = await import("../test/support/db.ts");
@@ -66,9 +68,11 @@ async function main() {
   try {
     const server = (await db.prisma.$queryRawUnsafe<{ v: string }[]>("SELECT version() AS v"))[0]!.v.split(" on ")[0];
     const project = await db.prisma.project.findFirstOrThrow({ where: { name: "default" } });
+    const { apiKey } = await createApiKey(db.prisma, project.id, "secret");
+    const owner = await authenticateProject(app.deps, { apiKey, clientAddress: "127.0.0.1" });
     const hookIds: string[] = [];
     for (let i = 0; i < HOOKS; i++) {
-      hookIds.push((await createWebhook(app.deps, project.id, { url: `http://127.0.0.1:9/hook-${i}`, events: ["user.created"] })).webhook.id);
+      hookIds.push((await createWebhook(app.deps, owner, { url: `http://127.0.0.1:9/hook-${i}`, events: ["user.created"] })).webhook.id);
     }
     const seedStart = performance.now();
     await db.prisma.$executeRaw`

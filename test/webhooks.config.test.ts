@@ -11,7 +11,17 @@ import {
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { unseal } from "../src/crypto.ts";
-import { rotateWebhookSecret, TRANSITION_MS } from "../src/webhooks/service.ts";
+import { authenticateProject } from "../src/auth/authenticate.ts";
+import { SecretKeyRequired, WebhookNotFound } from "../src/errors.ts";
+import {
+  createWebhook,
+  deleteWebhook,
+  findWebhook,
+  rotateWebhookSecret,
+  sendTestWebhook,
+  TRANSITION_MS,
+  updateWebhook,
+} from "../src/webhooks/service.ts";
 
 describe.each(backends)("webhook configuration on %s", (backend) => {
   let h: Harness;
@@ -25,6 +35,8 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
 
   const create = (url = "https://127.0.0.1:9/hook", events = ["user.created"]) =>
     h.op(CreateWebhookDocument, { input: { url, events, description: "test" } });
+  /** The caller a transport hands the services, authenticated by the key as any request is. */
+  const actorOf = (apiKey: string) => authenticateProject(h.app.deps, { apiKey, clientAddress: "127.0.0.1" });
 
   it("createWebhook returns the webhook and its secret once; the secret is stored encrypted", async () => {
     const r = await create();
@@ -78,7 +90,7 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
     const r = await create();
     if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
     const past = new Date(Date.now() - TRANSITION_MS - 1000);
-    await rotateWebhookSecret(h.app.deps, h.projectId, r.createWebhook.webhook.id, past);
+    await rotateWebhookSecret(h.app.deps, await actorOf(h.apiKey), r.createWebhook.webhook.id, past);
     const w = await h.op(WebhookDocument, { id: r.createWebhook.webhook.id });
     expect(w.webhook?.transitionEndsAt).toBeNull();
   });
@@ -97,6 +109,39 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
     expect((await h.op(DeleteWebhookDocument, { id }, asOther)).deleteWebhook.__typename).toBe("WebhookNotFound");
     expect((await h.op(SendTestWebhookDocument, { webhookId: id, eventType: "user.created" }, asOther)).sendTestWebhook.__typename).toBe("WebhookNotFound");
     expect((await h.op(WebhooksDocument, {}, asOther)).webhooks.edges.map((e) => e.node.id)).not.toContain(id);
+  });
+
+  it("the services themselves refuse a publishable key, whichever transport called, and change nothing", async () => {
+    const publishable = await actorOf(h.publishableKey);
+    const { webhook } = await createWebhook(h.app.deps, await actorOf(h.apiKey), { url: "https://127.0.0.1:9/hook", events: ["user.created"] });
+    const webhooksBefore = await h.db.prisma.webhook.count();
+    const refusals = [
+      () => createWebhook(h.app.deps, publishable, { url: "https://127.0.0.1:9/hook", events: ["user.created"] }),
+      () => findWebhook(h.app.deps, publishable, webhook.id),
+      () => updateWebhook(h.app.deps, publishable, webhook.id, { enabled: false }),
+      () => deleteWebhook(h.app.deps, publishable, webhook.id),
+      () => rotateWebhookSecret(h.app.deps, publishable, webhook.id),
+      () => sendTestWebhook(h.app.deps, publishable, webhook.id, "user.created"),
+    ];
+    for (const call of refusals) await expect(call()).rejects.toBeInstanceOf(SecretKeyRequired);
+    expect(await h.db.prisma.webhook.count()).toBe(webhooksBefore);
+    expect(await h.db.prisma.webhook.findUniqueOrThrow({ where: { id: webhook.id } })).toEqual(webhook);
+    expect(await h.db.prisma.delivery.count({ where: { webhookId: webhook.id } })).toBe(0);
+  });
+
+  it("the services do not find another project's webhook, even for its secret key", async () => {
+    const { webhook } = await createWebhook(h.app.deps, await actorOf(h.apiKey), { url: "https://127.0.0.1:9/hook", events: ["user.created"] });
+    const other = await actorOf(otherKey);
+    const misses = [
+      () => findWebhook(h.app.deps, other, webhook.id),
+      () => updateWebhook(h.app.deps, other, webhook.id, { enabled: false }),
+      () => deleteWebhook(h.app.deps, other, webhook.id),
+      () => rotateWebhookSecret(h.app.deps, other, webhook.id),
+      () => sendTestWebhook(h.app.deps, other, webhook.id, "user.created"),
+    ];
+    for (const call of misses) await expect(call()).rejects.toBeInstanceOf(WebhookNotFound);
+    expect(await h.db.prisma.webhook.findUniqueOrThrow({ where: { id: webhook.id } })).toEqual(webhook);
+    expect(await h.db.prisma.delivery.count({ where: { webhookId: webhook.id } })).toBe(0);
   });
 
   it("update disables with a reason and re-enables; delete removes", async () => {

@@ -1,6 +1,8 @@
-// Webhook configuration (docs/webhooks.md). Every query carries the caller's projectId in
-// its `where`, so another project's webhook is simply not found.
-import type { Deps } from "../deps.ts";
+// Webhook configuration (docs/webhooks.md). Every function takes the caller as an actor and
+// reads its rows through webhooksOf, so the secret-key rule holds whichever transport called,
+// and another project's webhook is simply not found.
+import { requireSecretKey } from "../auth/authenticate.ts";
+import type { Deps, KeyActor } from "../deps.ts";
 import { seal } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "./outbox.ts";
@@ -43,7 +45,16 @@ function parseDescription(d: unknown): string {
   return d;
 }
 
-export async function createWebhook(deps: Deps, projectId: string, input: WebhookInput) {
+/**
+ * The WHERE of the actor's webhooks. Only the project's secret key reaches them ("Everything
+ * here needs the project's secret key", docs/webhooks.md): refused here, not by each transport.
+ */
+export function webhooksOf(actor: KeyActor): { projectId: string } {
+  return { projectId: requireSecretKey(actor).projectId };
+}
+
+export async function createWebhook(deps: Deps, actor: KeyActor, input: WebhookInput) {
+  const { projectId } = webhooksOf(actor);
   const url = await checkUrl(deps, input.url);
   const events = parseEvents(input.events);
   const secret = generateWebhookSecret();
@@ -53,14 +64,15 @@ export async function createWebhook(deps: Deps, projectId: string, input: Webhoo
   return { webhook, secret };
 }
 
-export async function findWebhook(deps: Deps, projectId: string, id: unknown) {
-  const webhook = typeof id === "string" ? await deps.prisma.webhook.findFirst({ where: { id, projectId } }) : null;
+export async function findWebhook(deps: Deps, actor: KeyActor, id: unknown) {
+  const where = webhooksOf(actor);
+  const webhook = typeof id === "string" ? await deps.prisma.webhook.findFirst({ where: { ...where, id } }) : null;
   if (!webhook) throw new WebhookNotFound();
   return webhook;
 }
 
-export async function updateWebhook(deps: Deps, projectId: string, id: unknown, input: WebhookInput) {
-  const current = await findWebhook(deps, projectId, id);
+export async function updateWebhook(deps: Deps, actor: KeyActor, id: unknown, input: WebhookInput) {
+  const current = await findWebhook(deps, actor, id);
   const data: Record<string, unknown> = {};
   if (input.url !== undefined && input.url !== null) data.url = await checkUrl(deps, input.url);
   if (input.events !== undefined && input.events !== null) data.events = parseEvents(input.events);
@@ -71,11 +83,11 @@ export async function updateWebhook(deps: Deps, projectId: string, id: unknown, 
     if (input.enabled) data.disabledReason = null;
     else if (current.enabled) data.disabledReason = "disabled by the project";
   }
-  return deps.prisma.webhook.update({ where: { id: current.id, projectId }, data });
+  return deps.prisma.webhook.update({ where: { ...webhooksOf(actor), id: current.id }, data });
 }
 
-export async function deleteWebhook(deps: Deps, projectId: string, id: unknown) {
-  const { count } = await deps.prisma.webhook.deleteMany({ where: { id: typeof id === "string" ? id : "", projectId } });
+export async function deleteWebhook(deps: Deps, actor: KeyActor, id: unknown) {
+  const { count } = await deps.prisma.webhook.deleteMany({ where: { ...webhooksOf(actor), id: typeof id === "string" ? id : "" } });
   if (!count) throw new WebhookNotFound();
   return { id: id as string };
 }
@@ -87,14 +99,14 @@ export const ROTATE_SECRET_ERRORS = [WebhookNotFound, InvalidRequest];
  * The new secret signs from now on; the one it replaces keeps verifying for 7 days. A
  * rotation during a transition drops the oldest secret and starts a new 7 days.
  */
-export async function rotateWebhookSecret(deps: Deps, projectId: string, id: unknown, now = new Date()) {
-  const webhook = await findWebhook(deps, projectId, id);
+export async function rotateWebhookSecret(deps: Deps, actor: KeyActor, id: unknown, now = new Date()) {
+  const webhook = await findWebhook(deps, actor, id);
   const secret = generateWebhookSecret();
   const transitionEndsAt = new Date(now.getTime() + TRANSITION_MS);
   // Conditional on the secret we read, so two concurrent rotations cannot both keep "their"
   // previous secret: the loser is told the webhook changed and can rotate again.
   const { count } = await deps.prisma.webhook.updateMany({
-    where: { id: webhook.id, projectId, secretSealed: webhook.secretSealed },
+    where: { ...webhooksOf(actor), id: webhook.id, secretSealed: webhook.secretSealed },
     data: { secretSealed: seal(deps.master, secret), previousSecretSealed: webhook.secretSealed, previousSecretExpiresAt: transitionEndsAt },
   });
   if (!count) throw new InvalidRequest("the webhook was rotated concurrently; try again");
@@ -102,10 +114,11 @@ export async function rotateWebhookSecret(deps: Deps, projectId: string, id: unk
 }
 
 /** Queues a sample event of any type for this one webhook, marked `test: true`. */
-export async function sendTestWebhook(deps: Deps, projectId: string, webhookId: unknown, eventType: unknown) {
-  const webhook = await findWebhook(deps, projectId, webhookId);
+export async function sendTestWebhook(deps: Deps, actor: KeyActor, webhookId: unknown, eventType: unknown) {
+  const webhook = await findWebhook(deps, actor, webhookId);
   const type = typeof eventType === "string" ? canonicalEventType(eventType) : undefined;
   if (!type) throw new InvalidEventType(`unknown event type: ${String(eventType)}`);
+  const { projectId } = webhook;
   const eventId = await transaction(deps.prisma, (tx) =>
     enqueue(tx, { projectId, eventType: type, data: sampleEventData(projectId, type), test: { webhookId: webhook.id } }),
   );

@@ -8,6 +8,7 @@ import {
   TRANSITION_MS,
   updateWebhook,
   ROTATE_SECRET_ERRORS,
+  webhooksOf,
 } from "../../webhooks/service.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
@@ -119,10 +120,8 @@ builder.queryFields((t) => ({
       description: `The project's webhooks, oldest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}). ${NEEDS.secret}`,
       defaultSize: DEFAULT_PAGE,
       maxSize: boundedPage,
-      resolve: async (query, _, __, ctx) => {
-        const { projectId } = await ctx.secret();
-        return ctx.deps.prisma.webhook.findMany({ ...query, where: { projectId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
-      },
+      resolve: async (query, _, __, ctx) =>
+        ctx.deps.prisma.webhook.findMany({ ...query, where: webhooksOf(await ctx.secret()), orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
     },
     ...pageOf("the project's webhooks", "A webhook"),
   ),
@@ -132,10 +131,7 @@ builder.queryFields((t) => ({
     authScopes: { secret: true },
     description: `One webhook of the project; null when the project has none with that id (another project's included). ${NEEDS.secret}`,
     args: { id: t.arg.id({ required: true, description: "The webhook's id." }) },
-    resolve: async (query, _, { id }, ctx) => {
-      const { projectId } = await ctx.secret();
-      return ctx.deps.prisma.webhook.findFirst({ ...query, where: { id: String(id), projectId } });
-    },
+    resolve: async (query, _, { id }, ctx) => ctx.deps.prisma.webhook.findFirst({ ...query, where: { ...webhooksOf(await ctx.secret()), id: String(id) } }),
   }),
   eventTypes: t.stringList({
     description: `Every event type a webhook can subscribe to, such as user.created. ${NEEDS.nothing}`,
@@ -152,7 +148,7 @@ builder.mutationFields((t) => ({
     description: `Adds a webhook to the project, enabled, with a new signing secret; it gets the events that happen from then on. ${NEEDS.secret}`,
     args: { input: t.arg({ type: WebhookInput, required: true, description: "Its url and events, and optionally a description." }) },
     errors: { types: configErrors, union: resultOf("The CreateWebhookPayload") },
-    resolve: async (_, { input }, ctx) => createWebhook(ctx.deps, (await ctx.secret()).projectId, input),
+    resolve: async (_, { input }, ctx) => createWebhook(ctx.deps, await ctx.secret(), input),
   }),
   updateWebhook: t.field({
     type: UpdateWebhookPayload,
@@ -164,7 +160,7 @@ builder.mutationFields((t) => ({
     },
     errors: { types: [E.WebhookNotFound, ...configErrors], union: resultOf("The UpdateWebhookPayload") },
     resolve: async (_, { id, input }, ctx) => ({
-      webhook: await updateWebhook(ctx.deps, (await ctx.secret()).projectId, String(id), input),
+      webhook: await updateWebhook(ctx.deps, await ctx.secret(), String(id), input),
     }),
   }),
   deleteWebhook: t.field({
@@ -173,7 +169,7 @@ builder.mutationFields((t) => ({
     description: `Deletes a webhook with its deliveries and their log. ${NEEDS.secret}`,
     args: { id: t.arg.id({ required: true, description: "The webhook's id." }) },
     errors: { types: [E.WebhookNotFound], union: resultOf("The DeleteWebhookPayload") },
-    resolve: async (_, { id }, ctx) => deleteWebhook(ctx.deps, (await ctx.secret()).projectId, String(id)),
+    resolve: async (_, { id }, ctx) => deleteWebhook(ctx.deps, await ctx.secret(), String(id)),
   }),
   rotateWebhookSecret: t.field({
     type: RotateSecretPayload,
@@ -181,7 +177,7 @@ builder.mutationFields((t) => ({
     description: `Gives a webhook a new signing secret; the one it replaces keeps signing alongside it for ${TRANSITION_DAYS} days. Rotating during a transition drops the oldest secret. Of two rotations at the same moment, the loser gets InvalidRequest and can rotate again. ${NEEDS.secret}`,
     args: { webhookId: t.arg.id({ required: true, description: "The webhook's id." }) },
     errors: { types: [...ROTATE_SECRET_ERRORS], union: resultOf("The RotateWebhookSecretPayload") },
-    resolve: async (_, { webhookId }, ctx) => rotateWebhookSecret(ctx.deps, (await ctx.secret()).projectId, String(webhookId)),
+    resolve: async (_, { webhookId }, ctx) => rotateWebhookSecret(ctx.deps, await ctx.secret(), String(webhookId)),
   }),
   sendTestWebhook: t.field({
     type: TestEventPayload,
@@ -192,6 +188,6 @@ builder.mutationFields((t) => ({
       eventType: t.arg.string({ required: true, description: "The event type to send a sample of (see eventTypes)." }),
     },
     errors: { types: [E.WebhookNotFound, E.InvalidEventType], union: resultOf("The SendTestWebhookPayload") },
-    resolve: async (_, args, ctx) => sendTestWebhook(ctx.deps, (await ctx.secret()).projectId, String(args.webhookId), args.eventType),
+    resolve: async (_, args, ctx) => sendTestWebhook(ctx.deps, await ctx.secret(), String(args.webhookId), args.eventType),
   }),
 }));

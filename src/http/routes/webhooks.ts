@@ -47,9 +47,11 @@ export function webhookRoutes() {
     const apiKey = bearerToken(c.req.header("authorization")) ?? c.req.header("x-api-key");
     if (!apiKey) throw new Unauthenticated("send the project's secret key as Authorization: Bearer lg_sk_… (or in X-API-Key)");
     const actor = await authenticateProject(deps, { apiKey, clientAddress: c.get("clientAddress") });
-    const { projectId } = requireSecretKey(actor);
+    // The service refuses a publishable key itself; asking here too keeps credentials ahead of
+    // the body (docs/rest.md): a publishable key with a malformed body is 403, not 400.
+    requireSecretKey(actor);
     const body = await jsonBody(c, RotateSecret.fields);
-    const rotated = await rotateWebhookSecret(deps, projectId, str(body, "webhook_id"));
+    const rotated = await rotateWebhookSecret(deps, actor, str(body, "webhook_id"));
     return c.json(
       {
         success: true as const,
