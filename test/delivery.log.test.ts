@@ -10,8 +10,9 @@ import { redeliver, replayFailed } from "../src/delivery/redelivery.ts";
 import { webhooksStats } from "../src/delivery/charts.ts";
 import { claimDue } from "../src/delivery/sql.ts";
 import type { DeliveryWorker, WorkerOptions } from "../src/delivery/worker.ts";
-import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../src/errors.ts";
+import { DeliveryNotFound, InvalidRequest, SecretKeyRequired, WebhookNotFound } from "../src/errors.ts";
 import { newId } from "../src/ids.ts";
+import { keyActor } from "./support/actors.ts";
 import { backends } from "./support/db.ts";
 import { deliveryWorld } from "./support/delivery-world.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
@@ -43,7 +44,7 @@ describe.each(backends)("delivery log on %s", (backend) => {
       await statusIs(hook.webhookId, "succeeded", 1);
       const first = await deliveryOf(eventId, hook.webhookId);
 
-      const s = await redeliver(world.db, hook.projectId, first.id);
+      const s = await redeliver(world.db, await keyActor(world.db, hook.projectId), first.id);
       expect(s).toMatchObject({ id: first.id, eventId, status: "pending", attempts: 0, inFlight: false });
       const [a, b] = await r.waitFor(2);
       expect(b.body.equals(a.body)).toBe(true);
@@ -61,7 +62,7 @@ describe.each(backends)("delivery log on %s", (backend) => {
       const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
       const [c] = await claimDue(world.db, { workerId: "other", limit: 10, leaseMs: 30_000, perWebhookCap: 10 });
       expect(c.eventId).toBe(eventId);
-      const s = await redeliver(world.db, hook.projectId, c.deliveryId);
+      const s = await redeliver(world.db, await keyActor(world.db, hook.projectId), c.deliveryId);
       expect(s).toMatchObject({ status: "pending", inFlight: true });
       expect((await deliveryOf(eventId, hook.webhookId)).leasedBy).toBe("other");
       await world.db.prisma.delivery.delete({ where: { id: c.deliveryId } });
@@ -73,8 +74,23 @@ describe.each(backends)("delivery log on %s", (backend) => {
       const d = await deliveryOf(eventId, hook.webhookId);
       await world.db.prisma.delivery.update({ where: { id: d.id }, data: { status: "failed", attempts: 6 } });
       const other = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/" });
-      await expect(redeliver(world.db, other.projectId, d.id)).rejects.toBeInstanceOf(DeliveryNotFound);
-      await expect(redeliver(world.db, hook.projectId, "dlv_nope")).rejects.toBeInstanceOf(DeliveryNotFound);
+      await expect(redeliver(world.db, await keyActor(world.db, other.projectId), d.id)).rejects.toBeInstanceOf(DeliveryNotFound);
+      await expect(redeliver(world.db, await keyActor(world.db, hook.projectId), "dlv_nope")).rejects.toBeInstanceOf(DeliveryNotFound);
+      expect(await deliveryOf(eventId, hook.webhookId)).toMatchObject({ status: "failed", attempts: 6 });
+      await world.db.prisma.delivery.delete({ where: { id: d.id } });
+    });
+  });
+
+  describe("a publishable key", () => {
+    it("is refused by redeliver, replayFailed and pullEvents themselves, and changes nothing", async () => {
+      const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: true });
+      const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
+      const d = await deliveryOf(eventId, hook.webhookId);
+      await world.db.prisma.delivery.update({ where: { id: d.id }, data: { status: "failed", attempts: 6 } });
+      const publishable = await keyActor(world.db, hook.projectId, "publishable");
+      await expect(redeliver(world.db, publishable, d.id)).rejects.toBeInstanceOf(SecretKeyRequired);
+      await expect(replayFailed(world.db, publishable, hook.webhookId, new Date(0))).rejects.toBeInstanceOf(SecretKeyRequired);
+      await expect(pullEvents(world.db, publishable)).rejects.toBeInstanceOf(SecretKeyRequired);
       expect(await deliveryOf(eventId, hook.webhookId)).toMatchObject({ status: "failed", attempts: 6 });
       await world.db.prisma.delivery.delete({ where: { id: d.id } });
     });
@@ -94,18 +110,19 @@ describe.each(backends)("delivery log on %s", (backend) => {
       await world.db.prisma.delivery.update({ where: { id: old.id }, data: { createdAt: new Date(Date.now() - 2 * HOUR) } });
 
       const other = await seedWebhook(world.db, masterKey, { url: r.url });
-      await expect(replayFailed(world.db, other.projectId, hook.webhookId, new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
-      await expect(replayFailed(world.db, hook.projectId, "wh_nope", new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
-      expect(await replayFailed(world.db, hook.projectId, hook.webhookId, new Date(Date.now() + HOUR))).toBe(0);
+      const owner = await keyActor(world.db, hook.projectId);
+      await expect(replayFailed(world.db, await keyActor(world.db, other.projectId), hook.webhookId, new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
+      await expect(replayFailed(world.db, owner, "wh_nope", new Date(0))).rejects.toBeInstanceOf(WebhookNotFound);
+      expect(await replayFailed(world.db, owner, hook.webhookId, new Date(Date.now() + HOUR))).toBe(0);
 
       r.setFallback({ status: 200 });
-      expect(await replayFailed(world.db, hook.projectId, hook.webhookId, new Date(Date.now() - HOUR))).toBe(2);
+      expect(await replayFailed(world.db, owner, hook.webhookId, new Date(Date.now() - HOUR))).toBe(2);
       worker();
       await statusIs(hook.webhookId, "succeeded", 2);
       expect(r.receipts.slice(9).map((x) => x.headers["x-service-event-id"]).sort()).toEqual(ids.slice(1).sort());
       expect((await deliveryOf(ids[0], hook.webhookId)).status).toBe("failed");
       // Nothing left to replay in that window.
-      expect(await replayFailed(world.db, hook.projectId, hook.webhookId, new Date(Date.now() - HOUR))).toBe(0);
+      expect(await replayFailed(world.db, owner, hook.webhookId, new Date(Date.now() - HOUR))).toBe(0);
     });
   });
 
@@ -120,10 +137,11 @@ describe.each(backends)("delivery log on %s", (backend) => {
       }
       await enqueueEvents(world.db, a.projectId, 1, { test: { webhookId: a.webhookId } });
 
+      const [asA, asB] = [await keyActor(world.db, a.projectId), await keyActor(world.db, b.projectId)];
       const pages = [];
       let after: string | null = null;
       for (;;) {
-        const page = await pullEvents(world.db, a.projectId, { after, first: 10 });
+        const page = await pullEvents(world.db, asA, { after, first: 10 });
         pages.push(page);
         after = page.endCursor;
         if (!page.hasMore) break;
@@ -137,21 +155,23 @@ describe.each(backends)("delivery log on %s", (backend) => {
       expect(first.cursor).toMatch(/^[A-Za-z0-9_-]+$/);
 
       // Caught up: an empty page keeps the cursor; a new event appears after it.
-      const empty = await pullEvents(world.db, a.projectId, { after, first: 10 });
+      const empty = await pullEvents(world.db, asA, { after, first: 10 });
       expect(empty).toEqual({ events: [], endCursor: after, hasMore: false });
       const [next] = await enqueueEvents(world.db, a.projectId, 1);
-      expect((await pullEvents(world.db, a.projectId, { after })).events.map((e) => e.id)).toEqual([next]);
+      expect((await pullEvents(world.db, asA, { after })).events.map((e) => e.id)).toEqual([next]);
 
       // Another project sees only its own.
-      expect((await pullEvents(world.db, b.projectId, { first: 100 })).events).toHaveLength(10);
-      expect((await pullEvents(world.db, newId("prj"))).events).toEqual([]);
-      await expect(pullEvents(world.db, a.projectId, { after: "garbage" })).rejects.toBeInstanceOf(InvalidRequest);
-      for (const size of [0, 101, 1.5]) await expect(pullEvents(world.db, a.projectId, { first: size })).rejects.toBeInstanceOf(InvalidRequest);
+      expect((await pullEvents(world.db, asB, { first: 100 })).events).toHaveLength(10);
+      const quiet = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      expect((await pullEvents(world.db, await keyActor(world.db, quiet.projectId))).events).toEqual([]);
+      await expect(pullEvents(world.db, asA, { after: "garbage" })).rejects.toBeInstanceOf(InvalidRequest);
+      for (const size of [0, 101, 1.5]) await expect(pullEvents(world.db, asA, { first: size })).rejects.toBeInstanceOf(InvalidRequest);
     });
 
     it.runIf(backend === "postgres")("never pages past an event whose transaction is still open", async () => {
       const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
-      const start = await pullEvents(world.db, hook.projectId);
+      const owner = await keyActor(world.db, hook.projectId);
+      const start = await pullEvents(world.db, owner);
       const open = new pg.Client({ connectionString: world.db.url });
       await open.connect();
       try {
@@ -163,10 +183,10 @@ describe.each(backends)("delivery log on %s", (backend) => {
         await new Promise((r) => setTimeout(r, 1_100));
         const [later] = await enqueueEvents(world.db, hook.projectId, 1);
         // The later event is committed, but the open transaction holds a lower seq.
-        const during = await pullEvents(world.db, hook.projectId, { after: start.endCursor });
+        const during = await pullEvents(world.db, owner, { after: start.endCursor });
         expect(during.events).toEqual([]);
         await open.query("COMMIT");
-        const after = await pullEvents(world.db, hook.projectId, { after: start.endCursor });
+        const after = await pullEvents(world.db, owner, { after: start.endCursor });
         expect(after.events.map((e) => e.id)).toEqual(["evt_slow", later]);
       } finally {
         await open.end();

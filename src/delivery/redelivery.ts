@@ -2,9 +2,14 @@
 // (replay), for the API and the CLI alike. Each becomes pending, due now, with its attempt
 // counter reset: what that reset writes is AS_NEW in sql.ts, the one definition both use.
 //
-// Every function that serves a caller takes the caller's projectId and puts it in the WHERE
-// clause, so another project's rows are simply not found (DeliveryNotFound / WebhookNotFound).
+// Every function that serves a caller takes the caller as an actor, refuses any key but the
+// project's secret one (docs/webhooks.md: everything about webhooks needs it) and puts the
+// actor's project in the WHERE clause, so another project's rows are simply not found
+// (DeliveryNotFound / WebhookNotFound). The CLI's replay (findReplayTarget, replayInBatches)
+// has no actor: whoever runs it holds the database itself.
+import { requireSecretKey } from "../auth/authenticate.ts";
 import type { Database } from "../db/client.ts";
+import type { KeyActor } from "../deps.ts";
 import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
 import { countReplayableStatement, heldDeliveryStatement, redeliverStatement, replayBatchStatement, wakeWorkersStatement, type ReplayCursor, type ReplayTarget } from "./sql.ts";
 
@@ -64,7 +69,8 @@ async function notifyWorkers(db: DbLike): Promise<void> {
  * attempted anyway, and resetting it under the worker would send it twice. A delivery of a
  * disabled webhook stays pending until the webhook is enabled again.
  */
-export async function redeliver(db: DbLike, projectId: string, deliveryId: string): Promise<DeliverySummary> {
+export async function redeliver(db: DbLike, actor: KeyActor, deliveryId: string): Promise<DeliverySummary> {
+  const { projectId } = requireSecretKey(actor);
   const rows = await db.prisma.$queryRaw<DeliveryRow[]>(redeliverStatement(projectId, deliveryId));
   if (rows.length > 0) {
     await notifyWorkers(db);
@@ -81,7 +87,8 @@ export async function redeliver(db: DbLike, projectId: string, deliveryId: strin
  * (the receiver answered 410) are not replayed, nor are pending or succeeded ones. Done in
  * batches (replayInBatches), like the CLI's replay: one statement never holds a million rows.
  */
-export async function replayFailed(db: DbLike, projectId: string, webhookId: string, since: Date): Promise<number> {
+export async function replayFailed(db: DbLike, actor: KeyActor, webhookId: string, since: Date): Promise<number> {
+  const { projectId } = requireSecretKey(actor);
   assertStorableTime(since, "since");
   await assertWebhook(db, projectId, webhookId);
   return replayInBatches(db, { projectId, webhookId, since }, { batchSize: REPLAY_BATCH });

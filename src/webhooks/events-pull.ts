@@ -1,8 +1,11 @@
 // Pulling a project's events after a cursor (GraphQL Query.events), so a receiver that was down
 // can catch up: the outbox read in order of its sequence, as far back as retention keeps events.
-// Every function that serves a caller takes the caller's projectId and puts it in the WHERE
-// clause, so another project's rows are simply not found.
+// pullEvents takes the caller as an actor, refuses any key but the project's secret one
+// (docs/webhooks.md, "Pulling events") and puts the actor's project in the WHERE clause, so
+// another project's events are simply not found.
+import { requireSecretKey } from "../auth/authenticate.ts";
 import type { Database } from "../db/client.ts";
+import type { KeyActor } from "../deps.ts";
 import { CursorExpired, InvalidRequest } from "../errors.ts";
 
 type DbLike = Pick<Database, "prisma">;
@@ -59,9 +62,10 @@ export function decodeCursor(cursor: string): bigint {
  */
 export async function pullEvents(
   db: DbLike,
-  projectId: string,
+  actor: KeyActor,
   opts: { after?: string | null; first?: number | null; retentionDays?: number } = {},
 ): Promise<EventPage> {
+  const { projectId } = requireSecretKey(actor);
   const limit = opts.first ?? MAX_PULL_LIMIT;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PULL_LIMIT) throw new InvalidRequest(`first must be between 1 and ${MAX_PULL_LIMIT}`);
   const afterSeq = opts.after ? decodeCursor(opts.after) : 0n;

@@ -266,7 +266,7 @@ builder.queryFields((t) => ({
     },
     errors: { types: [E.InvalidRequest, E.CursorExpired], union: resultOf("The EventPage") },
     resolve: async (_, { after, first }, ctx) =>
-      pullEvents(ctx.deps.db, (await ctx.secret()).projectId, { after, first, retentionDays: ctx.deps.config.retention.eventsDays }),
+      pullEvents(ctx.deps.db, await ctx.secret(), { after, first, retentionDays: ctx.deps.config.retention.eventsDays }),
   }),
 }));
 
@@ -278,9 +278,9 @@ builder.mutationFields((t) => ({
     args: { deliveryId: t.arg.id({ required: true, description: "The delivery's id." }) },
     errors: { types: [E.DeliveryNotFound], union: resultOf("The Delivery, as it is now,") },
     resolve: async (query, _, args, ctx) => {
-      const { projectId } = await ctx.secret();
-      const d = await redeliver(ctx.deps.db, projectId, String(args.deliveryId));
-      return ctx.deps.prisma.delivery.findFirstOrThrow({ ...query, where: { id: d.id, projectId } });
+      const actor = await ctx.secret();
+      const d = await redeliver(ctx.deps.db, actor, String(args.deliveryId));
+      return ctx.deps.prisma.delivery.findFirstOrThrow({ ...query, where: { id: d.id, projectId: actor.projectId } });
     },
   }),
   replayFailedWebhookDeliveries: t.field({
@@ -293,7 +293,7 @@ builder.mutationFields((t) => ({
     },
     errors: { types: [E.WebhookNotFound, E.InvalidRequest], union: resultOf("The ReplayFailedDeliveriesPayload") },
     resolve: async (_, args, ctx) => ({
-      count: await replayFailed(ctx.deps.db, (await ctx.secret()).projectId, String(args.webhookId), args.since),
+      count: await replayFailed(ctx.deps.db, await ctx.secret(), String(args.webhookId), args.since),
     }),
   }),
 }));
