@@ -8,11 +8,13 @@
 // A measurement, not a test: it prints tables. Part 3 leaves the data set as it found it.
 import os from "node:os";
 import pg from "pg";
+import { authenticateProject } from "../src/auth/authenticate.ts";
 import { CHART_RANGES, deliveryChart, type ChartRange } from "../src/delivery/charts.ts";
 import { BUSY_WEBHOOK, openMeasured, summary } from "./measure-seed.ts";
 
 const RUNS = Number(process.env.RUNS ?? 20);
 const m = await openMeasured({ keep: process.argv.includes("--keep") });
+const owner = await authenticateProject(m.app.deps, { apiKey: m.apiKey, clientAddress: "127.0.0.1" });
 
 async function timed<T>(runs: number, fn: () => Promise<T>): Promise<{ ms: ReturnType<typeof summary>; last: T }> {
   let last!: T;
@@ -59,7 +61,7 @@ const reads: Record<string, unknown>[] = [];
 const agreement: string[] = [];
 for (const [scope, webhookId] of scopes) {
   for (const range of ["day", "week"] as const) {
-    const rolled = await timed(RUNS, () => deliveryChart(m.db, m.projectId, range, webhookId));
+    const rolled = await timed(RUNS, () => deliveryChart(m.db, owner, range, webhookId));
     const raw = await timed(Math.max(3, Math.floor(RUNS / 5)), () => fromLog(client, webhookId, range));
     reads.push({
       chart: `${scope}, ${range === "day" ? "24 hours" : "7 days"}`,

@@ -6,6 +6,8 @@
 // webhooks and deliveries are never counted or shown.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PENDING_COUNT_LIMIT, webhooksStats } from "../src/delivery/charts.ts";
+import type { KeyActor } from "../src/deps.ts";
+import { keyActor } from "./support/actors.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 
@@ -24,6 +26,9 @@ const Q = {
 describe.each(backends)("the dashboard's webhook list and log on %s", (backend) => {
   let h: Harness;
   let otherProject = "";
+  /** the project's secret key and the other project's, as the services get them */
+  let owner: KeyActor;
+  let theirs: KeyActor;
   const now = Date.now();
   const at = (hoursAgo: number) => new Date(now - hoursAgo * HOUR);
 
@@ -59,6 +64,7 @@ describe.each(backends)("the dashboard's webhook list and log on %s", (backend) 
   beforeAll(async () => {
     h = await startHarness(backend);
     otherProject = (await h.db.prisma.project.create({ data: { id: "prj_other_log", name: "other" } })).id;
+    [owner, theirs] = [await keyActor(h.db, h.projectId), await keyActor(h.db, otherProject)];
     await webhook("wh_busy", h.projectId);
     await webhook("wh_quiet", h.projectId);
     await webhook("wh_never", h.projectId);
@@ -106,7 +112,7 @@ describe.each(backends)("the dashboard's webhook list and log on %s", (backend) 
   const empty = { windowHours: 24, succeeded: 0, failed: 0, gone: 0, pending: 0, pendingCapped: false, successRate: null, lastSuccessAt: null };
 
   it("counts each webhook's deliveries of the last 24 hours by state, with its newest success of any time", async () => {
-    const stats = await webhooksStats(h.db, h.projectId, ["wh_busy", "wh_quiet", "wh_never", "wh_theirs", "wh_nothing"]);
+    const stats = await webhooksStats(h.db, owner, ["wh_busy", "wh_quiet", "wh_never", "wh_theirs", "wh_nothing"]);
     expect(stats.get("wh_busy")).toEqual({
       windowHours: 24,
       succeeded: 3,
@@ -122,7 +128,7 @@ describe.each(backends)("the dashboard's webhook list and log on %s", (backend) 
     // Another project's webhook, and no webhook at all: nothing counted.
     expect(stats.get("wh_theirs")).toEqual(empty);
     expect(stats.get("wh_nothing")).toEqual(empty);
-    expect((await webhooksStats(h.db, otherProject, ["wh_theirs"])).get("wh_theirs")).toMatchObject({ succeeded: 1, lastSuccessAt: at(1) });
+    expect((await webhooksStats(h.db, theirs, ["wh_theirs"])).get("wh_theirs")).toMatchObject({ succeeded: 1, lastSuccessAt: at(1) });
   });
 
   /** The stats' definition, counted straight from deliveries (what the rollup must equal). */
@@ -137,7 +143,7 @@ describe.each(backends)("the dashboard's webhook list and log on %s", (backend) 
     return { ...c, lastSuccessAt: last_ok };
   }
   const statsOf = async (id: string) => {
-    const { succeeded, failed, gone, pending, lastSuccessAt } = (await webhooksStats(h.db, h.projectId, [id])).get(id)!;
+    const { succeeded, failed, gone, pending, lastSuccessAt } = (await webhooksStats(h.db, owner, [id])).get(id)!;
     return { succeeded, failed, gone, pending, lastSuccessAt };
   };
 
@@ -228,9 +234,9 @@ describe.each(backends)("the dashboard's webhook list and log on %s", (backend) 
       )
       INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type) SELECT 'dlv_' || substr(id, 5), id, 'wh_backlog', '${h.projectId}', 'user.created' FROM ev`);
     await add(PENDING_COUNT_LIMIT, 1);
-    expect((await webhooksStats(h.db, h.projectId, ["wh_backlog"])).get("wh_backlog")).toMatchObject({ pending: PENDING_COUNT_LIMIT, pendingCapped: false });
+    expect((await webhooksStats(h.db, owner, ["wh_backlog"])).get("wh_backlog")).toMatchObject({ pending: PENDING_COUNT_LIMIT, pendingCapped: false });
     await add(1, PENDING_COUNT_LIMIT + 1);
-    expect((await webhooksStats(h.db, h.projectId, ["wh_backlog"])).get("wh_backlog")).toMatchObject({ pending: PENDING_COUNT_LIMIT, pendingCapped: true });
+    expect((await webhooksStats(h.db, owner, ["wh_backlog"])).get("wh_backlog")).toMatchObject({ pending: PENDING_COUNT_LIMIT, pendingCapped: true });
     await h.db.prisma.webhook.delete({ where: { id: "wh_backlog" } });
   });
 

@@ -7,7 +7,7 @@ import { attemptRequestHeaders, SIGNATURE_NOT_SHOWN } from "../src/delivery/atte
 import { disableDeadWebhooks } from "../src/delivery/dead-webhooks.ts";
 import { pullEvents } from "../src/webhooks/events-pull.ts";
 import { redeliver, replayFailed } from "../src/delivery/redelivery.ts";
-import { webhooksStats } from "../src/delivery/charts.ts";
+import { deliveryChart, webhooksStats } from "../src/delivery/charts.ts";
 import { claimDue } from "../src/delivery/sql.ts";
 import type { DeliveryWorker, WorkerOptions } from "../src/delivery/worker.ts";
 import { DeliveryNotFound, InvalidRequest, SecretKeyRequired, WebhookNotFound } from "../src/errors.ts";
@@ -82,7 +82,7 @@ describe.each(backends)("delivery log on %s", (backend) => {
   });
 
   describe("a publishable key", () => {
-    it("is refused by redeliver, replayFailed and pullEvents themselves, and changes nothing", async () => {
+    it("is refused by the delivery services and readers themselves, and changes nothing", async () => {
       const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: true });
       const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
       const d = await deliveryOf(eventId, hook.webhookId);
@@ -91,6 +91,9 @@ describe.each(backends)("delivery log on %s", (backend) => {
       await expect(redeliver(world.db, publishable, d.id)).rejects.toBeInstanceOf(SecretKeyRequired);
       await expect(replayFailed(world.db, publishable, hook.webhookId, new Date(0))).rejects.toBeInstanceOf(SecretKeyRequired);
       await expect(pullEvents(world.db, publishable)).rejects.toBeInstanceOf(SecretKeyRequired);
+      await expect(webhooksStats(world.db, publishable, [hook.webhookId])).rejects.toBeInstanceOf(SecretKeyRequired);
+      await expect(deliveryChart(world.db, publishable, "day", hook.webhookId)).rejects.toBeInstanceOf(SecretKeyRequired);
+      await expect(attemptRequestHeaders(world.db, masterKey, publishable, [])).rejects.toBeInstanceOf(SecretKeyRequired);
       expect(await deliveryOf(eventId, hook.webhookId)).toMatchObject({ status: "failed", attempts: 6 });
       await world.db.prisma.delivery.delete({ where: { id: d.id } });
     });
@@ -195,7 +198,8 @@ describe.each(backends)("delivery log on %s", (backend) => {
   });
 
   describe("webhooksStats", () => {
-    const webhookStats = async (projectId: string, webhookId: string) => (await webhooksStats(world.db, projectId, [webhookId])).get(webhookId)!;
+    const webhookStats = async (projectId: string, webhookId: string) =>
+      (await webhooksStats(world.db, await keyActor(world.db, projectId), [webhookId])).get(webhookId)!;
 
     it("reports the 24 h success rate and the last success, and nothing of another project's webhook", async () => {
       const r = await receiver();
@@ -231,7 +235,8 @@ describe.each(backends)("delivery log on %s", (backend) => {
         include: { attemptLog: { orderBy: { attempt: "asc" } } },
       });
       const ids = d.attemptLog.map((a) => a.id);
-      const shown = await attemptRequestHeaders(world.db, masterKey, hook.projectId, ids);
+      const owner = await keyActor(world.db, hook.projectId);
+      const shown = await attemptRequestHeaders(world.db, masterKey, owner, ids);
       expect(r.receipts).toHaveLength(3);
       for (const [i, got] of r.receipts.entries()) {
         const h = shown.get(ids[i])!;
@@ -242,15 +247,15 @@ describe.each(backends)("delivery log on %s", (backend) => {
 
       // Another project's caller finds nothing; unknown ids are left out.
       const other = await seedWebhook(world.db, masterKey, { url: r.url });
-      expect((await attemptRequestHeaders(world.db, masterKey, other.projectId, ids)).size).toBe(0);
-      expect([...(await attemptRequestHeaders(world.db, masterKey, hook.projectId, [ids[0], "att_nope"])).keys()]).toEqual([ids[0]]);
+      expect((await attemptRequestHeaders(world.db, masterKey, await keyActor(world.db, other.projectId), ids)).size).toBe(0);
+      expect([...(await attemptRequestHeaders(world.db, masterKey, owner, [ids[0], "att_nope"])).keys()]).toEqual([ids[0]]);
 
       // Rotated twice since: the secrets that signed are gone, so are their signatures; the rest stays.
       await world.db.prisma.webhook.update({
         where: { id: hook.webhookId },
         data: { secretSealed: seal(masterKey, generateWebhookSecret()), previousSecretSealed: seal(masterKey, hook.secret) },
       });
-      const later = (await attemptRequestHeaders(world.db, masterKey, hook.projectId, [ids[0]])).get(ids[0])!;
+      const later = (await attemptRequestHeaders(world.db, masterKey, owner, [ids[0]])).get(ids[0])!;
       const before = shown.get(ids[0])!;
       expect(later).toEqual({
         ...before,
@@ -266,7 +271,7 @@ describe.each(backends)("delivery log on %s", (backend) => {
       const stored = { "X-Service-Event-Id": eventId, "X-Service-Delivery-Attempt": "1" };
       const legacy = await world.db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: 1, startedAt: new Date(), durationMs: 3, requestHeaders: stored } });
       const refused = await world.db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: 2, startedAt: new Date(), durationMs: 0, error: "target refused" } });
-      const shown = await attemptRequestHeaders(world.db, masterKey, hook.projectId, [legacy.id, refused.id]);
+      const shown = await attemptRequestHeaders(world.db, masterKey, await keyActor(world.db, hook.projectId), [legacy.id, refused.id]);
       expect(shown.get(legacy.id)).toEqual(stored);
       expect(shown.get(refused.id)).toEqual({});
     });

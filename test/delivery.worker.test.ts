@@ -6,6 +6,7 @@ import type { DeliveryWorker, WorkerOptions } from "../src/delivery/worker.ts";
 import { metrics } from "../src/metrics.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
+import { keyActor } from "./support/actors.ts";
 import { backends } from "./support/db.ts";
 import { deliveryWorld } from "./support/delivery-world.ts";
 import { closedPortUrl, enqueueEvents, eventually, newMasterKey, seedWebhook } from "./support/receiver.ts";
@@ -228,7 +229,7 @@ describe.each(backends)("delivery worker on %s", (backend) => {
       expect(a.startedAt.getTime()).toBeGreaterThan(Date.now() - 60_000);
     }
     // Rebuilt for display from what the attempt stored: exactly what the receiver got.
-    const shown = await attemptRequestHeaders(world.db, masterKey, hook.projectId, [first.id, second.id]);
+    const shown = await attemptRequestHeaders(world.db, masterKey, await keyActor(world.db, hook.projectId), [first.id, second.id]);
     const sent = shown.get(second.id)!;
     const received = r.receipts[1].headers;
     for (const name of ["X-Service-Signature", "X-Service-Event-Id", "X-Service-Delivery-Attempt", "webhook-id", "webhook-timestamp", "webhook-signature", "Content-Type"]) {
@@ -250,7 +251,7 @@ describe.each(backends)("delivery worker on %s", (backend) => {
     expect(d).toMatchObject({ status: "failed", attempts: 2 });
     expect(d.lastError).toMatch(/^target refused: webhook URL must use https:\/\//);
     expect(d.attemptLog[0].signedWith).toBeNull();
-    expect((await attemptRequestHeaders(world.db, masterKey, hook.projectId, [d.attemptLog[0].id])).get(d.attemptLog[0].id)).toEqual({});
+    expect((await attemptRequestHeaders(world.db, masterKey, await keyActor(world.db, hook.projectId), [d.attemptLog[0].id])).get(d.attemptLog[0].id)).toEqual({});
     expect(r.receipts).toHaveLength(0);
   });
 

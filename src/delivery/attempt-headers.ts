@@ -1,9 +1,12 @@
 // The headers an attempt sent, shown in the delivery log: rebuilt from the event, the attempt's
 // time and the secrets that signed it (only their references are stored, never a signature).
-// Every function that serves a caller takes the caller's projectId and puts it in the WHERE
-// clause, so another project's rows are simply not found.
+// The caller comes as an actor: only the project's secret key reads the delivery log
+// (docs/webhooks.md), and its project is in the WHERE clause, so another project's attempts are
+// simply not found.
+import { requireSecretKey } from "../auth/authenticate.ts";
 import { unseal, type MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
+import type { KeyActor } from "../deps.ts";
 import { requestHeaders, secretRef } from "./sender.ts";
 
 type DbLike = Pick<Database, "prisma">;
@@ -36,9 +39,10 @@ export const SIGNATURE_NOT_SHOWN = "(not shown: signed with a secret this webhoo
 export async function attemptRequestHeaders(
   db: DbLike,
   masterKey: MasterKey,
-  projectId: string,
+  actor: KeyActor,
   attemptIds: readonly string[],
 ): Promise<Map<string, Record<string, string>>> {
+  const { projectId } = requireSecretKey(actor);
   const ids = [...new Set(attemptIds)];
   if (ids.length === 0) return new Map();
   const rows = await db.prisma.$queryRaw<AttemptSource[]>`

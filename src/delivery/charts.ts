@@ -4,7 +4,12 @@
 // Read from the hourly rollups of the dashboard schema (src/delivery/dashboard-rollups.sql), which
 // a trigger keeps as attempts are logged: a chart reads at most 168 rows an hour-scope, however
 // long the delivery log is. scripts/measure-charts.ts compares this with aggregating the log.
+//
+// Both readers take the caller as an actor: only the project's secret key reads them (the
+// dashboard's, docs/webhooks.md), and its project is in every WHERE clause.
+import { requireSecretKey } from "../auth/authenticate.ts";
 import type { Database } from "../db/client.ts";
+import type { KeyActor } from "../deps.ts";
 import { PENDING_COUNTED_UP_TO } from "./pending.ts";
 import { applyStaged, chartStatement, type ChartRow } from "./sql.ts";
 
@@ -52,11 +57,9 @@ export type DeliveryChart = {
   totals: ChartCounts;
 };
 
-/**
- * The chart of one webhook (`webhookId`) or of the whole project (null). The caller has scoped
- * the webhook to the project already; the project is in the WHERE clause all the same.
- */
-export async function deliveryChart(db: DbLike, projectId: string, range: ChartRange, webhookId: string | null): Promise<DeliveryChart> {
+/** The chart of one webhook (`webhookId`) or of the whole project (null), the actor's project in the WHERE either way. */
+export async function deliveryChart(db: DbLike, actor: KeyActor, range: ChartRange, webhookId: string | null): Promise<DeliveryChart> {
+  const { projectId } = requireSecretKey(actor);
   await catchUp(db);
   const { points, stepHours } = CHART_RANGES[range];
   const rows = await db.prisma.$queryRaw<ChartRow[]>(chartStatement(projectId, webhookId, points, stepHours));
@@ -113,11 +116,12 @@ export type WebhookStats = {
  * deliveries are the few in flight unless its receiver is failing. A failing receiver can leave
  * millions pending, so the count stops at PENDING_COUNT_LIMIT per webhook (as the pending gauge of
  * /metrics does): one request reads at most that many index entries per webhook of its page.
- * Ids of other projects, or of no webhook, get empty stats.
+ * Ids of other projects than the actor's, or of no webhook, get empty stats.
  */
 export const PENDING_COUNT_LIMIT = PENDING_COUNTED_UP_TO;
 
-export async function webhooksStats(db: DbLike, projectId: string, webhookIds: readonly string[]): Promise<Map<string, WebhookStats>> {
+export async function webhooksStats(db: DbLike, actor: KeyActor, webhookIds: readonly string[]): Promise<Map<string, WebhookStats>> {
+  const { projectId } = requireSecretKey(actor);
   const ids = [...new Set(webhookIds)];
   if (ids.length === 0) return new Map();
   await catchUp(db);

@@ -109,8 +109,7 @@ builder.prismaObjectFields(Webhook, (t) => ({
     authScopes: { secret: true },
     description: `This webhook's delivery attempts over the last 24 hours or 7 days. ${NEEDS.secret}`,
     args: rangeArgs,
-    select: { projectId: true },
-    resolve: (w, args, ctx) => deliveryChart(ctx.deps.db, w.projectId, args.range as ChartRange, w.id),
+    resolve: async (w, args, ctx) => deliveryChart(ctx.deps.db, await ctx.secret(), args.range as ChartRange, w.id),
   }),
 }));
 
@@ -239,7 +238,7 @@ builder.queryFields((t) => ({
     authScopes: { secret: true },
     description: `All of the project's delivery attempts (every webhook, deleted ones included) over the last 24 hours or 7 days. ${NEEDS.secret}`,
     args: rangeArgs,
-    resolve: async (_, args, ctx) => deliveryChart(ctx.deps.db, (await ctx.secret()).projectId, args.range as ChartRange, null),
+    resolve: async (_, args, ctx) => deliveryChart(ctx.deps.db, await ctx.secret(), args.range as ChartRange, null),
   }),
   lookupAccount: t.field({
     type: AccountLookup,

@@ -116,12 +116,6 @@ const WebhookStats = builder.objectRef<Stats>("WebhookStats").implement({
   }),
 });
 
-type StatsKey = { projectId: string; webhookId: string };
-
-/**
- * One loader per request (keyed by its context, which lives as long as the request): every
- * webhook of a list asks for its stats, and they are read in one statement per project.
- */
 const headersLoaders = new WeakMap<GraphQLContext, DataLoader<string, Record<string, string>>>();
 
 /**
@@ -132,8 +126,7 @@ function headersLoader(ctx: GraphQLContext): DataLoader<string, Record<string, s
   let loader = headersLoaders.get(ctx);
   if (!loader) {
     loader = new DataLoader(async (ids) => {
-      const { projectId } = await ctx.secret();
-      const headers = await attemptRequestHeaders(ctx.deps.db, ctx.deps.master, projectId, ids);
+      const headers = await attemptRequestHeaders(ctx.deps.db, ctx.deps.master, await ctx.secret(), ids);
       return ids.map((id) => headers.get(id) ?? {});
     });
     headersLoaders.set(ctx, loader);
@@ -141,24 +134,22 @@ function headersLoader(ctx: GraphQLContext): DataLoader<string, Record<string, s
   return loader;
 }
 
-const statsLoaders = new WeakMap<GraphQLContext, DataLoader<StatsKey, Stats, string>>();
+/**
+ * One loader per request (keyed by its context, which lives as long as the request): every
+ * webhook of a list asks for its stats, and they are read in one statement.
+ */
+const statsLoaders = new WeakMap<GraphQLContext, DataLoader<string, Stats>>();
 
-function statsLoader(ctx: GraphQLContext): DataLoader<StatsKey, Stats, string> {
+function statsLoader(ctx: GraphQLContext): DataLoader<string, Stats> {
   let loader = statsLoaders.get(ctx);
   if (!loader) {
-    loader = new DataLoader((keys) => loadStats(ctx, keys), { cacheKeyFn: (k) => `${k.projectId}/${k.webhookId}` });
+    loader = new DataLoader(async (ids) => {
+      const stats = await webhooksStats(ctx.deps.db, await ctx.secret(), ids);
+      return ids.map((id) => stats.get(id)!);
+    });
     statsLoaders.set(ctx, loader);
   }
   return loader;
-}
-
-async function loadStats(ctx: GraphQLContext, keys: readonly StatsKey[]): Promise<Stats[]> {
-  const found = new Map<string, Stats>();
-  for (const projectId of new Set(keys.map((k) => k.projectId))) {
-    const ids = keys.filter((k) => k.projectId === projectId).map((k) => k.webhookId);
-    for (const [webhookId, s] of await webhooksStats(ctx.deps.db, projectId, ids)) found.set(`${projectId}/${webhookId}`, s);
-  }
-  return keys.map((k) => found.get(`${k.projectId}/${k.webhookId}`)!);
 }
 
 /** A filter on a type nobody can subscribe to would match nothing: say so instead. */
@@ -212,8 +203,7 @@ builder.prismaObjectFields(Webhook, (t) => ({
   stats: t.field({
     type: WebhookStats,
     description: "Its deliveries of the last 24 hours, by state.",
-    select: { projectId: true },
-    resolve: (w, _, ctx) => statsLoader(ctx).load({ projectId: w.projectId, webhookId: w.id }),
+    resolve: (w, _, ctx) => statsLoader(ctx).load(w.id),
   }),
 }));
 
