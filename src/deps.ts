@@ -6,6 +6,7 @@ import type { MasterKey } from "./crypto.ts";
 import type { JWK } from "jose";
 import type { Messenger } from "./messaging/transport.ts";
 import type { Logger } from "./log.ts";
+import { SecretKeyRequired } from "./errors.ts";
 
 export type Claims = Record<string, unknown>;
 
@@ -57,6 +58,15 @@ export type Actor = {
 };
 /** An actor that came with an API key: every one but an access token's alone (userinfo). */
 export type KeyActor = Actor & { apiKeyId: string };
+
+/**
+ * Operations about the project itself (webhooks, deliveries, events) need its secret key: each
+ * such service asks here, so no transport can forget it (docs/security.md).
+ */
+export function requireSecretKey<A extends Actor>(actor: A): A {
+  if (actor.keyKind !== "secret") throw new SecretKeyRequired();
+  return actor;
+}
 /**
  * `authTime`: the session's last sign-in or re-authentication. `scopes`: what an OAuth app's
  * token was granted (absent for linkgate's own sign-in tokens, which reach every claim).

@@ -2,7 +2,7 @@
 // credentials any other way.
 import { safeEqual, sha256Hex } from "../crypto.ts";
 import type { Actor, Deps, KeyActor, KeyKind, UserActor } from "../deps.ts";
-import { Forbidden, InsufficientScope, SecretKeyRequired, Unauthenticated } from "../errors.ts";
+import { Forbidden, InsufficientScope, Unauthenticated } from "../errors.ts";
 import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
 import { ENDED, liveSessionCondition, touchSessionStatement } from "./sessions.ts";
 
@@ -30,12 +30,6 @@ export async function authenticateProject(deps: Deps, creds: Omit<Credentials, "
   const [row] = await run(deps.db, AUTHENTICATE_PROJECT, [sha256Hex(creds.apiKey)]);
   if (!row) throw new Unauthenticated("unknown or revoked API key");
   return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress, userAgent: creds.userAgent ?? undefined, apiKeyId: row.id };
-}
-
-/** Operations about the project itself (webhooks, deliveries, events) need its secret key. */
-export function requireSecretKey<A extends Actor>(actor: A): A {
-  if (actor.keyKind !== "secret") throw new SecretKeyRequired();
-  return actor;
 }
 
 /**

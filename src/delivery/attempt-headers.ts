@@ -3,10 +3,9 @@
 // The caller comes as an actor: only the project's secret key reads the delivery log
 // (docs/webhooks.md), and its project is in the WHERE clause, so another project's attempts are
 // simply not found.
-import { requireSecretKey } from "../auth/authenticate.ts";
 import { unseal, type MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
-import type { KeyActor } from "../deps.ts";
+import { requireSecretKey, type KeyActor } from "../deps.ts";
 import { requestHeaders, secretRef } from "./sender.ts";
 
 type DbLike = Pick<Database, "prisma">;

@@ -7,9 +7,8 @@
 //
 // Both readers take the caller as an actor: only the project's secret key reads them (the
 // dashboard's, docs/webhooks.md), and its project is in every WHERE clause.
-import { requireSecretKey } from "../auth/authenticate.ts";
 import type { Database } from "../db/client.ts";
-import type { KeyActor } from "../deps.ts";
+import { requireSecretKey, type KeyActor } from "../deps.ts";
 import { PENDING_COUNTED_UP_TO } from "./pending.ts";
 import { applyStaged, chartStatement, type ChartRow } from "./sql.ts";
 

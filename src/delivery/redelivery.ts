@@ -7,9 +7,8 @@
 // actor's project in the WHERE clause, so another project's rows are simply not found
 // (DeliveryNotFound / WebhookNotFound). The CLI's replay (findReplayTarget, replayInBatches)
 // has no actor: whoever runs it holds the database itself.
-import { requireSecretKey } from "../auth/authenticate.ts";
 import type { Database } from "../db/client.ts";
-import type { KeyActor } from "../deps.ts";
+import { requireSecretKey, type KeyActor } from "../deps.ts";
 import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
 import { countReplayableStatement, heldDeliveryStatement, redeliverStatement, replayBatchStatement, wakeWorkersStatement, type ReplayCursor, type ReplayTarget } from "./sql.ts";
 

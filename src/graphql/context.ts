@@ -3,8 +3,8 @@
 // Built with yoga's own helper so the error is an instance of the GraphQLError class yoga
 // checks when deciding what to mask, whichever copy of graphql the caller loaded.
 import { createGraphQLError } from "graphql-yoga";
-import { authenticateProject, authenticateUser, bearerToken, isAdmin, requireSecretKey } from "../auth/authenticate.ts";
-import type { Deps, KeyActor, UserActor } from "../deps.ts";
+import { authenticateProject, authenticateUser, bearerToken, isAdmin } from "../auth/authenticate.ts";
+import { requireSecretKey, type Deps, type KeyActor, type UserActor } from "../deps.ts";
 import { Forbidden, InsufficientScope, SecretKeyRequired, Unauthenticated } from "../errors.ts";
 
 export type GraphQLContext = {

@@ -3,9 +3,8 @@
 // pullEvents takes the caller as an actor, refuses any key but the project's secret one
 // (docs/webhooks.md, "Pulling events") and puts the actor's project in the WHERE clause, so
 // another project's events are simply not found.
-import { requireSecretKey } from "../auth/authenticate.ts";
 import type { Database } from "../db/client.ts";
-import type { KeyActor } from "../deps.ts";
+import { requireSecretKey, type KeyActor } from "../deps.ts";
 import { CursorExpired, InvalidRequest } from "../errors.ts";
 
 type DbLike = Pick<Database, "prisma">;

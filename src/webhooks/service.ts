@@ -1,8 +1,7 @@
 // Webhook configuration (docs/webhooks.md). Every function takes the caller as an actor and
 // reads its rows through webhooksOf, so the secret-key rule holds whichever transport called,
 // and another project's webhook is simply not found.
-import { requireSecretKey } from "../auth/authenticate.ts";
-import type { Deps, KeyActor } from "../deps.ts";
+import { requireSecretKey, type Deps, type KeyActor } from "../deps.ts";
 import { seal } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "./outbox.ts";

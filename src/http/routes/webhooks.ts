@@ -1,5 +1,6 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import { authenticateProject, bearerToken, requireSecretKey } from "../../auth/authenticate.ts";
+import { authenticateProject, bearerToken } from "../../auth/authenticate.ts";
+import { requireSecretKey } from "../../deps.ts";
 import { Unauthenticated } from "../../errors.ts";
 import { ROTATE_SECRET_ERRORS, rotateWebhookSecret } from "../../webhooks/service.ts";
 import type { AppEnv } from "../env.ts";
