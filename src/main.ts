@@ -5,9 +5,10 @@ import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
 import { claimDefaultIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
-import { die, ensureDatabaseReachable, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
+import { die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
 const config = await loadConfigOrDie();
+await ensurePortFree(config);
 await ensureDatabaseReachable(config);
 const issuerClaim = await claimIssuerOrDie(config);
 
@@ -55,8 +56,7 @@ async function stopAfterListenFault(err: NodeJS.ErrnoException): Promise<never> 
   await worker?.stop();
   await app.close();
   await issuerClaim?.release();
-  const why = err.code === "EADDRINUSE" ? "the port is in use (set PORT to another)" : err.code === "EACCES" ? "permission denied" : err.message;
-  return die(`cannot listen on ${config.host}:${config.port}: ${why}`);
+  return die(listenFault(config, err));
 }
 
 /** Without LINKGATE_ISSUER, this gateway must be the only one on a shared database (src/auth/issuer.ts). */

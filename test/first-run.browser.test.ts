@@ -5,9 +5,7 @@
 // passkey on /account and signs back in with it. A production start says what the pages lack.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -17,7 +15,7 @@ import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
 import { openDevice, type Device } from "./support/pages.ts";
-import { MAIN } from "./support/server-entry.ts";
+import { MAIN, migratedDataDir } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -36,7 +34,7 @@ class Linkgate {
   constructor(env: Record<string, string>) {
     this.child = spawn(process.execPath, [MAIN], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH ?? "", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-first-run-")), ...env },
+      env: { PATH: process.env.PATH ?? "", LINKGATE_DATA_DIR: migratedDataDir("linkgate-first-run-"), ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.child.stdout!.on("data", (c: Buffer) => this.read(String(c)));

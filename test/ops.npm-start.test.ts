@@ -2,15 +2,12 @@
 // them: the compiled server runs under npm with no shell left in between, and SIGTERM to the
 // one PID they know (npm's) drains and stops every process that command started.
 import { execFile, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
 import { beforeAll, describe, expect, it } from "vitest";
-import { openDatabase } from "../src/db/client.ts";
-import { applyMigrations } from "../src/db/migrations.ts";
-import { SNAPSHOT_ENV } from "./support/db.ts";
+import { migratedDataDir } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 let dataDir: string;
@@ -18,12 +15,8 @@ let dataDir: string;
 beforeAll(async () => {
   // `npm test` builds before vitest starts (pretest); this covers running this file alone.
   await promisify(execFile)(process.execPath, ["scripts/build-server.mjs", "--if-stale"], { cwd: ROOT });
-  // An existing, migrated database, as on every start but the first (from the suite's snapshot).
-  dataDir = mkdtempSync(path.join(tmpdir(), "linkgate-npm-start-"));
-  const snapshot = process.env[SNAPSHOT_ENV];
-  const db = await openDatabase({ dataDir, pgliteSnapshot: snapshot ? new Blob([readFileSync(snapshot)]) : undefined });
-  if (!snapshot) await applyMigrations(db.adapterFactory);
-  await db.close();
+  // An existing, migrated database, as on every start but the first.
+  dataDir = migratedDataDir("linkgate-npm-start-");
 });
 
 type Proc = { pid: number; ppid: number; pgid: number; state: string; cmdline: string };

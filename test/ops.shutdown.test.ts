@@ -3,15 +3,14 @@
 // answers ends at LINKGATE_SHUTDOWN_TIMEOUT_MS with the delivery handed back in the database.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseMasterKey } from "../src/crypto.ts";
 import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { enqueueEvents, eventually, seedWebhook, TestReceiver } from "./support/receiver.ts";
-import { MAIN, WORKER } from "./support/server-entry.ts";
+import { MAIN, migratedDataDir, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -23,7 +22,7 @@ const COMMANDS = [
 const baseEnv = () => ({
   PATH: process.env.PATH ?? "",
   PORT: "0",
-  LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-shutdown-")),
+  LINKGATE_DATA_DIR: migratedDataDir("linkgate-shutdown-"),
 });
 
 /** Whether a process (not necessarily our child) still runs; a zombie has finished. */

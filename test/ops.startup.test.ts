@@ -2,13 +2,12 @@
 // stack trace: a database that cannot be reached (the URL's password masked), an embedded PGlite
 // folder another process holds, a port in use, a master key too short.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
-import { MAIN, MIGRATE, WORKER } from "./support/server-entry.ts";
+import { MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const PASSWORD = "pw-7f3a9c-do-not-print";
@@ -22,7 +21,7 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-const dataDir = () => mkdtempSync(path.join(tmpdir(), "linkgate-startup-"));
+const dataDir = () => migratedDataDir("linkgate-startup-");
 
 function start(entry: string, env: Record<string, string>) {
   const child = spawn(process.execPath, [entry], {
@@ -100,7 +99,7 @@ describe("one process per embedded PGlite folder", () => {
 });
 
 describe("other faults at start", () => {
-  it("a port in use: one line, and the database folder is let go", async () => {
+  it("a port in use: one line, before the database is opened", async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
     const { port } = taken.address() as { port: number };

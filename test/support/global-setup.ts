@@ -5,7 +5,7 @@
 // of migrations to a template copy. Test files still get databases of their own.
 import { execFile } from "node:child_process";
 import { mkdirSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
@@ -15,6 +15,7 @@ import { applyMigrations } from "../../src/db/migrations.ts";
 import { buildDashboard } from "./browser.ts";
 import { adminQuery as admin, SNAPSHOT_ENV, TEMPLATE_ENV, serverUrl, TEST_CONNECT_TIMEOUT_MS, withDatabase } from "./db.ts";
 import { buildPages } from "./pages.ts";
+import { DATA_DIR_ENV } from "./server-entry.ts";
 
 let dir: string | undefined;
 let template: string | undefined;
@@ -22,7 +23,15 @@ let template: string | undefined;
 export async function setup(): Promise<void> {
   dir = await mkdtemp(path.join(tmpdir(), "linkgate-test-"));
   keepTemporaryFilesIn(dir);
-  const [snapshot] = await Promise.all([migratedPgliteSnapshot(dir), serverUrl ? migratedTemplate() : undefined, buildServerIfStale(), buildUi()]);
+  const [snapshot] = await Promise.all([
+    migratedPgliteSnapshot(dir).then(async (file) => {
+      process.env[DATA_DIR_ENV] = await migratedDataFolder(file, path.join(dir!, "data-migrated"));
+      return file;
+    }),
+    serverUrl ? migratedTemplate() : undefined,
+    buildServerIfStale(),
+    buildUi(),
+  ]);
   process.env[SNAPSHOT_ENV] = snapshot;
 }
 
@@ -75,6 +84,17 @@ async function migratedPgliteSnapshot(into: string): Promise<string> {
   } finally {
     await db.close();
   }
+}
+
+/**
+ * A LINKGATE_DATA_DIR holding the migrated PGlite database, for the tests that start real
+ * processes (test/support/server-entry.ts migratedDataDir): a copy of it starts in about 5 s
+ * here, an empty folder in about 12 (initdb and every migration, in WebAssembly).
+ */
+async function migratedDataFolder(snapshotFile: string, into: string): Promise<string> {
+  const db = await openDatabase({ dataDir: into, pgliteSnapshot: new Blob([await readFile(snapshotFile)]) });
+  await db.close();
+  return into;
 }
 
 async function migratedTemplate(): Promise<void> {
