@@ -871,6 +871,10 @@ DECLARE
   p_max_tries integer := (p->>'max_tries')::integer;
   p_fail_key text := p->>'fail_key';
   p_fail_max integer := (p->>'fail_max')::integer;
+  p_cap_prefix text := p->>'cap_prefix';
+  p_cap_max integer := (p->>'cap_max')::integer;
+  p_judge_places text[] := link_text_array(p->'judge_places');
+  p_known_days integer := (p->>'known_days')::integer;
   p_identifier_id text := p->>'identifier_id';
   p_event_ids text[] := link_text_array(p->'event_ids');
   p_channel text := p->>'channel';
@@ -909,13 +913,20 @@ BEGIN
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
       AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
+      AND sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days) IS NULL
     RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
   IF NOT FOUND THEN
     SELECT s.result::text INTO stored FROM otp_states s
       WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
         AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
         AND s.result IS NOT NULL AND s.code_hash = p_hash;
-    outcome := CASE WHEN stored IS NULL THEN 'invalid' ELSE 'replay' END;
+    IF stored IS NULL THEN
+      -- not judged: the identifier-wide cap, or no live state at all
+      SELECT sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days) INTO retry_after
+        FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
+          AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries;
+    END IF;
+    outcome := CASE WHEN stored IS NOT NULL THEN 'replay' WHEN retry_after IS NOT NULL THEN 'capped' ELSE 'invalid' END;
     RETURN NEXT;
     RETURN;
   END IF;
