@@ -4,7 +4,7 @@
 // a masked internal error from whichever query first meets it.
 import { BREAK, Kind, visit, type DocumentNode } from "graphql";
 import { createGraphQLError, type Plugin } from "graphql-yoga";
-import { isStorableText, unstorableTextPath } from "../http/body.ts";
+import { isStorableText, unstorableTextPath } from "../text.ts";
 
 const REASON = "contains a NUL character or an unpaired surrogate";
 

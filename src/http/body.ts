@@ -4,6 +4,7 @@
 // surrogate, so such input is refused here, before it reaches a query, not as a 500 there.
 import type { Context, MiddlewareHandler } from "hono";
 import { InvalidRequest, PayloadTooLarge, UnsupportedMediaType } from "../errors.ts";
+import { unstorableTextPath } from "../text.ts";
 
 export const BODY_LIMIT = 64 * 1024;
 
@@ -99,44 +100,6 @@ export async function jsonBody(c: Context, allowed: readonly string[]): Promise<
   const bad = unstorableTextPath(body);
   if (bad !== undefined) throw new InvalidRequest(`${bad || "the body"} contains a NUL character or an unpaired surrogate`);
   return checkFields(body as Record<string, unknown>, allowed);
-}
-
-// In unicode mode a surrogate pair is one code point, so \p{Cs} matches only unpaired halves.
-const UNSTORABLE = /[\0\p{Cs}]/u;
-
-/** Whether a string can be stored as Postgres text and sent as UTF-8. */
-export function isStorableText(s: string): boolean {
-  return !UNSTORABLE.test(s);
-}
-
-/**
- * The path (e.g. `input.name`, `ids[2]`) of the first string in a JSON value, keys included,
- * that is not storable text; undefined when there is none, "" when the value itself is one.
- * Walks with its own stack: a 64 KiB body can nest 30,000 levels deep.
- */
-export function unstorableTextPath(root: unknown): string | undefined {
-  const stack: Array<[unknown, string]> = [[root, ""]];
-  while (stack.length) {
-    const [value, path] = stack.pop()!;
-    if (typeof value === "string") {
-      if (!isStorableText(value)) return path;
-    } else if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--) stack.push([value[i], `${path}[${i}]`]);
-    } else if (typeof value === "object" && value !== null) {
-      for (const [key, v] of Object.entries(value).reverse()) {
-        const at = path ? `${path}.${printableKey(key)}` : printableKey(key);
-        if (!isStorableText(key)) return at;
-        stack.push([v, at]);
-      }
-    }
-  }
-  return undefined;
-}
-
-// A field name echoed in a message must itself be storable: JSON.stringify escapes NUL and
-// unpaired surrogates.
-function printableKey(key: string): string {
-  return isStorableText(key) ? key : JSON.stringify(key);
 }
 
 function checkFields(body: Record<string, unknown>, allowed: readonly string[]) {

@@ -14,6 +14,7 @@ import { liveSessionSql, endSessions } from "../auth/sessions.ts";
 import { findByClientId } from "./clients.ts";
 import { clientMetadata } from "./client-metadata.ts";
 import { oidcRequest } from "./request-context.ts";
+import { isStorableText } from "../text.ts";
 
 const rowId = (kind: string, id: string) => sha256Hex(`${kind}:${id}`);
 const epoch = (d: Date) => Math.floor(d.getTime() / 1000);
@@ -34,6 +35,9 @@ export function adapterFor(deps: Deps) {
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
+      // a client_id or token from the request, as sent: one no row can hold is simply not found
+      // (a NUL in client_id made Postgres refuse the lookup, a 500 on four endpoints)
+      if (!isStorableText(id)) return undefined;
       if (this.kind === "Client") {
         const client = await findByClientId(deps, id);
         return client ? clientMetadata(client) : undefined;
@@ -46,6 +50,7 @@ export function adapterFor(deps: Deps) {
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
+      if (!isStorableText(uid)) return undefined;
       const row = await deps.prisma.oidcPayload.findFirst({ where: { kind: this.kind, uid, OR: [{ expiresAt: null }, { expiresAt: { gt: new Date() } }] } });
       // Found by uid only to check that a session still exists and whose it is: its id (the
       // cookie's value) is not stored and not needed for that.

@@ -57,4 +57,14 @@ declare module "oidc-provider" {
     interactionResult(req: IncomingMessage, res: ServerResponse, result: Record<string, unknown>, options?: { mergeWithLastSubmission?: boolean }): Promise<string>;
   }
   export const errors: { InvalidTarget: new (description?: string) => Error } & Record<string, new (description?: string) => Error>;
+  export class InteractionCheck {
+    static REQUEST_PROMPT: true;
+    static NO_NEED_TO_PROMPT: false;
+    constructor(reason: string, description: string, error: string, check: (ctx: KoaContextWithOIDC) => boolean | Promise<boolean>);
+  }
+  export type InteractionPrompt = { name: string; checks: InteractionCheck[] & { add(check: InteractionCheck, index?: number): void } };
+  export const interactionPolicy: {
+    Check: typeof InteractionCheck;
+    base(): InteractionPrompt[] & { get(name: string): InteractionPrompt };
+  };
 }

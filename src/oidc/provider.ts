@@ -114,7 +114,7 @@ async function loadOidcProvider(): Promise<OidcModule> {
 
 async function createProvider(deps: Deps): Promise<Provider> {
   const { default: Provider } = await loadOidcProvider();
-  const provider = new Provider(deps.keys.issuer, await configuration(deps));
+  const provider = new Provider(deps.keys.issuer, { ...(await configuration(deps)), interactions: interactions(await loadOidcProvider()) });
   provider.proxy = deps.config.trustedProxies.length > 0;
   // Secrets are kept hashed, so the presented one is hashed and compared in constant time.
   provider.Client.prototype.compareClientSecret = function (this: { clientSecret?: string }, actual: string) {
@@ -209,6 +209,21 @@ function features(): Configuration["features"] {
   };
 }
 
+/**
+ * oidc-provider's interaction policy with one more reason to sign in: a browser's session that
+ * names an account this app's project does not hold (another project's, one deleted or merged
+ * away since). findAccount finds nothing for it, and the consent checks then read a grant that
+ * was never loaded: every authorization in that browser failed with a 500 for as long as the
+ * session cookie lived (30 days). Now the user is asked to sign in again.
+ */
+function interactions(mod: OidcModule) {
+  const { base, Check } = mod.interactionPolicy;
+  const policy = base();
+  const gone = (ctx: Ctx) => (ctx.oidc.session.accountId && !ctx.oidc.account ? Check.REQUEST_PROMPT : Check.NO_NEED_TO_PROMPT);
+  policy.get("login").checks.add(new Check("account_not_found", "the signed-in account is not one of this project's", "login_required", gone), 0);
+  return { policy, url: (_ctx: Ctx, interaction: { uid: string }) => `/oauth/interaction/${interaction.uid}` };
+}
+
 async function configuration(deps: Deps): Promise<Configuration> {
   return {
     adapter: adapterFor(deps),
@@ -252,7 +267,6 @@ async function configuration(deps: Deps): Promise<Configuration> {
     rotateRefreshToken: true,
     revokeGrantPolicy: () => true,
     ttl: TTL,
-    interactions: { url: (_ctx: Ctx, interaction: { uid: string }) => `/oauth/interaction/${interaction.uid}` },
     routes: ROUTES,
     renderError: (ctx: Ctx, out: { error: string; error_description?: string }, err: unknown) => {
       oidcRequest.getStore()?.log.info({ error: out.error, description: out.error_description, err: (err as Error)?.message }, "OpenID Connect request refused");

@@ -166,12 +166,15 @@ async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed:
 
 /**
  * Under the state's row lock: signs into the primary account of the e-mail and attaches the
- * identity. With `passkeyAccount`, the passkey must sign into that same account.
+ * identity. With `passkeyAccount`, the passkey must sign into that same account, on a retry of
+ * a state that already succeeded too: the stored sign-in goes only to a passkey of its account
+ * (any passkey of the project, a stranger's own, used to get it).
  */
 async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkeyAccount?: string): Promise<SignedIn> {
   if (!(await consumeOtp(tx, stateId))) {
     const done = (await storedResult(tx, stateId)) as SignedIn | null;
     if (!done) throw new OTPInvalid();
+    if (passkeyAccount) await assertPasskeyOf(tx, actor, passkeyAccount, await primaryOf(tx, actor.projectId, done.account_id));
     return done;
   }
   const state = await tx.otpState.findUnique({ where: { id: stateId }, select: { externalFlowId: true } });
@@ -182,11 +185,15 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
   });
   if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
   const accountId = await primaryOf(tx, actor.projectId, holder.accountId);
-  if (passkeyAccount && (await primaryOf(tx, actor.projectId, passkeyAccount)) !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
+  if (passkeyAccount) await assertPasskeyOf(tx, actor, passkeyAccount, accountId);
   await attachIdentity(tx, actor, accountId, flow as ProvenFlow);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
   return signedIn;
+}
+
+async function assertPasskeyOf(tx: Tx, actor: Actor, passkeyAccount: string, accountId: string): Promise<void> {
+  if ((await primaryOf(tx, actor.projectId, passkeyAccount)) !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
 }
 
 /** Attaches the identity (unless it already signs into this account), with the events and notices of an attach. */

@@ -168,7 +168,8 @@ export async function authorizationUrl(deps: Deps, p: UpstreamProvider, req: Aut
   if (p.preset !== "github") params.nonce = req.nonce;
   const mode = PRESETS[p.preset].responseMode;
   if (mode) params.response_mode = mode;
-  return oidc.buildAuthorizationUrl(config, params).href;
+  // a discovery naming an authorization endpoint that is not https (or http on loopback) is refused here
+  return upstreamCall(async () => oidc.buildAuthorizationUrl(config, params).href);
 }
 
 /**
