@@ -1,4 +1,6 @@
 // One attempt over HTTP, without a database.
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSender, type SendInput } from "../src/delivery/sender.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
@@ -88,6 +90,30 @@ describe("sender", () => {
     // The pool still works afterwards.
     expect((await sender.send(input(r.url))).statusCode).toBe(200);
     await sender.close();
+  });
+
+  it("a status whose body does not finish within the timeout is no answer: a failed attempt, not a delivery", async () => {
+    // A receiver that answers 200 at once, then drips its body a byte at a time and never ends it.
+    const drips = new Set<NodeJS.Timeout>();
+    const dripping = http.createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "content-type": "text/plain" });
+      const t = setInterval(() => res.write("a"), 50);
+      drips.add(t);
+      res.on("close", () => (clearInterval(t), drips.delete(t)));
+    });
+    await new Promise<void>((resolve) => dripping.listen(0, "127.0.0.1", resolve));
+    const sender = createSender({ timeoutMs: 300, allowPrivate: true });
+    try {
+      const res = await sender.send(input(`http://127.0.0.1:${(dripping.address() as AddressInfo).port}/hook`));
+      expect(res).toMatchObject({ statusCode: null, error: "timeout: HTTP 200 arrived, its body did not finish within 300 ms", reached: true });
+      expect(res.responseExcerpt).toMatch(/^a+$/);
+    } finally {
+      await sender.close();
+      for (const t of drips) clearInterval(t);
+      dripping.closeAllConnections();
+      await new Promise<void>((resolve) => dripping.close(() => resolve()));
+    }
   });
 
   it("a refused connection reached the network; a host that does not resolve did not", async () => {

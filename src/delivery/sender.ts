@@ -121,6 +121,13 @@ export function createSender(opts: SenderOptions): Sender {
         signal: deadline.signal,
       });
       const excerpt = await readExcerpt(res.body);
+      if (timedOut) {
+        // the status came, the body did not finish: no complete answer, so no delivery (a
+        // receiver dripping its body would otherwise hold a send slot for the whole timeout and
+        // still count as delivered)
+        const error = `timeout: HTTP ${res.statusCode} arrived, its body did not finish within ${opts.timeoutMs} ms`;
+        return { startedAt, durationMs: elapsed(), statusCode: null, retryAfter: null, error, responseExcerpt: excerpt, requestHeaders: headers, reached: true };
+      }
       const retryAfter = headerValue(res.headers["retry-after"]);
       const ok = SUCCESS_STATUSES.has(res.statusCode);
       const error = ok ? null : statusError(res.statusCode, headerValue(res.headers["location"]));
