@@ -55,6 +55,7 @@ const envSchema = z.object({
   LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: csvMs.default([10000, 30000, 60000, 300000, 1800000]),
   LINKGATE_NOTICE_RETRY_SCHEDULE_MS: csvMs.default([30000, 120000, 600000, 3600000, 21600000]),
   LINKGATE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
+  LINKGATE_WEBHOOKS_PER_PROJECT: z.coerce.number().int().positive().default(20),
   LINKGATE_UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().max(60000).default(5000),
   LINKGATE_WEBHOOK_BREAKER_FAILURES: z.coerce.number().int().positive().default(5),
   LINKGATE_WEBHOOK_BREAKER_OPEN_MS: z.coerce.number().int().positive().default(1000),
@@ -106,6 +107,8 @@ export type Config = {
   webhookAllowPrivate: boolean;
   retryScheduleMs: number[];
   webhookTimeoutMs: number;
+  /** webhooks one project may hold (src/webhooks/service.ts createWebhook says why) */
+  webhooksPerProject: number;
   /** how long one request to an external identity provider may take (docs/external-identities.md) */
   upstreamTimeoutMs: number;
   /** per-endpoint circuit breaker of the delivery worker (src/delivery/breaker.ts) */
@@ -191,6 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookAllowPrivate: e.LINKGATE_WEBHOOK_ALLOW_PRIVATE === "1",
     retryScheduleMs: e.LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS,
     webhookTimeoutMs: e.LINKGATE_WEBHOOK_TIMEOUT_MS,
+    webhooksPerProject: e.LINKGATE_WEBHOOKS_PER_PROJECT,
     upstreamTimeoutMs: e.LINKGATE_UPSTREAM_TIMEOUT_MS,
     webhookBreaker: {
       failures: e.LINKGATE_WEBHOOK_BREAKER_FAILURES,

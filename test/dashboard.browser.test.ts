@@ -77,7 +77,8 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
 
   beforeAll(async () => {
     shots = screenshots("linkgate-dashboard");
-    h = await startHarness("pglite", { env: { LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: "100,100,100,100,100" } });
+    // more than a page of webhooks (100): more than a project holds by default
+    h = await startHarness("pglite", { env: { LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: "100,100,100,100,100", LINKGATE_WEBHOOKS_PER_PROJECT: "110" } });
     server = await listen(h.app.fetch);
     worker = startWorker({ db: h.db, config: h.config, masterKey: h.app.deps.master, pollMs: 50 });
     receiver = await TestReceiver.start();

@@ -289,7 +289,8 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
   let webhookId: string;
 
   beforeAll(async () => {
-    h = await startHarness(backend);
+    // a page and more of webhooks: more than a project holds by default
+    h = await startHarness(backend, { env: { LINKGATE_WEBHOOKS_PER_PROJECT: "25" } });
     for (let i = 0; i < 25; i++) {
       const r = await h.op(CreateWebhookDocument, { input: { url: `http://127.0.0.1:9/hook/${i}`, events: ["user.created"], description: `hook ${i}` } });
       if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(r.createWebhook.__typename);

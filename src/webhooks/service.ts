@@ -53,14 +53,13 @@ export function webhooksOf(actor: KeyActor): { projectId: string } {
 }
 
 /**
- * Webhooks one project may hold (docs/webhooks.md). Deliveries take turns by webhook (the oldest
- * of every webhook before the second of any, src/delivery/sql.ts), and the workers are shared by
- * every project: a project with hundreds of slow endpoints, each answering just under the
- * timeout, kept all send slots busy, and another project's delivery waited 10.7 s behind 300 of
- * them. 20 is GitHub's bound per event and repository (Stripe's is 16 per account).
+ * A project holds at most LINKGATE_WEBHOOKS_PER_PROJECT webhooks (20 unless configured;
+ * docs/webhooks.md). Deliveries take turns by webhook (the oldest of every webhook before the
+ * second of any, src/delivery/sql.ts), and the workers are shared by every project: a project
+ * with hundreds of slow endpoints, each answering just under the timeout, kept all send slots
+ * busy, and another project's delivery waited 10.7 s behind 300 of them (23 ms behind 20). 20 is
+ * GitHub's bound per event and repository (Stripe's is 16 per account).
  */
-export const WEBHOOKS_PER_PROJECT = 20;
-
 export async function createWebhook(deps: Deps, actor: KeyActor, input: WebhookInput) {
   const { projectId } = webhooksOf(actor);
   const url = await checkUrl(deps, input.url);
@@ -69,8 +68,9 @@ export async function createWebhook(deps: Deps, actor: KeyActor, input: WebhookI
   const webhook = await transaction(deps.prisma, async (tx) => {
     // the project's row lock: two creates at once cannot both take the last place
     await tx.$queryRaw`SELECT 1 FROM projects WHERE id = ${projectId} FOR UPDATE`;
-    if ((await tx.webhook.count({ where: { projectId } })) >= WEBHOOKS_PER_PROJECT) {
-      throw new InvalidRequest(`a project holds at most ${WEBHOOKS_PER_PROJECT} webhooks; delete one first`);
+    const most = deps.config.webhooksPerProject;
+    if ((await tx.webhook.count({ where: { projectId } })) >= most) {
+      throw new InvalidRequest(`a project holds at most ${most} webhooks; delete one first`);
     }
     return tx.webhook.create({
       data: { id: newId("wh"), projectId, url, events, description: parseDescription(input.description), secretSealed: seal(deps.master, secret) },
