@@ -1,5 +1,5 @@
-// Account row locks, shared by sign-in and linking: both decide from an account's merge state,
-// and an account's identifiers and merge partner only change while its row is locked.
+// Row locks. Account locks are shared by sign-in and linking: both decide from an account's
+// merge state, and an account's identifiers and merge partner only change while its row is locked.
 import type { Tx } from "./client.ts";
 
 export type LockedAccount = { id: string; project_id: string; merged_with_id: string | null; merge_role: "primary" | "secondary" | null };
@@ -13,4 +13,12 @@ export async function lockAccounts(tx: Tx, projectId: string, ids: string[]): Pr
   return tx.$queryRaw<LockedAccount[]>`
     SELECT id, project_id, merged_with_id, merge_role::text AS merge_role
     FROM accounts WHERE project_id = ${projectId} AND id = ANY (${ids}::text[]) ORDER BY id FOR UPDATE`;
+}
+
+/**
+ * Row-locks a project: what a project may hold only so many of (webhooks, src/webhooks/
+ * service.ts) is counted and added under it, so two adds at once cannot both take the last place.
+ */
+export async function lockProject(tx: Tx, projectId: string): Promise<void> {
+  await tx.$queryRaw`SELECT 1 FROM projects WHERE id = ${projectId} FOR UPDATE`;
 }

@@ -3,6 +3,7 @@
 // and another project's webhook is simply not found.
 import { requireSecretKey, type Deps, type KeyActor } from "../deps.ts";
 import { seal } from "../crypto.ts";
+import { lockProject } from "../db/locks.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "./outbox.ts";
 import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, WebhookNotFound } from "../errors.ts";
@@ -66,8 +67,7 @@ export async function createWebhook(deps: Deps, actor: KeyActor, input: WebhookI
   const events = parseEvents(input.events);
   const secret = generateWebhookSecret();
   const webhook = await transaction(deps.prisma, async (tx) => {
-    // the project's row lock: two creates at once cannot both take the last place
-    await tx.$queryRaw`SELECT 1 FROM projects WHERE id = ${projectId} FOR UPDATE`;
+    await lockProject(tx, projectId);
     const most = deps.config.webhooksPerProject;
     if ((await tx.webhook.count({ where: { projectId } })) >= most) {
       throw new InvalidRequest(`a project holds at most ${most} webhooks; delete one first`);
