@@ -116,7 +116,7 @@ async function childMain(mode: string): Promise<void> {
     const runner = await run({
       connectionString: env.BENCH_DATABASE_URL!,
       concurrency: GW_TUNING.concurrency,
-      maxPoolSize: GW_TUNING.maxPoolSize,
+      maxPoolSize: Number(env.BENCH_GW_POOL ?? GW_TUNING.maxPoolSize),
       pollInterval: GW_TUNING.pollInterval,
       noPreparedStatements: GW_TUNING.noPreparedStatements,
       noHandleSignals: true,

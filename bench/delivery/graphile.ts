@@ -4,11 +4,11 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { seal } from "../../src/crypto.ts";
-import { createDatabase, withDatabase, withDbCpu } from "./database.ts";
+import { admin, createDatabase, withDatabase, withDbCpu } from "./database.ts";
 import { drainRun, openLoopRun, received, settle, type DrainSide } from "./measure.ts";
 import { childEnv, spawnMany, stopAll } from "./processes.ts";
 import { row, senderCpuPerEvent } from "./report.ts";
-import { DRAIN, envelope, HOOKS, n, OPEN_RATES, OPEN_SECONDS, sleep, type Ctx, type Hook, type Row } from "./shared.ts";
+import { DRAIN, envelope, GW_TUNING, HOOKS, n, OPEN_RATES, OPEN_SECONDS, sleep, type Ctx, type Hook, type Row } from "./shared.ts";
 
 /** graphile-worker's database, its utils, and the child processes' environment. */
 export type Graphile = { name: string; env: () => Record<string, string>; utils: WorkerUtils; close(): Promise<void> };
@@ -39,7 +39,8 @@ export async function openGraphile(ctx: Ctx): Promise<Graphile> {
 
 /** graphile-worker's side of a drain: `workers` processes; each run adds DRAIN jobs in one addJobs commit (t0). */
 export async function gwDrainSide(ctx: Ctx, gw: Graphile, workers: number): Promise<DrainSide> {
-  const children = await spawnMany(workers, "gw", gw.env);
+  const pool = await gwPoolSize(workers);
+  const children = await spawnMany(workers, "gw", () => ({ ...gw.env(), BENCH_GW_POOL: String(pool) }));
   await sleep(300);
   return {
     async run(r) {
@@ -55,9 +56,25 @@ export async function gwDrainSide(ctx: Ctx, gw: Graphile, workers: number): Prom
       });
       return drainRun(t0, receipts, dbCpu);
     },
-    finish: async (runs) => row("graphile-worker 0.17", workers, `${n(DRAIN)} jobs added at once (one addJobs commit); all drained`, runs, await stopAll(children), runs.length * DRAIN),
+    finish: async (runs) => row("graphile-worker 0.17", workers, `${n(DRAIN)} jobs added at once (one addJobs commit); all drained${pool < GW_TUNING.maxPoolSize ? `; ${pool} connections per process` : ""}`, runs, await stopAll(children), runs.length * DRAIN),
     stop: () => stopAll(children),
   };
+}
+
+/**
+ * Connections per graphile-worker process: its docs' concurrency + 1, or the server's free
+ * connections shared by the processes when that is fewer. Four processes of 51 asked for 204
+ * of a default server's 100 while our idle workers held theirs (the two systems' processes
+ * stay started while their runs alternate): its completions failed with "too many clients
+ * already" and were retried, which understated its 4-worker drains.
+ */
+async function gwPoolSize(workers: number): Promise<number> {
+  const [{ max, reserved, used }] = await admin<{ max: number; reserved: number; used: number }>(
+    `SELECT current_setting('max_connections')::int AS max, current_setting('superuser_reserved_connections')::int AS reserved,
+            (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'client backend') AS used`,
+  );
+  const margin = 10; // the receiver's checks, the CPU readings, the next run's addJobs
+  return Math.max(2, Math.min(GW_TUNING.maxPoolSize, Math.floor((max - reserved - used - margin) / workers)));
 }
 
 /** The open loops, one worker process: addJob() per event, each its own commit. */
