@@ -1,7 +1,7 @@
 // What the fake upstreams (test/support/upstream.ts, upstream-github.ts) share: a loopback HTTP
 // server whose failures a test switches on (down, slow), and a user agent that runs an
 // authorization on the upstream the way a browser would, up to the redirect back to the app.
-import http from "node:http";
+import http, { type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
 export type UpstreamControls = {
@@ -52,7 +52,7 @@ export async function startLoopbackServer(handler: Handler): Promise<UpstreamCon
       const piece = Buffer.alloc(64 * 1024, 0x20);
       res.write("{");
       for (let sent = 0; sent < flooding.bytes && !res.destroyed; sent += piece.length) {
-        if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
+        if (!res.write(piece)) await writable(res);
       }
       res.end("}");
       return;
@@ -153,4 +153,17 @@ async function walkOnUpstream(origin: string, start: string | URL): Promise<{ le
     url = new URL(location, url);
   }
   throw new Error("the upstream redirected more than 20 times");
+}
+
+/** Resolves once `res` drains or closes; removes both listeners, so a long flood adds none per piece. */
+function writable(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.once("drain", done);
+    res.once("close", done);
+  });
 }
