@@ -1,5 +1,5 @@
 // The abuse limits as the services use them, built once from the configuration. A module of its
-// own, below every service: the counters (src/auth/rate-limit.ts), the notice sender
+// own, below every service: the counters (src/rate-limit.ts), the notice sender
 // (src/auth/notices.ts) and the app's dependencies (src/deps.ts) all read these types.
 import type { AbuseLimits } from "./config.ts";
 

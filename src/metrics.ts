@@ -30,6 +30,7 @@ export const RATE_LIMITS = [
   "external_flows_per_address",
   "registration_options_per_account",
   "profile_updates_per_account",
+  "test_events_per_project",
 ] as const;
 export type RateLimitName = (typeof RATE_LIMITS)[number];
 

@@ -1,11 +1,11 @@
 // The notice sender counts a whole batch of messages in one statement (countMessages,
-// src/auth/rate-limit.ts). Its answer must be exactly what counting the messages one by one
+// src/rate-limit.ts). Its answer must be exactly what counting the messages one by one
 // would have said (countAll, the statement every code send uses), whatever keys the messages
 // share: an account's budget named by several destinations, one project ceiling for all, a
 // message whose own budget refuses it and so does not reach the ceiling.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { countAll, countMessages, type Check, type Counter, type Message } from "../src/auth/rate-limit.ts";
+import { countAll, countMessages, type Check, type Counter, type Message } from "../src/rate-limit.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 
 const HOUR = 3600;

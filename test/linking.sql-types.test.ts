@@ -1,7 +1,7 @@
 // The link flow's fast-path statements return exactly the columns and Postgres types their
 // hand-written row types declare (test/support/sql-types.ts).
 import "../src/auth/authenticate.ts";
-import "../src/auth/rate-limit.ts";
+import "../src/rate-limit.ts";
 import "../src/linking/service.ts";
 import "../src/auth/notices.ts";
 import { describeRowTypes } from "./support/sql-types.ts";

@@ -4,7 +4,7 @@
 // them; and nothing a user typed goes into a notice sent under the operator's name.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import "../src/auth/notices.ts";
-import "../src/auth/rate-limit.ts";
+import "../src/rate-limit.ts";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";

@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { sha256Hex } from "../crypto.ts";
 import type { Tx } from "../db/client.ts";
 import type { Identifier } from "./identifiers.ts";
-import { addressGroup, KNOWN_FOR_DAYS } from "./rate-limit.ts";
+import { addressGroup, KNOWN_FOR_DAYS } from "../rate-limit.ts";
 
 export { KNOWN_FOR_DAYS };
 export const DEVICE_COOKIE = "lg_device";
@@ -55,7 +55,7 @@ function deviceForSignIn(): string | undefined {
 }
 
 /**
- * A place's id: the hash of (project, identifier, place). src/auth/rate-limit.ts STATE_FAILURES
+ * A place's id: the hash of (project, identifier, place). src/rate-limit.ts STATE_FAILURES
  * computes the same hash in SQL from an OTP state's identifier; the two must stay alike.
  */
 function placeId(projectId: string, identifier: Identifier, place: string): string {

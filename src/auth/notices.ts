@@ -20,7 +20,7 @@ import type { Limit, Limits } from "../limits.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import { recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
-import { countMessages, projectSendKey, type Check, type Counter, type Message } from "./rate-limit.ts";
+import { countMessages, projectSendKey, type Check, type Counter, type Message } from "../rate-limit.ts";
 import { enqueue } from "../webhooks/outbox.ts";
 import type { Messenger, Recipient } from "../messaging/transport.ts";
 

@@ -19,7 +19,7 @@ import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../me
 import type { Contact, Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
-import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, stateIdentifierCapped, type Check, type Counter } from "./rate-limit.ts";
+import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
 
 const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${addressGroup(address)}`;
 const FAIL_IDENTIFIER = "fail:id:";
@@ -33,7 +33,7 @@ const keys = {
   sendKnownProject: (p: string, kind: Identifier["kind"]) => `send:known:prj:${p}:${kind}`,
   failIdentifier: (p: string, i: Identifier, a: string) => `fail:ida:${identifierAtAddress(p, i, a)}`,
   failAccount: (accountId: string) => `fail:acc:${accountId}`,
-  /** STATE_FAILURES (src/auth/rate-limit.ts) builds this key from a state in SQL */
+  /** STATE_FAILURES (src/rate-limit.ts) builds this key from a state in SQL */
   failIdentifierAll: (p: string, i: Identifier) => `${FAIL_IDENTIFIER}${p}:${i.kind}:${i.value}`,
 };
 

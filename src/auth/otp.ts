@@ -10,7 +10,7 @@ import { newId } from "../ids.ts";
 import type { Identifier } from "./identifiers.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { withHoles } from "../db/fast.ts";
-import { identifierCappedCondition, type NewOtpState } from "./rate-limit.ts";
+import { identifierCappedCondition, type NewOtpState } from "../rate-limit.ts";
 
 export const OTP_TTL_MS = 10 * 60 * 1000;
 export const OTP_MAX_TRIES = 5;
@@ -40,7 +40,7 @@ export function codeHash(key: Buffer, stateId: string, code: string): string {
 }
 
 /**
- * A new state and its code, for the send's own statement to write (src/auth/rate-limit.ts
+ * A new state and its code, for the send's own statement to write (src/rate-limit.ts
  * countAndWrite writes it only when no limit refuses the send).
  */
 export function newOtpState(key: Buffer, binding: OtpBinding, identifier: Identifier): { state: NewOtpState; code: string } {
@@ -76,7 +76,7 @@ export type CheckedOtp = { identifier: Identifier; /** set when this state alrea
 /**
  * A state whose identifier took its hourly wrong codes from everywhere is not judged (nor its
  * try counted) unless the call comes from a known place: the key prefix and maximum of that
- * counter, and the call's places (src/auth/rate-limit.ts identifierCappedCondition).
+ * counter, and the call's places (src/rate-limit.ts identifierCappedCondition).
  */
 export type JudgeGuard = { keyPrefix: string; max: number; places: string[] };
 

@@ -23,7 +23,7 @@ import { InvalidRequest, NotFound, PasskeyInvalid, RateLimited, Reauthentication
 import { newId } from "../ids.ts";
 import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
-import { consumePerAccount, consumePerAddress, type Limit } from "./rate-limit.ts";
+import { consumePerAccount, consumePerAddress, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 import { markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";

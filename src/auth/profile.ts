@@ -5,7 +5,7 @@ import { enqueue } from "../webhooks/outbox.ts";
 import { AccountMerged, InvalidRequest, RateLimited, ReauthenticationRequired, Unauthenticated } from "../errors.ts";
 import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, userEventData, userObject } from "./accounts.ts";
-import { consumePerAccount, type Limit } from "./rate-limit.ts";
+import { consumePerAccount, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 
 /** What each operation refuses with, besides bad credentials: its GraphQL field lists exactly these. */

@@ -6,7 +6,7 @@ import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../webhooks/outbox.ts";
 import type { Deps, UserActor } from "../deps.ts";
 import { ReauthenticationRequired } from "../errors.ts";
-import { countAll } from "./rate-limit.ts";
+import { countAll } from "../rate-limit.ts";
 
 /** Refusals per session per window before they are worth a security event (once per window). */
 const REFUSALS_BEFORE_ALARM = { max: 5, windowSeconds: 600 };

@@ -4,7 +4,7 @@
 -- secondary's (README, "Link identifiers with curl"). Security notices go to these
 -- (docs/security.md, "Stolen sessions"): src/auth/change-notices.ts signInIdentifiers, and
 -- link_verify's notice of an attach. A link request asks it too, before counting anything: an
--- identifier that already signs into the account is CannotLinkSelf (src/auth/rate-limit.ts).
+-- identifier that already signs into the account is CannotLinkSelf (src/rate-limit.ts).
 --
 -- Why this form: the condition sits on accounts alone (the account by its primary key, its
 -- secondary by the unique merged_with_id), so Postgres reads one or two accounts and then

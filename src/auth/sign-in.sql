@@ -15,7 +15,7 @@
 -- new identifier taken by a parallel sign-in (unique_violation) or an identifier that moved
 -- under the lock (serialization_failure) raises, and the caller runs it again.
 
--- The identifier-wide wrong-code cap of src/auth/rate-limit.ts identifierCappedCondition, for
+-- The identifier-wide wrong-code cap of src/rate-limit.ts identifierCappedCondition, for
 -- one identifier: seconds until it takes wrong codes again from these places (src/auth/known-
 -- places.ts placesHere, hashed here as placeIds hashes them), or NULL when it takes them now.
 -- PL/pgSQL so that its query is planned once per connection: as a LANGUAGE sql function with a

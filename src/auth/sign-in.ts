@@ -16,7 +16,7 @@ import { parseIdentifier, type Identifier } from "./identifiers.ts";
 import { signInPlaces } from "./known-places.ts";
 import { codeHash, isSixDigits, OTP_MAX_TRIES, requireCodeFields } from "./otp.ts";
 import { identifierCapGuard, refuseCapped, sendOtp, wrongCode } from "./otp-flow.ts";
-import { KNOWN_FOR_DAYS } from "./rate-limit.ts";
+import { KNOWN_FOR_DAYS } from "../rate-limit.ts";
 import { createSession, ENDED, endSessions, SESSION_TTL_MS, type AuthMethod } from "./sessions.ts";
 import { ACCESS_TOKEN_TTL_SECONDS } from "./tokens.ts";
 

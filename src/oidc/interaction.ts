@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type Provider from "oidc-provider";
 import type { Actor, Deps } from "../deps.ts";
-import { consumePerAddress, type Limit } from "../auth/rate-limit.ts";
+import { consumePerAddress, type Limit } from "../rate-limit.ts";
 import { endSessions } from "../auth/sessions.ts";
 import type { TokenResponse } from "../auth/sign-in.ts";
 import { InvalidRequest } from "../errors.ts";

@@ -18,7 +18,7 @@ import type { Database, Db } from "../db/client.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import type { Logger } from "../log.ts";
 import { metrics } from "../metrics.ts";
-import { KNOWN_FOR_DAYS } from "../auth/rate-limit.ts";
+import { KNOWN_FOR_DAYS } from "../rate-limit.ts";
 
 /** Rows per DELETE statement. */
 const BATCH = 2_000;

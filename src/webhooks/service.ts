@@ -6,8 +6,9 @@ import { seal } from "../crypto.ts";
 import { lockProject } from "../db/locks.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "./outbox.ts";
-import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, WebhookNotFound } from "../errors.ts";
+import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, RateLimited, WebhookNotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
+import { consumePerProject, type Limit } from "../rate-limit.ts";
 import { canonicalEventType, type EventType } from "./event-types.ts";
 import { sampleEventData } from "./samples.ts";
 import { generateWebhookSecret } from "./secrets.ts";
@@ -128,12 +129,25 @@ export async function rotateWebhookSecret(deps: Deps, actor: KeyActor, id: unkno
   return { webhookId: webhook.id, newSecret: secret, transitionEndsAt };
 }
 
+/** What sending a test event refuses with, besides bad credentials: its GraphQL field lists these. */
+export const SEND_TEST_ERRORS = [WebhookNotFound, InvalidEventType, RateLimited];
+
+/**
+ * Test events a project may send in 10 minutes, to all its webhooks together. Each is an event
+ * and a delivery kept as long as real ones (docs/operations.md, "Retention"), retried until its
+ * endpoint takes it, and sent from the workers every project shares: unbounded, one secret key
+ * could fill the tables and the queue. 100 is far more than someone trying out an endpoint
+ * sends (docs/security.md, "Abuse limits").
+ */
+export const TEST_EVENTS_PER_PROJECT: Limit = { max: 100, windowSeconds: 600 };
+
 /** Queues a sample event of any type for this one webhook, marked `test: true`. */
 export async function sendTestWebhook(deps: Deps, actor: KeyActor, webhookId: unknown, eventType: unknown) {
   const webhook = await findWebhook(deps, actor, webhookId);
   const type = typeof eventType === "string" ? canonicalEventType(eventType) : undefined;
   if (!type) throw new InvalidEventType(`unknown event type: ${String(eventType)}`);
   const { projectId } = webhook;
+  await consumePerProject(deps.db, "test_events_per_project", projectId, TEST_EVENTS_PER_PROJECT);
   const eventId = await transaction(deps.prisma, (tx) =>
     enqueue(tx, { projectId, eventType: type, data: sampleEventData(projectId, type), test: { webhookId: webhook.id } }),
   );

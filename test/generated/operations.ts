@@ -127,6 +127,7 @@ export type SendTestWebhookMutationVariables = Exact<{
 
 export type SendTestWebhookMutation = { sendTestWebhook:
     | { __typename: 'InvalidEventType', message: string }
+    | { __typename: 'RateLimited', message: string }
     | { __typename: 'SendTestWebhookPayload', eventId: string, webhookId: string, eventType: string }
     | { __typename: 'WebhookNotFound', message: string }
    };

@@ -18,7 +18,7 @@ import { randomToken, safeEqual, sha256Hex } from "../../crypto.ts";
 import { DomainError, InvalidRedirectUri, InvalidRequest, OTPInvalid } from "../../errors.ts";
 import type { ExternalFlow } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
-import { consumePerAddress, type Limit } from "../rate-limit.ts";
+import { consumePerAddress, type Limit } from "../../rate-limit.ts";
 import { callbackUrl, upstreamProvider } from "./providers.ts";
 import { authorizationUrl, exchangeCode } from "./upstream.ts";
 

@@ -8,6 +8,8 @@ import {
   TRANSITION_MS,
   updateWebhook,
   ROTATE_SECRET_ERRORS,
+  SEND_TEST_ERRORS,
+  TEST_EVENTS_PER_PROJECT,
   webhooksOf,
 } from "../../webhooks/service.ts";
 import { builder } from "../builder.ts";
@@ -182,12 +184,12 @@ builder.mutationFields((t) => ({
   sendTestWebhook: t.field({
     type: TestEventPayload,
     authScopes: { secret: true },
-    description: `Records a sample event of a type for this one webhook, with fake data and \`"test": true\` in its envelope, signed, retried and logged like any delivery. It is sent only if the webhook is enabled and subscribed to the type, and it is never pulled with events. ${NEEDS.secret}`,
+    description: `Records a sample event of a type for this one webhook, with fake data and \`"test": true\` in its envelope, signed, retried and logged like any delivery. It is sent only if the webhook is enabled and subscribed to the type, and it is never pulled with events. A project sends at most ${TEST_EVENTS_PER_PROJECT.max} test events in ${TEST_EVENTS_PER_PROJECT.windowSeconds / 60} minutes (RateLimited). ${NEEDS.secret}`,
     args: {
       webhookId: t.arg.id({ required: true, description: "The webhook's id." }),
       eventType: t.arg.string({ required: true, description: "The event type to send a sample of (see eventTypes)." }),
     },
-    errors: { types: [E.WebhookNotFound, E.InvalidEventType], union: resultOf("The SendTestWebhookPayload") },
+    errors: { types: [...SEND_TEST_ERRORS], union: resultOf("The SendTestWebhookPayload") },
     resolve: async (_, args, ctx) => sendTestWebhook(ctx.deps, await ctx.secret(), String(args.webhookId), args.eventType),
   }),
 }));

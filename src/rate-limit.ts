@@ -1,14 +1,18 @@
-// Fixed-window counters in the database, so every gateway process shares one budget.
+// Fixed-window counters in the database, so every gateway process shares one budget. Below
+// every service (sign-in and linking count codes and messages, webhooks count test events), so
+// it knows an identifier only as the kind and value its statements store.
 import { isIPv4, isIPv6 } from "node:net";
-import type { Database } from "../db/client.ts";
-import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
-import { RateLimited } from "../errors.ts";
-import { ipv4From, ipv6Words } from "../ip.ts";
-import { recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
-import type { Limit } from "../limits.ts";
-import type { Identifier } from "./identifiers.ts";
+import type { Database } from "./db/client.ts";
+import { ASYNC_COMMIT, prepared, run } from "./db/fast.ts";
+import { RateLimited } from "./errors.ts";
+import { ipv4From, ipv6Words } from "./ip.ts";
+import { recordRateLimitRefusal, type RateLimitName } from "./metrics.ts";
+import type { Limit } from "./limits.ts";
 
 export type { Limit };
+
+/** An identifier as the counters store it (src/auth/identifiers.ts normalizes them). */
+type Identifier = { kind: string; value: string };
 
 /** How long a successful sign-in makes its place known (src/auth/known-places.ts). */
 export const KNOWN_FOR_DAYS = 30;
@@ -33,7 +37,7 @@ type DbLike = Pick<Database, "driver">;
  * The project's hourly ceiling of texts or e-mails: every message the service sends counts
  * against it, codes (src/auth/otp-flow.ts) and security notices (src/auth/notices.ts).
  */
-export const projectSendKey = (projectId: string, kind: Identifier["kind"]) => `send:prj:${projectId}:${kind}`;
+export const projectSendKey = (projectId: string, kind: "email" | "phone") => `send:prj:${projectId}:${kind}`;
 
 /** One counter after a call: `over` when it refuses; `tripped` when this call was its first refusal in the window. */
 export type Counter = { key: string; count: number; resetsIn: number; over: boolean; tripped: boolean };
@@ -329,6 +333,14 @@ export async function consumePerAddress(db: DbLike, name: "sign_in_options_per_a
  */
 export async function consumePerAccount(db: DbLike, name: "registration_options_per_account" | "profile_updates_per_account", accountId: string, limit: Limit): Promise<void> {
   await consumeNamed(db, name, `acc:${name}:${accountId}`, limit);
+}
+
+/**
+ * Bounds a call a project's secret key makes that queues work for the shared workers (test
+ * events): only the project's own keys can use up its budget.
+ */
+export async function consumePerProject(db: DbLike, name: "test_events_per_project", projectId: string, limit: Limit): Promise<void> {
+  await consumeNamed(db, name, `prj:${name}:${projectId}`, limit);
 }
 
 async function consumeNamed(db: DbLike, name: RateLimitName, key: string, limit: Limit): Promise<void> {
