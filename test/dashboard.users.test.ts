@@ -16,7 +16,7 @@ const ACCOUNT = `id name email status mergeRole mergedAt createdAt lastLoginAt
   mergePartner { id mergeRole identifiers { kind value origin } }
   passkeys { id name deviceType }
   sessions { id createdAt lastUsedAt clientAddress userAgent expiresAt }
-  recentEvents(first: 50) { id eventType createdAt body deliveries { status attempts webhook { id url } } }`;
+  recentEvents(first: 20) { id eventType createdAt body deliveries { status attempts webhook { id url } } }`;
 
 const Q = {
   lookup: `query($email: String, $phone: String, $accountId: ID) {

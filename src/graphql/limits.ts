@@ -84,39 +84,64 @@ function pageSizeOf(args: readonly ArgumentNode[]): number {
   return Math.max(...given.map((a) => (a.value.kind === Kind.INT ? Number(a.value.value) : MAX_PAGE)));
 }
 
-/** The document with every paged field's page arguments replaced by one `first`: its price. */
-function pricedPages(schema: GraphQLSchema, document: DocumentNode): DocumentNode {
+/**
+ * Lists without page arguments that can hold many rows, and how many: the price of each row
+ * beneath them is multiplied by that, as a page's is by its size. Priced as one row,
+ * `event { deliveries { webhook { deliveries(first: 100) { … } } } }` fetched a page of every
+ * webhook of the project (20) for the price of one: two such aliases held every database
+ * connection for 8 s and other projects' requests got 503 (docs/graphql.md, "Operation limits").
+ * `unless`: an argument that narrows the list to one row.
+ */
+export type ListSizes = Record<string, { rows: number; unless?: string }>;
+
+export function listSizes(config: Pick<Config, "webhooksPerProject">): ListSizes {
+  return { "Event.deliveries": { rows: config.webhooksPerProject, unless: "webhookId" } };
+}
+
+const pageArgument = (size: number): ArgumentNode => ({
+  kind: Kind.ARGUMENT,
+  name: { kind: Kind.NAME, value: "first" },
+  value: { kind: Kind.INT, value: String(size) },
+});
+
+/**
+ * The document as the cost rule prices it: every paged field's page arguments replaced by one
+ * `first`, and every list of ListSizes given the `first` of its size (the rule reads only the
+ * document, so an argument the field lacks is no error here).
+ */
+function pricedPages(schema: GraphQLSchema, document: DocumentNode, lists: ListSizes): DocumentNode {
   const typeInfo = new TypeInfo(schema);
   return visit(
     document,
     visitWithTypeInfo(typeInfo, {
       Field(node) {
-        if (!typeInfo.getFieldDef()?.args.some((a) => a.name === "first")) return undefined;
         const args = node.arguments ?? [];
-        const price = { kind: Kind.INT, value: String(pageSizeOf(args)) } as const;
-        const first: ArgumentNode = { kind: Kind.ARGUMENT, name: { kind: Kind.NAME, value: "first" }, value: price };
-        return { ...node, arguments: [first, ...args.filter((a) => !PAGE_ARGS.includes(a.name.value))] };
+        const parent = typeInfo.getParentType();
+        const list = parent && lists[`${parent.name}.${node.name.value}`];
+        if (list) return list.unless && args.some((a) => a.name.value === list.unless) ? undefined : { ...node, arguments: [pageArgument(list.rows), ...args] };
+        if (!typeInfo.getFieldDef()?.args.some((a) => a.name === "first")) return undefined;
+        return { ...node, arguments: [pageArgument(pageSizeOf(args)), ...args.filter((a) => !PAGE_ARGS.includes(a.name.value))] };
       },
     }),
   );
 }
 
-function costPlugin(maxCost: number): Plugin {
+function costPlugin(maxCost: number, lists: ListSizes): Plugin {
   const rule = costLimitRule({ maxCost, depthCostFactor: 1, flattenFragments: true, ignoreIntrospection: true, ...refuse });
   return {
     onValidate({ params }) {
-      validate(params.schema, pricedPages(params.schema, params.documentAST), [rule]);
+      validate(params.schema, pricedPages(params.schema, params.documentAST, lists), [rule]);
     },
   };
 }
 
-export function limitPlugins(limits: Config["graphqlLimits"]): Plugin[] {
+export function limitPlugins(limits: Config["graphqlLimits"], lists: ListSizes): Plugin[] {
   return [
     maxTokensPlugin({ n: limits.maxTokens, ...refuse }),
     maxDepthPlugin({ n: limits.maxDepth, flattenFragments: true, ignoreIntrospection: true, ...refuse }),
     maxAliasesPlugin({ n: limits.maxAliases, ...refuse }),
     maxDirectivesPlugin({ n: limits.maxDirectives, ...refuse }),
-    costPlugin(limits.maxCost),
+    costPlugin(limits.maxCost, lists),
     introspectionDepth,
     // Suggestions ("Did you mean …?") would spell out the schema where introspection is off.
     blockFieldSuggestionsPlugin(),

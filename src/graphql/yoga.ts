@@ -6,7 +6,7 @@ import type { Deps } from "../deps.ts";
 import { createContext, type ServerContext } from "./context.ts";
 import { graphiqlOptions } from "./graphiql.ts";
 import { inputGuardPlugin } from "./input-guard.ts";
-import { limitPlugins } from "./limits.ts";
+import { limitPlugins, listSizes } from "./limits.ts";
 import { maskError } from "./mask.ts";
 import { metricsPlugin } from "./metrics-plugin.ts";
 import { schema } from "./schema/index.ts";
@@ -26,7 +26,7 @@ export function createGraphQL(deps: Deps) {
     // in a profile of the link benchmark, about a tenth of a trivial request's CPU.
     maxRequestBodySize: false,
     // metrics first: it reads the operation's name before a limit can refuse it
-    plugins: [metricsPlugin(), ...limitPlugins(deps.config.graphqlLimits), inputGuardPlugin(), ...graphiql.plugins],
+    plugins: [metricsPlugin(), ...limitPlugins(deps.config.graphqlLimits, listSizes(deps.config)), inputGuardPlugin(), ...graphiql.plugins],
     logging: {
       debug: (...args) => deps.logger.debug({ args }, "graphql"),
       info: (...args) => deps.logger.info({ args }, "graphql"),

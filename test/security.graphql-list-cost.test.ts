@@ -1,0 +1,40 @@
+// A list without page arguments is priced at the rows it can hold (docs/graphql.md, "Operation
+// limits"). An event's deliveries (one per webhook, up to 20) were priced as one row, so
+// `event { deliveries { webhook { deliveries(first: 100) { … } } } }` fetched a page of every
+// webhook of the project for the price of one: two such aliases held every database connection
+// for 8 s, and other projects' requests got 503.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listSizes } from "../src/graphql/limits.ts";
+import { backends } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+
+const EVERY_WEBHOOKS_PAGE = `query($id: ID!) { event(id: $id) { id deliveries { webhook { stats { pending }
+  deliveries(first: 100) { totalCount edges { node { id attemptLog { id requestHeaders } } } } } } } }`;
+const ONE_WEBHOOKS_PAGE = `query($id: ID!, $hook: ID!) { event(id: $id) { id deliveries(webhookId: $hook) { webhook { stats { pending }
+  deliveries(first: 100) { totalCount edges { node { id attemptLog { id requestHeaders } } } } } } } }`;
+
+describe.each(backends)("the price of unpaged lists on %s", (backend) => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(backend);
+  });
+  afterAll(() => h?.close());
+
+  it("prices an event's deliveries at one per webhook the project may hold, and refuses a page of each webhook's deliveries beneath them", async () => {
+    expect(listSizes(h.config)).toEqual({ "Event.deliveries": { rows: 20, unless: "webhookId" } });
+    const refused = await h.gql(EVERY_WEBHOOKS_PAGE, { id: "evt_anything" });
+    expect(refused.status).toBe(400);
+    expect(refused.body.data).toBeUndefined();
+    expect(refused.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/Cost limit/), extensions: expect.objectContaining({ code: "QUERY_TOO_COMPLEX" }) })]);
+  });
+
+  it("prices the deliveries narrowed to one webhook as one row, so the dashboard's event search still runs", async () => {
+    const ran = await h.gql(ONE_WEBHOOKS_PAGE, { id: "evt_anything", hook: "wh_anything" });
+    expect(ran.status).toBe(200);
+    expect(ran.body).toEqual({ data: { event: null } });
+  });
+
+  it("follows LINKGATE_WEBHOOKS_PER_PROJECT", () => {
+    expect(listSizes({ webhooksPerProject: 3 })).toEqual({ "Event.deliveries": { rows: 3, unless: "webhookId" } });
+  });
+});
