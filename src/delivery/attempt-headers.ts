@@ -52,10 +52,14 @@ export async function attemptRequestHeaders(
     JOIN outbox_events e ON e.id = d.event_id
     JOIN webhooks w ON w.id = d.webhook_id
     WHERE a.id = ANY (${ids}::text[]) AND d.project_id = ${projectId}`;
+  // Each webhook's secrets are unsealed once, not once per attempt row: a page of deliveries
+  // with their attempts names the same few secrets thousands of times.
   const secrets = new Map<string, string>(); // ref -> secret, of the webhooks involved
+  const sealedSeen = new Set<string>();
   for (const r of rows) {
     for (const sealed of [r.secret_sealed, r.previous_secret_sealed]) {
-      if (!sealed) continue;
+      if (!sealed || sealedSeen.has(sealed)) continue;
+      sealedSeen.add(sealed);
       const plain = unseal(masterKey, sealed);
       secrets.set(secretRef(plain), plain);
     }
