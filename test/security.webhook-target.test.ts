@@ -43,6 +43,7 @@ describe("assertSafeTarget refuses internal addresses", () => {
     ["https://0.1.2.3/", "unspecified"],
     ["https://255.255.255.255/", "broadcast"],
     ["https://240.0.0.1/", "reserved"],
+    ["https://192.88.99.1/", "reserved"], // deprecated 6to4 relay anycast (RFC 7526)
     ["https://[::1]/", "loopback"],
     ["https://[::]/", "unspecified"],
     ["https://[::ffff:127.0.0.1]/", "loopback"],
@@ -99,6 +100,11 @@ describe("assertSafeTarget refuses internal addresses", () => {
     expect((await refusal("https://meta.example.com/", lookup)).message).toContain("link-local");
     expect((await refusal("https://mapped.example.com/", lookup)).message).toContain("private");
     expect((await refusal("https://nat64.example.com/", lookup)).message).toContain("link-local");
+  });
+
+  it("refuses port 0, which no attempt could reach, with or without private targets allowed", async () => {
+    expect(await refusal("https://1.1.1.1:0/")).toMatchObject({ reason: "invalid_url", message: "webhook URL must not name port 0" });
+    await expect(assertSafeTarget("http://127.0.0.1:0/", { allowPrivate: true, lookup: fakeDns({}) })).rejects.toMatchObject({ reason: "invalid_url" });
   });
 
   it("refuses internal hostnames without resolving them", async () => {

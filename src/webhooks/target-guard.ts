@@ -40,7 +40,9 @@ const V4_RULES: Rule[] = [
   ["carrier-grade NAT", ["100.64.0.0/10"]],
   ["multicast", ["224.0.0.0/4"]],
   ["broadcast", ["255.255.255.255/32"]],
-  ["reserved", ["240.0.0.0/4", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24"]],
+  // Future use, IETF protocol assignments, documentation, benchmarking, and the deprecated 6to4
+  // relay anycast (RFC 7526), which forwards to whatever IPv6 address a packet names.
+  ["reserved", ["240.0.0.0/4", "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "192.88.99.0/24"]],
 ];
 const V6_RULES: Rule[] = [
   ["unspecified", ["::/128"]],
@@ -121,6 +123,8 @@ export async function assertSafeTarget(
   if (parsed.username || parsed.password) {
     throw new UnsafeWebhookTarget("credentials", "webhook URL must not contain credentials (user:password@)");
   }
+  // Port 0 reaches nothing: every attempt would fail, and no endpoint can be told about it.
+  if (parsed.port === "0") throw new UnsafeWebhookTarget("invalid_url", "webhook URL must not name port 0");
   // The URL parser already canonicalised decimal/hex/octal IPv4 forms to dotted quads.
   const host = parsed.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.+$/, "");
   if (!host) throw new UnsafeWebhookTarget("invalid_url", "webhook URL has no host");
