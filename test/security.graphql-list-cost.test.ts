@@ -34,7 +34,8 @@ describe.each(backends)("the price of unpaged lists on %s", (backend) => {
     expect(ran.body).toEqual({ data: { event: null } });
   });
 
-  it("follows LINKGATE_WEBHOOKS_PER_PROJECT", () => {
+  it("follows LINKGATE_WEBHOOKS_PER_PROJECT up to 20, so a raised cap leaves the dashboard's user lookup under the budget", () => {
     expect(listSizes({ webhooksPerProject: 3 })).toEqual({ "Event.deliveries": { rows: 3, unless: "webhookId" } });
+    expect(listSizes({ webhooksPerProject: 110 })).toEqual({ "Event.deliveries": { rows: 20, unless: "webhookId" } });
   });
 });
