@@ -7,6 +7,9 @@ const csvMs = z
   .regex(/^\d+(,\d+)*$/, "a comma-separated list of milliseconds")
   .transform((s) => s.split(",").map(Number));
 
+/** Webhooks a project may hold unless LINKGATE_WEBHOOKS_PER_PROJECT says otherwise (src/webhooks/service.ts says why). */
+export const DEFAULT_WEBHOOKS_PER_PROJECT = 20;
+
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(4000),
   HOST: z.string().default("127.0.0.1"),
@@ -55,7 +58,7 @@ const envSchema = z.object({
   LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: csvMs.default([10000, 30000, 60000, 300000, 1800000]),
   LINKGATE_NOTICE_RETRY_SCHEDULE_MS: csvMs.default([30000, 120000, 600000, 3600000, 21600000]),
   LINKGATE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
-  LINKGATE_WEBHOOKS_PER_PROJECT: z.coerce.number().int().positive().default(20),
+  LINKGATE_WEBHOOKS_PER_PROJECT: z.coerce.number().int().positive().default(DEFAULT_WEBHOOKS_PER_PROJECT),
   LINKGATE_UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().max(60000).default(5000),
   LINKGATE_WEBHOOK_BREAKER_FAILURES: z.coerce.number().int().positive().default(5),
   LINKGATE_WEBHOOK_BREAKER_OPEN_MS: z.coerce.number().int().positive().default(1000),

@@ -26,7 +26,7 @@ import { maxDirectivesPlugin } from "@escape.tech/graphql-armor-max-directives";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { Kind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type GraphQLError, type GraphQLSchema } from "graphql";
 import { createGraphQLError, type Plugin } from "graphql-yoga";
-import type { Config } from "../config.ts";
+import { DEFAULT_WEBHOOKS_PER_PROJECT, type Config } from "../config.ts";
 import { MAX_PAGE } from "./pages.ts";
 
 export const QUERY_TOO_COMPLEX = "QUERY_TOO_COMPLEX";
@@ -97,13 +97,11 @@ export type ListSizes = Record<string, { rows: number; unless?: string }>;
 /**
  * An event's deliveries are priced at no more than the default webhook cap. Priced at a raised
  * cap (the dashboard's tests run with 110), the dashboard's own user lookup (20 recent events
- * with their deliveries) went over the budget and the Users view stopped working; past 20 a
- * project that raised its cap is priced as one of 20.
+ * with their deliveries) went over the budget and the Users view stopped working; past the
+ * default a project that raised its cap is priced as one at the default.
  */
-const PRICED_WEBHOOKS_AT_MOST = 20;
-
 export function listSizes(config: Pick<Config, "webhooksPerProject">): ListSizes {
-  return { "Event.deliveries": { rows: Math.min(config.webhooksPerProject, PRICED_WEBHOOKS_AT_MOST), unless: "webhookId" } };
+  return { "Event.deliveries": { rows: Math.min(config.webhooksPerProject, DEFAULT_WEBHOOKS_PER_PROJECT), unless: "webhookId" } };
 }
 
 const pageArgument = (size: number): ArgumentNode => ({
