@@ -31,6 +31,7 @@ export const RATE_LIMITS = [
   "registration_options_per_account",
   "profile_updates_per_account",
   "test_events_per_project",
+  "redeliveries_per_project",
 ] as const;
 export type RateLimitName = (typeof RATE_LIMITS)[number];
 

@@ -337,9 +337,9 @@ export async function consumePerAccount(db: DbLike, name: "registration_options_
 
 /**
  * Bounds a call a project's secret key makes that queues work for the shared workers (test
- * events): only the project's own keys can use up its budget.
+ * events, redeliveries): only the project's own keys can use up its budget.
  */
-export async function consumePerProject(db: DbLike, name: "test_events_per_project", projectId: string, limit: Limit): Promise<void> {
+export async function consumePerProject(db: DbLike, name: "test_events_per_project" | "redeliveries_per_project", projectId: string, limit: Limit): Promise<void> {
   await consumeNamed(db, name, `prj:${name}:${projectId}`, limit);
 }
 

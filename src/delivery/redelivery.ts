@@ -9,10 +9,11 @@
 // has no actor: whoever runs it holds the database itself.
 import type { Database } from "../db/client.ts";
 import { requireSecretKey, type KeyActor } from "../deps.ts";
-import { DeliveryNotFound, InvalidRequest, WebhookNotFound } from "../errors.ts";
+import { DeliveryNotFound, InvalidRequest, RateLimited, WebhookNotFound } from "../errors.ts";
+import { consumePerProject, type Limit } from "../rate-limit.ts";
 import { countReplayableStatement, heldDeliveryStatement, redeliverStatement, replayBatchStatement, wakeWorkersStatement, type ReplayCursor, type ReplayTarget } from "./sql.ts";
 
-type DbLike = Pick<Database, "prisma">;
+type DbLike = Pick<Database, "prisma" | "driver">;
 
 /** Rows reset per statement by a replay: short statements, and workers start on the first batch. */
 const REPLAY_BATCH = 2_000;
@@ -58,6 +59,19 @@ async function notifyWorkers(db: DbLike): Promise<void> {
 }
 
 /**
+ * Redeliveries a project may ask for in 10 minutes, of all its deliveries together. Each one
+ * sends the body to its URL again at once, whatever the delivery's state, from the workers every
+ * project shares: unbounded, one secret key could have linkgate POST to any public address as
+ * fast as it can call (a flood with linkgate's addresses on it) and hold the shared send slots.
+ * 100 is far more than anyone redelivers by hand; the failures of an outage go through a replay,
+ * which resets each failed delivery at most once per schedule (docs/security.md, "Abuse limits").
+ */
+export const REDELIVERIES_PER_PROJECT: Limit = { max: 100, windowSeconds: 600 };
+
+/** What a redelivery refuses with, besides bad credentials: its GraphQL field lists these. */
+export const REDELIVER_ERRORS = [DeliveryNotFound, RateLimited];
+
+/**
  * Sends one delivery again, with the same event and the same body bytes.
  *
  * Semantics: a redelivery starts a fresh cycle. The delivery becomes `pending`, due now, with
@@ -67,17 +81,27 @@ async function notifyWorkers(db: DbLike): Promise<void> {
  * delivery that a worker holds right now is left alone and returned as it is: it is being
  * attempted anyway, and resetting it under the worker would send it twice. A delivery of a
  * disabled webhook stays pending until the webhook is enabled again.
+ *
+ * Only a redelivery of a delivery the project has counts against REDELIVERIES_PER_PROJECT, so
+ * an unknown id is still DeliveryNotFound and changes nothing.
  */
 export async function redeliver(db: DbLike, actor: KeyActor, deliveryId: string): Promise<DeliverySummary> {
   const { projectId } = requireSecretKey(actor);
+  await findDelivery(db, projectId, deliveryId);
+  await consumePerProject(db, "redeliveries_per_project", projectId, REDELIVERIES_PER_PROJECT);
   const rows = await db.prisma.$queryRaw<DeliveryRow[]>(redeliverStatement(projectId, deliveryId));
   if (rows.length > 0) {
     await notifyWorkers(db);
     return summary(rows[0]);
   }
-  const current = await db.prisma.$queryRaw<DeliveryRow[]>(heldDeliveryStatement(projectId, deliveryId));
-  if (current.length === 0) throw new DeliveryNotFound();
-  return summary(current[0]);
+  return findDelivery(db, projectId, deliveryId);
+}
+
+/** The project's delivery as it is, marked in flight (what redeliver answers when it reset nothing). */
+async function findDelivery(db: DbLike, projectId: string, deliveryId: string): Promise<DeliverySummary> {
+  const rows = await db.prisma.$queryRaw<DeliveryRow[]>(heldDeliveryStatement(projectId, deliveryId));
+  if (rows.length === 0) throw new DeliveryNotFound();
+  return summary(rows[0]);
 }
 
 /**

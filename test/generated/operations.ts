@@ -46,6 +46,7 @@ export type RedeliverMutationVariables = Exact<{
 export type RedeliverMutation = { redeliverWebhookDelivery:
     | { __typename: 'Delivery', id: string, status: DeliveryStatus, attempts: number }
     | { __typename: 'DeliveryNotFound', message: string }
+    | { __typename: 'RateLimited', message: string }
    };
 
 export type ReplayFailedMutationVariables = Exact<{

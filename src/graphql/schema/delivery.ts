@@ -4,7 +4,7 @@ import DataLoader from "dataloader";
 import { webhooksStats, type WebhookStats as Stats } from "../../delivery/charts.ts";
 import { attemptRequestHeaders } from "../../delivery/attempt-headers.ts";
 import { MAX_PULL_LIMIT, pullEvents } from "../../webhooks/events-pull.ts";
-import { redeliver, replayFailed } from "../../delivery/redelivery.ts";
+import { REDELIVER_ERRORS, REDELIVERIES_PER_PROJECT, redeliver, replayFailed } from "../../delivery/redelivery.ts";
 import * as E from "../../errors.ts";
 import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
@@ -264,9 +264,9 @@ builder.mutationFields((t) => ({
   redeliverWebhookDelivery: t.prismaField({
     type: Delivery,
     authScopes: { secret: true },
-    description: `Starts one delivery over, whatever its state: pending and due now, attempts counted from 1 again, the whole schedule, the same body. One being sent right now is left alone and returned as it is. ${NEEDS.secret}`,
+    description: `Starts one delivery over, whatever its state: pending and due now, attempts counted from 1 again, the whole schedule, the same body. One being sent right now is left alone and returned as it is. A project redelivers at most ${REDELIVERIES_PER_PROJECT.max} deliveries in ${REDELIVERIES_PER_PROJECT.windowSeconds / 60} minutes (RateLimited); replayFailedWebhookDeliveries is for many. ${NEEDS.secret}`,
     args: { deliveryId: t.arg.id({ required: true, description: "The delivery's id." }) },
-    errors: { types: [E.DeliveryNotFound], union: resultOf("The Delivery, as it is now,") },
+    errors: { types: [...REDELIVER_ERRORS], union: resultOf("The Delivery, as it is now,") },
     resolve: async (query, _, args, ctx) => {
       const actor = await ctx.secret();
       const d = await redeliver(ctx.deps.db, actor, String(args.deliveryId));
