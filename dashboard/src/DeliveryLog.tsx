@@ -187,6 +187,11 @@ function DeliveryItem({ delivery: d, highlight, onChanged }: { delivery: Deliver
         <summary>Attempts, responses and headers sent</summary>
         <p class="muted">Event {d.eventId}</p>
         {d.attemptLog.length === 0 && <p class="muted">Not attempted yet.</p>}
+        {d.attemptCount > d.attemptLog.length && (
+          <p class="muted">
+            The latest {d.attemptLog.length} of {d.attemptCount} attempts; earlier cycles' attempts are not shown.
+          </p>
+        )}
         {[...d.attemptLog].reverse().map((a, i) => (
           <details class="attempt" key={a.id} open={i === 0 ? true : undefined}>
             <summary>

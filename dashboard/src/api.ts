@@ -1,7 +1,7 @@
 // The dashboard's only way to the server: POST /graphql with the project API key (x-api-key).
 // The key lives in sessionStorage, so it is gone when the browser session ends.
 import { dataOf, postGraphQL } from "../../ui/graphql.ts";
-import { OPERATIONS } from "./operations.ts";
+import { DELIVERY_PAGE, OPERATIONS } from "./operations.ts";
 
 const KEY = "linkgate.apiKey";
 
@@ -97,7 +97,10 @@ export type Delivery = {
   createdAt: string;
   completedAt: string | null;
   nextAttemptAt: string;
+  /** the latest attempts (one schedule's worth), oldest first */
   attemptLog: Attempt[];
+  /** how many attempts the log holds: more than attemptLog shows after redeliveries */
+  attemptCount: number;
 };
 
 /** A mutation's error member: every one implements `interface Error { message }`. */
@@ -114,21 +117,22 @@ export const MAX_PAGE = 100;
 type Page<T> = { pageInfo: { hasNextPage: boolean; endCursor: string | null }; edges: { node: T }[] };
 
 /**
- * The first `want` items of a connection, in pages of at most MAX_PAGE: `fetchPage` gets one
- * page after a cursor (null: the first page).
+ * The first `want` items of a connection, in pages of at most `pageSize`: `fetchPage` gets one
+ * page after a cursor (null: the first page). A page whose size its document spells out may
+ * bring more than `want`; they are left for the next call.
  */
-async function collect<T>(want: number, fetchPage: (first: number, after: string | null) => Promise<Page<T> | null>) {
+async function collect<T>(want: number, fetchPage: (first: number, after: string | null) => Promise<Page<T> | null>, pageSize = MAX_PAGE) {
   const items: T[] = [];
   let after: string | null = null;
   let hasNextPage = true;
   while (hasNextPage && items.length < want) {
-    const page = await fetchPage(Math.min(MAX_PAGE, want - items.length), after);
+    const page = await fetchPage(Math.min(pageSize, want - items.length), after);
     if (!page) break;
     items.push(...page.edges.map((e) => e.node));
     ({ hasNextPage, endCursor: after } = page.pageInfo);
     if (!after) break;
   }
-  return { items, hasNextPage };
+  return { items: items.slice(0, want), hasNextPage: hasNextPage || items.length > want };
 }
 
 /** The event types and the first `want` webhooks (oldest first). */
@@ -159,14 +163,18 @@ export async function loadWebhook(id: string, want: number, filter: DeliveryFilt
   const vars = { id, status: filter.status || null, eventType: filter.eventType || null };
   type Hook = Webhook & { deliveries: Page<Delivery> };
   let hook: Hook | null = null;
-  const { items, hasNextPage } = await collect<Delivery>(want, async (first, after) => {
-    if (after === null) {
-      hook = (await gql<{ webhook: Hook | null }>(OPERATIONS.WebhookLog, { ...vars, first })).webhook;
-      return hook?.deliveries ?? null;
-    }
-    const more = await gql<{ webhook: { deliveries: Page<Delivery> } | null }>(OPERATIONS.MoreDeliveries, { ...vars, first, after });
-    return more.webhook?.deliveries ?? null;
-  });
+  const { items, hasNextPage } = await collect<Delivery>(
+    want,
+    async (_, after) => {
+      if (after === null) {
+        hook = (await gql<{ webhook: Hook | null }>(OPERATIONS.WebhookLog, vars)).webhook;
+        return hook?.deliveries ?? null;
+      }
+      const more = await gql<{ webhook: { deliveries: Page<Delivery> } | null }>(OPERATIONS.MoreDeliveries, { ...vars, after });
+      return more.webhook?.deliveries ?? null;
+    },
+    DELIVERY_PAGE,
+  );
   if (!hook) return null;
   // No totalCount: counting a busy webhook's whole log on every 2-second poll costs more than the
   // page itself; the charts give the volume.

@@ -6,8 +6,15 @@ const WEBHOOK = `id url description events enabled disabledReason transitionEnds
 
 const ERR = `__typename ... on Error { message }`;
 
-const DELIVERY = `id eventId eventType status attempts lastStatus lastError createdAt completedAt nextAttemptAt body
+const DELIVERY = `id eventId eventType status attempts lastStatus lastError createdAt completedAt nextAttemptAt body attemptCount
   attemptLog { id attempt statusCode durationMs error responseExcerpt requestHeaders startedAt }`;
+
+/**
+ * Deliveries per request of the delivery log. Spelled out in the documents, since the server
+ * prices a page size given by a variable at its largest (100): with each delivery's latest
+ * attempts, a page of 100 is over the server's cost budget, a page of 50 well within it.
+ */
+export const DELIVERY_PAGE = 50;
 
 const COUNTS = `succeeded retried failed p50Ms p95Ms`;
 const CHART = `range stepSeconds from to points { start end ${COUNTS} } totals { ${COUNTS} }`;
@@ -47,18 +54,18 @@ export const OPERATIONS = {
     eventTypes
     webhooks(first: $first, after: $after) { pageInfo { hasNextPage endCursor } edges { node { ${WEBHOOK} } } }
   }`,
-  WebhookLog: `query WebhookLog($id: ID!, $first: Int!, $status: DeliveryStatus, $eventType: String) {
+  WebhookLog: `query WebhookLog($id: ID!, $status: DeliveryStatus, $eventType: String) {
     webhook(id: $id) {
       ${WEBHOOK}
-      deliveries(first: $first, status: $status, eventType: $eventType) {
+      deliveries(first: ${DELIVERY_PAGE}, status: $status, eventType: $eventType) {
         pageInfo { hasNextPage endCursor }
         edges { node { ${DELIVERY} } }
       }
     }
   }`,
-  MoreDeliveries: `query MoreDeliveries($id: ID!, $first: Int!, $after: String!, $status: DeliveryStatus, $eventType: String) {
+  MoreDeliveries: `query MoreDeliveries($id: ID!, $after: String!, $status: DeliveryStatus, $eventType: String) {
     webhook(id: $id) {
-      deliveries(first: $first, after: $after, status: $status, eventType: $eventType) {
+      deliveries(first: ${DELIVERY_PAGE}, after: $after, status: $status, eventType: $eventType) {
         pageInfo { hasNextPage endCursor }
         edges { node { ${DELIVERY} } }
       }

@@ -24,7 +24,7 @@ import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxDirectivesPlugin } from "@escape.tech/graphql-armor-max-directives";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
-import { Kind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type GraphQLError, type GraphQLSchema } from "graphql";
+import { Kind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type GraphQLArgument, type GraphQLError, type GraphQLSchema } from "graphql";
 import { createGraphQLError, type Plugin } from "graphql-yoga";
 import { DEFAULT_WEBHOOKS_PER_PROJECT, type Config } from "../config.ts";
 import { MAX_PAGE } from "./pages.ts";
@@ -74,13 +74,18 @@ const PAGE_ARGS = ["first", "last"];
 
 /**
  * The size a list field is priced at: the largest page size it names, MAX_PAGE for one left to
- * a variable or a default. Armor's rule reads only the first of `first` and `last` it meets,
+ * a variable. Left out, the largest default the schema gives its page arguments (a delivery's
+ * attempt log shows 6), or MAX_PAGE where none has one (a Relay connection's page size is the
+ * server's choice). Armor's rule reads only the first of `first` and `last` it meets,
  * while the connection returns `first ?? last` rows, so `last: 1, first: 100` was priced as one
  * row and fetched a hundred (docs/security.md, "Input, tenants and pages").
  */
-function pageSizeOf(args: readonly ArgumentNode[]): number {
+function pageSizeOf(args: readonly ArgumentNode[], defs: readonly GraphQLArgument[]): number {
   const given = args.filter((a) => PAGE_ARGS.includes(a.name.value));
-  if (given.length === 0) return MAX_PAGE;
+  if (given.length === 0) {
+    const defaults = defs.map((d) => d.defaultValue).filter((v): v is number => typeof v === "number");
+    return defaults.length ? Math.max(...defaults) : MAX_PAGE;
+  }
   return Math.max(...given.map((a) => (a.value.kind === Kind.INT ? Number(a.value.value) : MAX_PAGE)));
 }
 
@@ -111,8 +116,8 @@ const pageArgument = (size: number): ArgumentNode => ({
 });
 
 /**
- * The document as the cost rule prices it: every paged field's page arguments replaced by one
- * `first`, and every list of ListSizes given the `first` of its size (the rule reads only the
+ * The document as the cost rule prices it: every paged field's page arguments (`first`, `last`)
+ * replaced by one `first`, and every list of ListSizes given the `first` of its size (the rule reads only the
  * document, so an argument the field lacks is no error here).
  */
 function pricedPages(schema: GraphQLSchema, document: DocumentNode, lists: ListSizes): DocumentNode {
@@ -125,8 +130,9 @@ function pricedPages(schema: GraphQLSchema, document: DocumentNode, lists: ListS
         const parent = typeInfo.getParentType();
         const list = parent && lists[`${parent.name}.${node.name.value}`];
         if (list) return list.unless && args.some((a) => a.name.value === list.unless) ? undefined : { ...node, arguments: [pageArgument(list.rows), ...args] };
-        if (!typeInfo.getFieldDef()?.args.some((a) => a.name === "first")) return undefined;
-        return { ...node, arguments: [pageArgument(pageSizeOf(args)), ...args.filter((a) => !PAGE_ARGS.includes(a.name.value))] };
+        const pageArgs = typeInfo.getFieldDef()?.args.filter((a) => PAGE_ARGS.includes(a.name)) ?? [];
+        if (pageArgs.length === 0) return undefined;
+        return { ...node, arguments: [pageArgument(pageSizeOf(args, pageArgs)), ...args.filter((a) => !PAGE_ARGS.includes(a.name.value))] };
       },
     }),
   );

@@ -40,3 +40,13 @@ export function boundedPage(args: PageArgs): number {
   if (args.before != null) assertIdCursor("before", args.before);
   return MAX_PAGE;
 }
+
+/**
+ * The `last` of a list that shows a record's latest rows (a delivery's attempt log): from 1 to
+ * MAX_PAGE, else BAD_USER_INPUT; null (sent as such) is the field's default.
+ */
+export function boundedLast(last: number | null | undefined, byDefault: number): number {
+  if (last == null) return byDefault;
+  if (last < 1 || last > MAX_PAGE) throw badUserInput(`last must be between 1 and ${MAX_PAGE}`);
+  return last;
+}

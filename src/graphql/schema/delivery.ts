@@ -9,11 +9,18 @@ import * as E from "../../errors.ts";
 import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
 import type { GraphQLContext } from "../context.ts";
-import { badUserInput, boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
+import { badUserInput, boundedLast, boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 import { pageOf } from "./connections.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 import { Webhook } from "./webhook.ts";
+
+/**
+ * The attempts a delivery shows unless asked for more: one whole schedule (attempt 1 and five
+ * retries). The log itself has no bound (every redelivery starts a new cycle), so showing it all
+ * made one page of deliveries an unbounded answer (docs/graphql.md, "Operation limits").
+ */
+const ATTEMPTS_SHOWN = 6;
 
 const DeliveryStatus = builder.enumType("DeliveryStatus", {
   description: "Where a delivery stands.",
@@ -57,7 +64,7 @@ const DeliveryAttempt = builder.prismaObject("DeliveryAttempt", {
 });
 
 const Delivery = builder.prismaObject("Delivery", {
-  description: "One event on its way to one webhook: its state, the envelope, and every attempt.",
+  description: "One event on its way to one webhook: its state, the envelope, and its attempts.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The delivery's id." }),
     eventId: t.exposeString("eventId", {
@@ -90,9 +97,11 @@ const Delivery = builder.prismaObject("Delivery", {
       resolve: (d) => d.event.body,
     }),
     attemptLog: t.relation("attemptLog", {
-      description: "Every attempt, earlier cycles' included, oldest first; empty before the first.",
-      query: { orderBy: { startedAt: "asc" } },
+      description: `Its latest attempts, earlier cycles' included, oldest first: the last \`last\` of them (default ${ATTEMPTS_SHOWN}, one whole schedule; at most ${MAX_PAGE}). attemptCount says how many the log holds. Empty before the first.`,
+      args: { last: t.arg.int({ defaultValue: ATTEMPTS_SHOWN, description: `How many of the latest attempts, 1 to ${MAX_PAGE}.` }) },
+      query: (args) => ({ orderBy: [{ startedAt: "asc" }, { id: "asc" }], take: -boundedLast(args.last, ATTEMPTS_SHOWN) }),
     }),
+    attemptCount: t.relationCount("attemptLog", { description: "How many attempts the log holds, earlier cycles' included." }),
   }),
 });
 
