@@ -202,7 +202,7 @@ export const ERRORS = {
   ServiceUnavailable: {
     status: 503,
     message: "the service is temporarily unavailable; try again shortly",
-    meaning: "The database cannot be reached; `Retry-After` says when to try again.",
+    meaning: "The database cannot be reached, or a code could not be sent (the SMTP server or the SMS webhook failed); `Retry-After` says when to try again.",
     graphql: "top-level",
   },
 } as const satisfies Record<string, Declaration>;

@@ -14,7 +14,8 @@
 import type { Deps } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../webhooks/outbox.ts";
-import { OTPInvalid, RateLimited } from "../errors.ts";
+import { InvalidIdentifier, OTPInvalid, RateLimited, ServiceUnavailable } from "../errors.ts";
+import { RecipientRefused } from "../messaging/transport.ts";
 import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
 import type { Contact, Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
@@ -111,14 +112,38 @@ export async function sendOtp(
   refuseIfOver(counters);
   if (!stateWritten) throw new Error("the OTP state was not written although no limit refused");
   const stateId = state.id;
-  await deps.messenger.send({
-    to: identifier,
-    subject,
-    text: `Your code is ${code}. It expires in 10 minutes. If you did not ask for it, ignore this message.`,
-    code,
-  });
+  try {
+    await deps.messenger.send({
+      to: identifier,
+      subject,
+      text: `Your code is ${code}. It expires in 10 minutes. If you did not ask for it, ignore this message.`,
+      code,
+    });
+  } catch (err) {
+    // Nobody can use a code that was not sent (the caller never learns the state's id). The
+    // counters stay spent: they are what bounds the requests to the transport.
+    await deps.prisma.otpState.deleteMany({ where: { id: stateId } });
+    throw notSent(deps, identifier, err);
+  }
   recordOtpSend(identifier.kind);
   return { stateId };
+}
+
+/** How long a caller is told to wait when the e-mail or SMS transport failed. */
+const TRANSPORT_RETRY_AFTER_SECONDS = 30;
+
+/**
+ * A send that failed, as the caller is told: a recipient the transport refused for good is bad
+ * input (400 InvalidIdentifier: a number that cannot take texts, an address the mail server
+ * refuses), anything else an outage of the transport (503, logged for the operator). Both
+ * were a 500 (docs/security.md, "Input, tenants and pages").
+ */
+function notSent(deps: Deps, identifier: Contact, err: unknown): Error {
+  if (err instanceof RecipientRefused) {
+    return new InvalidIdentifier(identifier.kind === "phone" ? "that phone number cannot receive texts" : "that e-mail address does not accept mail");
+  }
+  deps.logger.error({ err, channel: identifier.kind }, "a code could not be sent");
+  return new ServiceUnavailable(TRANSPORT_RETRY_AFTER_SECONDS, "the code could not be sent; try again shortly");
 }
 
 /**

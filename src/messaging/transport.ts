@@ -1,8 +1,14 @@
 // Where OTPs and security notices go: e-mail over SMTP, texts as a JSON POST to the SMS
 // webhook, or (development without transports) a log line. Transient SMTP and HTTP faults are
 // retried in-process with p-retry; a message that still cannot be sent fails the request.
-import nodemailer from "nodemailer";
-import pRetry from "p-retry";
+//
+// What is retried (docs/configuration.md, "Every variable", the paragraph after the transports): a connection that failed (nothing was
+// sent), an SMS webhook's 5xx, 408 or 429, an SMTP 4xx. Not retried: a recipient refused for good
+// (RecipientRefused: the webhook's 400 or 422, as SMS gateways answer for a number that cannot
+// take texts; an SMTP 5xx to RCPT TO), any other permanent refusal, and an SMS webhook that did
+// not answer in time, since it may have sent the text: each retry could be one more paid text.
+import nodemailer, { type SendMailOptions, type Transporter } from "nodemailer";
+import pRetry, { AbortError } from "p-retry";
 import type { Logger } from "pino";
 /** An e-mail address or an E.164 phone number (src/auth/identifiers.ts parses them). */
 export type Recipient = { kind: "email" | "phone"; value: string };
@@ -23,6 +29,48 @@ function pooled(smtpUrl: string): string {
   return url.href;
 }
 
+/** The transport refused this recipient for good: sending to it again would fail the same way. */
+export class RecipientRefused extends Error {}
+
+/** The SMS webhook's answers that say the request itself (the number) is refused. */
+const REFUSES_RECIPIENT = new Set([400, 422]);
+/** The SMS webhook's answers worth another try. */
+const TRANSIENT = (status: number) => status >= 500 || status === 408 || status === 429;
+
+async function postText(url: string, to: string, text: string): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ to, body: text }),
+      signal: AbortSignal.timeout(10_000),
+    });
+  } catch (err) {
+    // no answer in time: the gateway may have sent the text, so it is not sent again
+    if (err instanceof Error && err.name === "TimeoutError") throw new AbortError(err);
+    throw err;
+  }
+  await res.body?.cancel();
+  if (res.ok) return;
+  if (REFUSES_RECIPIENT.has(res.status)) throw new AbortError(new RecipientRefused(`the SMS webhook refused the number (HTTP ${res.status})`));
+  const failed = new Error(`SMS webhook answered ${res.status}`);
+  throw TRANSIENT(res.status) ? failed : new AbortError(failed);
+}
+
+type SmtpError = Error & { code?: string; responseCode?: number; rejected?: unknown[] };
+
+async function sendMail(mailer: Transporter, mail: SendMailOptions): Promise<void> {
+  try {
+    await mailer.sendMail(mail);
+  } catch (err) {
+    const e = err as SmtpError;
+    if (!e.responseCode || e.responseCode < 500) throw err;
+    if (e.code === "EENVELOPE" && e.rejected?.length) throw new AbortError(new RecipientRefused(`the SMTP server refused the address (${e.responseCode})`));
+    throw new AbortError(e);
+  }
+}
+
 export function createMessenger(opts: MessengerOptions): Messenger {
   const mailer = opts.smtpUrl ? nodemailer.createTransport(pooled(opts.smtpUrl)) : undefined;
   const retry = <T>(fn: () => Promise<T>) => pRetry(fn, { retries: 2, minTimeout: 100, maxTimeout: 1000 });
@@ -30,19 +78,10 @@ export function createMessenger(opts: MessengerOptions): Messenger {
   async function send(message: Message): Promise<void> {
     const { to } = message;
     if (to.kind === "email" && mailer) {
-      await retry(() => mailer.sendMail({ from: opts.smtpFrom, to: to.value, subject: message.subject, text: message.text }));
+      await retry(() => sendMail(mailer, { from: opts.smtpFrom, to: to.value, subject: message.subject, text: message.text }));
     } else if (to.kind === "phone" && opts.smsWebhookUrl) {
       const url = opts.smsWebhookUrl;
-      await retry(async () => {
-        const res = await fetch(url, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ to: to.value, body: message.text }),
-          signal: AbortSignal.timeout(10_000),
-        });
-        await res.body?.cancel();
-        if (!res.ok) throw new Error(`SMS webhook answered ${res.status}`);
-      });
+      await retry(() => postText(url, to.value, message.text));
     } else {
       // Development only (production refuses to start without transports): each OTP is logged
       // so a developer can sign in without a mail server (docs/configuration.md, "Every variable").

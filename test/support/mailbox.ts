@@ -12,15 +12,33 @@ export type Mailbox = {
   messages: Received[];
   /** the newest six-digit code sent to this address or number */
   otp(to: string, timeoutMs?: number): Promise<string>;
+  /**
+   * From now on, refuse messages to `to`: the SMS endpoint answers `status`, the SMTP server
+   * answers RCPT TO with it (a 5xx refuses the address for good, a 4xx for now).
+   */
+  refuse(to: string, status: number): void;
+  /** How many times a message to `to` reached a transport, refused or not. */
+  tries(to: string): number;
   close(): Promise<void>;
 };
 
 export async function startMailbox(): Promise<Mailbox> {
   const messages: Received[] = [];
+  const refusals = new Map<string, number>();
+  const tried = new Map<string, number>();
+  const knock = (to: string) => {
+    tried.set(to, (tried.get(to) ?? 0) + 1);
+    return refusals.get(to);
+  };
   const smtp = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS"],
     logger: false,
+    onRcptTo(address, _session, callback) {
+      const status = knock(address.address.toLowerCase());
+      if (status === undefined) return callback();
+      callback(Object.assign(new Error("mailbox unavailable"), { responseCode: status }));
+    },
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
       stream.on("data", (c: Buffer) => chunks.push(c));
@@ -44,6 +62,8 @@ export async function startMailbox(): Promise<Mailbox> {
     req.on("data", (c) => (body += c));
     req.on("end", () => {
       const { to, body: text } = JSON.parse(body) as { to: string; body: string };
+      const status = knock(to);
+      if (status !== undefined) return res.writeHead(status, { "content-type": "application/json" }).end('{"message":"refused"}');
       messages.push({ to, text });
       res.writeHead(202).end();
     });
@@ -72,6 +92,10 @@ export async function startMailbox(): Promise<Mailbox> {
         await new Promise((r) => setTimeout(r, 10));
       }
     },
+    refuse(to, status) {
+      refusals.set(to.toLowerCase(), status);
+    },
+    tries: (to) => tried.get(to.toLowerCase()) ?? 0,
     async close() {
       await new Promise<void>((resolve) => smtp.close(() => resolve()));
       await new Promise<void>((resolve) => sms.close(() => resolve()));

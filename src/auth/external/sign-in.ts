@@ -7,7 +7,7 @@
 import type { Actor, Deps } from "../../deps.ts";
 import type { Tx } from "../../db/client.ts";
 import { transaction } from "../../db/transaction.ts";
-import { ExternalSignInFailed, InvalidRedirectUri, InvalidRequest, OTPInvalid, PasskeyInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
+import { ExternalSignInFailed, InvalidIdentifier, InvalidRedirectUri, InvalidRequest, OTPInvalid, PasskeyInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { attachedEvents } from "../../webhooks/event-types.ts";
 import { enqueue, enqueueAll } from "../../webhooks/outbox.ts";
@@ -113,7 +113,10 @@ async function signIn(tx: Tx, actor: Actor, accountId: string, flow: ProvenFlow)
  */
 async function askForEmail(deps: Deps, actor: Actor, flow: ProvenFlow, email: Contact): Promise<VerificationRequired> {
   const binding = { projectId: actor.projectId, accountId: null, purpose: "external_confirm" as const };
-  const { stateId } = await sendOtp(deps, binding, email, "Confirm it's you to connect your sign-in", actor.clientAddress);
+  const { stateId } = await sendOtp(deps, binding, email, "Confirm it's you to connect your sign-in", actor.clientAddress).catch((err) => {
+    // the provider named the address, not the caller: not the caller's bad input
+    throw err instanceof InvalidIdentifier ? new ExternalSignInFailed("the e-mail address the provider named does not accept mail") : err;
+  });
   await deps.prisma.otpState.update({ where: { id: stateId }, data: { externalFlowId: flow.id } });
   const result: VerificationRequired = { verification_required: "email", state_id: stateId, destination: maskIdentifier(email) };
   await deps.prisma.externalFlow.update({ where: { id: flow.id }, data: { result } });
