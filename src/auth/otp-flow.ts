@@ -34,20 +34,37 @@ const keys = {
   sendKnownProject: (p: string, kind: Identifier["kind"]) => `send:known:prj:${p}:${kind}`,
   failIdentifier: (p: string, i: Identifier, a: string) => `fail:ida:${identifierAtAddress(p, i, a)}`,
   failAccount: (accountId: string) => `fail:acc:${accountId}`,
+  sendSession: (sessionId: string) => `send:ses:${sessionId}`,
+  failSession: (sessionId: string) => `fail:ses:${sessionId}`,
   /** STATE_FAILURES (src/rate-limit.ts) builds this key from a state in SQL */
   failIdentifierAll: (p: string, i: Identifier) => `${FAIL_IDENTIFIER}${p}:${i.kind}:${i.value}`,
 };
+
+/**
+ * Whose budget a signed-in code spends: a re-authentication's is its session's, anything else's
+ * (a link request's) the account's. Re-authentication needs no recent sign-in, so any token of
+ * the account, a stale or stolen one included, can ask for codes and type wrong ones: counted
+ * per account, that spent the owner's budgets for an hour, and the owner could neither
+ * re-authenticate nor add an address (docs/security.md, "Abuse limits").
+ */
+function subjectKeys(binding: OtpBinding): { send: string; fail: string } | null {
+  if (binding.purpose === "reauth" && binding.sessionId) return { send: keys.sendSession(binding.sessionId), fail: keys.failSession(binding.sessionId) };
+  if (binding.accountId) return { send: keys.sendAccount(binding.accountId), fail: keys.failAccount(binding.accountId) };
+  return null;
+}
 
 /** The metric label of each key family (src/metrics.ts RATE_LIMITS); per-project sends by channel. */
 function limitName(key: string): RateLimitName | undefined {
   if (key.startsWith("send:ida:")) return "sends_per_identifier_address";
   if (key.startsWith("send:addr:")) return "sends_per_address";
   if (key.startsWith("send:acc:")) return "sends_per_account";
+  if (key.startsWith("send:ses:")) return "sends_per_session";
   if (key.startsWith("send:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
   if (key.startsWith("send:known:id:")) return "known_place_sends_per_identifier";
   if (key.startsWith("send:known:prj:")) return key.endsWith(":phone") ? "known_place_sms_per_project" : "known_place_emails_per_project";
   if (key.startsWith("fail:ida:")) return "wrong_codes_per_identifier_address";
   if (key.startsWith("fail:acc:")) return "wrong_codes_per_account";
+  if (key.startsWith("fail:ses:")) return "wrong_codes_per_session";
   if (key.startsWith(FAIL_IDENTIFIER)) return "wrong_codes_per_identifier";
   return undefined;
 }
@@ -88,7 +105,8 @@ export async function sendOtp(
     { key: keys.sendIdentifier(projectId, identifier, clientAddress), limit: l.sendsPerIdentifier },
     { key: keys.sendAddress(projectId, clientAddress), limit: l.sendsPerAddress },
   ];
-  if (binding.accountId) count.push({ key: keys.sendAccount(binding.accountId), limit: l.sendsPerAccount });
+  const spender = subjectKeys(binding);
+  if (spender) count.push({ key: spender.send, limit: l.sendsPerAccount });
   // From a known place of the identifier, the project's ceiling and the identifier's wrong codes
   // from everywhere are not counted or checked: strangers sending to new destinations exhaust
   // them. The known place's own budget is counted instead: per identifier, from all its known
@@ -170,9 +188,8 @@ async function raiseAlarms(deps: Deps, projectId: string, counters: Counter[], c
 
 export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknown, otp: unknown, clientAddress: string): Promise<CheckedOtp> {
   const fields = requireCodeFields(stateId, otp);
-  if (binding.accountId) {
-    refuseIfOver(await countAll(deps.db, { count: [], peek: [{ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject }] }));
-  }
+  const subject = subjectKeys(binding);
+  if (subject) refuseIfOver(await countAll(deps.db, { count: [], peek: [{ key: subject.fail, limit: deps.limits.failuresPerSubject }] }));
   // Guesses spread over many addresses: once the identifier took its hourly wrong codes, a code
   // is not judged (except from where it signed in before). The guard rides in the statement
   // that judges the code; only a code that was not judged asks why, so a sign-in costs nothing more.
@@ -248,7 +265,7 @@ export function checkInStatement(deps: Deps, binding: OtpBinding & { accountId: 
     stateId,
     hash: codeHash(deps.otpKey, stateId, code),
     maxTries: OTP_MAX_TRIES,
-    failKey: keys.failAccount(binding.accountId),
+    failKey: subjectKeys(binding)!.fail,
     failMax: deps.limits.failuresPerSubject.max,
     cap: { prefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places: placesHere(clientAddress), knownDays: KNOWN_FOR_DAYS },
   };
@@ -272,7 +289,8 @@ export async function wrongCode(deps: Deps, binding: OtpBinding, stateId: string
 // extra guesses, and a stranger's guesses never block the owner.
 async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err: WrongCode, clientAddress: string) {
   const failures: Check[] = [];
-  if (binding.accountId) failures.push({ key: keys.failAccount(binding.accountId), limit: deps.limits.failuresPerSubject });
+  const subject = subjectKeys(binding);
+  if (subject) failures.push({ key: subject.fail, limit: deps.limits.failuresPerSubject });
   if (err.identifier) {
     failures.push({ key: keys.failIdentifier(binding.projectId, err.identifier, clientAddress), limit: deps.limits.failuresPerSubject });
     failures.push({ key: keys.failIdentifierAll(binding.projectId, err.identifier), limit: deps.limits.failuresPerIdentifier });
