@@ -3,6 +3,7 @@
 // error policy; the interaction routes below are what the hosted /login page calls while a
 // client waits for a code. Userinfo, JWKS and discovery are linkgate's own (routes/auth.ts).
 import { Hono, type Context } from "hono";
+import type Provider from "oidc-provider";
 import { toFetchResponse, toReqRes } from "fetch-to-node";
 import { finishPasskeySignIn, startPasskeySignIn } from "../../auth/passkeys.ts";
 import { completeSignIn, startSignIn } from "../../auth/sign-in.ts";
@@ -11,6 +12,7 @@ import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWit
 import { answerConsent, countProviderPage, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
 import { logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor, ROUTES } from "../../oidc/provider.ts";
+import { foreignResource } from "../../oidc/token-request.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { jsonBody, readBody, str } from "../body.ts";
 import { RateLimited } from "../../errors.ts";
@@ -60,8 +62,22 @@ type ServedContext = {
 
 /** Hands the request to oidc-provider inside the app's request context. */
 async function serveProtocol(c: C): Promise<Response> {
+  return handOver(c, await providerFor(c.get("deps")), await withLength(c));
+}
+
+/** The token endpoint, which first refuses a resource that is not the client's project's (src/oidc/token-request.ts). */
+async function serveToken(c: C): Promise<Response> {
   const provider = await providerFor(c.get("deps"));
-  const { req, res } = nodeReqRes(c, await withLength(c));
+  const request = await withLength(c);
+  if (request.method === "POST") {
+    const refusal = await foreignResource(provider, new Uint8Array(await request.clone().arrayBuffer()), request.headers);
+    if (refusal) return c.json({ error: "invalid_target", error_description: refusal }, 400, { "cache-control": "no-store" });
+  }
+  return handOver(c, provider, request);
+}
+
+async function handOver(c: C, provider: Provider, request: Request): Promise<Response> {
+  const { req, res } = nodeReqRes(c, request);
   const context: OidcRequest = { log: c.get("log"), clientAddress: c.get("clientAddress") };
   const handled = oidcRequest.run(context, () => provider.callback()(req, res));
   handled.catch((err: unknown) => c.get("log").error({ err }, "OpenID Connect provider failed"));
@@ -128,9 +144,10 @@ async function boundedPage(c: C): Promise<Response> {
 export function oauthRoutes() {
   const r = new Hono<AppEnv>();
   for (const path of [ROUTES.authorization, ROUTES.end_session]) r.on(["GET", "POST", "OPTIONS"], path, boundedPage);
-  for (const path of [`${ROUTES.authorization}/*`, ROUTES.token, ROUTES.revocation, `${ROUTES.end_session}/*`]) {
+  for (const path of [`${ROUTES.authorization}/*`, ROUTES.revocation, `${ROUTES.end_session}/*`]) {
     r.on(["GET", "POST", "OPTIONS"], path, serveProtocol);
   }
+  r.on(["GET", "POST", "OPTIONS"], ROUTES.token, serveToken);
 
   // oidc-provider scopes the interaction cookie to this path; the page lives at /login.
   r.get("/oauth/interaction/:uid", (c) => c.redirect(`/login?interaction=${encodeURIComponent(c.req.param("uid"))}`, 303));
