@@ -334,7 +334,8 @@ CREATE TABLE public.sessions (
     auth_time timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
     client_address text,
     last_used_at timestamp(3) without time zone,
-    user_agent text
+    user_agent text,
+    signed_in_with text
 );
 
 CREATE TABLE public.signing_keys (
@@ -1102,6 +1103,7 @@ DECLARE
   v_value text;
   v_result jsonb;
   v_seen text;
+  v_identifier text;
   v_holder text;
   v_acc accounts%ROWTYPE;
   v_account text;
@@ -1154,13 +1156,14 @@ BEGIN
       RETURN;
     END IF;
 
-    SELECT i.account_id INTO v_seen FROM identifiers i WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
+    SELECT i.account_id, i.id INTO v_seen, v_identifier FROM identifiers i WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
     IF v_seen IS NULL THEN
       -- a new identifier: its account (a parallel sign-up of the same identifier raises unique_violation)
       v_account := p->>'account_id';
       INSERT INTO accounts (id, project_id, created_at, updated_at) VALUES (v_account, p_project, v_now, v_now);
+      v_identifier := p->>'identifier_id';
       INSERT INTO identifiers (id, project_id, account_id, kind, value, origin, created_at)
-        VALUES (p->>'identifier_id', p_project, v_account, v_kind, v_value, 'own', v_now);
+        VALUES (v_identifier, p_project, v_account, v_kind, v_value, 'own', v_now);
       v_created := true;
       v_user := link_user_object(v_account);
     ELSE
@@ -1180,9 +1183,10 @@ BEGIN
       FROM unnest(p_record_places) AS pl(place)
       ON CONFLICT (id) DO UPDATE SET last_at = EXCLUDED.last_at;
     UPDATE accounts SET last_login_at = v_now, updated_at = v_now WHERE id = v_account;
-    INSERT INTO sessions (id, project_id, account_id, created_at, expires_at, auth_method, auth_time, client_address, user_agent)
+    -- the identifier it proved: removing it or unmerging its account ends the session
+    INSERT INTO sessions (id, project_id, account_id, created_at, expires_at, auth_method, auth_time, client_address, user_agent, signed_in_with)
       VALUES (p_session, p_project, v_account, v_now, v_now + make_interval(secs => (p->>'session_seconds')::integer),
-              p->>'method', v_now, p->>'client_address', p->>'user_agent')
+              p->>'method', v_now, p->>'client_address', p->>'user_agent', v_identifier)
       RETURNING extract(epoch FROM sessions.auth_time AT TIME ZONE 'UTC')::float8 * 1000, sessions.auth_method INTO auth_time_ms, auth_method;
 
     -- the events: user.created with the account as created, then the sign-in's with it as now
