@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import { defaultIssuer, type Config } from "./config.ts";
 import { deriveKey } from "./crypto.ts";
 import { openDatabase, type Database } from "./db/client.ts";
+import { withConnectionShare } from "./db/connection-share.ts";
 import { applyMigrations, knownMigrations } from "./db/migrations.ts";
 import type { Deps } from "./deps.ts";
 import { limitsFrom, type Limits } from "./limits.ts";
@@ -132,7 +133,8 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   app.route("/", graphiqlRoutes(deps.config));
   app.route("/", hostedPageRoutes(deps.config, { key: pagesKey, issuer: deps.keys.issuer, logger: deps.logger }));
   app.use("/graphql", limitBody);
-  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") }));
+  // each request gets its own share of the pool: sibling fields resolve at once (src/db/connection-share.ts)
+  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => withConnectionShare(() => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") })));
   return app;
 }
 

@@ -9,6 +9,7 @@ import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapt
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client.ts";
+import { shareConnections } from "./connection-share.ts";
 import { lockPgliteFolder } from "./pglite-lock.ts";
 
 export type Db = PrismaClient;
@@ -93,6 +94,7 @@ async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNE
   // An idle client dying with the server (restart, failover) must not crash the process;
   // the pool replaces it on the next checkout.
   pool.on("error", () => {});
+  shareConnections(pool);
   const adapterFactory = new PrismaPg(pool, { statementNameGenerator: preparedName });
   const prisma = new PrismaClient({ adapter: adapterFactory });
   return {
