@@ -1,10 +1,13 @@
-// A session opened with a code sent to an identifier ends when that identifier leaves the
-// account (docs/security.md, "Stolen sessions"). Someone who held a recent session could attach
-// or merge an address of their own, sign in with it, and keep that session after the owner
-// removed the address or unmerged: the session kept reading the owner's account.
+// A session ends when what it signed in with leaves the account: an identifier it got a code at,
+// or a passkey (docs/security.md, "Stolen sessions"). Someone who held a recent session could
+// attach or merge an address, or register a passkey, of their own, sign in with it, and keep that
+// session after the owner removed it or unmerged: the session kept reading the owner's account.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { SoftAuthenticator } from "./support/authenticator.ts";
+
+const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
 
 describe.each(backends)("sessions that follow their identifier on %s", (backend) => {
   let h: Harness;
@@ -52,6 +55,44 @@ describe.each(backends)("sessions that follow their identifier on %s", (backend)
     expect(await viewerOf(owner.token)).toBe(owner.accountId);
     // the secondary is its own account again, and signs in to it
     expect(await viewerOf((await h.signIn({ email: "merged.two@example.com" })).token)).toBe(secondary.accountId);
+  });
+
+  async function registerPasskey(token: string, auth: SoftAuthenticator): Promise<string> {
+    const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(token));
+    const r = await h.gql(`mutation($r: JSON!) { finishPasskeyRegistration(response: $r) { ... on Passkey { id } } }`, { r: auth.create(opts.body.data.startPasskeyRegistration.options) }, bearer(token));
+    return r.body.data.finishPasskeyRegistration.id;
+  }
+
+  async function passkeySignIn(auth: SoftAuthenticator): Promise<string> {
+    const opts = await h.gql(`mutation { startPasskeySignIn }`, {}, { "x-api-key": h.publishableKey });
+    const r = await h.gql(
+      `mutation($r: JSON!) { finishPasskeySignIn(response: $r) { ... on SignInTokens { accessToken } } }`,
+      { r: auth.get(opts.body.data.startPasskeySignIn, auth.credentials[auth.credentials.length - 1]) },
+      { "x-api-key": h.publishableKey },
+    );
+    return r.body.data.finishPasskeySignIn.accessToken;
+  }
+
+  it("removing a passkey ends the sessions it signed in, and an unmerge ends those of the secondary's passkeys", async () => {
+    const owner = await h.signIn({ email: "owner.four@example.com" });
+    const intruderKey = new SoftAuthenticator(ORIGIN);
+    const passkeyId = await registerPasskey(owner.token, intruderKey);
+    const intruder = await passkeySignIn(intruderKey);
+    expect(await viewerOf(intruder)).toBe(owner.accountId);
+    const removed = await h.gql(`mutation($id: ID!) { removePasskey(id: $id) { __typename } }`, { id: passkeyId }, bearer(owner.token));
+    expect(removed.body.errors).toBeUndefined();
+    expect(await viewerOf(intruder)).toBeNull();
+    expect(await viewerOf(owner.token)).toBe(owner.accountId);
+
+    const secondary = await h.signIn({ email: "merged.four@example.com" });
+    const secondaryKey = new SoftAuthenticator(ORIGIN);
+    await registerPasskey(secondary.token, secondaryKey);
+    expect(await link(owner.token, "merged.four@example.com")).toBe("merged");
+    const throughSecondaryKey = await passkeySignIn(secondaryKey);
+    expect(await viewerOf(throughSecondaryKey)).toBe(owner.accountId);
+    expect((await h.gql("mutation { unmerge { __typename } }", {}, bearer(owner.token))).body.errors).toBeUndefined();
+    expect(await viewerOf(throughSecondaryKey)).toBeNull();
+    expect(await viewerOf(owner.token)).toBe(owner.accountId);
   });
 
   it("leaves the session that removes the address it signed in with", async () => {

@@ -25,7 +25,7 @@ import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
 import { consumePerAccount, consumePerAddress, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
-import { markReauthenticated } from "./sessions.ts";
+import { endSessionsSignedInWith, markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
 
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
@@ -106,13 +106,15 @@ async function storeChallenge(db: Db, challenge: string, binding: { projectId: s
  * the response is verified: a challenge is good for one attempt, right or wrong, so a captured
  * response can never be replayed.
  */
-async function consumeChallenge(db: Db, challenge: string, binding: { projectId: string; purpose: "registration" | "authentication"; accountId?: string }) {
+async function consumeChallenge(db: Db, challenge: string, binding: { projectId: string; purpose: "registration" | "authentication"; accountId?: string; sessionId?: string }) {
   const { count } = await db.webauthnChallenge.updateMany({
     where: {
       challenge,
       projectId: binding.projectId,
       purpose: binding.purpose,
       accountId: binding.accountId ?? null,
+      // a registration is finished by the session whose recent sign-in started it
+      ...(binding.sessionId ? { sessionId: binding.sessionId } : {}),
       consumedAt: null,
       expiresAt: { gt: new Date() },
     },
@@ -165,7 +167,7 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
   const name = passkeyName(input.name);
   const response = parseResponse(registrationSchema, input.response) as RegistrationResponseJSON;
   const challenge = signedChallenge(response.response.clientDataJSON, "webauthn.create");
-  await consumeChallenge(deps.prisma, challenge, { projectId: actor.projectId, purpose: "registration", accountId: actor.user.accountId });
+  await consumeChallenge(deps.prisma, challenge, { projectId: actor.projectId, purpose: "registration", accountId: actor.user.accountId, sessionId: actor.user.sessionId });
   const party = rp(deps);
   const verified = await verifyRegistrationResponse({
     response,
@@ -276,10 +278,17 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
     const accountId = await primaryOf(tx, actor.projectId, passkey.accountId);
-    const sessionId = await startSession(tx, actor, accountId, "passkey", [
-      ["user.passkey.login", { passkey: { id: passkey.id, name: passkey.name } }],
-      ["user.authentication.success", { method: "passkey" }],
-    ]);
+    const sessionId = await startSession(
+      tx,
+      actor,
+      accountId,
+      "passkey",
+      [
+        ["user.passkey.login", { passkey: { id: passkey.id, name: passkey.name } }],
+        ["user.authentication.success", { method: "passkey" }],
+      ],
+      passkey.id,
+    );
     return { accountId, sessionId };
   });
   return issueTokens(deps, actor.projectId, accountId, sessionId);
@@ -323,8 +332,10 @@ function ownPasskey(actor: UserActor, id: string) {
 export async function renamePasskey(deps: Deps, actor: UserActor, input: { id: string; name: unknown }) {
   const name = passkeyName(input.name);
   const { count } = await deps.prisma.passkey.updateMany({ where: ownPasskey(actor, input.id), data: { name } });
-  if (!count) throw new NotFound("no such passkey");
-  return deps.prisma.passkey.findUniqueOrThrow({ where: { id: input.id } });
+  const renamed = count ? await deps.prisma.passkey.findUnique({ where: { id: input.id } }) : null;
+  // none, or removed by another request between the two statements: not a 500
+  if (!renamed) throw new NotFound("no such passkey");
+  return renamed;
 }
 
 export async function removePasskey(deps: Deps, actor: UserActor, input: { id: string }) {
@@ -332,6 +343,7 @@ export async function removePasskey(deps: Deps, actor: UserActor, input: { id: s
   await transaction(deps.prisma, async (tx) => {
     const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true } });
     if (!passkey) throw new NotFound("no such passkey");
+    await endSessionsSignedInWith(tx, actor.user.accountId, [input.id], actor.user.sessionId);
     await tx.passkey.delete({ where: { id: input.id } });
     await announce(tx, actor, { kind: "passkey_removed", name: passkey.name }, await signInIdentifiers(tx, actor.user.accountId));
     await tx.account.update({ where: { id: actor.user.accountId }, data: { updatedAt: new Date() } });

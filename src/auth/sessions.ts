@@ -15,7 +15,11 @@ export type AuthMethod = "otp" | "passkey" | "fed";
 /** Where a sign-in came from, kept on the session for the user's list of sessions. */
 export type SessionOrigin = { clientAddress?: string; userAgent?: string };
 
-export async function createSession(tx: Tx, projectId: string, accountId: string, method: AuthMethod, origin: SessionOrigin = {}): Promise<string> {
+/**
+ * `signedInWith`: the id of what the sign-in proved (an identifier, external ones included, or a
+ * passkey); when that leaves the account the session ends (src/linking/service.ts, passkeys.ts).
+ */
+export async function createSession(tx: Tx, projectId: string, accountId: string, method: AuthMethod, origin: SessionOrigin = {}, signedInWith?: string): Promise<string> {
   const id = newId("ses");
   await tx.session.create({
     data: {
@@ -26,9 +30,25 @@ export async function createSession(tx: Tx, projectId: string, accountId: string
       expiresAt: new Date(Date.now() + SESSION_TTL_MS),
       clientAddress: origin.clientAddress?.slice(0, 64),
       userAgent: origin.userAgent?.slice(0, 512),
+      signedInWith,
     },
   });
   return id;
+}
+
+/**
+ * Ends the account's sessions that a sign-in with one of `proofIds` (identifiers or passkeys)
+ * opened, except `keep` (the session making the change, which just proved a recent sign-in).
+ * Without it, whoever held a recent session could attach an address or register a passkey of
+ * their own, sign in with it, and keep that session after the owner removed it or unmerged
+ * (docs/security.md, "Stolen sessions").
+ */
+export async function endSessionsSignedInWith(tx: Tx, accountId: string, proofIds: string[], keep: string): Promise<void> {
+  if (proofIds.length === 0) return;
+  await tx.session.updateMany({
+    where: { accountId, signedInWith: { in: proofIds }, endedAt: null, id: { not: keep } },
+    data: { endedAt: new Date() },
+  });
 }
 
 export async function endSessions(tx: Db | Tx, where: { accountId: string } | { id: string }): Promise<void> {

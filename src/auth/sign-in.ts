@@ -192,10 +192,11 @@ export async function primaryOf(tx: Tx, projectId: string, accountId: string): P
 }
 
 /** Opens a session on a (primary) account and writes the sign-in's events with it. */
-export async function startSession(tx: Tx, actor: Actor, accountId: string, method: AuthMethod, events: Array<[EventType, object]>): Promise<string> {
+/** `signedInWith`: the passkey or external identity the sign-in proved (createSession). */
+export async function startSession(tx: Tx, actor: Actor, accountId: string, method: AuthMethod, events: Array<[EventType, object]>, signedInWith?: string): Promise<string> {
   const { projectId } = actor;
   await tx.account.update({ where: { id: accountId }, data: { lastLoginAt: new Date() } });
-  const sessionId = await createSession(tx, projectId, accountId, method, actor);
+  const sessionId = await createSession(tx, projectId, accountId, method, actor, signedInWith);
   const { user } = await userEventData(tx, projectId, accountId);
   await enqueueAll(tx, events.map(([eventType, extra]) => ({ projectId, eventType, data: { user, ...extra } })));
   return sessionId;

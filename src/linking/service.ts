@@ -26,6 +26,7 @@ import { newId, newOrderedId } from "../ids.ts";
 import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identifiers.ts";
 import type { OtpBinding } from "../auth/otp.ts";
 import { refuseCapped, refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
+import { endSessionsSignedInWith } from "../auth/sessions.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
@@ -214,7 +215,7 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
     if (!row || (row.accountId !== me.id && !onSecondary)) throw new IdentifierNotLinked();
     if (onSecondary) return separate(tx, actor, me.merged_with_id!);
     if ((await signInCapable(tx, me.id)) <= 1) throw new LastIdentifier();
-    await endSessionsSignedInWith(tx, actor, me.id, [row.id]);
+    await endSessionsSignedInWith(tx, me.id, [row.id], actor.user.sessionId);
     await tx.identifier.delete({ where: { id: row.id } });
     await tx.account.update({ where: { id: me.id }, data: { updatedAt: new Date() } });
     await emit(tx, actor.projectId, me.id, [
@@ -254,20 +255,6 @@ export async function unmergeOnBehalf(deps: Deps, actor: UserActor, secondaryId:
   return { message: "Accounts unmerged successfully" as const };
 }
 
-/**
- * Ends the account's sessions that a code sent to one of `identifierIds` opened, except the
- * acting one (who just proved a recent sign-in). Without it, whoever held a recent session could
- * attach or merge an address of their own, sign in with it, and keep that session after the
- * owner removed the address or unmerged (docs/security.md, "Sessions").
- */
-async function endSessionsSignedInWith(tx: Tx, actor: UserActor, accountId: string, identifierIds: string[]): Promise<void> {
-  if (identifierIds.length === 0) return;
-  await tx.session.updateMany({
-    where: { accountId, signedInWith: { in: identifierIds }, endedAt: null, id: { not: actor.user.sessionId } },
-    data: { endedAt: new Date() },
-  });
-}
-
 /** Identifiers that can still sign in: an external one whose provider was deleted cannot. */
 function signInCapable(tx: Tx, accountId: string): Promise<number> {
   return tx.identifier.count({ where: { accountId, OR: [{ kind: { not: "external" } }, { external: { providerId: { not: null } } }] } });
@@ -276,8 +263,12 @@ function signInCapable(tx: Tx, accountId: string): Promise<number> {
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
   await lockAccounts(tx, projectId, [user.accountId, secondaryId]);
-  const secondaryIdentifiers = await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } });
-  await endSessionsSignedInWith(tx, actor, user.accountId, secondaryIdentifiers.map((i) => i.id));
+  // what goes back to the secondary: the sessions it opened on the primary end
+  const proofs = [
+    ...(await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } })),
+    ...(await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } })),
+  ];
+  await endSessionsSignedInWith(tx, user.accountId, proofs.map((p) => p.id), user.sessionId);
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ["user.updated", {}]]);

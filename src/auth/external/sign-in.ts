@@ -101,9 +101,19 @@ async function createAccount(tx: Tx, projectId: string, flow: ProvenFlow, value:
 
 async function signIn(tx: Tx, actor: Actor, accountId: string, flow: ProvenFlow): Promise<SignedIn> {
   const provider = await tx.identityProvider.findUnique({ where: { id: flow.providerId }, select: { slug: true } });
-  const sessionId = await startSession(tx, actor, accountId, "fed", [
-    ["user.authentication.success", { method: "external", identifier_type: "external", provider: provider?.slug ?? null }],
-  ]);
+  // the identity it proved: removing it, or unmerging the account it is on, ends the session
+  const identity = await tx.identifier.findUnique({
+    where: { projectId_kind_value: { projectId: actor.projectId, kind: "external", value: externalValue(flow.issuer, flow.subject) } },
+    select: { id: true },
+  });
+  const sessionId = await startSession(
+    tx,
+    actor,
+    accountId,
+    "fed",
+    [["user.authentication.success", { method: "external", identifier_type: "external", provider: provider?.slug ?? null }]],
+    identity?.id,
+  );
   return { account_id: accountId, session_id: sessionId };
 }
 

@@ -116,7 +116,10 @@ builder.mutationFields((t) => ({
     errors: { types: [...PASSKEY_ERRORS.finishRegistration], union: resultOf("The new Passkey") },
     resolve: async (query, _, args, ctx) => {
       const passkey = await finishPasskeyRegistration(ctx.deps, await ctx.user(), { response: args.response, name: args.name });
-      return ctx.deps.prisma.passkey.findUniqueOrThrow({ ...query, where: { id: passkey.id } });
+      // removed by another request in between: an answer, not a 500
+      const row = await ctx.deps.prisma.passkey.findUnique({ ...query, where: { id: passkey.id } });
+      if (!row) throw new E.PasskeyInvalid("that passkey was removed as it was registered");
+      return row;
     },
   }),
   startPasskeySignIn: t.field({
@@ -152,7 +155,9 @@ builder.mutationFields((t) => ({
     errors: { types: [...PASSKEY_ERRORS.rename], union: resultOf("The renamed Passkey") },
     resolve: async (query, _, args, ctx) => {
       const renamed = await renamePasskey(ctx.deps, await ctx.user(), { id: String(args.id), name: args.name });
-      return ctx.deps.prisma.passkey.findUniqueOrThrow({ ...query, where: { id: renamed.id } });
+      const row = await ctx.deps.prisma.passkey.findUnique({ ...query, where: { id: renamed.id } });
+      if (!row) throw new E.NotFound("no such passkey"); // removed by another request in between
+      return row;
     },
   }),
   removePasskey: t.field({
