@@ -86,6 +86,24 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
     expect(unseal(h.app.deps.master, after.secretSealed)).toBe(gql.rotateWebhookSecret.newSecret);
   });
 
+  it("a user's access token in Authorization beside the key in X-API-Key rotates with the key", async () => {
+    const r = await create();
+    if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
+    const user = await h.signIn({ email: "rotator@example.com" });
+    const rest = await h.call("POST", "/api/v1/webhooks/rotate-secret", {
+      body: { webhook_id: r.createWebhook.webhook.id },
+      headers: { authorization: `Bearer ${user.token}`, "x-api-key": h.apiKey },
+    });
+    expect(rest.status).toBe(200);
+    expect(rest.body.new_secret).toMatch(/^whsec_/);
+    // a token alone is no key
+    const alone = await h.call("POST", "/api/v1/webhooks/rotate-secret", {
+      body: { webhook_id: r.createWebhook.webhook.id },
+      headers: { authorization: `Bearer ${user.token}`, "x-api-key": "" },
+    });
+    expect(alone.status).toBe(401);
+  });
+
   it("the transition ends 7 days after the rotation (controllable clock)", async () => {
     const r = await create();
     if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();

@@ -43,9 +43,12 @@ export function webhookRoutes() {
   registerBodies(r.openAPIRegistry, [RotateSecret]);
   // Legacy clients send the project API key as a bearer token on this route; X-API-Key, as on
   // every other route, is taken too, so the habit of the rest of the API does not end in a 401.
+  // A bearer shaped like a JWT is a user's access token sent out of habit, not the key.
   r.openapi(rotate, async (c) => {
     const deps = c.get("deps");
-    const apiKey = bearerToken(c.req.header("authorization")) ?? c.req.header("x-api-key");
+    const bearer = bearerToken(c.req.header("authorization"));
+    const header = c.req.header("x-api-key");
+    const apiKey = header && bearer?.split(".").length === 3 ? header : (bearer ?? header);
     if (!apiKey) throw new Unauthenticated("send the project's secret key as Authorization: Bearer lg_sk_… (or in X-API-Key)");
     const actor = await authenticateProject(deps, { apiKey, clientAddress: c.get("clientAddress") });
     // The service refuses a publishable key itself; asking here too keeps credentials ahead of
