@@ -24,13 +24,13 @@ describe.each(backends)("a token request for another project's resource on %s", 
   });
   afterAll(() => h?.close());
 
-  async function token(params: Record<string, string> | [string, string][]): Promise<{ status: number; body: any }> {
+  async function token(params: Record<string, string> | [string, string][], basic = `${app.clientId}:${app.clientSecret}`): Promise<{ status: number; body: any }> {
     const res = await h.app.fetch(
       new Request(`${ORIGIN}/oauth/token`, {
         method: "POST",
         headers: {
           "content-type": "application/x-www-form-urlencoded",
-          authorization: `Basic ${Buffer.from(`${app.clientId}:${app.clientSecret}`).toString("base64")}`,
+          authorization: `Basic ${Buffer.from(basic).toString("base64")}`,
         },
         body: new URLSearchParams(params).toString(),
       }),
@@ -70,6 +70,18 @@ describe.each(backends)("a token request for another project's resource on %s", 
     const again = await token({ grant_type: "refresh_token", refresh_token: refreshed.body.refresh_token });
     expect(again.status).toBe(200);
     expect(await reuseAlarms()).toBe(before);
+  });
+
+  it("tells a caller without the client's secret nothing more than invalid_client, known client or not", async () => {
+    const { code, verifier } = await codeFor(`stranger.${++n}@example.com`);
+    const issued = await token({ grant_type: "authorization_code", code, redirect_uri: app.redirectUri, code_verifier: verifier });
+    const asked = { grant_type: "refresh_token", refresh_token: issued.body.refresh_token, resource: FOREIGN };
+    const known = await token(asked, `${app.clientId}:not-the-secret`);
+    const unknown = await token(asked, `no-such-client:not-the-secret`);
+    expect(known.status).toBe(401);
+    expect(known.body.error).toBe("invalid_client");
+    expect(unknown).toEqual(known);
+    expect((await token({ grant_type: "refresh_token", refresh_token: issued.body.refresh_token })).status).toBe(200);
   });
 
   it("refuses a code redemption with invalid_target and leaves the code good", async () => {
