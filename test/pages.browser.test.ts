@@ -403,8 +403,11 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
     await status(page, `Unmerged: the account of ${bob} is an account of its own again`).waitFor();
     await page.getByText("No other account is merged into yours.").waitFor();
 
+    // Bob's phone signed in with Bob's passkey while that signed into Ada's account: the unmerge
+    // gave the passkey back to Bob and ended that session, so the phone is sent to /login.
     await phone.page.reload();
-    await signOut(phone.page);
+    await phone.page.waitForURL(`${origin}/login?return_to=%2Faccount&why=ended`);
+    expect(await session(phone.page)).toBeNull();
     await signInByPasskey(phone.page);
     expect((await session(phone.page))!.accountId).toBe(bobId);
     await phone.page.locator(`li[data-identifier="${bob}"]`).filter({ hasText: "signed up with it" }).waitFor();
