@@ -335,6 +335,7 @@ CREATE TABLE public.sessions (
     client_address text,
     last_used_at timestamp(3) without time zone,
     user_agent text,
+    reauthenticated_with text,
     signed_in_with text
 );
 

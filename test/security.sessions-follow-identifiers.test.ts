@@ -95,6 +95,26 @@ describe.each(backends)("sessions that follow their identifier on %s", (backend)
     expect(await viewerOf(owner.token)).toBe(owner.accountId);
   });
 
+  it("a session that re-authenticated with a passkey ends when the passkey is removed", async () => {
+    const owner = await h.signIn({ email: "owner.five@example.com" });
+    const stolen = await h.signIn({ email: "owner.five@example.com" });
+    const key = new SoftAuthenticator(ORIGIN);
+    const passkeyId = await registerPasskey(stolen.token, key);
+    const opts = await h.gql(`mutation { startPasskeySignIn }`, {}, { "x-api-key": h.publishableKey });
+    const again = await h.gql(
+      `mutation($r: JSON!) { reauthenticateWithPasskey(response: $r) { ... on SignInTokens { accessToken } } }`,
+      { r: key.get(opts.body.data.startPasskeySignIn, key.credentials[0]) },
+      bearer(stolen.token),
+    );
+    const refreshed = again.body.data.reauthenticateWithPasskey.accessToken;
+    expect(await viewerOf(refreshed)).toBe(owner.accountId);
+
+    const removed = await h.gql(`mutation($id: ID!) { removePasskey(id: $id) { __typename } }`, { id: passkeyId }, bearer(owner.token));
+    expect(removed.body.errors).toBeUndefined();
+    expect(await viewerOf(refreshed)).toBeNull();
+    expect(await viewerOf(owner.token)).toBe(owner.accountId);
+  });
+
   it("leaves the session that removes the address it signed in with", async () => {
     const owner = await h.signIn({ email: "owner.three@example.com" });
     expect(await link(owner.token, "owner.three.new@example.com")).toBe("attached");

@@ -302,7 +302,7 @@ export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, in
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   await transaction(deps.prisma, async (tx) => {
     if ((await primaryOf(tx, actor.projectId, passkey.accountId)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
-    await markReauthenticated(tx, actor.user.sessionId, "passkey");
+    await markReauthenticated(tx, actor.user.sessionId, "passkey", passkey.id);
   });
   return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
 }

@@ -45,7 +45,13 @@ export async function completeReauthentication(deps: Deps, actor: UserActor, inp
         if (!(await storedResult(tx, input.stateId as string))) throw new OTPInvalid();
         return;
       }
-      await markReauthenticated(tx, actor.user.sessionId, "otp");
+      const proved = await tx.identifier.findUnique({
+        where: { projectId_kind_value: { projectId: actor.projectId, kind: checked.identifier.kind, value: checked.identifier.value } },
+        select: { id: true },
+      });
+      // removed between the code and now: nothing left to re-authenticate with
+      if (!proved) throw new OTPInvalid();
+      await markReauthenticated(tx, actor.user.sessionId, "otp", proved.id);
       await recordKnownPlaces(tx, actor.projectId, checked.identifier, actor.clientAddress);
       await storeResult(tx, input.stateId as string, { reauthenticated: true });
     });

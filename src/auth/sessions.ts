@@ -46,7 +46,8 @@ export async function createSession(tx: Tx, projectId: string, accountId: string
 export async function endSessionsSignedInWith(tx: Tx, accountId: string, proofIds: string[], keep: string): Promise<void> {
   if (proofIds.length === 0) return;
   await tx.session.updateMany({
-    where: { accountId, signedInWith: { in: proofIds }, endedAt: null, id: { not: keep } },
+    // a re-authentication with it counts as much as a sign-in: its recent sign-in came from it
+    where: { accountId, OR: [{ signedInWith: { in: proofIds } }, { reauthenticatedWith: { in: proofIds } }], endedAt: null, id: { not: keep } },
     data: { endedAt: new Date() },
   });
 }
@@ -101,9 +102,12 @@ export async function assertLiveSession(db: Db, projectId: string, sessionId: st
 
 export const ENDED = "this session has ended; sign in again";
 
-/** A re-authentication moves the session's auth_time; its id (and every token's sid) stays. */
-export async function markReauthenticated(tx: Db | Tx, sessionId: string, method: AuthMethod): Promise<Date> {
-  const s = await tx.session.update({ where: { id: sessionId }, data: { authTime: new Date(), authMethod: method } });
+/**
+ * A re-authentication moves the session's auth_time; its id (and every token's sid) stays.
+ * `proofId`: the identifier or passkey it proved, which ends the session when it leaves the account.
+ */
+export async function markReauthenticated(tx: Db | Tx, sessionId: string, method: AuthMethod, proofId: string): Promise<Date> {
+  const s = await tx.session.update({ where: { id: sessionId }, data: { authTime: new Date(), authMethod: method, reauthenticatedWith: proofId } });
   return s.authTime;
 }
 

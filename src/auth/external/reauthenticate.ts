@@ -30,11 +30,12 @@ export async function completeExternalReauthentication(deps: Deps, actor: UserAc
   await transaction(deps.prisma, async (tx) => {
     const { count } = await tx.externalFlow.updateMany({ where: { id: flow.id, consumedAt: null }, data: { consumedAt: new Date(), result: { reauthenticated: true } } });
     if (count !== 1) return;
-    const own = await tx.identifier.count({
+    const own = await tx.identifier.findFirst({
       where: { projectId: actor.projectId, accountId: actor.user.accountId, kind: "external", value: externalValue(flow.issuer, flow.subject) },
+      select: { id: true },
     });
     if (!own) throw new ExternalSignInFailed("that sign-in is not one of this account's; re-authenticate with one of yours");
-    await markReauthenticated(tx, actor.user.sessionId, "fed");
+    await markReauthenticated(tx, actor.user.sessionId, "fed", own.id);
   });
   return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
 }
