@@ -180,6 +180,24 @@ describe.each(backends)("external sign-in on %s", (backend) => {
       expect(await identifiersOf(holder.accountId)).toEqual([`own:email:${mail}`]);
     });
 
+    it("a code that could not be sent (the mail server down: 503) is asked for again by a retry of the same completion", async () => {
+      const holder = await h.signIn({ email: email("retried") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      google.loginAs(googleUser({ email: mail, email_verified: true }));
+      const { started, code } = await authorize(h, google, "google", app.redirectUri);
+      h.mailbox.refuse(mail, 451);
+      const down = await complete(h, started.state_id, code);
+      expect(down.status).toBe(503);
+      h.mailbox.accept(mail);
+      const asked = await complete(h, started.state_id, code);
+      expect(asked.status, JSON.stringify(asked.body)).toBe(200);
+      expect(asked.body.verification_required).toBe("email");
+      // and a retry once it was sent answers the same, without another code
+      expect((await complete(h, started.state_id, code)).body).toEqual(asked.body);
+      const verified = signedIn(await confirm(h, asked.body.state_id, await h.mailbox.otp(mail)));
+      expect(verified.account_id).toBe(holder.accountId);
+    });
+
     it("GitHub: the verified primary e-mail from /user/emails counts, the same way", async () => {
       const holder = await h.signIn({ email: email("ghholder") });
       const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;

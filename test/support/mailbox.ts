@@ -17,6 +17,8 @@ export type Mailbox = {
    * answers RCPT TO with it (a 5xx refuses the address for good, a 4xx for now).
    */
   refuse(to: string, status: number): void;
+  /** Takes messages to `to` again. */
+  accept(to: string): void;
   /** How many times a message to `to` reached a transport, refused or not. */
   tries(to: string): number;
   close(): Promise<void>;
@@ -94,6 +96,9 @@ export async function startMailbox(): Promise<Mailbox> {
     },
     refuse(to, status) {
       refusals.set(to.toLowerCase(), status);
+    },
+    accept(to) {
+      refusals.delete(to.toLowerCase());
     },
     tries: (to) => tried.get(to.toLowerCase()) ?? 0,
     async close() {

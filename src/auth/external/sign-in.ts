@@ -61,7 +61,7 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
   if (count !== 1) {
     const done = await tx.externalFlow.findUnique({ where: { id: flow.id }, select: { result: true } });
     if (!done?.result) throw new OTPInvalid();
-    return { result: done.result as FlowResult, fresh: false };
+    return { result: done.result as Decision["result"], fresh: false };
   }
   const value = externalValue(flow.issuer, flow.subject);
   const known = await tx.identifier.findUnique({
@@ -74,8 +74,13 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
     await saveClaims(tx, known.id, flow);
   } else {
     const holder = flow.email && flow.emailVerified ? await emailHolder(tx, actor.projectId, flow.email) : null;
-    // decided after the commit: the code is sent outside this transaction
-    if (holder) return { result: { collision: holder }, fresh: true };
+    // decided after the commit: the code is sent outside this transaction. Kept as the flow's
+    // result until the code is sent, so that a retry after a send that failed (a mail server
+    // down: 503, try again) asks again instead of finding the flow used up.
+    if (holder) {
+      await tx.externalFlow.update({ where: { id: flow.id }, data: { result: { collision: holder } } });
+      return { result: { collision: holder }, fresh: true };
+    }
     accountId = await createAccount(tx, actor.projectId, flow, value);
   }
   const signedIn = await signIn(tx, actor, accountId, flow);
