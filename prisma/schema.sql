@@ -335,8 +335,8 @@ CREATE TABLE public.sessions (
     client_address text,
     last_used_at timestamp(3) without time zone,
     user_agent text,
-    reauthenticated_with text,
-    signed_in_with text
+    signed_in_with text,
+    reauthenticated_with text
 );
 
 CREATE TABLE public.signing_keys (

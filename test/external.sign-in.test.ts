@@ -198,6 +198,18 @@ describe.each(backends)("external sign-in on %s", (backend) => {
       expect(verified.account_id).toBe(holder.accountId);
     });
 
+    it("parallel completions of one flow send one code", async () => {
+      const holder = await h.signIn({ email: email("parallel") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      google.loginAs(googleUser({ email: mail, email_verified: true }));
+      const { started, code } = await authorize(h, google, "google", app.redirectUri);
+      const tried = h.mailbox.tries(mail);
+      const all = await Promise.all(Array.from({ length: 4 }, () => complete(h, started.state_id, code)));
+      expect(all.filter((r) => r.status === 200 && r.body.verification_required === "email").length).toBeGreaterThanOrEqual(1);
+      for (const r of all) expect([200, 400]).toContain(r.status);
+      expect(h.mailbox.tries(mail) - tried).toBe(1);
+    });
+
     it("GitHub: the verified primary e-mail from /user/emails counts, the same way", async () => {
       const holder = await h.signIn({ email: email("ghholder") });
       const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;

@@ -115,6 +115,21 @@ describe.each(backends)("sessions that follow their identifier on %s", (backend)
     expect(await viewerOf(owner.token)).toBe(owner.accountId);
   });
 
+  it("a re-authentication code to an address the owner removed re-authenticates nothing, even once someone holds the address again", async () => {
+    const owner = await h.signIn({ email: "owner.six@example.com" });
+    const stolen = await h.signIn({ email: "owner.six@example.com" });
+    expect(await link(stolen.token, "intruder.six@example.com")).toBe("attached");
+    const start = await h.call("POST", "/auth/reauthenticate/start", { body: { email: "intruder.six@example.com" }, headers: bearer(stolen.token) });
+    expect(start.status).toBe(200);
+    const kept = await h.mailbox.otp("intruder.six@example.com");
+
+    expect((await h.call("POST", "/users/link/remove", { body: { email: "intruder.six@example.com" }, headers: bearer(owner.token) })).status).toBe(200);
+    await h.signIn({ email: "intruder.six@example.com" }); // an account of its own now
+    const verify = await h.call("POST", "/auth/reauthenticate/verify", { body: { state_id: start.body.state_id, otp: kept }, headers: bearer(stolen.token) });
+    expect(verify.status).toBe(400);
+    expect(verify.body.error).toBe("OTPInvalid");
+  });
+
   it("leaves the session that removes the address it signed in with", async () => {
     const owner = await h.signIn({ email: "owner.three@example.com" });
     expect(await link(owner.token, "owner.three.new@example.com")).toBe("attached");

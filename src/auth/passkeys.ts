@@ -15,7 +15,8 @@ import {
 import { decodeClientDataJSON } from "@simplewebauthn/server/helpers";
 import { z } from "zod";
 import type { Config } from "../config.ts";
-import type { Db } from "../db/client.ts";
+import type { Db, Tx } from "../db/client.ts";
+import { lockAccounts } from "../db/locks.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
 import type { Actor, Deps, UserActor } from "../deps.ts";
@@ -278,6 +279,7 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
     const accountId = await primaryOf(tx, actor.projectId, passkey.accountId);
+    await assertPasskeyStays(tx, passkey.id);
     const sessionId = await startSession(
       tx,
       actor,
@@ -302,6 +304,7 @@ export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, in
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   await transaction(deps.prisma, async (tx) => {
     if ((await primaryOf(tx, actor.projectId, passkey.accountId)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
+    await assertPasskeyStays(tx, passkey.id);
     await markReauthenticated(tx, actor.user.sessionId, "passkey", passkey.id);
   });
   return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
@@ -324,6 +327,15 @@ async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id:
   );
 }
 
+/**
+ * Under its account's lock (primaryOf), which removePasskey takes first: a passkey removed while
+ * this sign-in was being checked is gone now, and signs nothing in; one removed after this
+ * commits finds the session this writes, and ends it (docs/security.md, "Stolen sessions").
+ */
+async function assertPasskeyStays(tx: Tx, passkeyId: string): Promise<void> {
+  if (!(await tx.passkey.count({ where: { id: passkeyId } }))) throw new PasskeyInvalid("that passkey is not registered here");
+}
+
 /** The caller's own passkey, found within its account and project or not at all. */
 function ownPasskey(actor: UserActor, id: string) {
   return { id, accountId: actor.user.accountId, projectId: actor.projectId };
@@ -341,6 +353,8 @@ export async function renamePasskey(deps: Deps, actor: UserActor, input: { id: s
 export async function removePasskey(deps: Deps, actor: UserActor, input: { id: string }) {
   await requireRecentAuth(deps, actor);
   await transaction(deps.prisma, async (tx) => {
+    // first, as a sign-in with it locks it (assertPasskeyStays): one of the two goes first
+    await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
     const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true } });
     if (!passkey) throw new NotFound("no such passkey");
     await endSessionsSignedInWith(tx, actor.user.accountId, [input.id], actor.user.sessionId);

@@ -3,6 +3,7 @@
 // token) and its auth_time moves; a sign-in elsewhere never refreshes this session.
 import type { Deps, UserActor } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
+import { lockAccounts } from "../db/locks.ts";
 import { IDENTIFIER_INPUT_ERRORS, IdentifierNotLinked, OTPInvalid, RateLimited } from "../errors.ts";
 import { parseIdentifier } from "./identifiers.ts";
 import { recordKnownPlaces } from "./known-places.ts";
@@ -41,15 +42,17 @@ export async function completeReauthentication(deps: Deps, actor: UserActor, inp
   const checked = await verifyOtp(deps, binding(actor), input.stateId, input.otp, actor.clientAddress);
   if (!checked.result) {
     await transaction(deps.prisma, async (tx) => {
+      // the account's lock, which removing an identifier takes: the address is checked as it stands
+      await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
       if (!(await consumeOtp(tx, input.stateId as string))) {
         if (!(await storedResult(tx, input.stateId as string))) throw new OTPInvalid();
         return;
       }
-      const proved = await tx.identifier.findUnique({
-        where: { projectId_kind_value: { projectId: actor.projectId, kind: checked.identifier.kind, value: checked.identifier.value } },
+      const proved = await tx.identifier.findFirst({
+        where: { projectId: actor.projectId, accountId: actor.user.accountId, kind: checked.identifier.kind, value: checked.identifier.value },
         select: { id: true },
       });
-      // removed between the code and now: nothing left to re-authenticate with
+      // no longer one of the account's own (removed since the code was sent, whoever holds it now)
       if (!proved) throw new OTPInvalid();
       await markReauthenticated(tx, actor.user.sessionId, "otp", proved.id);
       await recordKnownPlaces(tx, actor.projectId, checked.identifier, actor.clientAddress);

@@ -4,6 +4,7 @@
 // (docs/authentication.md, "Recent authentication"). Same session, new auth_time, amr "fed".
 import type { Deps, UserActor } from "../../deps.ts";
 import { transaction } from "../../db/transaction.ts";
+import { lockAccounts } from "../../db/locks.ts";
 import { ExternalSignInFailed, InvalidRedirectUri, InvalidRequest, OTPInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
 import { externalValue } from "../identifiers.ts";
 import { markReauthenticated } from "../sessions.ts";
@@ -28,6 +29,8 @@ export async function completeExternalReauthentication(deps: Deps, actor: UserAc
   const flow = await provenFlow(deps, actor, input, "reauth");
   if (flow.sessionId !== actor.user.sessionId) throw new OTPInvalid();
   await transaction(deps.prisma, async (tx) => {
+    // the account's lock, which removing an identity takes: the identity is checked as it stands
+    await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
     const { count } = await tx.externalFlow.updateMany({ where: { id: flow.id, consumedAt: null }, data: { consumedAt: new Date(), result: { reauthenticated: true } } });
     if (count !== 1) return;
     const own = await tx.identifier.findFirst({

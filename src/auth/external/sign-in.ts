@@ -7,6 +7,7 @@
 import type { Actor, Deps } from "../../deps.ts";
 import type { Tx } from "../../db/client.ts";
 import { transaction } from "../../db/transaction.ts";
+import { Prisma } from "../../generated/prisma/client.ts";
 import { ExternalSignInFailed, InvalidIdentifier, InvalidRedirectUri, InvalidRequest, OTPInvalid, PasskeyInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import { attachedEvents } from "../../webhooks/event-types.ts";
@@ -47,7 +48,7 @@ export async function completeExternalSignIn(deps: Deps, actor: Actor, input: Co
   const flow = await provenFlow(deps, actor, input, "sign_in");
   const decided = await transaction(deps.prisma, (tx) => decideOnce(tx, actor, flow));
   let result = decided.result;
-  if ("collision" in result) result = await askForEmail(deps, actor, flow, result.collision);
+  if ("collision" in result) result = await askForEmail(deps, actor, flow, result.collision).catch((err) => giveBack(deps, flow, err));
   if ("verification_required" in result) return result;
   if (!decided.fresh) await assertLiveSession(deps.prisma, actor.projectId, result.session_id, result.account_id);
   return issueTokens(deps, actor.projectId, result.account_id, result.session_id);
@@ -61,7 +62,7 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
   if (count !== 1) {
     const done = await tx.externalFlow.findUnique({ where: { id: flow.id }, select: { result: true } });
     if (!done?.result) throw new OTPInvalid();
-    return { result: done.result as Decision["result"], fresh: false };
+    return { result: done.result as FlowResult, fresh: false };
   }
   const value = externalValue(flow.issuer, flow.subject);
   const known = await tx.identifier.findUnique({
@@ -74,13 +75,8 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
     await saveClaims(tx, known.id, flow);
   } else {
     const holder = flow.email && flow.emailVerified ? await emailHolder(tx, actor.projectId, flow.email) : null;
-    // decided after the commit: the code is sent outside this transaction. Kept as the flow's
-    // result until the code is sent, so that a retry after a send that failed (a mail server
-    // down: 503, try again) asks again instead of finding the flow used up.
-    if (holder) {
-      await tx.externalFlow.update({ where: { id: flow.id }, data: { result: { collision: holder } } });
-      return { result: { collision: holder }, fresh: true };
-    }
+    // decided after the commit: the code is sent outside this transaction
+    if (holder) return { result: { collision: holder }, fresh: true };
     accountId = await createAccount(tx, actor.projectId, flow, value);
   }
   const signedIn = await signIn(tx, actor, accountId, flow);
@@ -111,15 +107,27 @@ async function signIn(tx: Tx, actor: Actor, accountId: string, flow: ProvenFlow)
     where: { projectId_kind_value: { projectId: actor.projectId, kind: "external", value: externalValue(flow.issuer, flow.subject) } },
     select: { id: true },
   });
+  // removed while this sign-in waited for the account's lock, which its removal holds
+  if (!identity) throw new ExternalSignInFailed("that sign-in was removed from its account; start again");
   const sessionId = await startSession(
     tx,
     actor,
     accountId,
     "fed",
     [["user.authentication.success", { method: "external", identifier_type: "external", provider: provider?.slug ?? null }]],
-    identity?.id,
+    identity.id,
   );
   return { account_id: accountId, session_id: sessionId };
+}
+
+/**
+ * The e-mail's code was not sent (the mail server down: 503, or a limit: 429): the flow is not
+ * used up, so the same completion retried later asks again. Parallel completions still decide
+ * once: the others found the flow used up while this one tried (docs/external-identities.md).
+ */
+async function giveBack(deps: Deps, flow: ProvenFlow, err: unknown): Promise<never> {
+  await deps.prisma.externalFlow.updateMany({ where: { id: flow.id, result: { equals: Prisma.DbNull } }, data: { consumedAt: null } });
+  throw err;
 }
 
 /**
