@@ -1,0 +1,65 @@
+// A sign-in racing the removal of what it proves cannot leave a live session tied to something the
+// account no longer holds (docs/security.md, "Stolen sessions"). Both take the account's lock
+// before they look: whichever goes second sees what the first did. Before, a passkey sign-in that
+// was past its checks when the owner removed the passkey opened a session that nothing would end.
+// Postgres only: a second connection holds the account's lock while the sign-in, then the
+// removal, come to wait for it, in that order.
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serverUrl } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { SoftAuthenticator } from "./support/authenticator.ts";
+
+const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
+const onPostgres = serverUrl ? describe : describe.skip;
+
+onPostgres("a session's proof removed while it is being proved", () => {
+  let h: Harness;
+  let blocker: pg.Client;
+  beforeAll(async () => {
+    h = await startHarness("postgres");
+    blocker = new pg.Client({ connectionString: h.db.url });
+    await blocker.connect();
+  });
+  afterAll(async () => {
+    await blocker?.end();
+    await h?.close();
+  });
+
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+  /** Until `n` of the app's statements wait for a lock (bounded: 10 s). */
+  async function waiting(n: number): Promise<void> {
+    for (let i = 0; i < 1000; i++) {
+      const { rows } = await blocker.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+      );
+      if (rows[0].n >= n) return;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`${n} statements never came to wait for the lock`);
+  }
+
+  it("a passkey sign-in past its checks when the passkey is removed leaves no live session signed in with it", async () => {
+    const owner = await h.signIn({ email: "raced.owner@example.com" });
+    const key = new SoftAuthenticator(ORIGIN);
+    const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(owner.token));
+    const created = await h.gql(`mutation($r: JSON!) { finishPasskeyRegistration(response: $r) { ... on Passkey { id } } }`, { r: key.create(opts.body.data.startPasskeyRegistration.options) }, bearer(owner.token));
+    const passkeyId = created.body.data.finishPasskeyRegistration.id;
+    const signInOptions = await h.gql(`mutation { startPasskeySignIn }`, {}, { "x-api-key": h.publishableKey });
+    const assertion = key.get(signInOptions.body.data.startPasskeySignIn, key.credentials[0]);
+
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE", [owner.accountId]);
+    const signIn = h.gql(`mutation($r: JSON!) { finishPasskeySignIn(response: $r) { __typename } }`, { r: assertion }, { "x-api-key": h.publishableKey });
+    await waiting(1); // checked the assertion, now waits to open its session
+    const remove = h.gql(`mutation($id: ID!) { removePasskey(id: $id) { __typename } }`, { id: passkeyId }, bearer(owner.token));
+    await waiting(2);
+    await blocker.query("COMMIT");
+    const [signedIn, removed] = await Promise.all([signIn, remove]);
+
+    expect(removed.body.data.removePasskey.__typename).toBe("RemovePasskeyPayload");
+    expect(["SignInTokens", "PasskeyInvalid"]).toContain(signedIn.body.data.finishPasskeySignIn.__typename);
+    expect(await h.db.prisma.session.count({ where: { signedInWith: passkeyId, endedAt: null } })).toBe(0);
+  });
+});
