@@ -6,8 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
-
-const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
+import { PASSKEY_ORIGIN } from "./support/passkeys.ts";
 
 describe.each(backends)("a passkey registration's session on %s", (backend) => {
   let h: Harness;
@@ -26,9 +25,9 @@ describe.each(backends)("a passkey registration's session on %s", (backend) => {
     const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(starter.token));
     const options = opts.body.data.startPasskeyRegistration.options;
 
-    const refused = await finish(other.token, new SoftAuthenticator(ORIGIN).create(options));
+    const refused = await finish(other.token, new SoftAuthenticator(PASSKEY_ORIGIN).create(options));
     expect(refused.body.data.finishPasskeyRegistration).toEqual({ __typename: "PasskeyInvalid", message: "that passkey challenge is unknown, used or expired; start again" });
-    const done = await finish(starter.token, new SoftAuthenticator(ORIGIN).create(options));
+    const done = await finish(starter.token, new SoftAuthenticator(PASSKEY_ORIGIN).create(options));
     expect(done.body.data.finishPasskeyRegistration.__typename).toBe("Passkey");
   });
 });

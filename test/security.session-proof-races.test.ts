@@ -9,8 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
+import { PASSKEY_ORIGIN, passkeyAssertion, registerPasskey } from "./support/passkeys.ts";
 
-const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
 const onPostgres = serverUrl ? describe : describe.skip;
 
 onPostgres("a session's proof removed while it is being proved", () => {
@@ -42,12 +42,9 @@ onPostgres("a session's proof removed while it is being proved", () => {
 
   it("a passkey sign-in past its checks when the passkey is removed leaves no live session signed in with it", async () => {
     const owner = await h.signIn({ email: "raced.owner@example.com" });
-    const key = new SoftAuthenticator(ORIGIN);
-    const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(owner.token));
-    const created = await h.gql(`mutation($r: JSON!) { finishPasskeyRegistration(response: $r) { ... on Passkey { id } } }`, { r: key.create(opts.body.data.startPasskeyRegistration.options) }, bearer(owner.token));
-    const passkeyId = created.body.data.finishPasskeyRegistration.id;
-    const signInOptions = await h.gql(`mutation { startPasskeySignIn }`, {}, { "x-api-key": h.publishableKey });
-    const assertion = key.get(signInOptions.body.data.startPasskeySignIn, key.credentials[0]);
+    const key = new SoftAuthenticator(PASSKEY_ORIGIN);
+    const passkeyId = await registerPasskey(h, owner.token, key);
+    const assertion = await passkeyAssertion(h, key);
 
     await blocker.query("BEGIN");
     await blocker.query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE", [owner.accountId]);

@@ -6,8 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
-
-const ORIGIN = "http://localhost:4000"; // the harness's default issuer: passkeys are for "localhost"
+import { PASSKEY_ORIGIN, passkeyAssertion, registerPasskey, signInWithPasskey } from "./support/passkeys.ts";
 
 describe.each(backends)("sessions that follow their identifier on %s", (backend) => {
   let h: Harness;
@@ -57,27 +56,11 @@ describe.each(backends)("sessions that follow their identifier on %s", (backend)
     expect(await viewerOf((await h.signIn({ email: "merged.two@example.com" })).token)).toBe(secondary.accountId);
   });
 
-  async function registerPasskey(token: string, auth: SoftAuthenticator): Promise<string> {
-    const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(token));
-    const r = await h.gql(`mutation($r: JSON!) { finishPasskeyRegistration(response: $r) { ... on Passkey { id } } }`, { r: auth.create(opts.body.data.startPasskeyRegistration.options) }, bearer(token));
-    return r.body.data.finishPasskeyRegistration.id;
-  }
-
-  async function passkeySignIn(auth: SoftAuthenticator): Promise<string> {
-    const opts = await h.gql(`mutation { startPasskeySignIn }`, {}, { "x-api-key": h.publishableKey });
-    const r = await h.gql(
-      `mutation($r: JSON!) { finishPasskeySignIn(response: $r) { ... on SignInTokens { accessToken } } }`,
-      { r: auth.get(opts.body.data.startPasskeySignIn, auth.credentials[auth.credentials.length - 1]) },
-      { "x-api-key": h.publishableKey },
-    );
-    return r.body.data.finishPasskeySignIn.accessToken;
-  }
-
   it("removing a passkey ends the sessions it signed in, and an unmerge ends those of the secondary's passkeys", async () => {
     const owner = await h.signIn({ email: "owner.four@example.com" });
-    const intruderKey = new SoftAuthenticator(ORIGIN);
-    const passkeyId = await registerPasskey(owner.token, intruderKey);
-    const intruder = await passkeySignIn(intruderKey);
+    const intruderKey = new SoftAuthenticator(PASSKEY_ORIGIN);
+    const passkeyId = await registerPasskey(h, owner.token, intruderKey);
+    const intruder = await signInWithPasskey(h, intruderKey);
     expect(await viewerOf(intruder)).toBe(owner.accountId);
     const removed = await h.gql(`mutation($id: ID!) { removePasskey(id: $id) { __typename } }`, { id: passkeyId }, bearer(owner.token));
     expect(removed.body.errors).toBeUndefined();
@@ -85,10 +68,10 @@ describe.each(backends)("sessions that follow their identifier on %s", (backend)
     expect(await viewerOf(owner.token)).toBe(owner.accountId);
 
     const secondary = await h.signIn({ email: "merged.four@example.com" });
-    const secondaryKey = new SoftAuthenticator(ORIGIN);
-    await registerPasskey(secondary.token, secondaryKey);
+    const secondaryKey = new SoftAuthenticator(PASSKEY_ORIGIN);
+    await registerPasskey(h, secondary.token, secondaryKey);
     expect(await link(owner.token, "merged.four@example.com")).toBe("merged");
-    const throughSecondaryKey = await passkeySignIn(secondaryKey);
+    const throughSecondaryKey = await signInWithPasskey(h, secondaryKey);
     expect(await viewerOf(throughSecondaryKey)).toBe(owner.accountId);
     expect((await h.gql("mutation { unmerge { __typename } }", {}, bearer(owner.token))).body.errors).toBeUndefined();
     expect(await viewerOf(throughSecondaryKey)).toBeNull();
@@ -98,12 +81,11 @@ describe.each(backends)("sessions that follow their identifier on %s", (backend)
   it("a session that re-authenticated with a passkey ends when the passkey is removed", async () => {
     const owner = await h.signIn({ email: "owner.five@example.com" });
     const stolen = await h.signIn({ email: "owner.five@example.com" });
-    const key = new SoftAuthenticator(ORIGIN);
-    const passkeyId = await registerPasskey(stolen.token, key);
-    const opts = await h.gql(`mutation { startPasskeySignIn }`, {}, { "x-api-key": h.publishableKey });
+    const key = new SoftAuthenticator(PASSKEY_ORIGIN);
+    const passkeyId = await registerPasskey(h, stolen.token, key);
     const again = await h.gql(
       `mutation($r: JSON!) { reauthenticateWithPasskey(response: $r) { ... on SignInTokens { accessToken } } }`,
-      { r: key.get(opts.body.data.startPasskeySignIn, key.credentials[0]) },
+      { r: await passkeyAssertion(h, key) },
       bearer(stolen.token),
     );
     const refreshed = again.body.data.reauthenticateWithPasskey.accessToken;
