@@ -210,7 +210,8 @@ CREATE TABLE public.identity_providers (
     client_secret text,
     scopes text NOT NULL,
     created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
-    updated_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+    updated_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    shared_callback boolean DEFAULT false NOT NULL
 );
 
 CREATE TABLE public.known_sign_ins (

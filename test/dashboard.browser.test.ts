@@ -743,13 +743,13 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     await form.getByText("Enter the issuer URL of Another OpenID Connect provider.").waitFor();
     await form.getByLabel("Issuer URL").fill("http://127.0.0.1:9/sso");
     await form.getByRole("button", { name: "Add the provider" }).click();
-    const callback = `${h.app.deps.keys.issuer}/auth/external/callback`;
     await page.getByRole("status").filter({ hasText: "Added Acme SSO. Register this callback URL at Another OpenID Connect provider" }).waitFor();
+    const stored = await h.db.prisma.identityProvider.findFirstOrThrow({ where: { projectId: h.projectId, slug: "acme-sso" } });
+    const callback = `${h.app.deps.keys.issuer}/auth/external/${stored.id}/callback`;
     const item = page.locator('li.app-item[data-provider="acme-sso"]');
     await expect.poll(() => item.textContent()).toContain(callback);
     expect(await item.textContent()).toContain("set (never shown)");
     expect(await item.textContent()).toContain("openid email profile");
-    const stored = await h.db.prisma.identityProvider.findFirstOrThrow({ where: { projectId: h.projectId, slug: "acme-sso" } });
     expect(stored).toMatchObject({ preset: "oidc", clientId: "acme-client", issuer: "http://127.0.0.1:9/sso" });
     expect(stored.clientSecret).not.toContain("acme-secret"); // sealed
 

@@ -73,12 +73,13 @@ describe.skipIf(chromiumMissing).concurrent.each(backends)("external sign-in in 
     appKey = h.publishableKey;
 
     up = await startUpstreamOidc();
-    up.addRedirectUri(`${origin}/auth/external/callback`);
     const created = await h.gql(
-      `mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on IdentityProvider { callbackUrl } ... on Error { message } } }`,
+      `mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on IdentityProvider { id callbackUrl } ... on Error { message } } }`,
       { input: { preset: "OIDC", slug: "upstream", displayName: "Upstream", issuer: up.issuer, clientId: up.clientId, clientSecret: up.clientSecret, scopes: ["openid", "email", "profile"] } },
     );
-    expect(created.body.data.createIdentityProvider).toEqual({ __typename: "IdentityProvider", callbackUrl: `${origin}/auth/external/callback` });
+    const { id } = created.body.data.createIdentityProvider;
+    expect(created.body.data.createIdentityProvider).toEqual({ __typename: "IdentityProvider", id, callbackUrl: `${origin}/auth/external/${id}/callback` });
+    up.addRedirectUri(created.body.data.createIdentityProvider.callbackUrl);
 
     // the app of (a) is an OAuth client of the project; its callback only has to be somewhere to land
     rp = await listen(async () => new Response("back at the app", { headers: { "content-type": "text/plain" } }));

@@ -81,14 +81,14 @@ describe.each(backends)("external sign-in on %s", (backend) => {
   it("Apple: the answer comes as a form post; the name posted beside it is kept, the e-mail in that unsigned field is not", async () => {
     const apple = await startUpstreamOidc();
     try {
-      await addProvider(h, apple, "apple", { preset: "APPLE", displayName: "Apple" });
+      const { id: appleId } = await addProvider(h, apple, "apple", { preset: "APPLE", displayName: "Apple" });
       // as Apple's ID token: no name claim
       const user: UpstreamUser = { sub: `a-${tag}-${++seq}`, email: email("a"), email_verified: true };
       apple.loginAs(user);
       const s = await start(h, "apple", app.redirectUri);
       expect(new URL(s.body.authorization_url).searchParams.get("response_mode")).toBe("form_post");
       const { action, fields } = await apple.formPostAuthorization(s.body.authorization_url);
-      expect(action.pathname).toBe("/auth/external/callback");
+      expect(action.pathname).toBe(`/auth/external/${appleId}/callback`);
       // what Apple adds on a user's first authorization, unsigned
       fields.set("user", JSON.stringify({ name: { firstName: "Ada", lastName: "Lovelace" }, email: email("someone-else") }));
       const posted = new Request(action, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: fields.toString() });

@@ -450,11 +450,12 @@ describe.each(backends)("every REST answer conforms to the document on %s", (bac
   it("external identities: providers, sign-in, the e-mail proof, linking, against a real upstream, and every error", async () => {
     const up = await startUpstreamOidc();
     try {
-      up.addRedirectUri(`${ORIGIN}/auth/external/callback`);
       const addProvider = async (slug: string) => {
         const input = { preset: "OIDC", slug, displayName: `Upstream ${slug}`, issuer: up.issuer, clientId: up.clientId, clientSecret: up.clientSecret, scopes: ["openid", "email", "profile"] };
-        const created = await h.gql(`mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on IdentityProvider { callbackUrl } } }`, { input });
-        expect(created.body.data.createIdentityProvider).toEqual({ __typename: "IdentityProvider", callbackUrl: `${ORIGIN}/auth/external/callback` });
+        const created = await h.gql(`mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on IdentityProvider { id callbackUrl } } }`, { input });
+        const { id } = created.body.data.createIdentityProvider;
+        expect(created.body.data.createIdentityProvider).toEqual({ __typename: "IdentityProvider", id, callbackUrl: `${ORIGIN}/auth/external/${id}/callback` });
+        up.addRedirectUri(created.body.data.createIdentityProvider.callbackUrl);
       };
       await addProvider("upstream");
       const login = `${ORIGIN}/login?interaction=x1`; // the hosted page is always a place to return to

@@ -99,7 +99,8 @@ describe.each(backends)("external sign-in callbacks under attack and outage on %
     acme.loginAs(user);
     const s = await start(h, "google", app.redirectUri);
     const googleUrl = new URL(s.body.authorization_url);
-    // the attacker runs the same request at acme, which also knows linkgate's callback
+    // the attacker runs the same request at acme, which they let send codes to Google's callback
+    acme.addRedirectUri(googleUrl.searchParams.get("redirect_uri")!);
     const acmeUrl = new URL(`${acme.issuer}/auth`);
     for (const k of ["redirect_uri", "scope", "response_type", "state", "nonce", "code_challenge", "code_challenge_method"]) {
       const v = googleUrl.searchParams.get(k);

@@ -19,6 +19,7 @@ export type IdentityProvider = {
   scopes: string[];
   hasClientSecret: boolean;
   callbackUrl: string;
+  sharedCallback: boolean;
   createdAt: string;
 };
 type Input = { preset?: Preset; slug?: string; displayName?: string; issuer?: string; clientId?: string; clientSecret?: string; scopes?: string[] };
@@ -138,6 +139,13 @@ function ProviderItem(props: { provider: IdentityProvider; onSaved: (s: Saved) =
         <dt>Callback URL</dt>
         <dd>
           <code>{p.callbackUrl}</code> <CopyButton text={p.callbackUrl} label={`Copy the callback URL of ${p.displayName}`} what="the callback URL" />
+          {p.sharedCallback && (
+            <p class="hint">
+              The shared callback of providers added before each had its own: another provider of this gateway could be sent this one's codes. Register{" "}
+              <code>{p.callbackUrl.replace(/\/auth\/external\/callback$/, `/auth/external/${p.id}/callback`)}</code> at {PRESETS[p.preset].label}, then move it with{" "}
+              <code>updateIdentityProvider(input: {"{"}sharedCallback: false{"}"})</code>.
+            </p>
+          )}
         </dd>
         <dt>Added</dt>
         <dd>{fmtTime(p.createdAt)}</dd>

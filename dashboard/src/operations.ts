@@ -30,7 +30,7 @@ const ACCOUNT = `id name email status createdAt updatedAt lastLoginAt mergeRole 
 
 const OAUTH_CLIENT = `id clientId name redirectUris type firstParty createdAt`;
 
-const PROVIDER = `id slug preset displayName issuer clientId scopes hasClientSecret callbackUrl createdAt`;
+const PROVIDER = `id slug preset displayName issuer clientId scopes hasClientSecret callbackUrl sharedCallback createdAt`;
 
 export const OPERATIONS = {
   OAuthClients: `query OAuthClients($first: Int!) { oauthClients(first: $first) { edges { node { ${OAUTH_CLIENT} } } } }`,

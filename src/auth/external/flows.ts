@@ -2,7 +2,7 @@
 //
 //   start     the app (or the hosted /login page) asks for an authorization URL and keeps the
 //             `state_id` it gets; PKCE, state and nonce stay here.
-//   callback  the provider sends the browser to /auth/external/callback; the code exchange and
+//   callback  the provider sends the browser to its own /auth/external/<id>/callback; the code exchange and
 //             the ID token's checks happen here, and the browser goes on to the app's
 //             redirect_uri with a one-time `code`.
 //   complete  the app sends `state_id` and `code` together. Only the browser that started the
@@ -61,7 +61,7 @@ export async function startFlow(deps: Deps, actor: Actor, input: StartInput, pur
   await consumePerAddress(deps.db, "external_flows_per_address", actor.clientAddress, EXTERNAL_FLOWS_PER_ADDRESS);
   const state = randomToken();
   const secrets = { state, nonce: randomToken(), codeVerifier: randomToken(48) };
-  const url = await authorizationUrl(deps, provider, { ...secrets, redirectUri: callbackUrl(deps) });
+  const url = await authorizationUrl(deps, provider, { ...secrets, redirectUri: callbackUrl(deps, provider) });
   const id = newId("xfl");
   await deps.prisma.externalFlow.create({
     data: {
@@ -94,17 +94,23 @@ function withParams(base: string, params: Record<string, string>): string {
   return url.href;
 }
 
+/** Which callback the answer came to: a provider's own (its id), or the shared one (null). */
+const cameTo = (providerId: string | null) => (providerId ? { id: providerId, sharedCallback: false } : { sharedCallback: true });
+
 /**
  * The provider's answer (query or form fields): exchanged and checked here, then the browser
  * goes back to the app with a one-time code (or with `error`). The flow's callback happens once:
- * a replayed callback finds it used and gets the expired page.
+ * a replayed callback finds it used and gets the expired page. `providerId` is the provider the
+ * callback's path names (null for the shared path): a flow of another provider is not found, so
+ * a code is only ever sent to the provider whose callback it came to (docs/external-identities.md,
+ * "One callback per provider").
  */
-export async function finishCallback(deps: Deps, clientAddress: string, response: URLSearchParams): Promise<CallbackAnswer> {
+export async function finishCallback(deps: Deps, clientAddress: string, response: URLSearchParams, providerId: string | null): Promise<CallbackAnswer> {
   await consumePerAddress(deps.db, "external_flows_per_address", clientAddress, EXTERNAL_FLOWS_PER_ADDRESS);
   const state = response.get("state");
   if (!state || state.length > 200) return EXPIRED;
   const flow = await deps.prisma.externalFlow.findFirst({
-    where: { stateHash: hashOf(state), codeHash: null, consumedAt: null, expiresAt: { gt: new Date() } },
+    where: { stateHash: hashOf(state), codeHash: null, consumedAt: null, expiresAt: { gt: new Date() }, provider: cameTo(providerId) },
   });
   if (!flow) return EXPIRED;
   const failed = async (error: string, description: string): Promise<CallbackAnswer> => {
@@ -115,7 +121,7 @@ export async function finishCallback(deps: Deps, clientAddress: string, response
   let identity;
   try {
     const provider = await upstreamProvider(deps, flow.projectId, { id: flow.providerId });
-    identity = await exchangeCode(deps, provider, { redirectUri: callbackUrl(deps), state, nonce: flow.nonce, codeVerifier: flow.codeVerifier }, response);
+    identity = await exchangeCode(deps, provider, { redirectUri: callbackUrl(deps, provider), state, nonce: flow.nonce, codeVerifier: flow.codeVerifier }, response);
   } catch (err) {
     if (err instanceof DomainError) return failed(err.code, err.message);
     throw err;

@@ -18,6 +18,8 @@ export type ProviderInput = {
   clientId?: string | null;
   clientSecret?: string | null;
   scopes?: readonly string[] | null;
+  /** Only `false` on an update: moves a provider made before per-provider callbacks to its own. */
+  sharedCallback?: boolean | null;
 };
 
 /** What an admin sees of a provider: everything but the secret, and where to send users back. */
@@ -25,11 +27,32 @@ export type ProviderView = Omit<IdentityProvider, "clientSecret"> & { hasClientS
 
 const SLUG = /^[a-z0-9][a-z0-9-]{0,39}$/;
 
-export const callbackUrl = (deps: Deps) => `${deps.keys.issuer.replace(/\/+$/, "")}/auth/external/callback`;
+/** Where the providers made before per-provider callbacks still come back to. */
+export const SHARED_CALLBACK_PATH = "/auth/external/callback";
+
+/**
+ * Each provider comes back to a path of its own, and a callback finishes only a flow of the
+ * provider its path names: with one path for all, a provider an attacker controls could be sent
+ * an honest provider's code (a mix-up, docs/external-identities.md "One callback per provider").
+ * Not under the shared path: GitHub accepts any subdirectory of a registered callback URL, so a
+ * provider still registered with the shared path could otherwise be sent to another one's path.
+ */
+export const callbackPath = (p: Pick<IdentityProvider, "id" | "sharedCallback">) =>
+  p.sharedCallback ? SHARED_CALLBACK_PATH : `/auth/external/${p.id}/callback`;
+
+export const callbackUrl = (deps: Deps, p: Pick<IdentityProvider, "id" | "sharedCallback">) =>
+  `${deps.keys.issuer.replace(/\/+$/, "")}${callbackPath(p)}`;
 
 function view(deps: Deps, p: IdentityProvider): ProviderView {
   const { clientSecret, ...rest } = p;
-  return { ...rest, hasClientSecret: !!clientSecret, callbackUrl: callbackUrl(deps) };
+  return { ...rest, hasClientSecret: !!clientSecret, callbackUrl: callbackUrl(deps, p) };
+}
+
+/** A provider leaves the shared callback for good: going back would reopen the mix-up for it. */
+function sharedCallbackChange(input: ProviderInput): { sharedCallback?: false } {
+  if (input.sharedCallback == null) return {};
+  if (input.sharedCallback !== false) throw new InvalidRequest("sharedCallback can only be set to false: a provider does not go back to the shared callback");
+  return { sharedCallback: false };
 }
 
 function text(value: unknown, field: string, max: number): string {
@@ -98,6 +121,7 @@ async function uniqueSlug<T>(fn: () => Promise<T>): Promise<T> {
 
 export async function createProvider(deps: Deps, actor: Actor, input: ProviderInput): Promise<ProviderView> {
   const preset = checkPreset(input.preset);
+  sharedCallbackChange(input);
   const data = await providerData(deps, preset, input);
   const row = await uniqueSlug(() =>
     deps.prisma.identityProvider.create({
@@ -120,7 +144,8 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
     scopes: input.scopes ?? current.scopes.split(" "),
   });
   const secret = input.clientSecret == null ? {} : { clientSecret: sealSecret(deps, input.clientSecret) };
-  const row = await uniqueSlug(() => deps.prisma.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret } }));
+  const moved = sharedCallbackChange(input);
+  const row = await uniqueSlug(() => deps.prisma.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret, ...moved } }));
   forgetProvider(row.id);
   return view(deps, row);
 }
@@ -150,7 +175,11 @@ export async function publicProviders(deps: Deps, actor: Actor): Promise<Array<{
 }
 
 /** A provider by slug (or id), with its secret unsealed for one call. */
-export async function upstreamProvider(deps: Deps, projectId: string, by: { slug?: unknown; id?: string }): Promise<UpstreamProvider & { slug: string; displayName: string }> {
+export async function upstreamProvider(
+  deps: Deps,
+  projectId: string,
+  by: { slug?: unknown; id?: string },
+): Promise<UpstreamProvider & { slug: string; displayName: string; sharedCallback: boolean }> {
   if (by.slug !== undefined && (typeof by.slug !== "string" || !SLUG.test(by.slug))) throw new ProviderNotFound();
   const row = await deps.prisma.identityProvider.findFirst({
     where: { projectId, ...(by.id ? { id: by.id } : { slug: by.slug as string }) },

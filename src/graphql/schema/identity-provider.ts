@@ -37,7 +37,11 @@ const IdentityProvider = builder.objectRef<ProviderView>("IdentityProvider").imp
     clientId: t.exposeString("clientId", { description: "The client id registered at the provider." }),
     scopes: t.stringList({ description: "The scopes asked for.", resolve: (p) => p.scopes.split(" ") }),
     hasClientSecret: t.exposeBoolean("hasClientSecret", { description: "Whether a client secret is set (it is stored sealed and never shown)." }),
-    callbackUrl: t.exposeString("callbackUrl", { description: "The redirect URI to register at the provider." }),
+    callbackUrl: t.exposeString("callbackUrl", { description: "The redirect URI to register at the provider: this provider's own, <issuer>/auth/external/<id>/callback." }),
+    sharedCallback: t.exposeBoolean("sharedCallback", {
+      description:
+        "True only for a provider made before each provider had a callback of its own: it still uses <issuer>/auth/external/callback, where another provider of this gateway could be sent its codes. Register <issuer>/auth/external/<id>/callback at the provider, then update it with sharedCallback: false.",
+    }),
     createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was added." }),
     updatedAt: t.expose("updatedAt", { type: "DateTime", description: "When its settings last changed." }),
   }),
@@ -53,6 +57,9 @@ const IdentityProviderInput = builder.inputType("IdentityProviderInput", {
     clientId: t.string({ description: "The client id the provider gave." }),
     clientSecret: t.string({ description: "The client secret the provider gave; stored sealed, never shown again. Leave it out to keep the current one." }),
     scopes: t.stringList({ description: "The scopes to ask for; an OpenID Connect provider's must include openid. The preset's when not given." }),
+    sharedCallback: t.boolean({
+      description: "Only false, on an update: moves a provider made before per-provider callbacks to its own callbackUrl (register that URL at the provider first). There is no way back.",
+    }),
   }),
 });
 

@@ -3,7 +3,7 @@
 // to. Thin: each route reads its body and calls the service function GraphQL calls too.
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { publicProviders } from "../../auth/external/providers.ts";
+import { publicProviders, SHARED_CALLBACK_PATH } from "../../auth/external/providers.ts";
 import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, EXTERNAL_SIGN_IN_ERRORS, startExternalSignIn } from "../../auth/external/sign-in.ts";
 import { finishCallback } from "../../auth/external/flows.ts";
 import { completeExternalReauthentication, EXTERNAL_REAUTHENTICATION_ERRORS, startExternalReauthentication } from "../../auth/external/reauthenticate.ts";
@@ -155,7 +155,7 @@ async function callback(c: C): Promise<Response> {
   const params = c.req.method === "POST" ? await formBody(c.req.raw) : new URL(c.req.url).searchParams;
   const headers = { "cache-control": "no-store", "referrer-policy": "no-referrer", ...pageSecurityHeaders() };
   try {
-    const answer = await finishCallback(c.get("deps"), c.get("clientAddress"), params);
+    const answer = await finishCallback(c.get("deps"), c.get("clientAddress"), params, c.req.param("provider") ?? null);
     if ("redirect" in answer) return c.redirect(answer.redirect, 303);
     return c.html(errorPage("expired", answer.page.message, "expired"), answer.page.status, headers);
   } catch (err) {
@@ -205,6 +205,7 @@ export function externalRoutes() {
     const actor = await userActor(c);
     return c.json(await verifyExternalLink(c.get("deps"), actor, pair(await readJsonBody(c, LinkVerify.fields))), 200);
   });
-  r.on(["GET", "POST"], "/auth/external/callback", callback);
+  r.on(["GET", "POST"], SHARED_CALLBACK_PATH, callback);
+  r.on(["GET", "POST"], "/auth/external/:provider/callback", callback);
   return r;
 }
