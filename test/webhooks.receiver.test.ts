@@ -36,8 +36,24 @@ describe("verifyWebhook", () => {
 
   it("accepts each scheme's headers alone under `any`", () => {
     const h = sign(body, NEW, OLD);
-    expect(verifyWebhook(body, only(h, "legacy"), OLD, { now })).toMatchObject({ ok: true, scheme: "legacy" });
-    expect(verifyWebhook(body, only(h, "standard"), OLD, { now })).toMatchObject({ ok: true, scheme: "standard" });
+    expect(verifyWebhook(body, only(h, "legacy"), OLD, { now, scheme: "any" })).toMatchObject({ ok: true, scheme: "legacy" });
+    expect(verifyWebhook(body, only(h, "standard"), OLD, { now, scheme: "any" })).toMatchObject({ ok: true, scheme: "standard" });
+  });
+
+  // tenth review: under a default of `any`, a captured delivery replayed without its webhook-*
+  // headers (or with an unknown signature version) fell back to the legacy header, which has no
+  // timestamp, and verified forever
+  it("by default verifies Standard Webhooks only: an old delivery replayed without its webhook-* headers is refused", () => {
+    const old = sign(body, NEW, undefined, T - 3600);
+    const stripped = only(old, "legacy");
+    const unknownVersion = { ...old, "webhook-signature": "v2,xx" };
+    for (const headers of [stripped, unknownVersion]) {
+      const r = verifyWebhook(body, headers, NEW, { now });
+      expect(r.ok).toBe(false);
+      if (!r.ok) expect([r.error.code, r.error.status]).toEqual(["missing_signature", 400]);
+    }
+    expect(verifyWebhook(body, old, NEW, { now })).toMatchObject({ ok: false, error: { code: "timestamp_out_of_tolerance" } });
+    expect(verifyWebhook(body, sign(body, NEW), NEW, { now })).toMatchObject({ ok: true, scheme: "standard" });
   });
 
   it("rejects a secret that is not live in the delivery", () => {
@@ -92,7 +108,7 @@ describe("verifyWebhook", () => {
     expect(verifyWebhook(body, new Headers(h), OLD, { now }).ok).toBe(true);
     const legacy = only(h, "legacy");
     const arr = { "x-service-signature": [legacy["X-Service-Signature"], legacy["X-Service-Signature-Previous"]] };
-    expect(verifyWebhook(body, arr, OLD, { now }).ok).toBe(true);
+    expect(verifyWebhook(body, arr, OLD, { now, scheme: "legacy" }).ok).toBe(true);
   });
 
   it("accepts Buffer and Uint8Array bodies", () => {

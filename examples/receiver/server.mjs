@@ -5,8 +5,9 @@
 //   WEBHOOK_SECRETS=whsec_... PORT=3000 node server.mjs
 //
 // WEBHOOK_SECRETS: one or more comma-separated secrets (during a rotation, the old and the new).
-// WEBHOOK_SCHEME: `any` (default: Standard Webhooks when its headers are present), `standard`
-// or `legacy` (X-Service-Signature only). HOST defaults to 0.0.0.0, PORT to 3000 (0: any free port).
+// WEBHOOK_SCHEME: `standard` (default: Standard Webhooks, whose signed timestamp refuses a replay),
+// `legacy` (X-Service-Signature only) or `any` (either; no replay protection when the webhook-*
+// headers are stripped). HOST defaults to 0.0.0.0, PORT to 3000 (0: any free port).
 import { createServer } from "node:http";
 import { verifyWebhook } from "@linkgate/receiver";
 
@@ -17,7 +18,7 @@ if (secrets.length === 0) {
   console.error("set WEBHOOK_SECRETS to one or more comma-separated whsec_ secrets");
   process.exit(1);
 }
-const scheme = process.env.WEBHOOK_SCHEME ?? "any";
+const scheme = process.env.WEBHOOK_SCHEME ?? "standard";
 
 function handleEvent(envelope, usedScheme) {
   // Delivery is at-least-once: a real receiver records envelope.id and skips ids it has seen.

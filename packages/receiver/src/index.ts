@@ -42,7 +42,13 @@ export interface VerifyOptions {
   toleranceSeconds?: number;
   /** Current time in milliseconds; injectable for tests. */
   now?: () => number;
-  /** `any` (default) prefers Standard Webhooks when its headers are present. */
+  /**
+   * `standard` (default): Standard Webhooks only, whose signed timestamp refuses a replayed old
+   * delivery; linkgate signs every delivery with it. `legacy` (X-Service-Signature) signs the
+   * body alone, so a captured delivery verifies forever; `any` takes either, and so takes a
+   * replay whose webhook-* headers were stripped. Both are opt-ins for receivers that cannot
+   * read the webhook-* headers.
+   */
   scheme?: "legacy" | "standard" | "any";
 }
 
@@ -114,7 +120,7 @@ export function verifyWebhook(
 ): VerifyResult {
   const keys = (Array.isArray(secrets) ? secrets : [secrets]).filter((s) => typeof s === "string" && s !== "");
   if (keys.length === 0) throw new TypeError("verifyWebhook needs at least one secret");
-  const scheme = options.scheme ?? "any";
+  const scheme = options.scheme ?? "standard";
   const get = headerReader(headers);
   const body = bytes(rawBody);
 
@@ -131,7 +137,8 @@ export function verifyWebhook(
   let secretUsed: string | undefined;
   let used: "legacy" | "standard";
   // With both present, `any` uses the standard scheme only: falling back to the legacy header
-  // would let a replayed old delivery bypass the timestamp check.
+  // would let a replayed old delivery bypass the timestamp check. (With the webhook-* headers
+  // stripped it cannot tell, which is why it is not the default.)
   if (scheme !== "legacy" && (hasStandard || scheme === "standard")) {
     if (!hasStandard) return fail("missing_signature", "missing webhook-id, webhook-timestamp or webhook-signature");
     if (!/^\d{1,15}$/.test(ts!)) return fail("invalid_signature", "webhook-timestamp is not a unix timestamp");
