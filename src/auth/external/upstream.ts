@@ -11,6 +11,7 @@ import * as oidc from "openid-client";
 import { Agent, fetch as undiciFetch, Response as UndiciResponse } from "undici";
 import type { Deps } from "../../deps.ts";
 import { ExternalSignInFailed, UpstreamUnavailable } from "../../errors.ts";
+import { isStorableText } from "../../text.ts";
 import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { githubEndpoints, PRESETS, type Preset } from "./presets.ts";
 
@@ -193,17 +194,32 @@ export async function exchangeCode(deps: Deps, p: UpstreamProvider, req: Authori
     keepKeys,
   );
   keepKeys();
-  if (p.preset === "github") return githubIdentity(p, tokens.access_token, guard);
+  if (p.preset === "github") return storable(await githubIdentity(p, tokens.access_token, guard));
   const claims = tokens.claims();
   if (!claims) throw new ExternalSignInFailed("the identity provider sent no ID token");
-  return {
+  return storable({
     issuer: claims.iss,
     subject: claims.sub,
     email: typeof claims.email === "string" ? claims.email.toLowerCase() : null,
     // some providers (Apple) send the boolean as a string
     emailVerified: claims.email_verified === true || claims.email_verified === "true",
     name: typeof claims.name === "string" ? claims.name.slice(0, 200) : p.preset === "apple" ? appleName(response.get("user")) : null,
-  };
+  });
+}
+
+/**
+ * What is stored of an identity must be text Postgres takes (a NUL in a provider's answer was a
+ * 500 at the callback, and the flow stayed unfinished: tenth review). The user id decides who
+ * signs in, so a bad one refuses the sign-in; a bad or overlong e-mail or name, profile claims,
+ * is dropped (and an e-mail dropped is not verified).
+ */
+function storable(identity: UpstreamIdentity): UpstreamIdentity {
+  const ok = (s: string | null, max: number): s is string => s !== null && s.length <= max && isStorableText(s);
+  if (!identity.subject || !ok(identity.subject, 255) || !ok(identity.issuer, 2048)) {
+    throw new ExternalSignInFailed("the identity provider sent a user id that is not usable text");
+  }
+  const email = ok(identity.email, 320) ? identity.email : null;
+  return { ...identity, email, emailVerified: email !== null && identity.emailVerified, name: ok(identity.name, 200) ? identity.name : null };
 }
 
 /**
@@ -241,15 +257,18 @@ async function githubIdentity(p: UpstreamProvider, accessToken: string, guard: G
     );
     if (res.status >= 500) throw new UpstreamUnavailable(`GitHub's API answered ${res.status}`);
     if (res.status !== 200) throw new ExternalSignInFailed(`GitHub's API answered ${res.status}`);
-    return (await res.json()) as T;
+    // a body that is not JSON is a refused answer (upstreamCall), not a 500
+    return upstreamCall(() => res.json() as Promise<T>);
   };
-  const user = await get<GithubUser>(e.user);
-  if (typeof user.id !== "number" && typeof user.id !== "string") throw new ExternalSignInFailed("GitHub sent no user id");
+  const user = await get<GithubUser | null>(e.user);
+  if (typeof user !== "object" || user === null || (typeof user.id !== "number" && typeof user.id !== "string")) {
+    throw new ExternalSignInFailed("GitHub sent no user id");
+  }
   // The primary address only when GitHub says it is verified; the profile's address is public
   // text. Without this answer the sign-in stops: going on without it would make a second account
   // for someone whose verified address an account holds.
   const emails = await get<GithubEmail[]>(e.emails);
-  const primary = Array.isArray(emails) ? emails.find((m) => m.primary === true && m.verified === true && typeof m.email === "string") : undefined;
+  const primary = Array.isArray(emails) ? emails.find((m) => m?.primary === true && m.verified === true && typeof m.email === "string") : undefined;
   const email = primary ? String(primary.email) : typeof user.email === "string" ? user.email : null;
   const name = typeof user.name === "string" ? user.name : typeof user.login === "string" ? user.login : null;
   return { issuer: p.issuer.replace(/\/+$/, ""), subject: String(user.id), email: email?.toLowerCase() ?? null, emailVerified: !!primary, name: name?.slice(0, 200) ?? null };
