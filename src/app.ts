@@ -12,6 +12,7 @@ import type { Deps } from "./deps.ts";
 import { limitsFrom, type Limits } from "./limits.ts";
 import { resolveMasterKey } from "./auth/master-key.ts";
 import { bootstrapProject } from "./auth/projects.ts";
+import { warnSharedCallbacks } from "./auth/external/providers.ts";
 import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
 import { limitBody } from "./http/body.ts";
@@ -75,6 +76,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   };
   const sweeper = startSweeper({ db, settings: config.retention, logger });
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
+  await warnSharedCallbacks(deps);
   const app = routes(deps, migrations, await resolvePagesKey(config, db.prisma, master));
   return {
     fetch: (req, env) => Promise.resolve(app.fetch(req, env)),

@@ -14,6 +14,8 @@ import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 import { ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
 import { startUpstreamGithub, type UpstreamGithub } from "./support/upstream.ts";
+import { warnSharedCallbacks } from "../src/auth/external/providers.ts";
+import type { Logger } from "../src/log.ts";
 import { addProvider, callback, complete, externalSignIn, freshAddress, landing } from "./support/upstream-linkgate.ts";
 
 /** The attacker's "GitHub Enterprise Server": it keeps every code sent to its token endpoint. */
@@ -127,6 +129,11 @@ describe.each(backends)("a provider cannot be sent another provider's code (mix-
     // as the migration leaves a provider that existed: its registration at GitHub names the shared callback
     await h.db.prisma.identityProvider.update({ where: { id: githubId }, data: { sharedCallback: true } });
     github.addRedirectUri(`${ORIGIN}/auth/external/callback`);
+    // every start says so while one is left
+    const warned: string[] = [];
+    const logger = { warn: (_: unknown, message: string) => void warned.push(message) } as unknown as Logger;
+    await warnSharedCallbacks({ prisma: h.db.prisma, logger });
+    expect(warned).toEqual([expect.stringMatching(/^1 identity provider\(s\) still use the shared callback/)]);
     const signIn = await externalSignIn(h, github, "github", app.redirectUri);
     expect(signIn.status, JSON.stringify(signIn.body)).toBe(200);
 
@@ -149,5 +156,7 @@ describe.each(backends)("a provider cannot be sent another provider's code (mix-
     const moved = await h.gql(`mutation($id: ID!) { updateIdentityProvider(id: $id, input: { sharedCallback: false }) { ${PROVIDER} } }`, { id: githubId });
     expect(moved.body.data.updateIdentityProvider).toEqual({ __typename: "IdentityProvider", id: githubId, callbackUrl: `${ORIGIN}/auth/external/${githubId}/callback`, sharedCallback: false });
     expect((await externalSignIn(h, github, "github", app.redirectUri)).status).toBe(200);
+    await warnSharedCallbacks({ prisma: h.db.prisma, logger });
+    expect(warned).toHaveLength(1);
   });
 });

@@ -48,6 +48,20 @@ function view(deps: Deps, p: IdentityProvider): ProviderView {
   return { ...rest, hasClientSecret: !!clientSecret, callbackUrl: callbackUrl(deps, p) };
 }
 
+/**
+ * Told at every start while providers of any project still use the shared callback: among
+ * themselves they can still be mixed up, and only their admins can move them (docs/external-identities.md).
+ */
+export async function warnSharedCallbacks(deps: Pick<Deps, "prisma" | "logger">): Promise<void> {
+  const shared = await deps.prisma.identityProvider.count({ where: { sharedCallback: true } });
+  if (shared > 0) {
+    deps.logger.warn(
+      { providers: shared },
+      `${shared} identity provider(s) still use the shared callback /auth/external/callback, where providers can be sent each other's codes: register each one's own callbackUrl at the provider, then updateIdentityProvider(input: {sharedCallback: false})`,
+    );
+  }
+}
+
 /** A provider leaves the shared callback for good: going back would reopen the mix-up for it. */
 function sharedCallbackChange(input: ProviderInput): { sharedCallback?: false } {
   if (input.sharedCallback == null) return {};
