@@ -42,14 +42,16 @@ function keepSession(t: SignInTokens) {
 
 /**
  * Where to go after signing in: a path on this site from `?return_to=`, else /account. Anything
- * that could leave the site (`//host`, `/\host`, another scheme) is ignored.
+ * that could leave the site (`//host`, `/\host`, another scheme) is ignored, and so is a path
+ * that only becomes one of those once parsed: `/.//host` and `/a/..//host` have this origin, but
+ * their pathname `//host` is another site's address when the browser is sent to it.
  */
-export function returnTo(search = location.search): string {
+export function returnTo(search = location.search, origin = location.origin): string {
   const raw = new URLSearchParams(search).get("return_to");
-  if (!raw || !raw.startsWith("/") || raw.startsWith("//") || raw.startsWith("/\\")) return "/account";
+  if (!raw || !raw.startsWith("/") || raw.startsWith("//") || raw.includes("\\")) return "/account";
   try {
-    const url = new URL(raw, location.origin);
-    if (url.origin !== location.origin || url.pathname === "/login") return "/account";
+    const url = new URL(raw, origin);
+    if (url.origin !== origin || url.pathname === "/login" || url.pathname.startsWith("//")) return "/account";
     return url.pathname + url.search + url.hash;
   } catch {
     return "/account";
@@ -342,6 +344,21 @@ export function returnAddress(): string {
 
 export type ExternalReturn = { pending: PendingExternal; code: string } | { pending: PendingExternal | null; error: string };
 
+/** What the page says for a return with ?error=, by its code. */
+const RETURN_ERRORS: Record<string, string> = {
+  UpstreamUnavailable: "The other service did not answer. Try again in a moment.",
+};
+const RETURN_FAILED = "The sign-in at the other service did not succeed. Try again.";
+
+/**
+ * The words shown for a return with ?error=. Its description is shown only for a trip this tab
+ * started: anyone can send a link to /login?error=…&error_description=<their words> (eleventh review).
+ */
+export function returnError(error: string, description: string | null): string {
+  if (description) return sentence(description.slice(0, 300));
+  return RETURN_ERRORS[error] ?? RETURN_FAILED;
+}
+
 /**
  * The provider sent the user back here (?code= or ?error=): the flow this tab started, once.
  * The address loses those parameters, so a reload does not try again. Null when not a return.
@@ -358,7 +375,7 @@ export function takeExternalReturn(...purposes: PendingExternal["purpose"][]): E
   } catch {}
   sessionStorage.removeItem(PENDING);
   if (pending && (!purposes.includes(pending.purpose) || typeof pending.stateId !== "string" || Date.now() - pending.startedAt > PENDING_TTL_MS)) pending = null;
-  if (error) return { pending, error: sentence(params.get("error_description") || "The sign-in at the other service did not succeed. Try again.") };
+  if (error) return { pending, error: returnError(error, pending ? params.get("error_description") : null) };
   if (!pending) return { pending: null, error: "This sign-in was started in another tab or has expired. Start again." };
   return { pending, code: code! };
 }
