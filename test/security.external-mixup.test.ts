@@ -125,6 +125,33 @@ describe.each(backends)("a provider cannot be sent another provider's code (mix-
     expect(res.status).not.toBe(500);
   });
 
+  // eleventh review: a tenant's old provider, left on the shared callback, repointed at a host the
+  // tenant controls would be sent the codes of every provider still there
+  it("a provider on the shared callback cannot be pointed at another issuer, preset or client id until it moves", async () => {
+    const rogueGithub = await startUpstreamGithub();
+    try {
+      const theirs = await h.gql(
+        `mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { ${PROVIDER} } }`,
+        { input: { preset: "GITHUB", slug: "old", issuer: github.baseUrl, clientId: "theirs", clientSecret: "s" } },
+        { "x-api-key": attackerKey },
+      );
+      const id = theirs.body.data.createIdentityProvider.id;
+      await h.db.prisma.identityProvider.update({ where: { id }, data: { sharedCallback: true } }); // as the migration leaves it
+      const update = (input: Record<string, unknown>) =>
+        h.gql(`mutation($id: ID!, $input: IdentityProviderInput!) { updateIdentityProvider(id: $id, input: $input) { ${PROVIDER} } }`, { id, input }, { "x-api-key": attackerKey });
+      for (const input of [{ issuer: rogue.origin }, { preset: "OIDC", issuer: rogueGithub.origin, scopes: ["openid"] }, { clientId: "other" }]) {
+        expect((await update(input)).body.data.updateIdentityProvider).toEqual({ __typename: "InvalidRequest", message: expect.stringMatching(/keeps its preset, issuer and client id/) });
+      }
+      const stored = await h.db.prisma.identityProvider.findUniqueOrThrow({ where: { id } });
+      expect(stored).toMatchObject({ issuer: github.baseUrl, clientId: "theirs", preset: "github", sharedCallback: true });
+      // the rest of its settings can change, and moving it lifts the rule, in the same update too
+      expect((await update({ displayName: "Old GitHub", clientSecret: "new" })).body.data.updateIdentityProvider.sharedCallback).toBe(true);
+      expect((await update({ issuer: rogue.origin, sharedCallback: false })).body.data.updateIdentityProvider).toMatchObject({ sharedCallback: false, callbackUrl: `${ORIGIN}/auth/external/${id}/callback` });
+    } finally {
+      await rogueGithub.stop();
+    }
+  });
+
   it("a provider made before per-provider callbacks keeps the shared one, which finishes only such providers' flows, until it is moved", async () => {
     // as the migration leaves a provider that existed: its registration at GitHub names the shared callback
     await h.db.prisma.identityProvider.update({ where: { id: githubId }, data: { sharedCallback: true } });

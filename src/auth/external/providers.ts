@@ -62,6 +62,18 @@ export async function warnSharedCallbacks(deps: Pick<Deps, "prisma" | "logger">)
   }
 }
 
+/**
+ * A provider on the shared callback stays the provider it was: pointed at another issuer (a host
+ * its project controls) it would be sent the codes of every other provider still there, which a
+ * mix-up turns into their users' accounts (eleventh review). Moving to its own callback first
+ * (sharedCallback: false, in the same update or before) lifts this.
+ */
+function assertSameEndpoints(current: IdentityProvider, next: Pick<IdentityProvider, "preset" | "issuer" | "clientId">): void {
+  if (next.preset !== current.preset || next.issuer !== current.issuer || next.clientId !== current.clientId) {
+    throw new InvalidRequest("a provider on the shared callback keeps its preset, issuer and client id: move it to its own callback first (sharedCallback: false)");
+  }
+}
+
 /** A provider leaves the shared callback for good: going back would reopen the mix-up for it. */
 function sharedCallbackChange(input: ProviderInput): { sharedCallback?: false } {
   if (input.sharedCallback == null) return {};
@@ -159,6 +171,7 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
   });
   const secret = input.clientSecret == null ? {} : { clientSecret: sealSecret(deps, input.clientSecret) };
   const moved = sharedCallbackChange(input);
+  if (current.sharedCallback && moved.sharedCallback !== false) assertSameEndpoints(current, { preset, ...data });
   const row = await uniqueSlug(() => deps.prisma.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret, ...moved } }));
   forgetProvider(row.id);
   return view(deps, row);
