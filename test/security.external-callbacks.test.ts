@@ -67,6 +67,13 @@ describe.each(backends)("external sign-in callbacks under attack and outage on %
     expect((await refusedCallback(none)).status).toBe(400);
   });
 
+  it("a NUL, an unpaired surrogate or 200 characters in the callback's provider id: the 400 page, not a 500 (eleventh review)", async () => {
+    for (const id of ["a%00", "%ED%A0%80", "x".repeat(200)]) {
+      const res = await refusedCallback(new URL(`${ORIGIN}/auth/external/${id}/callback?state=abc&code=x`));
+      expect(res.status).toBe(400);
+    }
+  });
+
   it("the same callback twice (a replayed code): the second is refused and the first sign-in stands alone", async () => {
     google.loginAs(googleUser());
     const s = await start(h, "google", app.redirectUri);

@@ -18,6 +18,7 @@ import { randomToken, safeEqual, sha256Hex } from "../../crypto.ts";
 import { DomainError, InvalidRedirectUri, InvalidRequest, OTPInvalid } from "../../errors.ts";
 import type { ExternalFlow } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
+import { isStorableText } from "../../text.ts";
 import { consumePerAddress, type Limit } from "../../rate-limit.ts";
 import { callbackUrl, upstreamProvider } from "./providers.ts";
 import { authorizationUrl, exchangeCode } from "./upstream.ts";
@@ -109,6 +110,8 @@ export async function finishCallback(deps: Deps, clientAddress: string, response
   await consumePerAddress(deps.db, "external_flows_per_address", clientAddress, EXTERNAL_FLOWS_PER_ADDRESS);
   const state = response.get("state");
   if (!state || state.length > 200) return EXPIRED;
+  // the path's id is a stranger's text too: a NUL in it reached the query as a 500 (eleventh review)
+  if (providerId !== null && (providerId.length > 100 || !isStorableText(providerId))) return EXPIRED;
   const flow = await deps.prisma.externalFlow.findFirst({
     where: { stateHash: hashOf(state), codeHash: null, consumedAt: null, expiresAt: { gt: new Date() }, provider: cameTo(providerId) },
   });
