@@ -80,6 +80,22 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
     }
   });
 
+  it("a response mode other than the query that discovery lists is refused at the client, with no code", async () => {
+    for (const mode of ["fragment", "form_post"]) {
+      const auth = await authorizationUrl(config, app);
+      auth.url.searchParams.set("response_mode", mode);
+      const res = await new Agent(h).follow(auth.url.toString());
+      // the refusal itself goes back in the mode asked for (oidc-provider's way), never with a code
+      const location = res.headers.get("location");
+      const answer = location ? new URL(location) : null;
+      const fields = answer ? new URLSearchParams(answer.hash.slice(1) || answer.search) : new URLSearchParams([...(await res.text()).matchAll(/name="(\w+)" value="([^"]*)"/g)].map((m) => [m[1], m[2]]));
+      if (answer) expect(answer.origin + answer.pathname, mode).toBe(app.redirectUri);
+      expect(fields.get("error"), mode).toBe("invalid_request");
+      expect(fields.get("error_description"), mode).toMatch(/response_mode is not allowed/);
+      expect(fields.has("code"), mode).toBe(false);
+    }
+  });
+
   it("a wrong verifier is invalid_grant and issues nothing", async () => {
     const auth = await authorizationUrl(config, app);
     const cb = await authorize(h, new Agent(h), auth, email());

@@ -17,6 +17,9 @@ export function clientMetadata(c: OAuthClient): ClientMetadata {
     redirect_uris: c.redirectUris,
     post_logout_redirect_uris: c.redirectUris,
     response_types: ["code"],
+    // what discovery says: the answer in the query only (oidc-provider also took fragment and
+    // form_post, whose page this gateway's CSP was never checked against: eleventh review)
+    response_modes: ["query"],
     grant_types: ["authorization_code", "refresh_token"],
     // an app's private-use scheme makes it a native client; otherwise matching is exact
     application_type: c.redirectUris.every(isWebUri) ? "web" : "native",
