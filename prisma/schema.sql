@@ -1064,6 +1064,19 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.sign_in_address_capped(p_project text, p_kind public.identifier_kind, p_value text, p_group text, p_max integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+  RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
+    FROM rate_limits r
+    WHERE r.key = 'fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group
+      AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max);
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.sign_in_capped(p_project text, p_kind public.identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)
  RETURNS integer
  LANGUAGE plpgsql
@@ -1093,6 +1106,8 @@ DECLARE
   p_max_tries integer := (p->>'max_tries')::integer;
   p_fail_prefix text := p->>'fail_prefix';
   p_fail_max integer := (p->>'fail_max')::integer;
+  p_address_group text := p->>'address_group';
+  p_address_max integer := (p->>'address_max')::integer;
   p_judge_places text[] := link_text_array(p->'judge_places');
   p_record_places text[] := link_text_array(p->'record_places');
   p_event_ids text[] := link_text_array(p->'event_ids');
@@ -1120,6 +1135,7 @@ BEGIN
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
       AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
       AND sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days) IS NULL
+      AND sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max) IS NULL
     RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
 
   IF NOT FOUND THEN
@@ -1142,8 +1158,9 @@ BEGIN
       END IF;
       outcome := 'replay';
     ELSE
-      -- not judged: the identifier-wide cap, or no live state at all
-      SELECT sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days) INTO retry_after
+      -- not judged: the identifier-wide cap, this address's wrong codes, or no live state at all
+      SELECT coalesce(sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days),
+                      sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
       outcome := CASE WHEN retry_after IS NULL THEN 'invalid' ELSE 'rate_limited' END;
       RETURN NEXT;

@@ -407,6 +407,20 @@ export async function stateIdentifierCapped(db: DbLike, projectId: string, state
   return row ? Math.max(1, row.resets_in) : null;
 }
 
+/** How long the identifier of state $1 (of project $2) takes no wrong code from address group $3 (src/auth/sign-in.sql sign_in_address_capped). */
+const STATE_ADDRESS_FAILURES = prepared<{ resets_in: number | null }>(
+  "state_address_failures",
+  { resets_in: "int4" },
+  `SELECT sign_in_address_capped(s.project_id, s.kind, s.value, $3::text, $4::int) AS resets_in
+   FROM otp_states s WHERE s.id = $1::text AND s.project_id = $2::text`,
+);
+
+/** Seconds until the identifier of a state takes wrong codes from this address group again, or null when it does. */
+export async function stateAddressCapped(db: DbLike, projectId: string, stateId: string, address: { group: string; max: number }): Promise<number | null> {
+  const [row] = await run(db, STATE_ADDRESS_FAILURES, [stateId, projectId, address.group, address.max]);
+  return row?.resets_in != null ? Math.max(1, row.resets_in) : null;
+}
+
 /**
  * The group a client address is counted in (docs/security.md, "Abuse limits"): an IPv4 address
  * on its own, an IPv6 address by its /64. One IPv6 subscriber is usually handed a whole /64

@@ -20,7 +20,7 @@ import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../me
 import type { Contact, Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
-import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
+import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, stateAddressCapped, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
 
 const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${addressGroup(address)}`;
 const FAIL_IDENTIFIER = "fail:id:";
@@ -194,12 +194,13 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   // is not judged (except from where it signed in before). The guard rides in the statement
   // that judges the code; only a code that was not judged asks why, so a sign-in costs nothing more.
   const places = placesHere(clientAddress);
-  const guard = { keyPrefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places };
+  const { address_group, address_max } = addressCapGuard(deps, clientAddress);
+  const guard = { keyPrefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places, address: { group: address_group, max: address_max } };
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, fields.stateId, fields.otp, guard);
   } catch (err) {
     if (!(err instanceof OTPInvalid)) throw err;
-    if (!(err as WrongCode).identifier) await refuseIfCapped(deps, binding, fields.stateId, places);
+    if (!(err as WrongCode).identifier) await refuseIfCapped(deps, binding, fields.stateId, places, guard.address);
     await onWrongCode(deps, binding, fields.stateId, err as WrongCode, clientAddress);
     throw err;
   }
@@ -213,6 +214,15 @@ export function identifierCapGuard(deps: Deps): { fail_prefix: string; fail_max:
   return { fail_prefix: FAIL_IDENTIFIER, fail_max: deps.limits.failuresPerIdentifier.max };
 }
 
+/**
+ * The wrong codes an identifier takes from one client address group, judged when a code is
+ * (src/auth/sign-in.sql sign_in_address_capped reads keys.failIdentifier's counter), not only
+ * before one is sent: states opened first would each take their tries.
+ */
+export function addressCapGuard(deps: Deps, clientAddress: string): { address_group: string; address_max: number } {
+  return { address_group: addressGroup(clientAddress), address_max: deps.limits.failuresPerSubject.max };
+}
+
 /** The statement did not judge the code because the identifier is capped: counted as a refusal, answered RateLimited. */
 export function refuseCapped(retryAfter: number): never {
   recordRateLimitRefusal("wrong_codes_per_identifier");
@@ -220,8 +230,10 @@ export function refuseCapped(retryAfter: number): never {
 }
 
 /** A code that was not judged: RateLimited when that was the identifier-wide cap. */
-async function refuseIfCapped(deps: Deps, binding: OtpBinding, stateId: string, places: string[]): Promise<void> {
-  const capped = await stateIdentifierCapped(deps.db, binding.projectId, stateId, FAIL_IDENTIFIER, deps.limits.failuresPerIdentifier, places);
+async function refuseIfCapped(deps: Deps, binding: OtpBinding, stateId: string, places: string[], address: { group: string; max: number }): Promise<void> {
+  const capped =
+    (await stateIdentifierCapped(deps.db, binding.projectId, stateId, FAIL_IDENTIFIER, deps.limits.failuresPerIdentifier, places)) ??
+    (await stateAddressCapped(deps.db, binding.projectId, stateId, address));
   if (capped === null) return;
   recordRateLimitRefusal("wrong_codes_per_identifier");
   throw new RateLimited(capped);

@@ -78,13 +78,15 @@ export type CheckedOtp = { identifier: Identifier; /** set when this state alrea
  * try counted) unless the call comes from a known place: the key prefix and maximum of that
  * counter, and the call's places (src/rate-limit.ts identifierCappedCondition).
  */
-export type JudgeGuard = { keyPrefix: string; max: number; places: string[] };
+/** The identifier-wide cap (spared at `places`), and the identifier's wrong codes from this address group. */
+export type JudgeGuard = { keyPrefix: string; max: number; places: string[]; address: { group: string; max: number } };
 
 export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string, guard?: JudgeGuard): Promise<CheckedOtp> {
   if (!isSixDigits(code)) throw new OTPInvalid("the code is six digits");
   const hash = codeHash(key, stateId, code);
   const uncapped = guard
-    ? Prisma.sql`AND NOT EXISTS (SELECT 1 FROM rate_limits r WHERE ${withHoles(identifierCappedCondition("\0", "\0", "\0"), guard.keyPrefix, guard.max, guard.places)})`
+    ? Prisma.sql`AND NOT EXISTS (SELECT 1 FROM rate_limits r WHERE ${withHoles(identifierCappedCondition("\0", "\0", "\0"), guard.keyPrefix, guard.max, guard.places)})
+        AND sign_in_address_capped(s.project_id, s.kind, s.value, ${guard.address.group}, ${guard.address.max}::int) IS NULL`
     : Prisma.empty;
   const rows = await db.$queryRaw<{ ok: boolean; attempts: number; kind: Identifier["kind"]; value: string }[]>`
     UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = ${hash} THEN 0 ELSE 1 END

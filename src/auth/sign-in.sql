@@ -36,6 +36,23 @@ BEGIN
 END
 $$;
 
+-- The wrong codes of one identifier from one client address group (src/auth/otp-flow.ts
+-- keys.failIdentifier builds the same key: fail:ida:<project>:<kind>:<value>@<group>): seconds
+-- until a code of that identifier is judged again from there, or NULL when it is now. Checked
+-- when a code is judged, not only before a code is sent: five states opened first took five
+-- wrong codes each, so one address reached the identifier-wide cap's 100 with 4 groups and no
+-- wait, and locked the identifier's owner out everywhere but their known places (twelfth review).
+CREATE OR REPLACE FUNCTION sign_in_address_capped(p_project text, p_kind identifier_kind, p_value text, p_group text, p_max integer)
+RETURNS integer
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
+    FROM rate_limits r
+    WHERE r.key = 'fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group
+      AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max);
+END
+$$;
+
 -- `p` holds named fields (src/auth/sign-in.ts SignInVerifyInput says what each is).
 --
 -- Outcomes: signed_in and replay (account_id, session_id and the facts tokens carry), wrong
@@ -54,6 +71,8 @@ DECLARE
   p_max_tries integer := (p->>'max_tries')::integer;
   p_fail_prefix text := p->>'fail_prefix';
   p_fail_max integer := (p->>'fail_max')::integer;
+  p_address_group text := p->>'address_group';
+  p_address_max integer := (p->>'address_max')::integer;
   p_judge_places text[] := link_text_array(p->'judge_places');
   p_record_places text[] := link_text_array(p->'record_places');
   p_event_ids text[] := link_text_array(p->'event_ids');
@@ -81,6 +100,7 @@ BEGIN
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
       AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
       AND sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days) IS NULL
+      AND sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max) IS NULL
     RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
 
   IF NOT FOUND THEN
@@ -103,8 +123,9 @@ BEGIN
       END IF;
       outcome := 'replay';
     ELSE
-      -- not judged: the identifier-wide cap, or no live state at all
-      SELECT sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days) INTO retry_after
+      -- not judged: the identifier-wide cap, this address's wrong codes, or no live state at all
+      SELECT coalesce(sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days),
+                      sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
       outcome := CASE WHEN retry_after IS NULL THEN 'invalid' ELSE 'rate_limited' END;
       RETURN NEXT;

@@ -15,7 +15,7 @@ import { claimsOf, loadAccount, oidcClaims, userEventData } from "./accounts.ts"
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
 import { signInPlaces } from "./known-places.ts";
 import { codeHash, isSixDigits, OTP_MAX_TRIES, requireCodeFields } from "./otp.ts";
-import { identifierCapGuard, refuseCapped, sendOtp, wrongCode } from "./otp-flow.ts";
+import { addressCapGuard, identifierCapGuard, refuseCapped, sendOtp, wrongCode } from "./otp-flow.ts";
 import { KNOWN_FOR_DAYS } from "../rate-limit.ts";
 import { createSession, ENDED, endSessions, SESSION_TTL_MS, type AuthMethod } from "./sessions.ts";
 import { ACCESS_TOKEN_TTL_SECONDS } from "./tokens.ts";
@@ -51,6 +51,9 @@ type SignInVerifyInput = {
   max_tries: number;
   fail_prefix: string;
   fail_max: number;
+  /** This request's address group and the wrong codes an identifier takes from one (sign_in_address_capped). */
+  address_group: string;
+  address_max: number;
   /** The request's places (the cap spares them), and what a success records as known for KNOWN_FOR_DAYS. */
   judge_places: string[];
   record_places: string[];
@@ -136,6 +139,7 @@ export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId:
     hash: codeHash(deps.otpKey, stateId, otp),
     max_tries: OTP_MAX_TRIES,
     ...identifierCapGuard(deps),
+    ...addressCapGuard(deps, actor.clientAddress),
     judge_places: places.judge,
     record_places: places.record,
     known_days: KNOWN_FOR_DAYS,
