@@ -91,24 +91,37 @@ describe.each(backends)("message budgets on %s", (backend) => {
     });
     afterAll(() => h?.close());
 
-    it("counts security notices as well as codes: past it, notices wait and a new number's code is refused", async () => {
+    // twelfth review: one ceiling for both, strangers' code sends to numbers of their own filled it,
+    // and the owner heard of a thief's change to the account an hour late
+    it("counts codes and security notices against ceilings of their own: strangers' codes do not hold a notice back, and past its own ceiling notices wait", async () => {
       const u = await h.signIn({ email: "ceiling-owner@example.com" });
-      await attach(u, phone(50)); // text 1: the code
-      await attach(u, phone(51)); // texts 2 and 3: the code, and the notice to the first phone
+      await attach(u, phone(50)); // code 1
+      await attach(u, phone(51)); // code 2, and notice 1 to the first phone
       await settled();
       expect(texts(phone(50))).toEqual([expect.stringMatching(/A phone number was added to your account/)]);
 
-      const refused = await h.call("POST", "/auth/otp/start", { body: { phone: phone(52) }, from: "192.0.2.33" });
+      // strangers use up the codes' ceiling with numbers of their own
+      expect((await h.call("POST", "/auth/otp/start", { body: { phone: phone(52) }, from: "192.0.2.33" })).status).toBe(200); // code 3
+      const refused = await h.call("POST", "/auth/otp/start", { body: { phone: phone(53) }, from: "192.0.2.34" });
       expect(refused.status).toBe(429);
       expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
-      expect(await h.db.prisma.outboxEvent.count({ where: { eventType: "security.suspicious_activity", body: { contains: '"reason":"send_ceiling_per_project"' } } })).toBe(1);
+      const alarms = () => h.db.prisma.outboxEvent.count({ where: { eventType: "security.suspicious_activity", body: { contains: '"reason":"send_ceiling_per_project"' } } });
+      expect(await alarms()).toBe(1);
 
+      // a change to the account is still told at once: notices 2 and 3
       await addPasskey(u, new SoftAuthenticator(ORIGIN), "Laptop");
       await settled();
-      expect(texts(phone(50))).toHaveLength(1);
-      expect(texts(phone(51))).toHaveLength(0);
+      expect(texts(phone(50))).toHaveLength(2);
+      expect(texts(phone(51))).toEqual([expect.stringMatching(/A passkey was added/)]);
+
+      // past the notices' own ceiling, they wait
+      await addPasskey(u, new SoftAuthenticator(ORIGIN), "Phone");
+      await settled();
+      expect(texts(phone(50))).toHaveLength(2);
+      expect(texts(phone(51))).toHaveLength(1);
       const held = await h.db.prisma.notice.findMany({ where: { status: "pending", kind: "phone" } });
       expect(held.map((n) => n.value).sort()).toEqual([phone(50), phone(51)]);
+      expect(await alarms()).toBe(2);
       // e-mails have their own ceiling: the owner's address was told
       expect(h.mailbox.messages.some((m) => m.to === "ceiling-owner@example.com" && /A passkey was added/.test(m.subject ?? ""))).toBe(true);
     });

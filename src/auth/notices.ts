@@ -20,7 +20,7 @@ import type { Limit, Limits } from "../limits.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import { recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
-import { countMessages, projectSendKey, type Check, type Counter, type Message } from "../rate-limit.ts";
+import { countMessages, type Check, type Counter, type Message } from "../rate-limit.ts";
 import { enqueue } from "../webhooks/outbox.ts";
 import type { Messenger, Recipient } from "../messaging/transport.ts";
 
@@ -195,12 +195,18 @@ export type { NoticeSender };
 const budgetKeys = {
   destination: (n: Claimed) => `ntc:dst:${n.project_id}:${n.kind}:${n.value}`,
   account: (accountId: string) => `ntc:acc:${accountId}`,
+  /**
+   * The project's ceiling for notices, as large as its ceiling for codes but counted apart:
+   * shared, strangers' code sends to addresses of their own filled it, and a thief's changes to
+   * an account were told to its owner an hour late (twelfth review).
+   */
+  project: (n: Claimed) => `ntc:prj:${n.project_id}:${n.kind}`,
 };
 
 function refusalName(key: string): RateLimitName | undefined {
   if (key.startsWith("ntc:dst:")) return "notices_per_destination";
   if (key.startsWith("ntc:acc:")) return "notices_per_account";
-  if (key.startsWith("send:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
+  if (key.startsWith("ntc:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
   return undefined;
 }
 
@@ -229,12 +235,12 @@ function messageChecks(s: Sender, group: Claimed[]): Message {
     count.push({ key: budgetKeys.account(accountId), limit: l.noticesPerAccount });
   }
   const ceiling: Limit = first.kind === "phone" ? l.smsPerProject : l.emailsPerProject;
-  return { count, ceiling: { key: projectSendKey(first.project_id, first.kind), limit: ceiling } };
+  return { count, ceiling: { key: budgetKeys.project(first), limit: ceiling } };
 }
 
 /** The first refusal of the project's ceiling in its window tells the project, as a code send's does. */
 async function alarm(s: Sender, group: Claimed[], counters: Counter[]) {
-  const tripped = counters.find((c) => c.tripped && c.key.startsWith("send:prj:"));
+  const tripped = counters.find((c) => c.tripped && c.key.startsWith("ntc:prj:"));
   if (!tripped) return;
   await transaction(s.db.prisma, (tx) =>
     enqueue(tx, {
