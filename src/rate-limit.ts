@@ -431,7 +431,14 @@ export function addressGroup(address: string): string {
   if (isIPv4(address)) return address;
   if (!isIPv6(address)) return address; // NO_SOCKET, or whatever an embedding passes
   const hextets = ipv6Words(address.split("%")[0]);
-  // an IPv4-mapped address in hex form (::ffff:c000:0201) is that IPv4 client
-  if (hextets.slice(0, 5).every((h) => h === 0) && hextets[5] === 0xffff) return ipv4From(hextets[6], hextets[7]);
+  // an address that carries an IPv4 one is that IPv4 client: mapped (::ffff:a.b.c.d, also in hex),
+  // translated (::ffff:0:a.b.c.d, SIIT), NAT64 (64:ff9b::a.b.c.d) or the old compatible form
+  // (::a.b.c.d); by their /64 all IPv4 clients of an IPv6-only network behind a translator were one
+  const zero = (from: number, to: number) => hextets.slice(from, to).every((h) => h === 0);
+  const v4 = ipv4From(hextets[6], hextets[7]);
+  if (zero(0, 5) && hextets[5] === 0xffff) return v4;
+  if (zero(0, 4) && hextets[4] === 0xffff && hextets[5] === 0) return v4;
+  if (hextets[0] === 0x64 && hextets[1] === 0xff9b && zero(2, 6)) return v4;
+  if (zero(0, 6) && hextets[6] !== 0) return v4;
   return `${hextets.slice(0, 4).map((h) => h.toString(16)).join(":")}::/64`;
 }

@@ -145,5 +145,12 @@ describe.each(backends)("abuse limits on %s", (backend) => {
       expect(await post(proxied, proxiedPort, victim, { forwardedFor: "203.0.113.77, 198.51.100.1" })).toBe(429);
       expect(await post(proxied, proxiedPort, victim, { forwardedFor: "198.51.100.2" })).toBe(200);
     });
+
+    it("behind a proxy that writes ip:port, every source port of one client is that client (twelfth review)", async () => {
+      const victim = { email: "ported-victim@example.com" };
+      for (let i = 0; i < 5; i++) expect(await post(proxied, proxiedPort, victim, { forwardedFor: `198.51.100.9:${4000 + i}` })).toBe(200);
+      expect(await post(proxied, proxiedPort, victim, { forwardedFor: "198.51.100.9:4005" })).toBe(429);
+      expect(await post(proxied, proxiedPort, victim, { forwardedFor: "[::ffff:198.51.100.9]:4006" })).toBe(429);
+    });
   });
 });

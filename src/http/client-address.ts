@@ -6,10 +6,18 @@ import type { Context, MiddlewareHandler } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
 import proxyaddr from "proxy-addr";
 import type { IncomingMessage } from "node:http";
+import { isIP } from "node:net";
 import { DEVICE_COOKIE, DEVICE_COOKIE_MAX_AGE, withDevice } from "../auth/known-places.ts";
 
 /** Requests handed to app.fetch without a socket (tests, embedding) count as one local client. */
 export const NO_SOCKET = "local";
+/**
+ * A forwarded hop that is no IP address, even without its port and brackets: all of them count
+ * as one client. Taken as they came, `203.0.113.5:4000`, `0313.0.113.7` or `[203.0.113.7]` were
+ * each a fresh budget, a new one for every source port behind a proxy that writes `ip:port`
+ * (twelfth review), and never a known place.
+ */
+export const UNPARSED = "unparsed";
 
 export function clientAddressResolver(trustedProxies: string[]) {
   const trust = trustedProxies.length ? proxyaddr.compile(trustedProxies) : () => false;
@@ -23,9 +31,11 @@ export function clientAddressResolver(trustedProxies: string[]) {
   };
 }
 
-// "::ffff:1.2.3.4" and "1.2.3.4" are one client.
-function normalize(address: string): string {
-  return address.startsWith("::ffff:") && address.includes(".") ? address.slice(7) : address;
+/** A hop as an address: its port and brackets dropped, "::ffff:1.2.3.4" and "1.2.3.4" one client, anything else UNPARSED. */
+export function normalize(hop: string): string {
+  const bare = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(hop)?.[1] ?? /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(hop)?.[1] ?? hop;
+  if (!isIP(bare)) return UNPARSED;
+  return bare.startsWith("::ffff:") && bare.includes(".") ? bare.slice(7) : bare;
 }
 
 /**
