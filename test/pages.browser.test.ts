@@ -59,6 +59,8 @@ describe("hosted pages: what the server sends", () => {
       );
       expect(res.headers.get("x-frame-options")).toBe("DENY");
       expect(res.headers.get("referrer-policy")).toBe("no-referrer");
+      // a site that opened the page keeps no handle on it (twelfth review)
+      expect(res.headers.get("cross-origin-opener-policy")).toBe("same-origin");
       const text = await res.clone().text();
       expect(text).toContain(`<title>${title}</title>`);
       expect(await metaKey(res)).toBe(PK);

@@ -23,9 +23,11 @@ export const CONTENT_TYPES: Record<string, string> = {
 
 /**
  * The dashboard holds a secret key and the hosted pages a user's tokens: no third-party code,
- * no inline script, no framing, no referrers.
+ * no inline script, no framing, no referrers, and no window of another site that opened them
+ * keeps a handle on them (it could send /login to an address of its choosing mid-sign-in).
  */
 export const PAGE_SECURITY_HEADERS: Record<string, string> = {
+  "cross-origin-opener-policy": "same-origin",
   "content-security-policy":
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
   "x-content-type-options": "nosniff",
