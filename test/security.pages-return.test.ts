@@ -3,6 +3,8 @@
 // text (it starts with one slash) and parsed to the pathname `//evil.example`, which the browser
 // then took as another site's address: an open redirect right after a real sign-in. And
 // `?error=…&error_description=<anything>` put a stranger's words on the genuine sign-in page.
+// The twelfth review found same-site pages that redirect on (`/oauth/authorize` with any
+// registered client's redirect URI): only /account is a place to go back to now.
 import { describe, expect, it } from "vitest";
 import { returnError, returnTo } from "../pages/src/api.ts";
 
@@ -22,6 +24,9 @@ describe("the page to go back to after signing in", () => {
     "https://evil.example/",
     "javascript:alert(1)",
     "/login",
+    "/oauth/authorize?client_id=c&redirect_uri=https://evil.example/cb&prompt=none",
+    "/auth/external/callback?state=x",
+    "/dashboard",
     "",
   ])("%j stays on the site: /account", (value) => {
     expect(to(value)).toBe("/account");
@@ -29,7 +34,7 @@ describe("the page to go back to after signing in", () => {
 
   it("a path of this site is kept, with its query and fragment", () => {
     expect(to("/account?tab=passkeys#add")).toBe("/account?tab=passkeys#add");
-    expect(to("/oauth/interaction/abc")).toBe("/oauth/interaction/abc");
+    expect(to("/account")).toBe("/account");
     expect(returnTo("", ORIGIN)).toBe("/account");
     // whatever it is, the browser is never sent to an address that starts with two slashes
     for (const value of ["/.//x", "/x/../..//y", "/x/./..//y"]) expect(new URL(to(value), ORIGIN).origin).toBe(ORIGIN);

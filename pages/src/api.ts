@@ -41,17 +41,18 @@ function keepSession(t: SignInTokens) {
 }
 
 /**
- * Where to go after signing in: a path on this site from `?return_to=`, else /account. Anything
- * that could leave the site (`//host`, `/\host`, another scheme) is ignored, and so is a path
- * that only becomes one of those once parsed: `/.//host` and `/a/..//host` have this origin, but
- * their pathname `//host` is another site's address when the browser is sent to it.
+ * Where to go after signing in: the /account page, with the query and fragment `?return_to=`
+ * gives it (the account page sends its own address there when a session ends). Nothing else:
+ * not another site (`//host`, `/\host`, another scheme, or `/.//host` and `/a/..//host`, whose
+ * pathname `//host` is another site's address), and not another page of this one, some of which
+ * redirect on (`/oauth/authorize` sends a stranger's registered client its answer).
  */
 export function returnTo(search = location.search, origin = location.origin): string {
   const raw = new URLSearchParams(search).get("return_to");
   if (!raw || !raw.startsWith("/") || raw.startsWith("//") || raw.includes("\\")) return "/account";
   try {
     const url = new URL(raw, origin);
-    if (url.origin !== origin || url.pathname === "/login" || url.pathname.startsWith("//")) return "/account";
+    if (url.origin !== origin || url.pathname !== "/account") return "/account";
     return url.pathname + url.search + url.hash;
   } catch {
     return "/account";

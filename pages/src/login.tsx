@@ -1,7 +1,7 @@
 // /login: sign in with a passkey (discoverable: nothing to type), with one of the project's
 // external identity providers ("Continue with …", which leaves for the provider and comes back
 // here with ?code=), or with a code sent to an e-mail address or phone number; then on to
-// ?return_to= (a path on this site) or /account. Opened by an app's OpenID Connect authorization
+// /account (?return_to= may give its query). Opened by an app's OpenID Connect authorization
 // (?interaction=…), it signs in for that app, asks for consent when the app is a third party's,
 // and goes back to the app.
 import { render } from "preact";
