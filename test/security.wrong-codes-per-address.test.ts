@@ -59,6 +59,30 @@ describe.each(backends)("wrong codes per identifier and client address are judge
     expect((await verify("203.0.113.20", owner.body.state_id, await h.mailbox.otp(email))).status).toBe(200);
   });
 
+  // thirteenth round: the same through link requests, by as many accounts as a stranger signs up
+  it("link states opened first by two accounts at one address give it no more than its 15 wrong codes", async () => {
+    const email = "victim-links@example.com";
+    const attacker = "198.51.100.79";
+    const accounts = [await h.signIn({ email: "taker-1@evil.example" }), await h.signIn({ email: "taker-2@evil.example" })];
+    const states: Array<{ token: string; stateId: string }> = [];
+    for (let i = 0; i < STATES; i++) {
+      const { token } = accounts[i < 3 ? 0 : 1];
+      const requested = await h.call("POST", "/users/link/request", { body: { email }, headers: { authorization: `Bearer ${token}` }, from: attacker });
+      expect(requested.status).toBe(200);
+      states.push({ token, stateId: requested.body.state_id });
+    }
+    const answers: number[] = [];
+    for (const { token, stateId } of states) {
+      for (let i = 0; i < 5; i++) {
+        const res = await h.call("POST", "/users/link/verify", { body: { state_id: stateId, otp: "555555" }, headers: { authorization: `Bearer ${token}` }, from: attacker });
+        answers.push(res.status);
+      }
+    }
+    expect(answers.slice(0, LIMIT)).toEqual(Array(LIMIT).fill(400));
+    expect(answers.slice(LIMIT)).toEqual(Array(STATES * 5 - LIMIT).fill(429));
+    expect(await wrongCodesCounted(email)).toBe(LIMIT);
+  });
+
   it("four addresses no longer reach the identifier-wide cap: the owner still signs in from a new place", async () => {
     const email = "victim-cap@example.com";
     for (const attacker of ["198.51.100.81", "198.51.100.82", "198.51.100.83", "198.51.100.84"]) {

@@ -194,8 +194,7 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   // is not judged (except from where it signed in before). The guard rides in the statement
   // that judges the code; only a code that was not judged asks why, so a sign-in costs nothing more.
   const places = placesHere(clientAddress);
-  const { address_group, address_max } = addressCapGuard(deps, clientAddress);
-  const guard = { keyPrefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places, address: { group: address_group, max: address_max } };
+  const guard = { keyPrefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places, address: addressCap(deps, clientAddress) };
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, fields.stateId, fields.otp, guard);
   } catch (err) {
@@ -219,8 +218,14 @@ export function identifierCapGuard(deps: Deps): { fail_prefix: string; fail_max:
  * (src/auth/sign-in.sql sign_in_address_capped reads keys.failIdentifier's counter), not only
  * before one is sent: states opened first would each take their tries.
  */
+export function addressCap(deps: Deps, clientAddress: string): { group: string; max: number } {
+  return { group: addressGroup(clientAddress), max: deps.limits.failuresPerSubject.max };
+}
+
+/** addressCap as sign_in_verify's fields. */
 export function addressCapGuard(deps: Deps, clientAddress: string): { address_group: string; address_max: number } {
-  return { address_group: addressGroup(clientAddress), address_max: deps.limits.failuresPerSubject.max };
+  const { group, max } = addressCap(deps, clientAddress);
+  return { address_group: group, address_max: max };
 }
 
 /** The statement did not judge the code because the identifier is capped: counted as a refusal, answered RateLimited. */
@@ -258,6 +263,8 @@ export type VerifyInStatement = {
   failMax: number;
   /** The identifier-wide cap, judged there as sign_in_verify judges it (src/auth/sign-in.sql sign_in_capped). */
   cap: { prefix: string; max: number; places: string[]; knownDays: number };
+  /** The identifier's wrong codes from this address group (sign_in_address_capped). */
+  address: { group: string; max: number };
 };
 
 export function verifyInStatement(
@@ -280,6 +287,7 @@ export function checkInStatement(deps: Deps, binding: OtpBinding & { accountId: 
     failKey: subjectKeys(binding)!.fail,
     failMax: deps.limits.failuresPerSubject.max,
     cap: { prefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places: placesHere(clientAddress), knownDays: KNOWN_FOR_DAYS },
+    address: addressCap(deps, clientAddress),
   };
 }
 

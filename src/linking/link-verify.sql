@@ -80,7 +80,10 @@ $$;
 --
 -- The identifier-wide wrong-code cap is judged as sign_in_verify judges it (sign_in_capped,
 -- src/auth/sign-in.sql): a link state opened before the identifier took its hourly wrong codes
--- is not judged after, except from one of the identifier's known places.
+-- is not judged after, except from one of the identifier's known places. Nor is a code judged
+-- from a client address group whose wrong codes for that identifier reached their limit
+-- (sign_in_address_capped): states opened first, by as many accounts as a stranger signs up,
+-- would each take their tries (thirteenth review).
 --
 -- Outcomes: rate_limited (retry_after: the account's wrong codes), capped (retry_after: the
 -- identifier's), invalid (no live state, no replay), replay (stored),
@@ -102,6 +105,8 @@ DECLARE
   p_cap_max integer := (p->>'cap_max')::integer;
   p_judge_places text[] := link_text_array(p->'judge_places');
   p_known_days integer := (p->>'known_days')::integer;
+  p_address_group text := p->>'address_group';
+  p_address_max integer := (p->>'address_max')::integer;
   p_identifier_id text := p->>'identifier_id';
   p_event_ids text[] := link_text_array(p->'event_ids');
   p_channel text := p->>'channel';
@@ -141,6 +146,7 @@ BEGIN
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
       AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
       AND sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days) IS NULL
+      AND sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max) IS NULL
     RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
   IF NOT FOUND THEN
     SELECT s.result::text INTO stored FROM otp_states s
@@ -148,8 +154,9 @@ BEGIN
         AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
         AND s.result IS NOT NULL AND s.code_hash = p_hash;
     IF stored IS NULL THEN
-      -- not judged: the identifier-wide cap, or no live state at all
-      SELECT sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days) INTO retry_after
+      -- not judged: the identifier-wide cap, this address's wrong codes, or no live state at all
+      SELECT coalesce(sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days),
+                      sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
           AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries;
     END IF;

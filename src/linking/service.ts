@@ -187,6 +187,8 @@ function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identif
     cap_max: check.cap.max,
     judge_places: check.cap.places,
     known_days: check.cap.knownDays,
+    address_group: check.address.group,
+    address_max: check.address.max,
     identifier_id: newId("idt"),
     event_ids: ids,
     channel: DELIVERY_CHANNEL,

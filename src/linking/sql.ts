@@ -54,6 +54,9 @@ export type LinkVerifyInput = {
   cap_max: number;
   judge_places: string[];
   known_days: number;
+  /** This request's address group and the wrong codes an identifier takes from one (sign_in_address_capped). */
+  address_group: string;
+  address_max: number;
   /** The id an attached identifier gets. */
   identifier_id: string;
   /** The ids of the (two) events either change writes, and the channel that wakes the workers. */
