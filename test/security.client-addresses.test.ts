@@ -3,7 +3,8 @@
 // source port behind a proxy that writes `ip:port`); and an IPv6 address carrying an IPv4 one
 // was counted by its /64, so behind a NAT64 or SIIT translator every IPv4 client was one.
 import { describe, expect, it } from "vitest";
-import { normalize, UNPARSED } from "../src/http/client-address.ts";
+import { placesHere } from "../src/auth/known-places.ts";
+import { NO_SOCKET, normalize, UNPARSED } from "../src/http/client-address.ts";
 import { addressGroup } from "../src/rate-limit.ts";
 
 describe("a forwarded hop as a client address", () => {
@@ -46,5 +47,14 @@ describe("the group an address is counted in", () => {
 
   it("two IPv4 clients behind one NAT64 prefix are two clients", () => {
     expect(addressGroup("64:ff9b::198.51.100.1")).not.toBe(addressGroup("64:ff9b::198.51.100.2"));
+  });
+});
+
+describe("a known place", () => {
+  it("is an IP address's group: a client with no address shares none with the others (thirteenth review)", () => {
+    expect(placesHere("203.0.113.5")).toEqual(["a:203.0.113.5"]);
+    expect(placesHere("64:ff9b::203.0.113.5")).toEqual(["a:203.0.113.5"]);
+    expect(placesHere(UNPARSED)).toEqual([]);
+    expect(placesHere(NO_SOCKET)).toEqual([]);
   });
 });

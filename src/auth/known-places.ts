@@ -9,6 +9,7 @@
 // without already knowing all three.
 import { AsyncLocalStorage } from "node:async_hooks";
 import { randomBytes } from "node:crypto";
+import { isIP } from "node:net";
 import { sha256Hex } from "../crypto.ts";
 import type { Tx } from "../db/client.ts";
 import type { Identifier } from "./identifiers.ts";
@@ -62,8 +63,11 @@ function placeId(projectId: string, identifier: Identifier, place: string): stri
   return sha256Hex(`${projectId}\n${identifier.kind}\n${identifier.value}\n${place}`);
 }
 
+// Only an IP address is a place: a client whose address is not one (no socket, or a forwarded
+// hop that was no address, src/http/client-address.ts) shares it with every other such client,
+// and would be at every such user's known place (thirteenth review).
 const places = (clientAddress: string, device: string | undefined) => [
-  `a:${addressGroup(clientAddress)}`,
+  ...(isIP(clientAddress) ? [`a:${addressGroup(clientAddress)}`] : []),
   ...(device ? [`d:${sha256Hex(device)}`] : []),
 ];
 

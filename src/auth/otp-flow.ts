@@ -305,8 +305,10 @@ export async function wrongCode(deps: Deps, binding: OtpBinding, stateId: string
 }
 
 // Wrong codes count against the account (checked before every verify) and against the
-// identifier at this address (checked before every send), so opening many states buys no
-// extra guesses, and a stranger's guesses never block the owner.
+// identifier at this address group (checked before every send and every verify), so opening
+// many states buys no extra guesses, and a stranger's guesses block the owner only where the
+// stranger is: in the owner's own address group (a shared IPv4 address, the same IPv6 /64),
+// for the rest of the hour (docs/security.md, "Wrong codes").
 async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err: WrongCode, clientAddress: string) {
   const failures: Check[] = [];
   const subject = subjectKeys(binding);

@@ -1,7 +1,7 @@
 // One data layer, two backends: a Postgres server when DATABASE_URL is set, otherwise an
 // embedded PGlite persisted in a folder. Both go through Prisma 7's engine-free client.
 import { createHash } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { chmodSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { PrismaPg } from "@prisma/adapter-pg";
@@ -123,7 +123,11 @@ async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
   const dir = dataDir.startsWith("memory://") ? dataDir : path.resolve(dataDir, "pglite");
   let unlock = () => {};
   if (!dir.startsWith("memory://")) {
-    mkdirSync(dir, { recursive: true });
+    // the database holds people's addresses and sealed secrets: its folder is the owner's alone
+    // (under the usual umask its files were readable by every local user: thirteenth review),
+    // a folder made by an earlier version included
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
     unlock = lockPgliteFolder(dir);
   }
   let pglite: PGlite;

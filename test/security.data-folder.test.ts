@@ -1,0 +1,27 @@
+// The embedded database's folder holds people's addresses and sealed secrets (thirteenth
+// review): made with the process's umask, it and most of its files were readable by every
+// local user. It is the owner's alone now, a folder an earlier version made included.
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../src/db/client.ts";
+
+describe("the embedded database's folder", () => {
+  const root = mkdtempSync(path.join(tmpdir(), "linkgate-data-folder-"));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+  it("is readable by its owner only, also when an earlier version made it open", async () => {
+    const open = path.join(root, "earlier");
+    mkdirSync(path.join(open, "pglite"), { recursive: true });
+    chmodSync(path.join(open, "pglite"), 0o755);
+    for (const dataDir of [path.join(root, "fresh"), open]) {
+      const db = await openDatabase({ dataDir });
+      try {
+        expect(statSync(path.join(dataDir, "pglite")).mode & 0o777, dataDir).toBe(0o700);
+      } finally {
+        await db.close();
+      }
+    }
+  });
+});
