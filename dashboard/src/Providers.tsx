@@ -143,7 +143,7 @@ function ProviderItem(props: { provider: IdentityProvider; onSaved: (s: Saved) =
             <p class="hint">
               The shared callback of providers added before each had its own: another provider of this gateway could be sent this one's codes. Register{" "}
               <code>{p.callbackUrl.replace(/\/auth\/external\/callback$/, `/auth/external/${p.id}/callback`)}</code> at {PRESETS[p.preset].label}, then move it with{" "}
-              <code>updateIdentityProvider(input: {"{"}sharedCallback: false{"}"})</code>.
+              <code>updateIdentityProvider(id: "{p.id}", input: {"{"}sharedCallback: false{"}"})</code>.
             </p>
           )}
         </dd>

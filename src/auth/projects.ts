@@ -2,6 +2,7 @@
 // random bytes, so a fast hash is as safe as a slow one and keeps lookups to one index probe).
 // Two kinds, like every hosted auth service: a publishable key (lg_pk_…) that front-end apps
 // ship and anyone may read, and a secret key (lg_sk_…) that administers the project.
+import { ConfigError } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import { deriveKey, randomToken, sha256Hex, type MasterKey } from "../crypto.ts";
 import { createHmac } from "node:crypto";
@@ -54,8 +55,15 @@ export async function activeKeyKind(db: Db, key: string): Promise<KeyKind | null
   return row?.kind ?? null;
 }
 
-async function keyExists(db: Db, key: string): Promise<boolean> {
-  return (await db.apiKey.count({ where: { keyHash: sha256Hex(key), revokedAt: null } })) > 0;
+/**
+ * Whether a project holds the key. A revoked one stops the start with one line: storing it
+ * again broke the key hash's uniqueness (every start after `keys revoke` crashed with a stack
+ * trace: fourteenth review), and quietly making it valid again would undo the revocation.
+ */
+async function keyExists(db: Db, key: string, setting: string): Promise<boolean> {
+  const row = await db.apiKey.findFirst({ where: { keyHash: sha256Hex(key) }, select: { revokedAt: true } });
+  if (row?.revokedAt) throw new ConfigError(`${setting} names a key that was revoked: unset it (or set a new key) and start again`);
+  return !!row;
 }
 
 export type BootstrapKeys = { secret?: string; publishable?: string };
@@ -74,7 +82,7 @@ export async function bootstrapProject(db: Db, keys: BootstrapKeys): Promise<New
   ).filter((k): k is readonly [KeyKind, string] => !!k[1]);
   if (wanted.length) {
     for (const [kind, key] of wanted) {
-      if (await keyExists(db, key)) continue;
+      if (await keyExists(db, key, kind === "secret" ? "LINKGATE_BOOTSTRAP_API_KEY" : "LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY")) continue;
       const existing = await db.project.findFirst({ where: { name: "default" }, orderBy: { createdAt: "asc" } });
       const project = existing ?? (await db.project.create({ data: { id: newId("prj"), name: "default" } }));
       await storeKey(db, project.id, key, kind);

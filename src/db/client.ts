@@ -1,7 +1,7 @@
 // One data layer, two backends: a Postgres server when DATABASE_URL is set, otherwise an
 // embedded PGlite persisted in a folder. Both go through Prisma 7's engine-free client.
 import { createHash } from "node:crypto";
-import { chmodSync, mkdirSync } from "node:fs";
+import { chmodSync, mkdirSync, statSync } from "node:fs";
 import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { PrismaPg } from "@prisma/adapter-pg";
@@ -127,7 +127,9 @@ async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
     // (under the usual umask its files were readable by every local user: thirteenth review),
     // a folder made by an earlier version included
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    chmodSync(dir, 0o700);
+    // only the owner may change a folder's mode: a folder another user made and let this one
+    // write is used as it is (fourteenth review)
+    if (statSync(dir).uid === process.getuid?.()) chmodSync(dir, 0o700);
     unlock = lockPgliteFolder(dir);
   }
   let pglite: PGlite;

@@ -9,6 +9,7 @@
 // One whose process is gone (a crash, a kill -9) is taken over, so a crash never needs a hand to
 // clean up. Two processes starting in the same instant after a crash could both take over a
 // stale lock; that window is the time between reading and removing it.
+import { randomBytes } from "node:crypto";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { ConfigError } from "../config.ts";
 
@@ -23,15 +24,15 @@ export function lockPgliteFolder(dir: string): () => void {
   const file = `${dir}.lock`;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      writeFileSync(file, `${process.pid}\n`, { flag: "wx" });
+      writeFileSync(file, `${process.pid} ${THIS_PROCESS}\n`, { flag: "wx" });
       return () => rmSync(file, { force: true });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     }
     const holder = holderOf(file);
-    if (holder !== null && alive(holder)) {
+    if (holder !== null && alive(holder.pid) && !(holder.pid === process.pid && holder.token !== THIS_PROCESS)) {
       throw new DatabaseInUse(
-        `the PGlite database in ${dir} is open in process ${holder} (is linkgate running?): embedded PGlite serves one process at a time; ` +
+        `the PGlite database in ${dir} is open in process ${holder.pid} (is linkgate running?): embedded PGlite serves one process at a time; ` +
           `stop that process first, or set DATABASE_URL to share a Postgres server (if no linkgate process has that id, delete ${file})`,
       );
     }
@@ -40,10 +41,19 @@ export function lockPgliteFolder(dir: string): () => void {
   throw new DatabaseInUse(`could not take the lock ${file} of the PGlite database in ${dir}`);
 }
 
-function holderOf(file: string): number | null {
+/**
+ * Which process wrote a lock: its id, and a token of that process's own. A container restarted
+ * after a hard kill often runs as the same process id (1) as the one that left the lock, which
+ * then looked alive for ever (fourteenth review): a lock naming this process's id but not its
+ * token was left by another process, and is stale.
+ */
+const THIS_PROCESS = randomBytes(8).toString("hex");
+
+function holderOf(file: string): { pid: number; token: string | undefined } | null {
   try {
-    const pid = Number.parseInt(readFileSync(file, "utf8"), 10);
-    return Number.isSafeInteger(pid) && pid > 0 ? pid : null;
+    const [pidText, token] = readFileSync(file, "utf8").trim().split(/\s+/);
+    const pid = Number.parseInt(pidText, 10);
+    return Number.isSafeInteger(pid) && pid > 0 ? { pid, token } : null;
   } catch {
     return null; // released meanwhile
   }

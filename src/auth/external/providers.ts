@@ -57,7 +57,7 @@ export async function warnSharedCallbacks(deps: Pick<Deps, "prisma" | "logger">)
   if (shared > 0) {
     deps.logger.warn(
       { providers: shared },
-      `${shared} identity provider(s) still use the shared callback /auth/external/callback, where providers can be sent each other's codes: register each one's own callbackUrl at the provider, then updateIdentityProvider(input: {sharedCallback: false})`,
+      `${shared} identity provider(s) still use the shared callback /auth/external/callback, where providers can be sent each other's codes: register each one's own callbackUrl at the provider, then updateIdentityProvider(id: "idp_…", input: {sharedCallback: false})`,
     );
   }
 }
