@@ -95,6 +95,10 @@ describe("linkgate CLI usage errors", () => {
       [["keys", "revoke", "prj_x"], /Expected an id like key_/],
       [["deliveries", "replay", "--webhook", "wh_x", "--since", "yesterday"], /--since <time>.*Use a time with a zone/],
       [["deliveries", "replay", "--webhook", "wh_x", "--since", "2026-11-20T10:00"], /Use a time with a zone/],
+      // a day that does not exist, and times the database cannot hold (fourteenth review)
+      [["deliveries", "replay", "--webhook", "wh_x", "--since", "2026-02-31"], /Use a time with a zone/],
+      [["deliveries", "replay", "--webhook", "wh_x", "--since", "999999w"], /from the years 1 to 9999/],
+      [["deliveries", "replay", "--webhook", "wh_x", "--since", "0000-01-01"], /from the years 1 to 9999/],
       [["deliveries", "replay", "--webhook", "wh_x", "--since", "1h", "--batch-size", "0"], /whole number/],
     ];
     const runs = await Promise.all(cases.map(([args]) => run(env, args)));

@@ -58,6 +58,13 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
   it("unknown event types and unsafe URLs are typed errors", async () => {
     expect((await create(undefined, ["user.exploded"])).createWebhook.__typename).toBe("InvalidEventType");
     expect((await create("ftp://example.com/x")).createWebhook.__typename).toBe("InvalidWebhookUrl");
+    // within 2048 characters as written, six times that percent-encoded as it is sent (fourteenth review)
+    const long = await create(`https://127.0.0.1:9/${"é".repeat(2000)}`);
+    expect(long.createWebhook).toMatchObject({ __typename: "InvalidWebhookUrl", message: expect.stringMatching(/at most 2048 characters, percent-encoded/) });
+    expect((await create(`https://127.0.0.1:9/${"e".repeat(2000)}`)).createWebhook.__typename).toBe("CreateWebhookPayload");
+    // an unknown event type is not echoed whole
+    const odd = await create(undefined, ["x".repeat(5000)]);
+    expect(odd.createWebhook.__typename === "InvalidEventType" && odd.createWebhook.message.length).toBeLessThan(200);
   });
 
   it("a webhook is rotated over REST with the API key as bearer; the old secret stays for 7 days", async () => {

@@ -18,15 +18,21 @@ export const TRANSITION_MS = 7 * 24 * 3600 * 1000;
 
 export type WebhookInput = { url?: unknown; events?: unknown; description?: unknown; enabled?: unknown };
 
+const MAX_URL = 2048;
+const TOO_LONG = `url must be a string of at most ${MAX_URL} characters`;
+
 async function checkUrl(deps: Deps, url: unknown): Promise<string> {
-  if (typeof url !== "string" || url.length > 2048) throw new InvalidWebhookUrl("url must be a string of at most 2048 characters");
+  if (typeof url !== "string" || url.length > MAX_URL) throw new InvalidWebhookUrl(TOO_LONG);
   try {
     await assertSafeTarget(url, { allowPrivate: deps.config.webhookAllowPrivate });
   } catch (err) {
     if (err instanceof UnsafeWebhookTarget) throw new InvalidWebhookUrl(err.message);
     throw err;
   }
-  return new URL(url).toString();
+  // what is stored and sent is the URL written out: percent-encoding can make it six times longer
+  const stored = new URL(url).toString();
+  if (stored.length > MAX_URL) throw new InvalidWebhookUrl(`${TOO_LONG}, percent-encoded as it is sent`);
+  return stored;
 }
 
 export function parseEvents(events: unknown): EventType[] {
@@ -34,7 +40,7 @@ export function parseEvents(events: unknown): EventType[] {
   const out = new Set<EventType>();
   for (const e of events) {
     const canonical = typeof e === "string" ? canonicalEventType(e) : undefined;
-    if (!canonical) throw new InvalidEventType(`unknown event type: ${String(e)}`);
+    if (!canonical) throw new InvalidEventType(`unknown event type: ${String(e).slice(0, 100)}`);
     out.add(canonical);
   }
   return [...out];
