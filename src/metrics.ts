@@ -27,6 +27,8 @@ export const RATE_LIMITS = [
   "wrong_codes_per_identifier",
   "notices_per_destination",
   "notices_per_account",
+  "notice_sms_per_project",
+  "notice_emails_per_project",
   "sign_in_options_per_address",
   "provider_pages_per_address",
   "external_flows_per_address",

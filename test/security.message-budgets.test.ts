@@ -114,9 +114,16 @@ describe.each(backends)("message budgets on %s", (backend) => {
       expect(texts(phone(50))).toHaveLength(2);
       expect(texts(phone(51))).toEqual([expect.stringMatching(/A passkey was added/)]);
 
-      // past the notices' own ceiling, they wait
+      // past the notices' own ceiling, they wait, and the refusal is counted under its own name
+      const refusals = async () => {
+        const text = await (await h.app.fetch(new Request("http://linkgate.test/metrics"))).text();
+        const line = text.split("\n").find((l) => l.startsWith('linkgate_rate_limit_refusals_total{limit="notice_sms_per_project"}'));
+        return line ? Number(line.split(" ").at(-1)) : 0;
+      };
+      const refusedBefore = await refusals();
       await addPasskey(u, new SoftAuthenticator(ORIGIN), "Phone");
       await settled();
+      expect(await refusals()).toBeGreaterThan(refusedBefore);
       expect(texts(phone(50))).toHaveLength(2);
       expect(texts(phone(51))).toHaveLength(1);
       const held = await h.db.prisma.notice.findMany({ where: { status: "pending", kind: "phone" } });

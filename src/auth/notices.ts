@@ -206,7 +206,7 @@ const budgetKeys = {
 function refusalName(key: string): RateLimitName | undefined {
   if (key.startsWith("ntc:dst:")) return "notices_per_destination";
   if (key.startsWith("ntc:acc:")) return "notices_per_account";
-  if (key.startsWith("ntc:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
+  if (key.startsWith("ntc:prj:")) return key.endsWith(":phone") ? "notice_sms_per_project" : "notice_emails_per_project";
   return undefined;
 }
 
