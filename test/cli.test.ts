@@ -100,6 +100,9 @@ describe("linkgate CLI usage errors", () => {
       [["deliveries", "replay", "--webhook", "wh_x", "--since", "999999w"], /from the years 1 to 9999/],
       [["deliveries", "replay", "--webhook", "wh_x", "--since", "0000-01-01"], /from the years 1 to 9999/],
       [["deliveries", "replay", "--webhook", "wh_x", "--since", "1h", "--batch-size", "0"], /whole number/],
+      // the last of two used to win quietly (fourteenth review)
+      [["keys", "create", "--project", "prj_aaaaaaaaaaaaaaaaaaaaaa", "--project", "prj_bbbbbbbbbbbbbbbbbbbbbb", "--kind", "secret"], /option '--project <id>' given more than once/],
+      [["keys", "create", "--project", "prj_aaaaaaaaaaaaaaaaaaaaaa", "--kind", "publishable", "--kind=secret"], /option '--kind <kind>' given more than once/],
     ];
     const runs = await Promise.all(cases.map(([args]) => run(env, args)));
     runs.forEach((r, i) => expectOneLineError(r, 2, cases[i][1]));

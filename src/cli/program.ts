@@ -34,10 +34,24 @@ export function buildProgram(io: Io): Command {
   return program;
 }
 
+/**
+ * An option that takes a value, given twice, is a usage error: commander keeps the last one, so
+ * `keys create --project A --project B` quietly acted on B (fourteenth review).
+ */
+function refuseRepeatedOptions(action: Command, args: string[]): void {
+  for (const option of action.options) {
+    if (!option.long || !(option.required || option.optional)) continue;
+    const given = args.filter((a) => a === option.long || a.startsWith(`${option.long}=`)).length;
+    if (given > 1) action.error(`error: option '${option.flags}' given more than once`, { exitCode: EXIT_USAGE, code: "linkgate.repeatedOption" });
+  }
+}
+
 /** Runs one command line (without `node` and the script) and returns the exit code. */
 export async function runCli(args: string[], io: Io): Promise<number> {
   try {
-    await buildProgram(io).parseAsync(args, { from: "user" });
+    await buildProgram(io)
+      .hook("preAction", (_, action) => refuseRepeatedOptions(action, args))
+      .parseAsync(args, { from: "user" });
     return 0;
   } catch (err) {
     if (err instanceof CommanderError) {
