@@ -28,6 +28,9 @@ describe.each(backends)("admin operations on %s", (backend) => {
     for (const name of ["   ", "x".repeat(201)]) {
       expect((await create(name)).body.data.createProject).toEqual({ __typename: "InvalidRequest", message: "name must be 1 to 200 characters" });
     }
+    for (const name of ["acme\u001b[2Jgone", "a\u0007b", "a\u009bb"]) {
+      expect((await create(name)).body.data.createProject).toEqual({ __typename: "InvalidRequest", message: "name must not contain control characters" });
+    }
   });
 
   it("createApiKey and revokeApiKey: a revoked key is refused at once", async () => {

@@ -26,6 +26,9 @@ export type NewProject = { project: { id: string; name: string; createdAt: Date 
 export function projectName(given: string): string {
   const name = given.trim();
   if (!name || name.length > 200) throw new InvalidRequest("name must be 1 to 200 characters");
+  // `projects list` prints names to an operator's terminal: an escape sequence in one would be
+  // run by it (fourteenth review)
+  if (/\p{Cc}/u.test(name)) throw new InvalidRequest("name must not contain control characters");
   return name;
 }
 
