@@ -95,6 +95,28 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     expect(await claim("w3", 100, 5)).toHaveLength(2);
   });
 
+  // fifteenth review: taking turns by webhook only, a project with 20 webhooks whose receivers
+  // answered in half the timeout held every send slot, and another project's webhook got one
+  // delivery a second
+  it("takes turns by project, counting the leases each holds: many webhooks of one project get no more turns than one webhook of another", async () => {
+    const many = await seedWebhook(db, masterKey, { url: URL_ });
+    for (let i = 0; i < 3; i++) await seedWebhook(db, masterKey, { url: URL_, projectId: many.projectId });
+    await enqueueEvents(db, many.projectId, 5, { perTx: 5 }); // older: 5 for each of its 4 webhooks
+    const one = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, one.projectId, 5, { perTx: 5 });
+    const projectOf = (c: ClaimedDelivery) => (c.projectId === one.projectId ? "one" : "many");
+
+    // each project's first turn, then its second: the older backlog does not go first for all of it
+    const first = await claim("w1", 4);
+    expect(first.map(projectOf)).toEqual(["many", "one", "many", "one"]);
+    // "one" finishes its two while "many" still holds two: the next turns are "one"'s
+    await recordResults(db, "w1", first.filter((c) => projectOf(c) === "one").map((c) => result(c)));
+    expect((await claim("w2", 3)).map(projectOf)).toEqual(["one", "one", "many"]);
+    // "one" holds 2 and "many" 3: "one"'s last delivery first, then every free slot to "many"
+    const rest = await claim("w3", 100);
+    expect(rest.map(projectOf)).toEqual(["one", ...Array(17).fill("many")]);
+  });
+
   it("does not claim deliveries of a disabled webhook", async () => {
     const hook = await seedWebhook(db, masterKey, { url: URL_ });
     await enqueueEvents(db, hook.projectId, 2, { perTx: 2 });

@@ -115,9 +115,15 @@ type ClaimRow = {
  *   So the leases among those `cap` rows are the webhook's leases, its room is `cap` minus
  *   them, and the free rows among them are the ones to take. At most webhooks × cap rows are
  *   read, whatever the backlog.
- * * The pick is ordered by (rank within its webhook, due time): the oldest delivery of every
- *   webhook before the second of any, so a receiver that hangs for the whole timeout, or a
- *   burst of 50,000 events for one project, delays only its own deliveries.
+ * * The pick takes turns by project, then by webhook within it: a project's candidates are
+ *   ranked by (rank within their webhook, due time), the oldest delivery of each of its webhooks
+ *   before the second of any, and every project's ranks start after the leases it holds now (at
+ *   the head of its webhooks, by any worker). A burst of 50,000 events for one project, or a
+ *   receiver that hangs, delays only its own deliveries, and a project with many webhooks gets no
+ *   more turns than one with a single webhook: taking turns by webhook alone, 20 webhooks of one
+ *   project whose receivers answered in half the timeout held all 50 send slots, and another
+ *   project's healthy webhook got one delivery a second (fifteenth review). With one project the
+ *   order is the webhook round-robin it was. Free slots still all go to whoever has work.
  * * The lock is taken on `deliveries` one query level up (window functions cannot share a query
  *   level with FOR UPDATE), with the LIMIT at that level too, so it counts rows actually locked:
  *   SKIP LOCKED passes over rows a concurrent claim holds right now and takes the next ones
@@ -169,10 +175,10 @@ function claimStatement(cap: number) {
     },
     `WITH RECURSIVE ${PENDING_WEBHOOKS},
      head AS MATERIALIZED (
-       SELECT w.id AS webhook_id, c.id, c.next_attempt_at, c.leased, w.mine
+       SELECT w.id AS webhook_id, w.project_id, c.id, c.next_attempt_at, c.leased, w.mine
        FROM hooks h
        CROSS JOIN LATERAL (
-         SELECT w.id, coalesce(r.room, $6::int) AS mine
+         SELECT w.id, w.project_id, coalesce(r.room, $6::int) AS mine
          FROM webhooks w
          LEFT JOIN unnest($4::text[], $5::int[]) AS r(webhook_id, room) ON r.webhook_id = w.id
          WHERE w.id = h.webhook_id AND w.enabled AND coalesce(r.room, $6::int) > 0
@@ -186,14 +192,21 @@ function claimStatement(cap: number) {
        ) c
      ),
      ranked AS (
-       SELECT id, next_attempt_at, leased,
+       SELECT id, project_id, next_attempt_at, leased,
               row_number() OVER (PARTITION BY webhook_id, leased ORDER BY next_attempt_at) AS rn,
-              least(${cap} - count(*) FILTER (WHERE leased) OVER (PARTITION BY webhook_id), mine) AS room
+              least(${cap} - count(*) FILTER (WHERE leased) OVER (PARTITION BY webhook_id), mine) AS room,
+              count(*) FILTER (WHERE leased) OVER (PARTITION BY project_id) AS project_leases
        FROM head
+     ),
+     turns AS (
+       SELECT id, rn, next_attempt_at,
+              project_leases + row_number() OVER (PARTITION BY project_id ORDER BY rn, next_attempt_at) AS turn
+       FROM ranked
+       WHERE NOT leased AND rn <= room
      ),
      picked AS (
        SELECT d.id
-       FROM unnest(ARRAY(SELECT id FROM ranked WHERE NOT leased AND rn <= room ORDER BY rn, next_attempt_at))
+       FROM unnest(ARRAY(SELECT id FROM turns ORDER BY turn, rn, next_attempt_at))
             WITH ORDINALITY AS c(id, ord)
        JOIN deliveries d ON d.id = c.id
        WHERE d.status = 'pending' AND d.next_attempt_at <= now()

@@ -62,11 +62,12 @@ export function webhooksOf(actor: KeyActor): { projectId: string } {
 
 /**
  * A project holds at most LINKGATE_WEBHOOKS_PER_PROJECT webhooks (20 unless configured;
- * docs/webhooks.md). Deliveries take turns by webhook (the oldest of every webhook before the
- * second of any, src/delivery/sql.ts), and the workers are shared by every project: a project
- * with hundreds of slow endpoints, each answering just under the timeout, kept all send slots
- * busy, and another project's delivery waited 10.7 s behind 300 of them (23 ms behind 20). 20 is
- * GitHub's bound per event and repository (Stripe's is 16 per account).
+ * docs/webhooks.md). The workers are shared by every project: when deliveries took turns by
+ * webhook alone, a project with hundreds of slow endpoints, each answering just under the
+ * timeout, kept all send slots busy, and another project's delivery waited 10.7 s behind 300 of
+ * them (23 ms behind 20). They now take turns by project first (src/delivery/sql.ts); the cap
+ * still bounds the work one project's configuration makes. 20 is GitHub's bound per event and
+ * repository (Stripe's is 16 per account).
  */
 export async function createWebhook(deps: Deps, actor: KeyActor, input: WebhookInput) {
   const { projectId } = webhooksOf(actor);
