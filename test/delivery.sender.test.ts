@@ -1,6 +1,6 @@
 // One attempt over HTTP, without a database.
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import net, { type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createSender, type SendInput } from "../src/delivery/sender.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
@@ -113,6 +113,23 @@ describe("sender", () => {
       for (const t of drips) clearInterval(t);
       dripping.closeAllConnections();
       await new Promise<void>((resolve) => dripping.close(() => resolve()));
+    }
+  });
+
+  // fifteenth review: a 200 whose body broke off (invalid chunks, the receiver crashing mid-answer)
+  // counted as delivered, and the event may never have been kept
+  it("a status whose body breaks off is no answer either: a failed attempt, not a delivery", async () => {
+    const broken = net.createServer((socket) => {
+      socket.once("data", () => socket.end("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"));
+    });
+    await new Promise<void>((resolve) => broken.listen(0, "127.0.0.1", resolve));
+    const sender = createSender({ timeoutMs: 5_000, allowPrivate: true });
+    try {
+      const res = await sender.send(input(`http://127.0.0.1:${(broken.address() as AddressInfo).port}/hook`));
+      expect(res).toMatchObject({ statusCode: null, reached: true, error: expect.stringMatching(/^connection broke: HTTP 200 arrived, its body did not finish/) });
+    } finally {
+      await sender.close();
+      await new Promise<void>((resolve) => broken.close(() => resolve()));
     }
   });
 

@@ -120,12 +120,18 @@ export function createSender(opts: SenderOptions): Sender {
         dispatcher: agent,
         signal: deadline.signal,
       });
-      const excerpt = await readExcerpt(res.body);
+      const { excerpt, broken } = await readExcerpt(res.body);
       if (timedOut) {
         // the status came, the body did not finish: no complete answer, so no delivery (a
         // receiver dripping its body would otherwise hold a send slot for the whole timeout and
         // still count as delivered)
         const error = `timeout: HTTP ${res.statusCode} arrived, its body did not finish within ${opts.timeoutMs} ms`;
+        return { startedAt, durationMs: elapsed(), statusCode: null, retryAfter: null, error, responseExcerpt: excerpt, requestHeaders: headers, reached: true };
+      }
+      if (broken) {
+        // a receiver that crashed mid-answer may not have kept the event: not a delivery
+        // (a 200 whose body broke off counted as one: fifteenth review)
+        const error = `connection broke: HTTP ${res.statusCode} arrived, its body did not finish (${describe(broken)})`;
         return { startedAt, durationMs: elapsed(), statusCode: null, retryAfter: null, error, responseExcerpt: excerpt, requestHeaders: headers, reached: true };
       }
       const retryAfter = headerValue(res.headers["retry-after"]);
@@ -186,11 +192,16 @@ function remember(map: Map<string, ResolvedAddress[]>, host: string, addresses: 
   if (map.size > 10_000) map.delete(map.keys().next().value!);
 }
 
-/** Keeps the first EXCERPT_BYTES; drains a small body to its end so the connection is reused. */
-async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }): Promise<string | null> {
+/**
+ * Keeps the first EXCERPT_BYTES; drains a small body to its end so the connection is reused.
+ * `broken`: the body broke off (a reset, malformed chunks, the deadline) before its end and
+ * before DRAIN_BYTES; what arrived is kept as the excerpt.
+ */
+async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }): Promise<{ excerpt: string; broken: unknown }> {
   const kept: Buffer[] = [];
   let keptBytes = 0;
   let total = 0;
+  let broken: unknown = null;
   try {
     for await (const chunk of body) {
       if (keptBytes < EXCERPT_BYTES) {
@@ -201,10 +212,10 @@ async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(err?: Error):
       total += chunk.length;
       if (total > DRAIN_BYTES) break; // leaving the loop destroys the body and its connection
     }
-  } catch {
-    // A body cut short (reset, deadline) still leaves its status; keep what arrived.
+  } catch (err) {
+    broken = err ?? new Error("the body broke off");
   }
-  return keptBytes === 0 && total === 0 ? "" : Buffer.concat(kept).toString("utf8");
+  return { excerpt: keptBytes === 0 && total === 0 ? "" : Buffer.concat(kept).toString("utf8"), broken };
 }
 
 function headerValue(v: string | string[] | undefined): string | null {
