@@ -119,14 +119,18 @@ describe("sender", () => {
   // fifteenth review: a 200 whose body broke off (invalid chunks, the receiver crashing mid-answer)
   // counted as delivered, and the event may never have been kept
   it("a status whose body breaks off is no answer either: a failed attempt, not a delivery", async () => {
+    let answer = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n";
     const broken = net.createServer((socket) => {
-      socket.once("data", () => socket.end("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n"));
+      socket.once("data", () => socket.end(answer));
     });
     await new Promise<void>((resolve) => broken.listen(0, "127.0.0.1", resolve));
     const sender = createSender({ timeoutMs: 5_000, allowPrivate: true });
     try {
       const res = await sender.send(input(`http://127.0.0.1:${(broken.address() as AddressInfo).port}/hook`));
       expect(res).toMatchObject({ statusCode: null, reached: true, error: expect.stringMatching(/^connection broke: HTTP 200 arrived, its body did not finish/) });
+      // any other status says what it says, whole or not: a 410 is gone, a 429 keeps its Retry-After
+      answer = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 120\r\ncontent-length: 10\r\n\r\nab";
+      expect(await sender.send(input(`http://127.0.0.1:${(broken.address() as AddressInfo).port}/hook`))).toMatchObject({ statusCode: 429, retryAfter: "120" });
     } finally {
       await sender.close();
       await new Promise<void>((resolve) => broken.close(() => resolve()));

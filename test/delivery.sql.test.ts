@@ -97,24 +97,37 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
 
   // fifteenth review: taking turns by webhook only, a project with 20 webhooks whose receivers
   // answered in half the timeout held every send slot, and another project's webhook got one
-  // delivery a second
-  it("takes turns by project, counting the leases each holds: many webhooks of one project get no more turns than one webhook of another", async () => {
+  // delivery a second. Sixteenth: the load is the worker's, since webhooks with no room left
+  // are not read, and their leases were not counted.
+  it("takes turns by project, after the deliveries the worker holds for each: many webhooks of one project get no more turns than one webhook of another", async () => {
     const many = await seedWebhook(db, masterKey, { url: URL_ });
-    for (let i = 0; i < 3; i++) await seedWebhook(db, masterKey, { url: URL_, projectId: many.projectId });
+    const others = [];
+    for (let i = 0; i < 3; i++) others.push(await seedWebhook(db, masterKey, { url: URL_, projectId: many.projectId }));
     await enqueueEvents(db, many.projectId, 5, { perTx: 5 }); // older: 5 for each of its 4 webhooks
     const one = await seedWebhook(db, masterKey, { url: URL_ });
     await enqueueEvents(db, one.projectId, 5, { perTx: 5 });
     const projectOf = (c: ClaimedDelivery) => (c.projectId === one.projectId ? "one" : "many");
+    const claimWith = async (limit: number, held: { many?: number; one?: number }, rooms?: { webhookIds: string[]; rooms: number[] }) =>
+      (
+        await claimDue(db, {
+          workerId: "w1",
+          limit,
+          leaseMs: 30_000,
+          perWebhookCap: 100,
+          endpointRooms: rooms && { ...rooms, otherwise: 100 },
+          projectLoads: { projectIds: [many.projectId, one.projectId], loads: [held.many ?? 0, held.one ?? 0] },
+        })
+      ).map(projectOf);
 
-    // each project's first turn, then its second: the older backlog does not go first for all of it
-    const first = await claim("w1", 4);
-    expect(first.map(projectOf)).toEqual(["many", "one", "many", "one"]);
-    // "one" finishes its two while "many" still holds two: the next turns are "one"'s
-    await recordResults(db, "w1", first.filter((c) => projectOf(c) === "one").map((c) => result(c)));
-    expect((await claim("w2", 3)).map(projectOf)).toEqual(["one", "one", "many"]);
-    // "one" holds 2 and "many" 3: "one"'s last delivery first, then every free slot to "many"
-    const rest = await claim("w3", 100);
-    expect(rest.map(projectOf)).toEqual(["one", ...Array(17).fill("many")]);
+    // holding nothing, each project's first turn, then its second: the older backlog does not go first for all of it
+    expect(await claimWith(4, {})).toEqual(["many", "one", "many", "one"]);
+    // the worker holds 2 of "many" and none of "one": "one"'s turns come first
+    expect(await claimWith(3, { many: 2 })).toEqual(["one", "one", "many"]);
+    // "many"'s webhooks this worker has no room for are not read, but what it holds of them counts
+    const full = { webhookIds: [many.webhookId, ...others.slice(0, 2).map((o) => o.webhookId)], rooms: [0, 0, 0] };
+    expect(await claimWith(2, { many: 40, one: 2 }, full)).toEqual(["one", "many"]);
+    // with no other project waiting, one project takes every free slot
+    expect(await claimWith(100, { many: 40, one: 3 })).toEqual(Array(20 - 4).fill("many"));
   });
 
   it("does not claim deliveries of a disabled webhook", async () => {

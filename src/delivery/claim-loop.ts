@@ -8,7 +8,7 @@ import { DELIVERY_CHANNEL } from "../webhooks/outbox.ts";
 import { errorSummary, type DbBackoff, type Logger } from "./failures.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import { promiseBusy, withdrawBusy } from "./busy.ts";
-import { claimDue, type ClaimedDelivery, type EndpointRooms } from "./sql.ts";
+import { claimDue, type ClaimedDelivery, type EndpointRooms, type ProjectLoads } from "./sql.ts";
 
 /**
  * On PGlite, without a backlog, a claim starts no sooner than this many times the last claim's
@@ -94,6 +94,8 @@ export type ClaimLoopOptions = {
   room(): number;
   /** How many of each endpoint's deliveries this worker may still take (its breakers). */
   endpointRooms(now: number): EndpointRooms;
+  /** How many deliveries this worker holds for each project (their turns start after them). */
+  projectLoads(): ProjectLoads;
   /** Every claim's deliveries, leased to this worker now, whether or not it still runs. */
   leased(claimed: ClaimedDelivery[]): void;
   /** The same deliveries, to be sent; only while the worker runs. */
@@ -244,7 +246,7 @@ export class ClaimLoop {
     const { db, workerId, leaseMs, perWebhookCap, backoff } = this.o;
     try {
       const started = performance.now();
-      const claimed = await claimDue(db, { workerId, limit, leaseMs, perWebhookCap, endpointRooms: this.o.endpointRooms(Date.now()) });
+      const claimed = await claimDue(db, { workerId, limit, leaseMs, perWebhookCap, endpointRooms: this.o.endpointRooms(Date.now()), projectLoads: this.o.projectLoads() });
       const ended = performance.now();
       this.nextClaimAt = ended + Math.min(MAX_CLAIM_GAP_MS, this.claimGapFactor * (ended - started));
       backoff.ok();

@@ -15,7 +15,7 @@ import { errorSummary, type Logger } from "./failures.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import { decide } from "./schedule.ts";
 import { createSender, secretRef, type Sender, type SendResult } from "./sender.ts";
-import type { ClaimedDelivery, DeliveryResult } from "./sql.ts";
+import type { ClaimedDelivery, DeliveryResult, ProjectLoads } from "./sql.ts";
 
 export type SendPoolOptions = {
   /** Most sends in flight. */
@@ -59,6 +59,8 @@ export class SendPool {
   /** Claimed, leased, not started yet: the next sends start from here without a round trip. */
   private readonly queued: ClaimedDelivery[] = [];
   private readonly sending = new Map<string, Promise<void>>();
+  /** Sends in flight per project: what its next turns in a claim start after (sql.ts claimDue). */
+  private readonly sendingPerProject = new Map<string, number>();
   private readonly sender: Sender;
   private readonly secrets: SecretCache;
   private readonly abort = new AbortController();
@@ -84,6 +86,13 @@ export class SendPool {
   /** How many more deliveries the pool can take on: its free slots and one batch to wait. */
   get room(): number {
     return this.o.concurrency + this.o.prefetch - this.sending.size - this.queued.length;
+  }
+
+  /** The deliveries this worker holds per project, sending or waiting for a slot. */
+  projectLoads(): ProjectLoads {
+    const loads = new Map(this.sendingPerProject);
+    for (const c of this.queued) loads.set(c.projectId, (loads.get(c.projectId) ?? 0) + 1);
+    return { projectIds: [...loads.keys()], loads: [...loads.values()] };
   }
 
   /** Claimed deliveries count against their endpoints from the moment they are leased. */
@@ -140,8 +149,12 @@ export class SendPool {
   }
 
   private start(c: ClaimedDelivery): void {
+    this.sendingPerProject.set(c.projectId, (this.sendingPerProject.get(c.projectId) ?? 0) + 1);
     const p = this.attempt(c).then((result) => {
       this.sending.delete(c.deliveryId);
+      const left = (this.sendingPerProject.get(c.projectId) ?? 1) - 1;
+      if (left > 0) this.sendingPerProject.set(c.projectId, left);
+      else this.sendingPerProject.delete(c.projectId);
       if (result) this.o.result(result);
       else this.abandonedSends++;
       this.pump();

@@ -128,9 +128,10 @@ export function createSender(opts: SenderOptions): Sender {
         const error = `timeout: HTTP ${res.statusCode} arrived, its body did not finish within ${opts.timeoutMs} ms`;
         return { startedAt, durationMs: elapsed(), statusCode: null, retryAfter: null, error, responseExcerpt: excerpt, requestHeaders: headers, reached: true };
       }
-      if (broken) {
+      if (broken && SUCCESS_STATUSES.has(res.statusCode)) {
         // a receiver that crashed mid-answer may not have kept the event: not a delivery
-        // (a 200 whose body broke off counted as one: fifteenth review)
+        // (a 200 whose body broke off counted as one: fifteenth review). Any other status says
+        // what it says (a 410, a 429's Retry-After) whole or not (sixteenth review)
         const error = `connection broke: HTTP ${res.statusCode} arrived, its body did not finish (${describe(broken)})`;
         return { startedAt, durationMs: elapsed(), statusCode: null, retryAfter: null, error, responseExcerpt: excerpt, requestHeaders: headers, reached: true };
       }

@@ -81,9 +81,12 @@ export type ClaimOptions = {
    * Absent: the cap alone decides.
    */
   endpointRooms?: EndpointRooms;
+  /** How many deliveries this worker holds for each project now (sending or waiting): their turns start after them. */
+  projectLoads?: ProjectLoads;
 };
 
 export type EndpointRooms = { webhookIds: string[]; rooms: number[]; otherwise: number };
+export type ProjectLoads = { projectIds: string[]; loads: number[] };
 
 type ClaimRow = {
   delivery_id: string;
@@ -117,13 +120,16 @@ type ClaimRow = {
  *   read, whatever the backlog.
  * * The pick takes turns by project, then by webhook within it: a project's candidates are
  *   ranked by (rank within their webhook, due time), the oldest delivery of each of its webhooks
- *   before the second of any, and every project's ranks start after the leases it holds now (at
- *   the head of its webhooks, by any worker). A burst of 50,000 events for one project, or a
- *   receiver that hangs, delays only its own deliveries, and a project with many webhooks gets no
- *   more turns than one with a single webhook: taking turns by webhook alone, 20 webhooks of one
- *   project whose receivers answered in half the timeout held all 50 send slots, and another
- *   project's healthy webhook got one delivery a second (fifteenth review). With one project the
- *   order is the webhook round-robin it was. Free slots still all go to whoever has work.
+ *   before the second of any, and every project's ranks start after the deliveries this worker
+ *   holds for it now (`projectLoads`: sending or waiting for a slot, the slots being what the
+ *   projects share). A burst of 50,000 events for one project delays only its own deliveries, and
+ *   a project with many webhooks gets no more turns than one with a single webhook: taking turns
+ *   by webhook alone, 20 webhooks of one project whose receivers answered in half the timeout
+ *   held all 50 send slots, and another project's healthy webhook got one delivery a second
+ *   (fifteenth review). The load comes from the worker, not from the leases at the webhooks'
+ *   heads: a webhook with no room left is not read at all, so its leases would not be counted
+ *   (sixteenth review). With one project the order is the webhook round-robin it was; free slots
+ *   still all go to whoever has work.
  * * The lock is taken on `deliveries` one query level up (window functions cannot share a query
  *   level with FOR UPDATE), with the LIMIT at that level too, so it counts rows actually locked:
  *   SKIP LOCKED passes over rows a concurrent claim holds right now and takes the next ones
@@ -194,15 +200,15 @@ function claimStatement(cap: number) {
      ranked AS (
        SELECT id, project_id, next_attempt_at, leased,
               row_number() OVER (PARTITION BY webhook_id, leased ORDER BY next_attempt_at) AS rn,
-              least(${cap} - count(*) FILTER (WHERE leased) OVER (PARTITION BY webhook_id), mine) AS room,
-              count(*) FILTER (WHERE leased) OVER (PARTITION BY project_id) AS project_leases
+              least(${cap} - count(*) FILTER (WHERE leased) OVER (PARTITION BY webhook_id), mine) AS room
        FROM head
      ),
      turns AS (
-       SELECT id, rn, next_attempt_at,
-              project_leases + row_number() OVER (PARTITION BY project_id ORDER BY rn, next_attempt_at) AS turn
-       FROM ranked
-       WHERE NOT leased AND rn <= room
+       SELECT k.id, k.rn, k.next_attempt_at,
+              coalesce(l.load, 0) + row_number() OVER (PARTITION BY k.project_id ORDER BY k.rn, k.next_attempt_at) AS turn
+       FROM ranked k
+       LEFT JOIN unnest($7::text[], $8::int[]) AS l(project_id, load) ON l.project_id = k.project_id
+       WHERE NOT k.leased AND k.rn <= k.room
      ),
      picked AS (
        SELECT d.id
@@ -249,7 +255,8 @@ export async function claimDue(db: DbLike, opts: ClaimOptions): Promise<ClaimedD
   const { workerId, limit, leaseMs, perWebhookCap } = opts;
   if (limit <= 0) return [];
   const rooms = opts.endpointRooms ?? { webhookIds: [], rooms: [], otherwise: perWebhookCap };
-  const rows = await run(db, claimStatementFor(perWebhookCap), [limit, leaseMs, workerId, rooms.webhookIds, rooms.rooms, rooms.otherwise]);
+  const loads = opts.projectLoads ?? { projectIds: [], loads: [] };
+  const rows = await run(db, claimStatementFor(perWebhookCap), [limit, leaseMs, workerId, rooms.webhookIds, rooms.rooms, rooms.otherwise, loads.projectIds, loads.loads]);
   return rows.map((r) => ({
     deliveryId: r.delivery_id,
     attempt: r.attempt,

@@ -142,6 +142,7 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
     // Back-pressure: once the recorder holds too many results, nothing more is claimed.
     room: () => (recorder.full ? 0 : pool.room),
     endpointRooms: (now) => pool.breakers.claimRooms(now),
+    projectLoads: () => pool.projectLoads(),
     leased: (claimed) => {
       recorder.hold(claimed);
       pool.taken(claimed);
