@@ -1068,7 +1068,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.sign_in_address_capped(p_project text, p_kind public.identifier_kind, p_value text, p_group text, p_max integer)
+CREATE OR REPLACE FUNCTION public.rate_limit_resets_in(p_key text, p_max integer)
  RETURNS integer
  LANGUAGE plpgsql
  STABLE
@@ -1076,8 +1076,17 @@ AS $function$
 BEGIN
   RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
     FROM rate_limits r
-    WHERE r.key = 'fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group
-      AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max);
+    WHERE r.key = p_key AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.sign_in_address_capped(p_project text, p_kind public.identifier_kind, p_value text, p_group text, p_max integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+  RETURN rate_limit_resets_in('fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group, p_max);
 END
 $function$;
 
@@ -1086,15 +1095,16 @@ CREATE OR REPLACE FUNCTION public.sign_in_capped(p_project text, p_kind public.i
  LANGUAGE plpgsql
  STABLE
 AS $function$
+DECLARE
+  v_resets integer := rate_limit_resets_in(p_prefix || p_project || ':' || p_kind::text || ':' || p_value, p_max);
 BEGIN
-  RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
-    FROM rate_limits r
-    WHERE r.key = p_prefix || p_project || ':' || p_kind::text || ':' || p_value
-      AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max
-      AND NOT EXISTS (
-        SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
-          ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
-        WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC'));
+  IF v_resets IS NULL OR EXISTS (
+      SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
+        ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
+      WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC') THEN
+    RETURN NULL;
+  END IF;
+  RETURN v_resets;
 END
 $function$;
 

@@ -122,6 +122,7 @@ describe("repeatable migrations", () => {
           "public.delivery_ok(status_code integer)",
           "public.link_text_array(a jsonb)",
           "public.link_verify(p jsonb)",
+          "public.rate_limit_resets_in(p_key text, p_max integer)",
           "public.sign_in_address_capped(p_project text, p_kind identifier_kind, p_value text, p_group text, p_max integer)",
           "public.sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)",
           "public.sign_in_verify(p jsonb)",

@@ -49,7 +49,7 @@ function keepSession(t: SignInTokens) {
  */
 export function returnTo(search = location.search, origin = location.origin): string {
   const raw = new URLSearchParams(search).get("return_to");
-  if (!raw || !raw.startsWith("/") || raw.startsWith("//") || raw.includes("\\")) return "/account";
+  if (!raw) return "/account";
   try {
     const url = new URL(raw, origin);
     if (url.origin !== origin || url.pathname !== "/account") return "/account";

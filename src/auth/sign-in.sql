@@ -15,24 +15,38 @@
 -- new identifier taken by a parallel sign-in (unique_violation) or an identifier that moved
 -- under the lock (serialization_failure) raises, and the caller runs it again.
 
--- The identifier-wide wrong-code cap of src/rate-limit.ts identifierCappedCondition, for
--- one identifier: seconds until it takes wrong codes again from these places (src/auth/known-
--- places.ts placesHere, hashed here as placeIds hashes them), or NULL when it takes them now.
--- PL/pgSQL so that its query is planned once per connection: as a LANGUAGE sql function with a
--- FROM, which Postgres 15 cannot inline, it was parsed and planned again on every sign-in (as
--- link_text_array was, src/linking/link-verify.sql).
-CREATE OR REPLACE FUNCTION sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)
+-- Seconds until the counter `p_key` of rate_limits takes more again (the end of its window), or
+-- NULL when it has not reached `p_max` in a live window. The two caps below are this with their
+-- keys. PL/pgSQL so that its query is planned once per connection: as a LANGUAGE sql function
+-- with a FROM, which Postgres 15 cannot inline, it was parsed and planned again on every sign-in
+-- (as link_text_array was, src/linking/link-verify.sql).
+CREATE OR REPLACE FUNCTION rate_limit_resets_in(p_key text, p_max integer)
 RETURNS integer
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
   RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
     FROM rate_limits r
-    WHERE r.key = p_prefix || p_project || ':' || p_kind::text || ':' || p_value
-      AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max
-      AND NOT EXISTS (
-        SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
-          ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
-        WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC'));
+    WHERE r.key = p_key AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max);
+END
+$$;
+
+-- The identifier-wide wrong-code cap of src/rate-limit.ts identifierCappedCondition, for
+-- one identifier: seconds until it takes wrong codes again from these places (src/auth/known-
+-- places.ts placesHere, hashed here as placeIds hashes them), or NULL when it takes them now.
+-- The known places are looked at only when the cap is reached, which is rare.
+CREATE OR REPLACE FUNCTION sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)
+RETURNS integer
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_resets integer := rate_limit_resets_in(p_prefix || p_project || ':' || p_kind::text || ':' || p_value, p_max);
+BEGIN
+  IF v_resets IS NULL OR EXISTS (
+      SELECT 1 FROM known_sign_ins k JOIN unnest(p_places) AS p(place)
+        ON k.id = encode(sha256(convert_to(p_project || E'\n' || p_kind::text || E'\n' || p_value || E'\n' || p.place, 'UTF8')), 'hex')
+      WHERE k.last_at > (now() - make_interval(days => p_known_days)) AT TIME ZONE 'UTC') THEN
+    RETURN NULL;
+  END IF;
+  RETURN v_resets;
 END
 $$;
 
@@ -46,10 +60,7 @@ CREATE OR REPLACE FUNCTION sign_in_address_capped(p_project text, p_kind identif
 RETURNS integer
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
-    FROM rate_limits r
-    WHERE r.key = 'fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group
-      AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max);
+  RETURN rate_limit_resets_in('fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group, p_max);
 END
 $$;
 

@@ -58,9 +58,8 @@ export class SendPool {
   abandonedSends = 0;
   /** Claimed, leased, not started yet: the next sends start from here without a round trip. */
   private readonly queued: ClaimedDelivery[] = [];
-  private readonly sending = new Map<string, Promise<void>>();
-  /** Sends in flight per project: what its next turns in a claim start after (sql.ts claimDue). */
-  private readonly sendingPerProject = new Map<string, number>();
+  /** In flight, by delivery id. */
+  private readonly sending = new Map<string, ClaimedDelivery>();
   private readonly sender: Sender;
   private readonly secrets: SecretCache;
   private readonly abort = new AbortController();
@@ -88,10 +87,10 @@ export class SendPool {
     return this.o.concurrency + this.o.prefetch - this.sending.size - this.queued.length;
   }
 
-  /** The deliveries this worker holds per project, sending or waiting for a slot. */
+  /** The deliveries this worker holds per project, sending or waiting for a slot: what its next turns in a claim start after (sql.ts claimDue). */
   projectLoads(): ProjectLoads {
-    const loads = new Map(this.sendingPerProject);
-    for (const c of this.queued) loads.set(c.projectId, (loads.get(c.projectId) ?? 0) + 1);
+    const loads = new Map<string, number>();
+    for (const c of [...this.sending.values(), ...this.queued]) loads.set(c.projectId, (loads.get(c.projectId) ?? 0) + 1);
     return { projectIds: [...loads.keys()], loads: [...loads.values()] };
   }
 
@@ -149,19 +148,15 @@ export class SendPool {
   }
 
   private start(c: ClaimedDelivery): void {
-    this.sendingPerProject.set(c.projectId, (this.sendingPerProject.get(c.projectId) ?? 0) + 1);
-    const p = this.attempt(c).then((result) => {
+    this.sending.set(c.deliveryId, c);
+    void this.attempt(c).then((result) => {
       this.sending.delete(c.deliveryId);
-      const left = (this.sendingPerProject.get(c.projectId) ?? 1) - 1;
-      if (left > 0) this.sendingPerProject.set(c.projectId, left);
-      else this.sendingPerProject.delete(c.projectId);
       if (result) this.o.result(result);
       else this.abandonedSends++;
       this.pump();
       this.o.slotFreed();
       if (this.sending.size === 0) this.drained?.();
     });
-    this.sending.set(c.deliveryId, p);
   }
 
   /** The attempt's result, or null when abandon() cut the send short (nothing to record). */
