@@ -2,12 +2,13 @@
 // stack trace: a database that cannot be reached (the URL's password masked), an embedded PGlite
 // folder another process holds, a port in use, a master key too short.
 import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
-import { MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
+import { CLI, MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const PASSWORD = "pw-7f3a9c-do-not-print";
@@ -64,6 +65,31 @@ describe("a database that cannot be reached at start", () => {
     },
     60_000,
   );
+});
+
+describe("a bootstrap key revoked with the CLI", () => {
+  // fourteenth review: every later start crashed with a stack trace (the key was stored again,
+  // against its hash's uniqueness), so the rotation the CLI documents took the gateway down
+  it("stops the next npm start with one line naming the setting, exit 1, and the key stays revoked", async () => {
+    const dir = dataDir();
+    const key = `lg_sk_test_${randomBytes(24).toString("base64url")}`;
+    const first = start(MAIN, { LINKGATE_DATA_DIR: dir, LINKGATE_BOOTSTRAP_API_KEY: key });
+    await first.said("linkgate listening on");
+    first.child.kill("SIGTERM");
+    expect((await first.closed).code).toBe(0);
+
+    const cli = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", LINKGATE_DATA_DIR: dir }, encoding: "utf8" });
+    const listed = JSON.parse(cli("keys", "list", "--json").stdout) as Array<{ id: string; prefix: string; revokedAt: string | null }>;
+    const bootstrap = listed.find((k) => key.startsWith(k.prefix.replace("…", "")));
+    expect(cli("keys", "revoke", bootstrap!.id).status).toBe(0);
+
+    const again = await run(MAIN, { LINKGATE_DATA_DIR: dir, LINKGATE_BOOTSTRAP_API_KEY: key });
+    expect(again.code, again.stderr).toBe(1);
+    expect(again.stderr).toMatch(/^linkgate: .*LINKGATE_BOOTSTRAP_API_KEY names a key that was revoked/);
+    expect(again.stderr.trim().split("\n")).toHaveLength(1);
+    const after = JSON.parse(cli("keys", "list", "--json").stdout) as Array<{ id: string; revokedAt: string | null }>;
+    expect(after.find((k) => k.id === bootstrap!.id)?.revokedAt).toBeTruthy();
+  }, 180_000);
 });
 
 describe("one process per embedded PGlite folder", () => {
