@@ -5,7 +5,7 @@
 // autovacuum leaves a table); no timing involved.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Prisma } from "../src/generated/prisma/client.ts";
-import { sweepOnce, sweepPicks } from "../src/retention/sweep.ts";
+import { stalledDeliveriesPick, sweepOnce, sweepPicks } from "../src/retention/sweep.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { planNodes } from "./support/plans.ts";
@@ -35,8 +35,18 @@ describe.each(backends)("the retention sweep's reads, on %s", (backend) => {
       SELECT 'ntc_' || n, ${projectId}, 'email', 'pop' || n || '@example.com', 'A change to your account', 'text',
              CASE WHEN n % 100 = 0 THEN 'pending' ELSE 'sent' END::notice_status, now() - interval '2 days', now() - interval '2 days'
       FROM generate_series(1, ${USERS}::int) n`;
-    await db.prisma.$executeRaw`ANALYZE sessions`;
-    await db.prisma.$executeRaw`ANALYZE notices`;
+    // this week's events, each delivered to one webhook
+    await db.prisma.$executeRaw`
+      INSERT INTO webhooks (id, project_id, url, secret_sealed) VALUES ('wh_pop', ${projectId}, 'https://example.com/hook', 'sealed')`;
+    await db.prisma.$executeRaw`
+      INSERT INTO outbox_events (id, project_id, event_type, body, created_at)
+      SELECT 'evt_pop' || n, ${projectId}, 'user.updated', '{}', now() - interval '3 days'
+      FROM generate_series(1, ${USERS}::int) n`;
+    await db.prisma.$executeRaw`
+      INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type, status, attempts, created_at, completed_at)
+      SELECT 'dlv_pop' || n, 'evt_pop' || n, 'wh_pop', ${projectId}, 'user.updated', 'succeeded', 1, now() - interval '3 days', now() - interval '3 days'
+      FROM generate_series(1, ${USERS}::int) n`;
+    for (const table of ["sessions", "notices", "outbox_events", "deliveries"]) await db.prisma.$executeRawUnsafe(`ANALYZE ${table}`);
   });
   afterAll(async () => {
     await db?.close();
@@ -49,6 +59,15 @@ describe.each(backends)("the retention sweep's reads, on %s", (backend) => {
     const read = (await plan(pick)).filter((n) => n["Relation Name"] === table);
     expect(read.map((n) => n["Node Type"])).not.toContain("Seq Scan");
     expect(read.length).toBeGreaterThan(0);
+  });
+
+  it("finds deliveries still pending at the events' retention from the old end of the events, not by reading either table", async () => {
+    const nodes = await plan(stalledDeliveriesPick(SETTINGS));
+    for (const table of ["outbox_events", "deliveries"]) {
+      const read = nodes.filter((n) => n["Relation Name"] === table);
+      expect(read.map((n) => n["Node Type"])).not.toContain("Seq Scan");
+    }
+    expect(nodes.filter((n) => n["Relation Name"] === "outbox_events").length).toBeGreaterThan(0);
   });
 
   it("still removes what it should: a session ended or expired over a minute ago, a notice settled before the retention", async () => {

@@ -85,19 +85,24 @@ describe.each(backends)("retention on %s", (backend) => {
     expect((await h.db.prisma.externalFlow.findMany({ select: { id: true } })).map((r) => r.id)).toEqual(["xfl_live"]);
   });
 
-  it("drops events (with their deliveries) after their retention, attempts after the log's, and never a pending delivery", async () => {
+  it("drops events (with their deliveries) after their retention, and attempts after the log's", async () => {
     const hook = await h.gql(`mutation { createWebhook(input: { url: "http://127.0.0.1:9/hook", events: ["user.created"] }) { ... on CreateWebhookPayload { webhook { id } } } }`);
     const webhookId = hook.body.data.createWebhook.webhook.id;
-    for (const who of ["settled", "stuck", "recent"]) await h.signIn({ email: `${who}@example.com` });
+    for (const who of ["settled", "stuck", "held", "recent"]) await h.signIn({ email: `${who}@example.com` });
     const eventOf = async (email: string) =>
       (await h.db.prisma.outboxEvent.findFirstOrThrow({ where: { eventType: "user.created", body: { contains: email } } })).id;
-    const [settled, stuck, recent] = [await eventOf("settled@example.com"), await eventOf("stuck@example.com"), await eventOf("recent@example.com")];
+    const [settled, stuck, held, recent] = await Promise.all(["settled", "stuck", "held", "recent"].map((who) => eventOf(`${who}@example.com`)));
     const deliveryOf = async (eventId: string) => (await h.db.prisma.delivery.findFirstOrThrow({ where: { eventId, webhookId } })).id;
+    // the project turned its webhook off a while ago: its pending deliveries wait for it
+    const off = await h.gql(`mutation($id: ID!) { updateWebhook(id: $id, input: { enabled: false }) { __typename } }`, { id: webhookId });
+    expect(off.body.data.updateWebhook.__typename).toBe("UpdateWebhookPayload");
 
-    // 40 days ago: one event delivered long since, one whose delivery is still being retried
-    await sql(`UPDATE outbox_events SET created_at = now() - interval '40 days' WHERE id IN ($1, $2)`, settled, stuck);
+    // 40 days ago: one event delivered long since; two whose deliveries still wait, one of
+    // them in a worker's hands right now; 10 days ago, one whose delivery waits too
+    await sql(`UPDATE outbox_events SET created_at = now() - interval '40 days' WHERE id IN ($1, $2, $3)`, settled, stuck, held);
+    await sql(`UPDATE outbox_events SET created_at = now() - interval '10 days' WHERE id = $1`, recent);
     await sql(`UPDATE deliveries SET status = 'succeeded', completed_at = now() - interval '40 days' WHERE event_id = $1`, settled);
-    await sql(`UPDATE deliveries SET status = 'succeeded', completed_at = now() WHERE event_id = $1`, recent);
+    await sql(`UPDATE deliveries SET lease_until = now() + interval '1 minute', leased_by = 'a-worker' WHERE event_id = $1`, held);
     for (const [eventId, age] of [[settled, "40 days"], [recent, "10 days"], [recent, "1 day"]] as const) {
       await sql(
         `INSERT INTO delivery_attempts (id, delivery_id, attempt, started_at, duration_ms, status_code, request_headers)
@@ -109,13 +114,21 @@ describe.each(backends)("retention on %s", (backend) => {
     }
 
     const report = await sweepOnce(h.db, SETTINGS);
-    expect(report.deleted).toMatchObject({ outbox_events: 1 });
-    const events = (await h.db.prisma.outboxEvent.findMany({ where: { id: { in: [settled, stuck, recent] } }, select: { id: true } })).map((e) => e.id);
-    expect(events.sort()).toEqual([stuck, recent].sort());
-    expect(await h.db.prisma.delivery.count({ where: { eventId: settled } })).toBe(0);
-    expect(await h.db.prisma.delivery.findFirst({ where: { eventId: stuck }, select: { status: true } })).toEqual({ status: "pending" });
+    // the stuck delivery would never be sent: it ends (failed, expired) and its event goes with
+    // the settled one; the one a worker holds keeps its event until its result is recorded
+    expect(report).toMatchObject({ expired: 1, deleted: { outbox_events: 2 } });
+    const events = (await h.db.prisma.outboxEvent.findMany({ where: { id: { in: [settled, stuck, held, recent] } }, select: { id: true } })).map((e) => e.id);
+    expect(events.sort()).toEqual([held, recent].sort());
+    expect(await h.db.prisma.delivery.count({ where: { eventId: { in: [settled, stuck] } } })).toBe(0);
+    const waiting = await h.db.prisma.delivery.findMany({ where: { eventId: { in: [held, recent] } }, select: { eventId: true, status: true } });
+    expect(waiting.map((d) => d.status)).toEqual(["pending", "pending"]);
     const attempts = await h.db.prisma.deliveryAttempt.findMany({ select: { id: true } });
     expect(attempts.map((a) => a.id)).toEqual([`att_${recent}_1day`]);
+
+    // once the worker lets go (its lease runs out), the next run ends that one too
+    await sql(`UPDATE deliveries SET lease_until = now() - interval '1 second' WHERE event_id = $1`, held);
+    expect(await sweepOnce(h.db, SETTINGS)).toMatchObject({ expired: 1, deleted: { outbox_events: 1 } });
+    expect(await h.db.prisma.outboxEvent.count({ where: { id: held } })).toBe(0);
   });
 
   const PULL = `query($after: String) { events(after: $after, first: 100) {

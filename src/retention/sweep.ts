@@ -1,6 +1,7 @@
 // Retention: nothing in linkgate grows for ever. Expired OTP states, WebAuthn challenges,
 // rate-limit windows, OpenID Connect codes and tokens, and ended or expired sessions go within minutes; events (with their
-// deliveries) after LINKGATE_RETENTION_EVENTS_DAYS, delivery attempts (the delivery log) after
+// deliveries) after LINKGATE_RETENTION_EVENTS_DAYS, their deliveries still pending then first
+// marked failed (expired), delivery attempts (the delivery log) after
 // LINKGATE_RETENTION_DELIVERY_LOG_DAYS, settled notices after the events' retention, known
 // sign-in places 30 days after their last sign-in (they count for nothing after that).
 //
@@ -18,6 +19,7 @@ import type { Database, Db } from "../db/client.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import type { Logger } from "../log.ts";
 import { metrics } from "../metrics.ts";
+import { leaseFree } from "../delivery/pending.ts";
 import { KNOWN_FOR_DAYS } from "../rate-limit.ts";
 
 /** Rows per DELETE statement. */
@@ -46,9 +48,9 @@ const pastExpiry = (h: Horizon) => Prisma.sql`expires_at < ${h.now} - ${GRACE}`;
 
 /**
  * What each table keeps: the rows its `where` matches go, `key` picks them. A fixed set: the
- * table and key names are these constants, every setting is a bound value. A delivery that is
- * still pending is never removed: an event goes only when none of its deliveries is pending
- * (its deliveries and their attempts go with it, by cascade).
+ * table and key names are these constants, every setting is a bound value. A pending delivery
+ * is never removed: an event goes only when none of its deliveries is pending (its deliveries
+ * and their attempts go with it, by cascade); expireStalled ends the pending ones first.
  */
 const TARGETS = {
   otp_states: { key: "id", where: pastExpiry },
@@ -92,6 +94,40 @@ export function sweepPicks(settings: RetentionSettings): Array<{ table: Table; p
   return SWEPT_TABLES.map((table) => ({ table, pick: pickOf(table, h) }));
 }
 
+/**
+ * The deliveries still pending whose event has reached the events' retention, that no worker
+ * holds. Nothing delivers them any more: the retry schedule ends within hours, so they wait on a
+ * webhook its project disabled, or one whose breaker stays open while a rare success keeps it
+ * from being disabled (docs/webhooks.md). Left pending they would keep their events, and the
+ * events their deliveries, for ever. Found from the old end of the events (outbox_events_created_at_idx,
+ * then each event's deliveries): once the sweep has caught up, the events it reads there are
+ * exactly those its deletes had to leave.
+ */
+function stalledPick(h: Horizon): Prisma.Sql {
+  return Prisma.sql`SELECT d.id FROM outbox_events e JOIN deliveries d ON d.event_id = e.id
+    WHERE e.created_at < ${h.now} - make_interval(days => ${h.eventsDays}::int)
+      AND d.status = 'pending' AND ${Prisma.raw(leaseFree("d"))}
+    LIMIT ${Prisma.raw(String(BATCH))}`;
+}
+
+/** The statement that picks one batch of stalled deliveries (test/ops.retention-indexes.test.ts checks its plan). */
+export function stalledDeliveriesPick(settings: RetentionSettings): Prisma.Sql {
+  return stalledPick({ now: NOW, ...settings });
+}
+
+/**
+ * Ends one batch of stalled deliveries as `failed`, as disabling a dead webhook does
+ * (src/delivery/dead-webhooks.ts), so the dashboard's counts follow; the status and the lease
+ * are checked again on the locked row, in case a worker took one meanwhile. Returns how many.
+ */
+async function expireStalled(db: Db, h: Horizon): Promise<number> {
+  const reason = "expired: still pending after the events' retention (" + h.eventsDays + " days)";
+  return db.$executeRaw`
+    UPDATE deliveries d
+    SET status = 'failed', completed_at = now(), last_error = ${reason}
+    WHERE d.id IN (${stalledPick(h)}) AND d.status = 'pending' AND ${Prisma.raw(leaseFree("d"))}`;
+}
+
 /** Deletes one batch of a table's expired rows; returns how many went. */
 async function deleteBatch(db: Db, table: Table, h: Horizon): Promise<number> {
   const pick = pickOf(table, h);
@@ -124,6 +160,11 @@ const rowsDeleted = new Counter({
   labelNames: ["table"],
   registers: [metrics.registry],
 });
+const deliveriesExpired = new Counter({
+  name: "linkgate_retention_deliveries_expired_total",
+  help: "pending deliveries this process's retention sweep marked failed because their event reached the events' retention",
+  registers: [metrics.registry],
+});
 const lastSweep = new Gauge({
   name: "linkgate_retention_last_sweep_timestamp_seconds",
   help: "when this process last completed a retention sweep run (0: never; a run another process held the lock for does not count)",
@@ -139,8 +180,10 @@ for (const table of SWEPT_TABLES) rowsDeleted.inc({ table }, 0);
 export type SweepReport = {
   swept: boolean;
   deleted: Record<string, number>;
+  /** Pending deliveries marked failed because their event reached the events' retention. */
+  expired?: number;
   more: string[];
-  /** The slowest DELETE statement of the run, in ms: the longest any row lock of the sweep was held. */
+  /** The slowest statement of the run, in ms: the longest any row lock of the sweep was held. */
   longestBatchMs?: number;
 };
 
@@ -173,24 +216,33 @@ export async function sweepOnce(database: Database, settings: RetentionSettings,
     const deleted: Record<string, number> = {};
     const more: string[] = [];
     let longestBatchMs = 0;
-    for (const table of SWEPT_TABLES) {
+    /** Runs `batch` until it finds less than a batch or reaches the run's bound; returns the rows and whether it was cut off. */
+    const inBatches = async (batch: () => Promise<number>): Promise<[number, boolean]> => {
       let total = 0;
       for (let i = 0; i < MAX_BATCHES; i++) {
         const t0 = performance.now();
-        const n = await deleteBatch(database.prisma, table, h);
+        const n = await batch();
         longestBatchMs = Math.max(longestBatchMs, performance.now() - t0);
         total += n;
-        if (n < BATCH) break;
-        if (i === MAX_BATCHES - 1) more.push(table);
+        if (n < BATCH) return [total, false];
       }
+      return [total, true];
+    };
+    // before the events, so that an event whose stalled deliveries end here goes in this run
+    const [expired, expiryCutOff] = await inBatches(() => expireStalled(database.prisma, h));
+    if (expiryCutOff) more.push("deliveries");
+    for (const table of SWEPT_TABLES) {
+      const [total, cutOff] = await inBatches(() => deleteBatch(database.prisma, table, h));
+      if (cutOff) more.push(table);
       if (total) deleted[table] = total;
     }
     longestBatchMs = Math.round(longestBatchMs);
     for (const [table, n] of Object.entries(deleted)) rowsDeleted.inc({ table }, n);
+    deliveriesExpired.inc(expired);
     lastSweep.set(Date.now() / 1000);
     behind.set(more.length);
-    if (Object.keys(deleted).length) logger?.info({ deleted, more, longestBatchMs }, "retention sweep");
-    return { swept: true, deleted, more, longestBatchMs };
+    if (Object.keys(deleted).length || expired) logger?.info({ deleted, expired, more, longestBatchMs }, "retention sweep");
+    return { swept: true, deleted, expired, more, longestBatchMs };
   });
 }
 
