@@ -11,7 +11,7 @@ import { applyMigrations, knownMigrations } from "./db/migrations.ts";
 import type { Deps } from "./deps.ts";
 import { limitsFrom, type Limits } from "./limits.ts";
 import { resolveMasterKey } from "./auth/master-key.ts";
-import { bootstrapProject } from "./auth/projects.ts";
+import { bootstrapProject, type FirstProject } from "./auth/projects.ts";
 import { warnSharedCallbacks } from "./auth/external/providers.ts";
 import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
@@ -48,8 +48,8 @@ export type App = {
   /** `env` carries the Node socket (`{ incoming }`) when served by @hono/node-server */
   fetch: (req: Request, env?: unknown) => Promise<Response>;
   deps: Deps;
-  /** the keys of a project created on this first start, shown once */
-  createdKeys?: { secretKey: string; publishableKey: string };
+  /** the project created on this first start and its keys, shown once (no secret key in production) */
+  createdKeys?: FirstProject;
   close(): Promise<void>;
 };
 
@@ -75,13 +75,13 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
     limits,
   };
   const sweeper = startSweeper({ db, settings: config.retention, logger });
-  const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey });
+  const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey }, { secretKey: !config.production });
   await warnSharedCallbacks(deps);
   const app = routes(deps, migrations, await resolvePagesKey(config, db.prisma, master));
   return {
     fetch: (req, env) => Promise.resolve(app.fetch(req, env)),
     deps,
-    createdKeys: created ? { secretKey: created.secretKey, publishableKey: created.publishableKey } : undefined,
+    createdKeys: created ?? undefined,
     async close() {
       await sweeper.stop();
       await deps.notices.stop();

@@ -3,6 +3,7 @@
 import { serve } from "@hono/node-server";
 import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
+import type { FirstProject } from "./auth/projects.ts";
 import { claimDefaultIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
@@ -14,14 +15,7 @@ const issuerClaim = await claimIssuerOrDie(config);
 
 const app = await orDie(buildApp(config));
 const { logger } = app.deps;
-if (app.createdKeys) {
-  // Printed once, on the first start of an empty database; only their hashes are stored.
-  console.log(
-    `\n  Created project "default". Its keys (shown only now):\n\n` +
-      `    publishable (front-end apps, safe to ship): ${app.createdKeys.publishableKey}\n` +
-      `    secret (servers and the dashboard, keep it secret): ${app.createdKeys.secretKey}\n`,
-  );
-}
+if (app.createdKeys) console.log(firstStartKeys(app.createdKeys));
 
 const worker = config.worker ? await import("./delivery/worker.ts").then((m) => m.startWorker({ db: app.deps.db, config, masterKey: app.deps.master, logger })) : null;
 
@@ -68,4 +62,18 @@ async function claimIssuerOrDie(config: Config): Promise<IssuerClaim | undefined
     if (err instanceof IssuerNotShared) return die(err.message);
     throw err;
   }
+}
+
+/**
+ * Printed once, on the first start of an empty database; only the keys' hashes are stored. In
+ * production that output is the log, so no secret key is made there: the command that makes one
+ * prints it to the operator's terminal instead.
+ */
+function firstStartKeys({ projectId, publishableKey, secretKey }: FirstProject): string {
+  const secret = secretKey
+    ? `    secret (servers and the dashboard, keep it secret): ${secretKey}\n`
+    : `    secret (servers and the dashboard): none yet; a production start prints no secret into its log.\n` +
+      `      Make one from a shell with this process's environment; it is printed there, once:\n` +
+      `      npx linkgate keys create --project ${projectId} --kind secret\n`;
+  return `\n  Created project "default". Its keys (shown only now):\n\n    publishable (front-end apps, safe to ship): ${publishableKey}\n${secret}`;
 }

@@ -54,7 +54,7 @@ describe.each(backends)("admin operations on %s", (backend) => {
   it("the bootstrap key is idempotent: a second start keeps one default project", async () => {
     expect(await h.db.prisma.project.count({ where: { name: "default" } })).toBe(1);
     const { bootstrapProject } = await import("../src/auth/projects.ts");
-    await bootstrapProject(h.db.prisma, { secret: h.apiKey, publishable: h.publishableKey });
+    await bootstrapProject(h.db.prisma, { secret: h.apiKey, publishable: h.publishableKey }, { secretKey: true });
     expect(await h.db.prisma.project.count({ where: { name: "default" } })).toBe(1);
     expect(await h.db.prisma.apiKey.count({ where: { projectId: h.projectId } })).toBeGreaterThanOrEqual(1);
   });

@@ -1,6 +1,7 @@
 // The process as `npm start` runs it: listens, reports ready, drains and exits on SIGTERM;
 // production refuses to start without its transports and master key.
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -39,6 +40,24 @@ describe("the linkgate process", () => {
     p.child.kill("SIGTERM");
     expect(await p.exited).toBe(0);
     expect(p.output()).toContain('"msg":"stopped"');
+  });
+
+  it("a first production start prints no secret key into its log, only the publishable one and how to make a secret key", async () => {
+    const p = start({
+      NODE_ENV: "production",
+      LINKGATE_WORKER: "0",
+      LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"),
+      SMTP_URL: "smtp://127.0.0.1:9",
+      SMS_WEBHOOK_URL: "http://127.0.0.1:9/sms",
+    });
+    const port = await p.port();
+    expect(port, p.output()).toBeGreaterThan(0);
+    expect(p.output()).toMatch(/publishable \(front-end apps, safe to ship\): lg_pk_[A-Za-z0-9_-]{40,}/);
+    expect(p.output()).not.toMatch(/lg_sk_/);
+    const command = /npx linkgate keys create --project (prj_\w+) --kind secret/.exec(p.output());
+    expect(command, p.output()).not.toBeNull();
+    p.child.kill("SIGTERM");
+    expect(await p.exited).toBe(0);
   });
 
   it("NODE_ENV=production refuses to start without transports and LINKGATE_SECRET_KEY", async () => {

@@ -71,12 +71,17 @@ async function keyExists(db: Db, key: string, setting: string): Promise<boolean>
 
 export type BootstrapKeys = { secret?: string; publishable?: string };
 
+/** What a first start made: the project `default` and its keys, to be shown once. */
+export type FirstProject = { projectId: string; publishableKey: string; secretKey?: string };
+
 /**
  * LINKGATE_BOOTSTRAP_API_KEY / LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY make sure a project named
  * `default` holds those keys (idempotent); without either, a first start on an empty database
- * creates a project and returns both its keys once.
+ * creates a project and returns its keys once: both, or with `secretKey: false` (production,
+ * where a start's output is the log, and no secret belongs in a log) the publishable key only;
+ * the operator then makes the secret key with the CLI, which prints it to their terminal.
  */
-export async function bootstrapProject(db: Db, keys: BootstrapKeys): Promise<NewProject | null> {
+export async function bootstrapProject(db: Db, keys: BootstrapKeys, opts: { secretKey: boolean }): Promise<FirstProject | null> {
   const wanted = (
     [
       ["secret", keys.secret],
@@ -93,7 +98,14 @@ export async function bootstrapProject(db: Db, keys: BootstrapKeys): Promise<New
     return null;
   }
   if (await db.project.count()) return null;
-  return createProject(db, "default");
+  if (opts.secretKey) {
+    const { project, publishableKey, secretKey } = await createProject(db, "default");
+    return { projectId: project.id, publishableKey, secretKey };
+  }
+  const project = await db.project.create({ data: { id: newId("prj"), name: "default" } });
+  const publishableKey = newApiKey("publishable");
+  await storeKey(db, project.id, publishableKey, "publishable");
+  return { projectId: project.id, publishableKey };
 }
 
 /**
