@@ -265,12 +265,14 @@ function signInCapable(tx: Tx, accountId: string): Promise<number> {
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
   await lockAccounts(tx, projectId, [user.accountId, secondaryId]);
-  // what goes back to the secondary: the sessions it opened on the primary end
+  // what goes back to the secondary: the sessions it opened on the primary end, the one making
+  // this change too. Kept, it would stay on an account it holds no proof for: an intruder's
+  // session that unmerged, or the owner's on the account she just left (seventeenth review).
   const proofs = [
     ...(await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } })),
     ...(await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } })),
   ];
-  await endSessionsSignedInWith(tx, user.accountId, proofs.map((p) => p.id), user.sessionId);
+  await endSessionsSignedInWith(tx, user.accountId, proofs.map((p) => p.id));
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ["user.updated", {}]]);

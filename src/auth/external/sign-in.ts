@@ -192,9 +192,12 @@ async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed:
 
 /**
  * Under the state's row lock: signs into the primary account of the e-mail and attaches the
- * identity. With `passkeyAccount`, the passkey must sign into that same account, on a retry of
- * a state that already succeeded too: the stored sign-in goes only to a passkey of its account
- * (any passkey of the project, a stranger's own, used to get it).
+ * identity to the account that holds the e-mail, the merged secondary when it is one: it was
+ * proven through the secondary's address, so an unmerge takes it back with that address (it
+ * went to the primary and stayed there: seventeenth review). With `passkeyAccount`, the passkey
+ * must sign into that same primary, on a retry of a state that already succeeded too: the
+ * stored sign-in goes only to a passkey of its account (any passkey of the project, a
+ * stranger's own, used to get it).
  */
 async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkeyAccount?: string): Promise<SignedIn> {
   if (!(await consumeOtp(tx, stateId))) {
@@ -212,7 +215,7 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
   if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
   const accountId = await primaryOf(tx, actor.projectId, holder.accountId);
   if (passkeyAccount) await assertPasskeyOf(tx, actor, passkeyAccount, accountId);
-  await attachIdentity(tx, actor, accountId, flow as ProvenFlow);
+  await attachIdentity(tx, actor, { owner: holder.accountId, primary: accountId }, flow as ProvenFlow);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
   return signedIn;
@@ -222,8 +225,12 @@ async function assertPasskeyOf(tx: Tx, actor: Actor, passkeyAccount: string, acc
   if ((await primaryOf(tx, actor.projectId, passkeyAccount)) !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
 }
 
-/** Attaches the identity (unless it already signs into this account), with the events and notices of an attach. */
-async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: ProvenFlow): Promise<void> {
+/**
+ * Attaches the identity to `owner` (unless it already signs into `primary`, the account `owner`
+ * signs into), with the events and notices of an attach, which speak of the primary.
+ */
+async function attachIdentity(tx: Tx, actor: Actor, to: { owner: string; primary: string }, flow: ProvenFlow): Promise<void> {
+  const accountId = to.primary;
   const identifier: Identifier = { kind: "external", value: externalValue(flow.issuer, flow.subject) };
   const existing = await tx.identifier.findUnique({
     where: { projectId_kind_value: { projectId: actor.projectId, ...identifier } },
@@ -235,9 +242,9 @@ async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: Pro
     return;
   }
   const id = newId("idt");
-  await tx.identifier.create({ data: { id, projectId: actor.projectId, accountId, ...identifier, origin: "attached" } });
+  await tx.identifier.create({ data: { id, projectId: actor.projectId, accountId: to.owner, ...identifier, origin: "attached" } });
   await saveClaims(tx, id, flow);
-  await tx.account.update({ where: { id: accountId }, data: { updatedAt: new Date() } });
+  await tx.account.updateMany({ where: { id: { in: [to.owner, accountId] } }, data: { updatedAt: new Date() } });
   const { user } = await userEventData(tx, actor.projectId, accountId);
   await enqueueAll(tx, attachedEvents(identifier).map(([eventType, extra]) => ({ projectId: actor.projectId, eventType, data: { user, ...extra } })));
   await announce(tx, actor, { kind: "attached", identifier }, await signInIdentifiers(tx, accountId));

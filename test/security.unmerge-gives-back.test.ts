@@ -1,0 +1,86 @@
+// An unmerge gives the secondary back as it was (docs/security.md, "Sessions"): what was proven
+// through the secondary goes back with it, and no session stays on an account it holds no proof
+// for. Seventeenth review: an external sign-in confirmed with the code to a merged secondary's
+// e-mail was attached to the primary and stayed there after the unmerge (the secondary's owner's
+// Google sign-in kept landing in the other person's account); and the session that made the
+// unmerge was always kept, even when it had signed in with the secondary's address, so an
+// intruder who unmerged kept his session on the owner's account.
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Harness } from "./support/app.ts";
+import { backends } from "./support/db.ts";
+import type { RegisteredClient } from "./support/oidc.ts";
+import type { UpstreamOidc } from "./support/upstream.ts";
+import { authorize, complete, confirm, externalSignIn, externalValue, startExternalWorld, type ExternalWorld, type Res } from "./support/upstream-linkgate.ts";
+
+const tag = `t${randomBytes(3).toString("hex")}`;
+let seq = 0;
+const email = (name: string) => `${name}-${tag}-${++seq}@example.com`;
+
+describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
+  let h: Harness;
+  let google: UpstreamOidc;
+  let app: RegisteredClient;
+  let world: ExternalWorld | undefined;
+
+  beforeAll(async () => {
+    world = await startExternalWorld(backend, "https://app.example/after-sign-in");
+    ({ h, google, app } = world);
+  });
+  afterAll(async () => {
+    await world?.close();
+  });
+
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+  const viewerOf = async (token: string) => (await h.gql("{ viewer { id } }", {}, bearer(token))).body.data?.viewer?.id ?? null;
+  const accountOf = (r: Res) => {
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    return r.body.account_id as string;
+  };
+
+  /** `primary` links `secondary`'s own address with the code sent there: a merge. */
+  async function merge(primary: { token: string }, address: string): Promise<void> {
+    const req = await h.call("POST", "/users/link/request", { body: { email: address }, headers: bearer(primary.token) });
+    expect(req.status, JSON.stringify(req.body)).toBe(200);
+    const verify = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(address) }, headers: bearer(primary.token) });
+    expect(verify.body).toMatchObject({ outcome: "merged" });
+  }
+
+  it("an external sign-in confirmed through the secondary's e-mail goes back with the secondary", async () => {
+    const secondaryMail = email("second");
+    const secondary = await h.signIn({ email: secondaryMail });
+    const primary = await h.signIn({ email: email("first") });
+    await merge(primary, secondaryMail);
+
+    // the secondary's owner signs in with her Google account, which names her address: she
+    // proves the address with its code, and lands on the primary while the two are merged
+    const grace = { sub: `g-${tag}-${++seq}`, email: secondaryMail, email_verified: true, name: "Grace" };
+    google.loginAs(grace);
+    const { started, code } = await authorize(h, google, "google", app.redirectUri);
+    const asked = await complete(h, started.state_id, code);
+    expect(asked.body.verification_required, JSON.stringify(asked.body)).toBe("email");
+    expect(accountOf(await confirm(h, asked.body.state_id, await h.mailbox.otp(secondaryMail)))).toBe(primary.accountId);
+    const identity = await h.db.prisma.identifier.findFirstOrThrow({ where: { kind: "external", value: externalValue(google, grace.sub) } });
+    expect(identity.accountId).toBe(secondary.accountId);
+
+    const unmerged = await h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) });
+    expect(unmerged.status, JSON.stringify(unmerged.body)).toBe(200);
+    google.loginAs(grace);
+    expect(accountOf(await externalSignIn(h, google, "google", app.redirectUri))).toBe(secondary.accountId);
+  });
+
+  it("the session that unmerges ends too when it signed in with the secondary's address", async () => {
+    const secondaryMail = email("second");
+    await h.signIn({ email: secondaryMail });
+    const owner = await h.signIn({ email: email("owner") });
+    await merge(owner, secondaryMail);
+    // whoever holds the secondary's address signs in (landing on the owner's account) and unmerges
+    const intruder = await h.signIn({ email: secondaryMail });
+    expect(await viewerOf(intruder.token)).toBe(owner.accountId);
+
+    const unmerged = await h.gql("mutation { unmerge { __typename } }", {}, bearer(intruder.token));
+    expect(unmerged.body.data.unmerge.__typename).toBe("MessagePayload");
+    expect(await viewerOf(intruder.token)).toBeNull();
+    expect(await viewerOf(owner.token)).toBe(owner.accountId);
+  });
+});
