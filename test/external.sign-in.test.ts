@@ -47,7 +47,24 @@ describe.each(backends)("external sign-in on %s", (backend) => {
   const eventsSince = async (after: bigint) =>
     (await h.db.prisma.outboxEvent.findMany({ where: { seq: { gt: after } }, orderBy: { seq: "asc" } })).map((e) => ({ type: e.eventType, data: JSON.parse(e.body).data }));
   const google$ = () => externalSignIn(h, google, "google", app.redirectUri);
+  /** The message with a code to `to`, once it arrived (bounded: 5 s), left for mailbox.otp to read. */
+  const codeMessageTo = async (to: string) => {
+    for (let i = 0; i < 500; i++) {
+      const m = h.mailbox.messages.find((m) => m.to === to && /Your code is/.test(m.text));
+      if (m) return m;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`no code to ${to}`);
+  };
   const github$ = () => externalSignIn(h, github, "github", app.redirectUri);
+
+  it("refuses a provider name with control characters: it is shown on pages and in mail to users", async () => {
+    const r = await h.gql(`mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on Error { message } } }`, {
+      input: { preset: "OIDC", slug: "odd-name", displayName: "Goo\u001b[31mgle\r\nBcc: x@example.com", issuer: google.issuer, clientId: "c", clientSecret: "s" },
+    });
+    expect(r.body.data.createIdentityProvider).toEqual({ __typename: "InvalidRequest", message: "displayName must not contain control characters" });
+    expect(await h.db.prisma.identityProvider.count({ where: { slug: "odd-name" } })).toBe(0);
+  });
 
   it("lists the project's providers for the sign-in page", async () => {
     const r = await h.call("GET", "/auth/external/providers", { headers: { "x-api-key": h.publishableKey } });
@@ -152,6 +169,8 @@ describe.each(backends)("external sign-in on %s", (backend) => {
       const asked = await complete(h, started.state_id, code);
       expect(asked.status, JSON.stringify(asked.body)).toBe(200);
       expect(asked.body).toEqual({ verification_required: "email", state_id: expect.any(String), destination: expect.stringContaining("•") });
+      // the code's message names the service being connected: an owner asked to read it out can tell
+      expect((await codeMessageTo(mail)).subject).toBe("Confirm it's you to connect your Google sign-in");
       expect(asked.body).not.toHaveProperty("access_token");
       const after = await snapshot(h);
       expect({ ...after, userEvents: undefined }).toEqual({ ...before, userEvents: undefined });

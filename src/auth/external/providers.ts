@@ -83,6 +83,8 @@ function sharedCallbackChange(input: ProviderInput): { sharedCallback?: false } 
 
 function text(value: unknown, field: string, max: number): string {
   if (typeof value !== "string" || !value.trim() || value.length > max) throw new InvalidRequest(`${field} must be 1 to ${max} characters`);
+  // the display name goes into pages and the subject of mail to users; none of these has a use for one
+  if (/\p{Cc}/u.test(value)) throw new InvalidRequest(`${field} must not contain control characters`);
   return value.trim();
 }
 

@@ -136,7 +136,10 @@ async function giveBack(deps: Deps, flow: ProvenFlow, err: unknown): Promise<nev
  */
 async function askForEmail(deps: Deps, actor: Actor, flow: ProvenFlow, email: Contact): Promise<VerificationRequired> {
   const binding = { projectId: actor.projectId, accountId: null, purpose: "external_confirm" as const };
-  const { stateId } = await sendOtp(deps, binding, email, "Confirm it's you to connect your sign-in", actor.clientAddress).catch((err) => {
+  // which service: an owner asked to read the code out to someone can tell it is not her doing
+  const provider = await deps.prisma.identityProvider.findUnique({ where: { id: flow.providerId }, select: { displayName: true } });
+  const subject = `Confirm it's you to connect your ${provider?.displayName ?? "other"} sign-in`;
+  const { stateId } = await sendOtp(deps, binding, email, subject, actor.clientAddress).catch((err) => {
     // the provider named the address, not the caller: not the caller's bad input
     throw err instanceof InvalidIdentifier ? new ExternalSignInFailed("the e-mail address the provider named does not accept mail") : err;
   });
