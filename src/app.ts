@@ -55,6 +55,7 @@ export type App = {
 
 export async function buildApp(config: Config, opts: BuildOptions = {}): Promise<App> {
   const logger = opts.logger ?? createLogger(config.logLevel);
+  for (const warning of config.warnings ?? []) logger.warn(warning);
   const db = opts.db ?? (await openDatabase(config));
   await applyMigrations(db.adapterFactory);
   const migrations = await knownMigrations();

@@ -1,70 +1,109 @@
 // Configuration from the environment (docs/configuration.md). Parsed once, validated with zod,
 // and passed explicitly to buildApp so tests can build apps with their own settings.
+import proxyaddr from "proxy-addr";
 import { z } from "zod";
 
 const csvMs = z
   .string()
-  .regex(/^\d+(,\d+)*$/, "a comma-separated list of milliseconds")
+  .regex(/^\d+(,\d+)*$/, "must be a comma-separated list of milliseconds")
   .transform((s) => s.split(",").map(Number));
+
+const list = (s: string | undefined) =>
+  (s ?? "")
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
+
+/** A whole number from min to max, refused in plain words ("must be a whole number from 1 to 3650"). */
+function whole(min: number, max?: number) {
+  const range = max === undefined ? `of at least ${min}` : `from ${min} to ${max}`;
+  const error = `must be a whole number ${range}`;
+  const n = z.coerce.number({ error }).int({ error }).min(min, { error });
+  return max === undefined ? n : n.max(max, { error });
+}
+
+/** Each comma-separated entry must be an address or CIDR range proxy-addr understands (or one of its names: loopback, linklocal, uniquelocal). */
+const proxies = z.string().superRefine((value, ctx) => {
+  try {
+    proxyaddr.compile(list(value));
+  } catch (err) {
+    ctx.addIssue({ code: "custom", message: `must be a comma-separated list of IP addresses or CIDR ranges (10.0.0.0/8, fd00::/8), or loopback, linklocal, uniquelocal (${(err as Error).message})` });
+  }
+});
+
+/** Each comma-separated entry must be an origin exactly as browsers send it: scheme, host and port, no path. */
+const origins = z.string().superRefine((value, ctx) => {
+  for (const entry of list(value)) {
+    let origin: string | undefined;
+    try {
+      origin = new URL(entry).origin;
+    } catch {
+      // reported below
+    }
+    if (origin !== entry) ctx.addIssue({ code: "custom", message: `must list origins as browsers send them, like https://app.example.com (no path, no trailing slash): ${JSON.stringify(entry)} is not one` });
+  }
+});
 
 /** Webhooks a project may hold unless LINKGATE_WEBHOOKS_PER_PROJECT says otherwise (src/webhooks/service.ts says why). */
 export const DEFAULT_WEBHOOKS_PER_PROJECT = 20;
 
 const envSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(4000),
+  PORT: whole(0, 65535).default(4000),
   HOST: z.string().default("127.0.0.1"),
-  DATABASE_URL: z.string().url().optional(),
+  DATABASE_URL: z.string().url({ error: "must be a URL" }).optional(),
   LINKGATE_DATA_DIR: z.string().default("./.data"),
-  NODE_ENV: z.string().default("development"),
+  // anything else would run as development (codes in the log, a generated master key): a
+  // staging server set to "prod" or "staging" must say what it means
+  NODE_ENV: z.enum(["development", "production", "test"], { error: "must be production, development or test (only production runs with production's safeguards)" }).default("development"),
   LINKGATE_SECRET_KEY: z
     .string()
     .refine((key) => Buffer.from(key, "base64").length >= 32, "must be at least 32 bytes, base64-encoded (openssl rand -base64 32)")
     .optional(),
-  LINKGATE_BOOTSTRAP_API_KEY: z.string().min(16).optional(),
-  LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: z.string().min(16).optional(),
-  LINKGATE_TRUSTED_PROXIES: z.string().optional(),
-  LINKGATE_CORS_ORIGINS: z.string().optional(),
+  LINKGATE_BOOTSTRAP_API_KEY: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
+  LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
+  LINKGATE_TRUSTED_PROXIES: proxies.optional(),
+  LINKGATE_CORS_ORIGINS: origins.optional(),
   // Abuse limits (docs/security.md); windows are fixed, counts per window.
-  LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS: z.coerce.number().int().positive().default(5),
-  LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY: z.coerce.number().int().positive().default(30),
-  LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: z.coerce.number().int().positive().default(500),
-  LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: z.coerce.number().int().positive().default(5000),
-  LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS: z.coerce.number().int().positive().default(15),
-  LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_HOURLY: z.coerce.number().int().positive().default(100),
-  LINKGATE_LIMIT_NOTICES_PER_DESTINATION: z.coerce.number().int().positive().default(5),
-  LINKGATE_LIMIT_NOTICES_PER_ACCOUNT_HOURLY: z.coerce.number().int().positive().default(20),
+  LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS: whole(1).default(5),
+  LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY: whole(1).default(30),
+  LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: whole(1).default(500),
+  LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: whole(1).default(5000),
+  LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS: whole(1).default(15),
+  LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_HOURLY: whole(1).default(100),
+  LINKGATE_LIMIT_NOTICES_PER_DESTINATION: whole(1).default(5),
+  LINKGATE_LIMIT_NOTICES_PER_ACCOUNT_HOURLY: whole(1).default(20),
   // GraphQL operation limits, checked before execution.
-  LINKGATE_GRAPHQL_MAX_DEPTH: z.coerce.number().int().positive().default(12),
-  LINKGATE_GRAPHQL_MAX_ALIASES: z.coerce.number().int().positive().default(30),
-  LINKGATE_GRAPHQL_MAX_TOKENS: z.coerce.number().int().positive().default(2000),
-  LINKGATE_GRAPHQL_MAX_DIRECTIVES: z.coerce.number().int().positive().default(20),
-  LINKGATE_GRAPHQL_MAX_COST: z.coerce.number().int().positive().default(5000),
-  LINKGATE_GRAPHIQL: z.enum(["0", "1"]).optional(),
+  LINKGATE_GRAPHQL_MAX_DEPTH: whole(1).default(12),
+  LINKGATE_GRAPHQL_MAX_ALIASES: whole(1).default(30),
+  LINKGATE_GRAPHQL_MAX_TOKENS: whole(1).default(2000),
+  LINKGATE_GRAPHQL_MAX_DIRECTIVES: whole(1).default(20),
+  LINKGATE_GRAPHQL_MAX_COST: whole(1).default(5000),
+  LINKGATE_GRAPHIQL: z.enum(["0", "1"], { error: "must be 0 or 1" }).optional(),
   LINKGATE_WEBAUTHN_RP_ID: z.string().optional(),
   LINKGATE_WEBAUTHN_ORIGINS: z.string().optional(),
   LINKGATE_PAGES_PUBLISHABLE_KEY: z.string().optional(),
-  LINKGATE_METRICS_TOKEN: z.string().min(16).optional(),
-  LINKGATE_RETENTION_EVENTS_DAYS: z.coerce.number().int().positive().max(3650).default(30),
-  LINKGATE_RETENTION_DELIVERY_LOG_DAYS: z.coerce.number().int().positive().max(3650).default(30),
-  LINKGATE_RETENTION_SWEEP_SECONDS: z.coerce.number().int().min(0).max(86400).default(60),
-  LINKGATE_RECENT_AUTH_SECONDS: z.coerce.number().int().positive().default(600),
-  LINKGATE_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().positive().default(30000),
-  LINKGATE_ADMIN_TOKEN: z.string().min(16).optional(),
-  LINKGATE_ISSUER: z.string().url().optional(),
-  SMTP_URL: z.string().url().optional(),
+  LINKGATE_METRICS_TOKEN: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
+  LINKGATE_RETENTION_EVENTS_DAYS: whole(1, 3650).default(30),
+  LINKGATE_RETENTION_DELIVERY_LOG_DAYS: whole(1, 3650).default(30),
+  LINKGATE_RETENTION_SWEEP_SECONDS: whole(0, 86400).default(60),
+  LINKGATE_RECENT_AUTH_SECONDS: whole(1).default(600),
+  LINKGATE_SHUTDOWN_TIMEOUT_MS: whole(1).default(30000),
+  LINKGATE_ADMIN_TOKEN: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
+  LINKGATE_ISSUER: z.string().url({ error: "must be a URL" }).optional(),
+  SMTP_URL: z.string().url({ error: "must be a URL" }).optional(),
   SMTP_FROM: z.string().default("linkgate <no-reply@localhost>"),
-  SMS_WEBHOOK_URL: z.string().url().optional(),
-  LINKGATE_WEBHOOK_ALLOW_PRIVATE: z.enum(["0", "1", ""]).optional(),
+  SMS_WEBHOOK_URL: z.string().url({ error: "must be a URL" }).optional(),
+  LINKGATE_WEBHOOK_ALLOW_PRIVATE: z.enum(["0", "1", ""], { error: "must be 0 or 1" }).optional(),
   LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: csvMs.default([10000, 30000, 60000, 300000, 1800000]),
   LINKGATE_NOTICE_RETRY_SCHEDULE_MS: csvMs.default([30000, 120000, 600000, 3600000, 21600000]),
-  LINKGATE_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(10000),
-  LINKGATE_WEBHOOKS_PER_PROJECT: z.coerce.number().int().positive().default(DEFAULT_WEBHOOKS_PER_PROJECT),
-  LINKGATE_UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().max(60000).default(5000),
-  LINKGATE_WEBHOOK_BREAKER_FAILURES: z.coerce.number().int().positive().default(5),
-  LINKGATE_WEBHOOK_BREAKER_OPEN_MS: z.coerce.number().int().positive().default(1000),
-  LINKGATE_WEBHOOK_BREAKER_MAX_OPEN_MS: z.coerce.number().int().positive().default(60000),
-  LINKGATE_WORKER: z.enum(["0", "1"]).default("1"),
-  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  LINKGATE_WEBHOOK_TIMEOUT_MS: whole(1).default(10000),
+  LINKGATE_WEBHOOKS_PER_PROJECT: whole(1).default(DEFAULT_WEBHOOKS_PER_PROJECT),
+  LINKGATE_UPSTREAM_TIMEOUT_MS: whole(1, 60000).default(5000),
+  LINKGATE_WEBHOOK_BREAKER_FAILURES: whole(1).default(5),
+  LINKGATE_WEBHOOK_BREAKER_OPEN_MS: whole(1).default(1000),
+  LINKGATE_WEBHOOK_BREAKER_MAX_OPEN_MS: whole(1).default(60000),
+  LINKGATE_WORKER: z.enum(["0", "1"], { error: "must be 0 or 1" }).default("1"),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"], { error: "must be one of fatal, error, warn, info, debug, trace, silent" }).default("info"),
 });
 
 export type Config = {
@@ -120,6 +159,8 @@ export type Config = {
   noticeRetryScheduleMs: number[];
   worker: boolean;
   logLevel: string;
+  /** what the start should warn about: LINKGATE_ variables it does not know (a misspelt limit would keep its default unnoticed) */
+  warnings?: string[];
 };
 
 export type AbuseLimits = {
@@ -134,19 +175,14 @@ export type AbuseLimits = {
   noticesPerAccountHourly: number;
 };
 
-const list = (s: string | undefined) =>
-  (s ?? "")
-    .split(",")
-    .map((x) => x.trim())
-    .filter(Boolean);
-
 export class ConfigError extends Error {}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const parsed = envSchema.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== "")));
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-    throw new ConfigError(`invalid configuration:\n  ${lines.join("\n  ")}`);
+    // one line, as every fault at start (docs/configuration.md)
+    const faults = parsed.error.issues.map((i) => `${i.path.join(".")} ${i.message}`);
+    throw new ConfigError(`invalid configuration: ${faults.join("; ")}`);
   }
   const e = parsed.data;
   const config: Config = {
@@ -207,7 +243,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     noticeRetryScheduleMs: e.LINKGATE_NOTICE_RETRY_SCHEDULE_MS,
     worker: e.LINKGATE_WORKER === "1",
     logLevel: e.LOG_LEVEL,
+    warnings: unknownSettings(env),
   };
+  assertKeysOfTheirKind(e);
   assertProductionReady(config);
   // Set on purpose for the pages, yet unusable there: production refuses rather than serve
   // pages that only say they are not configured (a secret key is never put in a page).
@@ -215,6 +253,39 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError("LINKGATE_PAGES_PUBLISHABLE_KEY must be a publishable key (lg_pk_…): it is written into the hosted pages, where anyone can read it");
   }
   return config;
+}
+
+/** A bootstrap key with the other kind's prefix is a mix-up, and a secret key would end up where anyone may read it. */
+function assertKeysOfTheirKind(e: z.infer<typeof envSchema>): void {
+  if (e.LINKGATE_BOOTSTRAP_API_KEY?.trim().startsWith("lg_pk_")) {
+    throw new ConfigError("LINKGATE_BOOTSTRAP_API_KEY is a publishable key (lg_pk_…), not a secret key (lg_sk_…): set it as LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY");
+  }
+  if (e.LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY?.trim().startsWith("lg_sk_")) {
+    throw new ConfigError("LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY is a secret key (lg_sk_…), and a publishable key is written into pages anyone can read: set it as LINKGATE_BOOTSTRAP_API_KEY");
+  }
+}
+
+/** LINKGATE_ variables of `env` that no setting has, each with the nearest known name when one is close. */
+function unknownSettings(env: NodeJS.ProcessEnv): string[] {
+  const known = Object.keys(envSchema.shape).filter((k) => k.startsWith("LINKGATE_"));
+  // LINKGATE_TEST_*: the test suite's own settings, passed down to the servers it starts
+  const unknown = Object.keys(env).filter((k) => k.startsWith("LINKGATE_") && !k.startsWith("LINKGATE_TEST_") && !known.includes(k));
+  return unknown.map((name) => {
+    const near = known.map((k) => ({ k, d: editDistance(name, k) })).sort((a, b) => a.d - b.d)[0];
+    const hint = near && near.d <= 4 ? ` (did you mean ${near.k}?)` : "";
+    return `${name} is not a linkgate setting and is ignored${hint}`;
+  });
+}
+
+/** Levenshtein distance, for the hint above. */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = row;
+  }
+  return prev[b.length]!;
 }
 
 /** A publishable key's shape; its charset needs no escaping in HTML. */

@@ -143,7 +143,7 @@ describe("other faults at start", () => {
   it("a master key too short: one line naming the variable", async () => {
     const r = await run(MAIN, { LINKGATE_SECRET_KEY: Buffer.alloc(16, 7).toString("base64") });
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe("linkgate: invalid configuration:\n  LINKGATE_SECRET_KEY: must be at least 32 bytes, base64-encoded (openssl rand -base64 32)\n");
+    expect(r.stderr).toBe("linkgate: invalid configuration: LINKGATE_SECRET_KEY must be at least 32 bytes, base64-encoded (openssl rand -base64 32)\n");
   });
 });
 

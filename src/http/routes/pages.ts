@@ -29,11 +29,13 @@ export function pagesKey(config: Pick<Config, "pagesPublishableKey">): string | 
  */
 export function pagesProblems(config: Config, issuer: string, { key, held }: PagesKey): string[] {
   const problems: string[] = [];
-  if (key && !held) problems.push("LINKGATE_PAGES_PUBLISHABLE_KEY is not an active key of any project, so every sign-in on the pages is refused");
+  // it comes from either variable (src/config.ts): name both, or the warning names one never set
+  const named = "the pages' key (LINKGATE_PAGES_PUBLISHABLE_KEY, else LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY)";
+  if (key && !held) problems.push(`${named} is not an active key of any project, so every sign-in on the pages is refused`);
   if (!key) {
     problems.push(
       config.pagesPublishableKey
-        ? "LINKGATE_PAGES_PUBLISHABLE_KEY is not a publishable key (lg_pk_…), so the pages say they are not configured"
+        ? `${named} is not a publishable key (lg_pk_…), so the pages say they are not configured`
         : "no publishable key: set LINKGATE_PAGES_PUBLISHABLE_KEY to an lg_pk_… key of the project, or the pages say they are not configured",
     );
   }

@@ -1,0 +1,66 @@
+// What the environment may say (docs/configuration.md): a value that cannot work stops the
+// start with one plain line naming it, and a name linkgate does not know is warned about.
+// Eighteenth review (a new user's walk through the docs): an unparseable trusted proxy was a
+// stack trace, NODE_ENV=prod ran as development (codes in the log, a generated master key), a
+// CORS entry that can never match and a misspelt limit passed without a word, bootstrap keys of
+// the wrong kind were taken, and a fault took two lines of validator wording.
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../src/config.ts";
+
+const refusal = (env: Record<string, string>): string => {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error(`${JSON.stringify(env)} was accepted`);
+};
+
+describe("configuration from the environment", () => {
+  it("refuses a trusted proxy that is not an address or range, in one line naming it", () => {
+    for (const value of ["notacidr", "10.0.0.0/33", "10.0.0.1, example.com"]) {
+      const message = refusal({ LINKGATE_TRUSTED_PROXIES: value });
+      expect(message).toMatch(/^invalid configuration: LINKGATE_TRUSTED_PROXIES must be a comma-separated list of IP addresses or CIDR ranges/);
+      expect(message).not.toContain("\n");
+    }
+    expect(loadConfig({ LINKGATE_TRUSTED_PROXIES: "10.0.0.0/8, fd00::/8, 192.0.2.7, loopback" }).trustedProxies).toEqual(["10.0.0.0/8", "fd00::/8", "192.0.2.7", "loopback"]);
+  });
+
+  it("refuses a NODE_ENV other than production, development or test", () => {
+    for (const value of ["prod", "staging", "Production"]) {
+      expect(refusal({ NODE_ENV: value })).toBe("invalid configuration: NODE_ENV must be production, development or test (only production runs with production's safeguards)");
+    }
+    expect(loadConfig({ NODE_ENV: "test" }).production).toBe(false);
+  });
+
+  it("refuses CORS entries that are not origins, since they can never match one", () => {
+    for (const value of ["foo", "https://app.example.com/", "https://app.example.com/path", "*"]) {
+      expect(refusal({ LINKGATE_CORS_ORIGINS: value })).toContain(`LINKGATE_CORS_ORIGINS must list origins as browsers send them, like https://app.example.com (no path, no trailing slash): ${JSON.stringify(value)} is not one`);
+    }
+    expect(loadConfig({ LINKGATE_CORS_ORIGINS: "https://app.example.com, http://localhost:5173" }).corsOrigins).toEqual(["https://app.example.com", "http://localhost:5173"]);
+  });
+
+  it("says what a number must be in plain words, every fault on one line", () => {
+    expect(refusal({ LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS: "abc", PORT: "70000" })).toBe(
+      "invalid configuration: PORT must be a whole number from 0 to 65535; LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS must be a whole number of at least 1",
+    );
+    expect(refusal({ LINKGATE_RETENTION_EVENTS_DAYS: "1.5" })).toBe("invalid configuration: LINKGATE_RETENTION_EVENTS_DAYS must be a whole number from 1 to 3650");
+  });
+
+  it("warns about a LINKGATE_ variable it does not know, with the setting it is closest to", () => {
+    const config = loadConfig({ LINKGATE_LIMIT_SEND_PER_ADDRESS_HOURLY: "3", LINKGATE_NOT_A_THING_AT_ALL: "1", LINKGATE_TEST_PG_TEMPLATE: "x" });
+    expect(config.abuse.sendsPerAddressHourly).toBe(30);
+    expect(config.warnings).toEqual([
+      "LINKGATE_LIMIT_SEND_PER_ADDRESS_HOURLY is not a linkgate setting and is ignored (did you mean LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY?)",
+      "LINKGATE_NOT_A_THING_AT_ALL is not a linkgate setting and is ignored",
+    ]);
+  });
+
+  it("refuses a bootstrap key of the other kind, naming the variable that was set", () => {
+    const key = (kind: "pk" | "sk") => `lg_${kind}_${"A".repeat(43)}`;
+    expect(refusal({ LINKGATE_BOOTSTRAP_API_KEY: key("pk") })).toMatch(/^LINKGATE_BOOTSTRAP_API_KEY is a publishable key/);
+    expect(refusal({ LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: key("sk") })).toMatch(/^LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY is a secret key/);
+    expect(loadConfig({ LINKGATE_BOOTSTRAP_API_KEY: key("sk"), LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: key("pk") }).bootstrapApiKey).toBe(key("sk"));
+  });
+});
