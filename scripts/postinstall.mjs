@@ -6,6 +6,11 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 
+// `npx linkgate` in a checkout links the checkout into npm's npx cache to run its bin, and that
+// runs this script again, in the checkout: it rebuilt everything (14 to 27 s) and rewrote dist/
+// under running servers (eighteenth review). The checkout's own `npm install` built it already.
+if (process.env.npm_command === "exec") process.exit(0);
+
 function run(command, args) {
   const r = spawnSync(command, args, { stdio: "inherit", shell: process.platform === "win32" });
   if (r.status !== 0) process.exit(r.status ?? 1);

@@ -2,7 +2,8 @@
 // them: the compiled server runs under npm with no shell left in between, and SIGTERM to the
 // one PID they know (npm's) drains and stops every process that command started.
 import { execFile, spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
@@ -93,4 +94,22 @@ describe.each([
     expect(tree.filter((p) => alive(p.pid))).toEqual([]);
     expect(processes().filter((p) => p.pgid === npm.pid && p.state !== "Z")).toEqual([]);
   });
+});
+
+describe("npx linkgate in a checkout", () => {
+  // npx links the checkout into its cache to run the bin, which ran the postinstall again in
+  // the checkout: every build redone (14 to 27 s) and dist/ rewritten under running servers
+  // (eighteenth review). A cache of its own makes this the first npx run on a machine.
+  it("runs the CLI without building anything again", async () => {
+    const stamp = path.join(ROOT, "dist", ".built");
+    const built = statSync(stamp).mtimeMs;
+    const cache = mkdtempSync(path.join(tmpdir(), "linkgate-npx-cache-"));
+    try {
+      const { stdout } = await promisify(execFile)("npx", ["--yes", "linkgate", "--help"], { cwd: ROOT, env: { ...process.env, npm_config_cache: cache }, timeout: 120_000 });
+      expect(stdout).toContain("Usage: linkgate");
+      expect(statSync(stamp).mtimeMs).toBe(built);
+    } finally {
+      rmSync(cache, { recursive: true, force: true });
+    }
+  }, 150_000);
 });
