@@ -176,12 +176,39 @@ describe("the packed @linkgate/receiver", () => {
     expect(await verifyWith("python", cases)).toEqual(expected.map(({ name, ok }) => ({ name, ok })));
   });
 
+  // An application whose own code imports the package while one of its dependencies requires it
+  // gets both builds in one process: a failure from either is an instance of the other's class.
+  it("a WebhookVerificationError from the CommonJS build is an instance of the ESM build's class, and the reverse", async () => {
+    writeFileSync(
+      path.join(project, "dual.mjs"),
+      `import { createRequire } from "node:module";
+const esm = await import("@linkgate/receiver");
+const cjs = createRequire(import.meta.url)("@linkgate/receiver");
+const failed = (m) => m.verifyWebhook("{}", {}, ${JSON.stringify(generateWebhookSecret())}).error;
+class Mine extends esm.WebhookVerificationError {}
+console.log(JSON.stringify({
+  twoBuilds: esm.verifyWebhook !== cjs.verifyWebhook && esm.WebhookVerificationError !== cjs.WebhookVerificationError,
+  cjsInEsm: failed(cjs) instanceof esm.WebhookVerificationError,
+  esmInCjs: failed(esm) instanceof cjs.WebhookVerificationError,
+  code: failed(cjs).code,
+  notAnyError: new Error("x") instanceof esm.WebhookVerificationError,
+  subclassStaysNarrow: failed(cjs) instanceof Mine,
+  subclassOwn: new Mine("invalid_signature", "x") instanceof Mine && new Mine("invalid_signature", "x") instanceof cjs.WebhookVerificationError,
+}));
+`,
+    );
+    const { stdout } = await run(process.execPath, ["dual.mjs"], { cwd: project });
+    expect(JSON.parse(stdout)).toEqual({ twoBuilds: true, cjsInEsm: true, esmInCjs: true, code: "missing_signature", notAnyError: false, subclassStaysNarrow: false, subclassOwn: true });
+  });
+
   it("a TypeScript project type-checks against its declarations, from ESM and from CommonJS, without @types/node", async () => {
     const lines = (from: string) => [
       from,
       `const r: VerifyResult = verifyWebhook("{}", { "webhook-id": "evt_1" }, ["whsec_a"], { scheme: "standard" });`,
       `export const id: string | undefined = r.ok ? r.envelope.id : undefined;`,
       `export const status: 400 | 401 | undefined = r.ok ? undefined : r.error.status;`,
+      `export const index: number | undefined = r.ok ? r.secretIndex : undefined;`,
+      `export const fromArrayBuffer = verifyWebhook(new ArrayBuffer(2), {}, "whsec_a");`,
       `export const isError: boolean = !r.ok && r.error instanceof WebhookVerificationError;`,
       `export const fromBytes = verifyWebhook(new Uint8Array(2), { get: (name: string) => name }, "whsec_a");`,
     ];

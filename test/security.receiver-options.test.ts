@@ -1,0 +1,192 @@
+// @linkgate/receiver refuses what it cannot verify safely, loudly (an outside review of the
+// receiver package): an unknown scheme or a tolerance that is not a number behaved like the
+// most permissive setting, the result carried the secret into logs, a malformed secret decoded
+// to a shorter or different key, and a body of the wrong type failed with a cryptic error. The
+// hand-written verifiers in docs/webhooks.md and docs/receiver.md are run here as printed.
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { inspect, promisify } from "node:util";
+import { runInNewContext } from "node:vm";
+import { afterAll, describe, expect, it } from "vitest";
+import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
+import { signatureHeaders } from "../src/webhooks/signing.ts";
+import { verifyWebhook, WebhookVerificationError } from "../src/webhooks/receiver.ts";
+
+const run = promisify(execFile);
+const repo = fileURLToPath(new URL("..", import.meta.url));
+const work = mkdtempSync(path.join(tmpdir(), "linkgate-receiver-options-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+const SECRET = generateWebhookSecret();
+const OTHER = generateWebhookSecret();
+const T = 1_795_300_000;
+const now = () => T * 1000;
+const body = JSON.stringify({ id: "evt_1", event_type: "user.created", created_at: "2026-11-21T10:00:00.000Z", project_id: "prj_1", data: {} });
+const sign = (secret = SECRET, timestamp = T, b: string = body) =>
+  signatureHeaders({ body: b, eventId: "evt_1", eventType: "user.created", attempt: 1, timestamp, secrets: { current: secret } });
+/** What a replayer keeps of a captured delivery: the legacy header only, which has no timestamp. */
+const legacyOnly = (h: Record<string, string>) => Object.fromEntries(Object.entries(h).filter(([k]) => !k.startsWith("webhook-")));
+
+/** Calls through `unknown` so the tests can pass what a JavaScript caller or a config file can. */
+const verifyAny = verifyWebhook as unknown as (body: unknown, headers: unknown, secrets: unknown, options?: unknown) => ReturnType<typeof verifyWebhook>;
+
+describe("options.scheme", () => {
+  const BAD = ["Standard", "standard ", "", "strict", "LEGACY", 0, 1, false, true, null, {}, ["any"]];
+
+  it.each(BAD.map((scheme) => [inspect(scheme), scheme]))("%s is refused with a TypeError naming the allowed values", (_, scheme) => {
+    const replay = legacyOnly(sign(SECRET, T - 30 * 86_400));
+    expect(() => verifyAny(body, replay, SECRET, { now, scheme })).toThrow(TypeError);
+    expect(() => verifyAny(body, replay, SECRET, { now, scheme })).toThrow(/"standard", "legacy" or "any"/);
+  });
+
+  it("undefined means the default, standard: a month-old delivery replayed with only its legacy header is refused", () => {
+    const replay = legacyOnly(sign(SECRET, T - 30 * 86_400));
+    for (const options of [{ now }, { now, scheme: undefined }]) {
+      expect(verifyWebhook(body, replay, SECRET, options)).toMatchObject({ ok: false, error: { code: "missing_signature" } });
+      expect(verifyWebhook(body, sign(), SECRET, options)).toMatchObject({ ok: true, scheme: "standard" });
+    }
+    expect(verifyWebhook(body, replay, SECRET, { now, scheme: "legacy" })).toMatchObject({ ok: true, scheme: "legacy" });
+  });
+
+  it("options that are not an object are refused", () => {
+    for (const options of [null, "standard", 5]) expect(() => verifyAny(body, sign(), SECRET, options)).toThrow(TypeError);
+  });
+});
+
+describe("options.toleranceSeconds", () => {
+  it.each([NaN, Infinity, -Infinity, -1, "300", null, 10n])("%s is refused with a TypeError, under every scheme", (toleranceSeconds) => {
+    for (const scheme of ["standard", "legacy", "any"]) {
+      expect(() => verifyAny(body, sign(SECRET, T - 86_400), SECRET, { now, scheme, toleranceSeconds })).toThrow(TypeError);
+    }
+  });
+
+  it("a finite number of seconds ≥ 0 is the window; undefined is 300", () => {
+    const at = (offset: number, toleranceSeconds?: number) => verifyWebhook(body, sign(SECRET, T + offset), SECRET, { now, toleranceSeconds }).ok;
+    expect([at(300), at(301), at(-301)]).toEqual([true, false, false]);
+    expect([at(0, 0), at(1, 0), at(2, 1.5)]).toEqual([true, false, false]);
+    expect([at(86_400, 86_400), at(86_401, 86_400)]).toEqual([true, false]);
+  });
+
+  it("a clock that answers something other than a finite number is refused rather than passing every timestamp", () => {
+    for (const clock of [() => NaN, () => Infinity, () => "1795300000000", () => undefined]) {
+      expect(() => verifyAny(body, sign(SECRET, 1), SECRET, { now: clock })).toThrow(TypeError);
+    }
+    expect(() => verifyAny(body, sign(), SECRET, { now: 5 })).toThrow(TypeError);
+  });
+});
+
+describe("the result names the matching secret by its position", () => {
+  it("secretIndex counts from 0 in the list given, empty entries included", () => {
+    expect(verifyWebhook(body, sign(SECRET), SECRET, { now })).toMatchObject({ ok: true, secretIndex: 0 });
+    expect(verifyWebhook(body, sign(SECRET), [OTHER, SECRET], { now })).toMatchObject({ ok: true, secretIndex: 1 });
+    expect(verifyWebhook(body, sign(SECRET), [SECRET, OTHER], { now, scheme: "legacy" })).toMatchObject({ ok: true, secretIndex: 0 });
+    expect(verifyWebhook(body, sign(SECRET), ["", OTHER, SECRET], { now })).toMatchObject({ ok: true, secretIndex: 2 });
+  });
+
+  it("neither JSON.stringify nor util.inspect of a result shows the secret; the deprecated secretUsed still reads it", () => {
+    const r = verifyWebhook(body, sign(SECRET), [OTHER, SECRET], { now });
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    const key = SECRET.slice("whsec_".length);
+    expect(JSON.stringify(r)).not.toContain(key);
+    expect(inspect(r, { depth: 10 })).not.toContain(key);
+    expect(Object.keys(r).sort()).toEqual(["envelope", "ok", "scheme", "secretIndex"]);
+    expect(r.secretUsed).toBe(SECRET);
+    expect(r.secretIndex).toBe(1);
+  });
+});
+
+describe("secrets", () => {
+  const MALFORMED: [string, string][] = [
+    ["a character outside base64", "whsec_ab!!cd"],
+    ["a character outside base64 inside a real secret", SECRET.slice(0, 20) + "!" + SECRET.slice(20)],
+    ["a 1-byte key", "whsec_AB"],
+    ["no padding", SECRET.replace(/=+$/, "")],
+    ["base64url", "whsec_" + Buffer.from(Array.from({ length: 32 }, () => 0xfb)).toString("base64url")],
+    ["a trailing newline", SECRET + "\n"],
+    ["a space", SECRET.slice(0, 20) + " " + SECRET.slice(20)],
+    ["data after the padding", SECRET + "AAAA"],
+    ["non-zero padding bits", "whsec_" + Buffer.alloc(32).toString("base64").replace(/A=$/, "B=")],
+    ["a 15-byte key", "whsec_" + Buffer.alloc(15, 7).toString("base64")],
+    ["nothing after the prefix", "whsec_"],
+  ];
+
+  it.each(MALFORMED)("%s is refused with a TypeError that does not print the secret, under every scheme", (_, bad) => {
+    for (const scheme of ["standard", "legacy", "any"] as const) {
+      for (const secrets of [bad, [bad], [SECRET, bad], [bad, SECRET]]) {
+        let thrown: unknown;
+        try {
+          verifyWebhook(body, sign(SECRET), secrets, { now, scheme });
+        } catch (e) {
+          thrown = e;
+        }
+        expect(thrown, `${scheme} ${JSON.stringify(secrets)}`).toBeInstanceOf(TypeError);
+        expect((thrown as Error).message).not.toContain(bad.slice("whsec_".length) || "\u0000");
+      }
+    }
+  });
+
+  it("every secret the gateway generates passes, and so does a 16-byte key", () => {
+    for (let i = 0; i < 500; i++) {
+      const s = generateWebhookSecret();
+      for (const scheme of ["standard", "legacy"] as const) expect(verifyWebhook(body, sign(s), s, { now, scheme }).ok).toBe(true);
+    }
+    const short = "whsec_" + Buffer.alloc(16, 9).toString("base64");
+    expect(verifyWebhook(body, sign(short), short, { now }).ok).toBe(true);
+  });
+
+  it("the Standard Webhooks scheme takes a secret without whsec_, as its reference library does; the legacy key is the whole string, so it needs the prefix", () => {
+    const bare = SECRET.slice("whsec_".length);
+    expect(verifyWebhook(body, sign(SECRET), bare, { now }).ok).toBe(true);
+    expect(() => verifyWebhook(body, sign(SECRET), bare, { now, scheme: "legacy" })).toThrow(/whsec_/);
+    expect(() => verifyWebhook(body, sign(SECRET), bare, { now, scheme: "any" })).toThrow(/whsec_/);
+  });
+
+  it("empty and unset entries are skipped (a trailing comma, an old secret's variable unset after a rotation); at least one secret is needed", () => {
+    expect(verifyAny(body, sign(SECRET), [SECRET, ""], { now })).toMatchObject({ ok: true, secretIndex: 0 });
+    expect(verifyAny(body, sign(SECRET), [undefined, SECRET, null], { now })).toMatchObject({ ok: true, secretIndex: 1 });
+    for (const none of [[], "", [""], [undefined], undefined, null]) {
+      expect(() => verifyAny(body, sign(SECRET), none, { now })).toThrow(/at least one secret/);
+    }
+    for (const wrong of [42, [SECRET, 42], [SECRET, { secret: SECRET }], { secret: SECRET }]) {
+      expect(() => verifyAny(body, sign(SECRET), wrong, { now })).toThrow(TypeError);
+    }
+  });
+});
+
+describe("the body", () => {
+  it.each([
+    ["a parsed object", JSON.parse(body)],
+    ["a number", 42],
+    ["undefined", undefined],
+    ["null", null],
+    ["an array of chunks", [Buffer.from(body)]],
+    ["a Uint16Array", new Uint16Array(4)],
+  ])("%s is refused with a TypeError that says to pass the raw body", (_, b) => {
+    expect(() => verifyAny(b, sign(), SECRET, { now })).toThrow(TypeError);
+    expect(() => verifyAny(b, sign(), SECRET, { now })).toThrow("pass the raw request body: string, Buffer, Uint8Array or ArrayBuffer");
+  });
+
+  it("an ArrayBuffer (what request.arrayBuffer() gives) verifies, as does a Uint8Array view into a larger buffer", async () => {
+    const request = new Request("http://receiver.test/hooks", { method: "POST", body, headers: sign() });
+    const r = verifyWebhook(await request.arrayBuffer(), request.headers, SECRET, { now });
+    expect(r).toMatchObject({ ok: true, envelope: { id: "evt_1" } });
+    const padded = Buffer.from(`xx${body}yy`);
+    expect(verifyWebhook(new Uint8Array(padded.buffer, padded.byteOffset + 2, padded.length - 4), sign(), SECRET, { now }).ok).toBe(true);
+    expect(verifyWebhook(new ArrayBuffer(0), sign(), SECRET, { now })).toMatchObject({ ok: false, error: { code: "invalid_signature" } });
+  });
+
+  it("headers that are not an object are refused with a TypeError", () => {
+    for (const headers of [undefined, null, "webhook-id: evt_1"]) expect(() => verifyAny(body, headers, SECRET, { now })).toThrow(TypeError);
+  });
+});
+
+describe("WebhookVerificationError", () => {
+  it("is what a failed result carries", () => {
+    const r = verifyWebhook(body, sign(OTHER), SECRET, { now });
+    expect(!r.ok && r.error instanceof WebhookVerificationError && r.error.name === "WebhookVerificationError").toBe(true);
+  });
+});
