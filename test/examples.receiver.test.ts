@@ -54,6 +54,20 @@ describe("examples/receiver", () => {
     expect(await res.json()).toEqual({ error: "missing_signature" });
   });
 
+  // A malformed secret refused by verifyWebhook at the first delivery would throw inside the
+  // request handler and take the process down with it; it is refused when the receiver is made.
+  it("refuses a malformed secret when it is made, not at the first delivery", () => {
+    for (const bad of ["whsec_ab!!cd", "whsec_AB", NEW + "\n"]) expect(() => createReceiver([NEW, bad])).toThrow(TypeError);
+  });
+
+  it("answers 400 for a legacy-only replay: it verifies Standard Webhooks only", async () => {
+    const old = signatureHeaders({ body, eventId: "evt_9", eventType: "user.updated", attempt: 1, timestamp: Math.floor(Date.now() / 1000) - 86_400, secrets: { current: NEW } });
+    const replay = Object.fromEntries(Object.entries(old).filter(([k]) => !k.startsWith("webhook-")));
+    const res = await post(await start([NEW]), body, replay);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: "missing_signature" });
+  });
+
   it("answers 401 for a secret from after the transition", async () => {
     const res = await post(await start([generateWebhookSecret()]), body, transitionHeaders(body));
     expect(res.status).toBe(401);

@@ -201,6 +201,30 @@ console.log(JSON.stringify({
     expect(JSON.parse(stdout)).toEqual({ twoBuilds: true, cjsInEsm: true, esmInCjs: true, code: "missing_signature", notAnyError: false, subclassStaysNarrow: false, subclassOwn: true });
   });
 
+  // An outside review: any WEBHOOK_SCHEME but the three names behaved like `any`, so a month-old
+  // delivery replayed with only its X-Service-Signature header was accepted.
+  it.each(["Standard", "standard ", "", "strict"])("examples/receiver/server.mjs refuses to start with WEBHOOK_SCHEME=%j", async (scheme) => {
+    const r = await run(process.execPath, ["server.mjs"], {
+      cwd: project,
+      timeout: 20_000,
+      env: { PATH: process.env.PATH, WEBHOOK_SECRETS: generateWebhookSecret(), WEBHOOK_SCHEME: scheme, HOST: "127.0.0.1", PORT: "0" },
+    }).catch((e: { code?: number; stdout: string; stderr: string; killed?: boolean }) => e);
+    expect("code" in r ? r.code : 0).toBe(1);
+    expect(r.stderr).toMatch(/"standard", "legacy" or "any"/);
+    expect(r.stdout).not.toMatch(/listening/);
+  });
+
+  it("examples/receiver/server.mjs refuses to start with a malformed secret, and does not print it", async () => {
+    const r = await run(process.execPath, ["server.mjs"], {
+      cwd: project,
+      timeout: 20_000,
+      env: { PATH: process.env.PATH, WEBHOOK_SECRETS: "whsec_ab!!cdEFGH", HOST: "127.0.0.1", PORT: "0" },
+    }).catch((e: { code?: number; stdout: string; stderr: string }) => e);
+    expect("code" in r ? r.code : 0).toBe(1);
+    expect(r.stderr).toMatch(/base64/);
+    expect(r.stderr).not.toContain("ab!!cdEFGH");
+  });
+
   it("a TypeScript project type-checks against its declarations, from ESM and from CommonJS, without @types/node", async () => {
     const lines = (from: string) => [
       from,

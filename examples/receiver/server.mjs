@@ -1,13 +1,16 @@
-// A webhook receiver in plain JavaScript, as an integrator writes it: `npm install @linkgate/receiver`,
-// then `import { verifyWebhook } from "@linkgate/receiver"` (the package has no dependencies;
-// it imports only node:crypto). test/receiver.package.test.ts runs this very file against the packed package.
+// A webhook receiver in plain JavaScript, as an integrator writes it: install @linkgate/receiver
+// from a tarball packed in a linkgate checkout (it is not on the npm registry: docs/receiver.md,
+// "Install"), then `import { verifyWebhook } from "@linkgate/receiver"` (the package has no
+// dependencies; it imports only node:crypto). test/receiver.package.test.ts runs this very file
+// against the packed package.
 //
 //   WEBHOOK_SECRETS=whsec_... PORT=3000 node server.mjs
 //
 // WEBHOOK_SECRETS: one or more comma-separated secrets (during a rotation, the old and the new).
 // WEBHOOK_SCHEME: `standard` (default: Standard Webhooks, whose signed timestamp refuses a replay),
 // `legacy` (X-Service-Signature only) or `any` (either; no replay protection when the webhook-*
-// headers are stripped). HOST defaults to 0.0.0.0, PORT to 3000 (0: any free port).
+// headers are stripped); any other value refuses to start. HOST defaults to 0.0.0.0, PORT to 3000
+// (0: any free port).
 import { createServer } from "node:http";
 import { verifyWebhook } from "@linkgate/receiver";
 
@@ -19,6 +22,15 @@ if (secrets.length === 0) {
   process.exit(1);
 }
 const scheme = process.env.WEBHOOK_SCHEME ?? "standard";
+// verifyWebhook throws a TypeError for an unknown scheme or a malformed secret before it reads a
+// request (docs/receiver.md, "Verify a delivery"). One call now refuses to start on a
+// misconfiguration instead of crashing at the first delivery; the message never holds a secret.
+try {
+  verifyWebhook("", {}, secrets, { scheme });
+} catch (error) {
+  console.error(error instanceof TypeError ? error.message : error);
+  process.exit(1);
+}
 
 function handleEvent(envelope, usedScheme) {
   // Delivery is at-least-once: a real receiver records envelope.id and skips ids it has seen.

@@ -6,6 +6,10 @@ const MAX_BODY = 1024 * 1024;
 
 /** A webhook endpoint that accepts only deliveries signed with one of `secrets`. */
 export function createReceiver(secrets: string[], onEvent: (event: { id: string; event_type: string }) => void = () => {}): Server {
+  // verifyWebhook throws on a malformed secret before it reads a request (docs/receiver.md, "Verify
+  // a delivery"): checked here, a bad secret stops the receiver being made instead of throwing
+  // inside a request handler at the first delivery.
+  verifyWebhook("", {}, secrets);
   return createServer((req, res) => {
     const reply = (status: number, body: object) => res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
     if (req.method !== "POST") return reply(405, { error: "method_not_allowed" });
