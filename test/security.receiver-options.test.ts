@@ -184,6 +184,90 @@ describe("the body", () => {
   });
 });
 
+describe("docs: the hand-written verifiers run as printed", () => {
+  const docs = (name: string) => readFileSync(path.join(repo, "docs", name), "utf8");
+  const vector = JSON.parse(readFileSync(path.join(repo, "packages/receiver/vectors/webhook-signatures.json"), "utf8")).cases[0] as {
+    body: string;
+    webhook_id: string;
+    webhook_timestamp: string;
+    current_secret: string;
+    headers_outside_transition: Record<string, string>;
+  };
+  const vectorHeaders = { "webhook-id": vector.webhook_id, "webhook-timestamp": vector.webhook_timestamp, ...Object.fromEntries(Object.entries(vector.headers_outside_transition).map(([k, v]) => [k.toLowerCase(), v])) };
+
+  it("docs/webhooks.md's node:crypto snippet answers false for a signature of 64 two-byte characters instead of throwing", async () => {
+    const block = /The same checks in Node[\s\S]*?```js\n([\s\S]*?)^```$/m.exec(docs("webhooks.md"))?.[1];
+    expect(block).toBeDefined();
+    const file = path.join(work, "webhooks-snippet.mjs");
+    writeFileSync(file, block!);
+    const { legacyOk, standardOk } = (await import(pathToFileURL(file).href)) as Record<string, (body: Buffer, headers: Record<string, string>, secret: string) => boolean>;
+    const raw = Buffer.from(vector.body, "utf8");
+    expect(legacyOk(raw, vectorHeaders, vector.current_secret)).toBe(true);
+    expect(standardOk(raw, vectorHeaders, vector.current_secret)).toBe(true);
+    // The expected legacy value is 71 characters, the standard one 44: the same number of "é"
+    // has equal string length but twice the bytes.
+    const legacyForged = { ...vectorHeaders, "x-service-signature": "é".repeat(71) };
+    const standardForged = { ...vectorHeaders, "webhook-signature": "v1," + "é".repeat(44) };
+    expect(legacyOk(raw, legacyForged, vector.current_secret)).toBe(false);
+    expect(standardOk(raw, standardForged, vector.current_secret)).toBe(false);
+    expect(legacyOk(raw, { ...vectorHeaders, "x-service-signature": "é".repeat(64) }, vector.current_secret)).toBe(false);
+  });
+
+  it("docs/receiver.md's Python snippet answers False for a timestamp of non-ASCII digits instead of raising", async () => {
+    const block = [...docs("receiver.md").matchAll(/^```python\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+    expect(block).toHaveLength(1);
+    const driver = `
+import json, sys
+body = ${JSON.stringify(vector.body)}.encode("utf-8")
+secret = ${JSON.stringify(vector.current_secret)}
+headers = json.loads(${JSON.stringify(JSON.stringify(vectorHeaders))})
+now = int(headers["webhook-timestamp"])
+out = [verify_standard(body, headers, [secret], now=now)]
+for ts in ["\\u00b2", "1\\u00b2", "\\u0661\\u0667\\u0669\\u0665", "\\uff11", "-1", ""]:
+    out.append(verify_standard(body, {**headers, "webhook-timestamp": ts}, [secret], now=now))
+print(json.dumps(out))
+`;
+    const file = path.join(work, "receiver-snippet.py");
+    writeFileSync(file, `${block[0]}\n${driver}`);
+    const { stdout } = await run("python3", [file]);
+    expect(JSON.parse(stdout)).toEqual([true, false, false, false, false, false, false]);
+  });
+
+  it("docs/receiver.md's express.json({ verify }) recipe answers 400 when the request had no JSON body to keep, and verifies one that had", async () => {
+    const block = /If a global `express.json\(\)` has to run first[\s\S]*?```js\n([\s\S]*?)^```$/m.exec(docs("receiver.md"))?.[1];
+    expect(block).toBeDefined();
+    // A stand-in for Express that records the routes and middleware the recipe declares.
+    const routes: Record<string, ((req: object, res: object) => void)[]> = {};
+    const middleware: { verify?: (req: Record<string, unknown>, res: object, buf: Buffer) => void }[] = [];
+    const express = Object.assign(
+      () => ({
+        use: (m: (typeof middleware)[number]) => void middleware.push(m),
+        post: (p: string, ...handlers: ((req: object, res: object) => void)[]) => void (routes[p] = handlers),
+        listen: () => {},
+      }),
+      { json: (options: { verify: (req: Record<string, unknown>, res: object, buf: Buffer) => void }) => options },
+    );
+    const script = block!
+      .replace(/^import express from "express";$/m, "")
+      .replace(/^import \{ verifyWebhook \} from "@linkgate\/receiver";$/m, "");
+    expect(script).not.toMatch(/^import /m);
+    runInNewContext(script, { express, verifyWebhook, Buffer, process: { env: { WEBHOOK_SECRETS: `${OTHER},${SECRET}` } }, handle: () => {} });
+
+    const [handler] = Object.values(routes).flat();
+    expect(handler).toBeTypeOf("function");
+    const answer = (req: Record<string, unknown>) => {
+      const res = { statusCode: 0, status: (s: number) => ((res.statusCode = s), res), json: () => res, sendStatus: (s: number) => ((res.statusCode = s), res), end: () => res };
+      handler(req, res);
+      return res.statusCode;
+    };
+    // A request whose content type express.json() does not read: verify never ran.
+    expect(answer({ headers: { ...sign(), "content-type": "text/plain" }, body: {} })).toBe(400);
+    const req: Record<string, unknown> = { headers: sign(SECRET, Math.floor(Date.now() / 1000)) };
+    for (const m of middleware) m.verify?.(req, {}, Buffer.from(body));
+    expect(answer(req)).toBe(200);
+  });
+});
+
 describe("WebhookVerificationError", () => {
   it("is what a failed result carries", () => {
     const r = verifyWebhook(body, sign(OTHER), SECRET, { now });
