@@ -144,7 +144,7 @@ function vectorCases() {
 
 describe("the packed @linkgate/receiver", () => {
   it("ships its ESM and CommonJS builds, declarations, README and test vectors, nothing else", () => {
-    expect(packed.filename).toBe("linkgate-receiver-0.2.0.tgz");
+    expect(packed.filename).toBe("linkgate-receiver-0.3.0.tgz");
     expect(packed.files).toEqual([
       "README.md",
       "dist/cjs/index.d.ts",
