@@ -186,7 +186,8 @@ CREATE TABLE public.external_identities (
     email text,
     email_verified boolean,
     name text,
-    updated_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+    updated_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    proven_by text
 );
 
 CREATE TABLE public.identifiers (
@@ -504,6 +505,8 @@ CREATE INDEX delivery_attempts_started_at_idx ON public.delivery_attempts USING 
 CREATE INDEX external_flows_expires_at_idx ON public.external_flows USING btree (expires_at);
 
 CREATE UNIQUE INDEX external_flows_state_hash_key ON public.external_flows USING btree (state_hash);
+
+CREATE INDEX external_identities_proven_by_idx ON public.external_identities USING btree (proven_by);
 
 CREATE INDEX identifiers_account_id_idx ON public.identifiers USING btree (account_id);
 

@@ -4,7 +4,8 @@
 // e-mail was attached to the primary and stayed there after the unmerge (the secondary's owner's
 // Google sign-in kept landing in the other person's account); and the session that made the
 // unmerge was always kept, even when it had signed in with the secondary's address, so an
-// intruder who unmerged kept his session on the owner's account.
+// intruder who unmerged kept his session on the owner's account. Twentieth review, of the first
+// fix (the identity attached to the secondary itself): removing it then unmerged the two instead.
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Harness } from "./support/app.ts";
@@ -46,27 +47,48 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(verify.body).toMatchObject({ outcome: "merged" });
   }
 
-  it("an external sign-in confirmed through the secondary's e-mail goes back with the secondary", async () => {
-    const secondaryMail = email("second");
-    const secondary = await h.signIn({ email: secondaryMail });
-    const primary = await h.signIn({ email: email("first") });
-    await merge(primary, secondaryMail);
-
-    // the secondary's owner signs in with her Google account, which names her address: she
-    // proves the address with its code, and lands on the primary while the two are merged
+  /**
+   * The secondary's owner signs in with her Google account, which names her address: she proves
+   * the address with its code, and lands on the primary while the two are merged.
+   */
+  async function googleThroughSecondary(secondaryMail: string, primaryId: string) {
     const grace = { sub: `g-${tag}-${++seq}`, email: secondaryMail, email_verified: true, name: "Grace" };
     google.loginAs(grace);
     const { started, code } = await authorize(h, google, "google", app.redirectUri);
     const asked = await complete(h, started.state_id, code);
     expect(asked.body.verification_required, JSON.stringify(asked.body)).toBe("email");
-    expect(accountOf(await confirm(h, asked.body.state_id, await h.mailbox.otp(secondaryMail)))).toBe(primary.accountId);
-    const identity = await h.db.prisma.identifier.findFirstOrThrow({ where: { kind: "external", value: externalValue(google, grace.sub) } });
-    expect(identity.accountId).toBe(secondary.accountId);
+    const confirmed = await confirm(h, asked.body.state_id, await h.mailbox.otp(secondaryMail));
+    expect(accountOf(confirmed)).toBe(primaryId);
+    return { grace, value: externalValue(google, grace.sub), token: confirmed.body.access_token as string };
+  }
+  const holderOf = async (value: string) => (await h.db.prisma.identifier.findFirst({ where: { kind: "external", value } }))?.accountId ?? null;
+
+  it("an external sign-in confirmed through the secondary's e-mail goes back with the secondary", async () => {
+    const secondaryMail = email("second");
+    const secondary = await h.signIn({ email: secondaryMail });
+    const primary = await h.signIn({ email: email("first") });
+    await merge(primary, secondaryMail);
+    const { grace, value } = await googleThroughSecondary(secondaryMail, primary.accountId);
+    expect(await holderOf(value)).toBe(primary.accountId);
 
     const unmerged = await h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) });
     expect(unmerged.status, JSON.stringify(unmerged.body)).toBe(200);
+    expect(await holderOf(value)).toBe(secondary.accountId);
     google.loginAs(grace);
     expect(accountOf(await externalSignIn(h, google, "google", app.redirectUri))).toBe(secondary.accountId);
+  });
+
+  it("that sign-in can be removed while merged, and the two stay merged", async () => {
+    const secondaryMail = email("second");
+    await h.signIn({ email: secondaryMail });
+    const primary = await h.signIn({ email: email("first") });
+    await merge(primary, secondaryMail);
+    const { value } = await googleThroughSecondary(secondaryMail, primary.accountId);
+
+    const removed = await h.call("POST", "/users/link/remove", { body: { external: value }, headers: bearer(primary.token) });
+    expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+    expect(await holderOf(value)).toBeNull();
+    expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: primary.accountId } })).mergeRole).toBe("primary");
   });
 
   it("the session that unmerges ends too when it signed in with the secondary's address", async () => {

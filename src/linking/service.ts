@@ -265,14 +265,23 @@ function signInCapable(tx: Tx, accountId: string): Promise<number> {
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
   await lockAccounts(tx, projectId, [user.accountId, secondaryId]);
-  // what goes back to the secondary: the sessions it opened on the primary end, the one making
-  // this change too. Kept, it would stay on an account it holds no proof for: an intruder's
-  // session that unmerged, or the owner's on the account she just left (seventeenth review).
-  const proofs = [
-    ...(await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } })),
-    ...(await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } })),
-  ];
-  await endSessionsSignedInWith(tx, user.accountId, proofs.map((p) => p.id));
+  // what goes back to the secondary: its identifiers and passkeys, and the external identities
+  // that joined the primary proven through its addresses (src/auth/external/sign-in.ts joinOnce)
+  const own = await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } });
+  const provenThrough = await tx.externalIdentity.findMany({
+    where: { provenBy: { in: own.map((i) => i.id) }, identifier: { accountId: user.accountId } },
+    select: { identifierId: true },
+  });
+  const returned = provenThrough.map((p) => p.identifierId);
+  const proofs = [...own.map((i) => i.id), ...returned, ...(await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } })).map((p) => p.id)];
+  // the sessions they opened on the primary end, the one making this change too. Kept, it would
+  // stay on an account it holds no proof for: an intruder's session that unmerged, or the owner's
+  // on the account she just left (seventeenth review).
+  await endSessionsSignedInWith(tx, user.accountId, proofs);
+  if (returned.length) {
+    await tx.identifier.updateMany({ where: { id: { in: returned } }, data: { accountId: secondaryId } });
+    await tx.externalIdentity.updateMany({ where: { identifierId: { in: returned } }, data: { provenBy: null } });
+  }
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ["user.updated", {}]]);

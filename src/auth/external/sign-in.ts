@@ -195,12 +195,14 @@ async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed:
 
 /**
  * Under the state's row lock: signs into the primary account of the e-mail and attaches the
- * identity to the account that holds the e-mail, the merged secondary when it is one: it was
- * proven through the secondary's address, so an unmerge takes it back with that address (it
- * went to the primary and stayed there: seventeenth review). With `passkeyAccount`, the passkey
- * must sign into that same primary, on a retry of a state that already succeeded too: the
- * stored sign-in goes only to a passkey of its account (any passkey of the project, a
- * stranger's own, used to get it).
+ * identity to it. When the e-mail is a merged secondary's and the proof was the secondary's (the
+ * code to its address, or its passkey), the identity remembers that address (`provenBy`): an
+ * unmerge gives it back to the secondary with it (src/linking/service.ts). It stayed on the
+ * primary after the unmerge before (seventeenth review); attached to the secondary itself, it
+ * could not be removed without unmerging, nor re-authenticate the primary's sessions (twentieth).
+ * With `passkeyAccount`, the passkey must sign into that same primary, on a retry of a state that
+ * already succeeded too: the stored sign-in goes only to a passkey of its account (any passkey
+ * of the project, a stranger's own, used to get it).
  */
 async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkeyAccount?: string): Promise<SignedIn> {
   if (!(await consumeOtp(tx, stateId))) {
@@ -213,12 +215,13 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
   const flow = state?.externalFlowId ? await tx.externalFlow.findUnique({ where: { id: state.externalFlowId } }) : null;
   const holder = await tx.identifier.findUnique({
     where: { projectId_kind_value: { projectId: actor.projectId, kind: "email", value: email } },
-    select: { accountId: true },
+    select: { id: true, accountId: true },
   });
   if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
   const accountId = await primaryOf(tx, actor.projectId, holder.accountId);
   if (passkeyAccount) await assertPasskeyOf(tx, actor, passkeyAccount, accountId);
-  await attachIdentity(tx, actor, { owner: holder.accountId, primary: accountId }, flow as ProvenFlow);
+  const provenBySecondary = holder.accountId !== accountId && (!passkeyAccount || passkeyAccount === holder.accountId);
+  await attachIdentity(tx, actor, accountId, flow as ProvenFlow, provenBySecondary ? holder.id : null);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
   return signedIn;
@@ -229,11 +232,10 @@ async function assertPasskeyOf(tx: Tx, actor: Actor, passkeyAccount: string, acc
 }
 
 /**
- * Attaches the identity to `owner` (unless it already signs into `primary`, the account `owner`
- * signs into), with the events and notices of an attach, which speak of the primary.
+ * Attaches the identity (unless it already signs into this account), with the events and notices
+ * of an attach; `provenBy`: the merged secondary's address that proved it (joinOnce).
  */
-async function attachIdentity(tx: Tx, actor: Actor, to: { owner: string; primary: string }, flow: ProvenFlow): Promise<void> {
-  const accountId = to.primary;
+async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: ProvenFlow, provenBy: string | null): Promise<void> {
   const identifier: Identifier = { kind: "external", value: externalValue(flow.issuer, flow.subject) };
   const existing = await tx.identifier.findUnique({
     where: { projectId_kind_value: { projectId: actor.projectId, ...identifier } },
@@ -245,9 +247,10 @@ async function attachIdentity(tx: Tx, actor: Actor, to: { owner: string; primary
     return;
   }
   const id = newId("idt");
-  await tx.identifier.create({ data: { id, projectId: actor.projectId, accountId: to.owner, ...identifier, origin: "attached" } });
+  await tx.identifier.create({ data: { id, projectId: actor.projectId, accountId, ...identifier, origin: "attached" } });
   await saveClaims(tx, id, flow);
-  await tx.account.updateMany({ where: { id: { in: [to.owner, accountId] } }, data: { updatedAt: new Date() } });
+  if (provenBy) await tx.externalIdentity.update({ where: { identifierId: id }, data: { provenBy } });
+  await tx.account.update({ where: { id: accountId }, data: { updatedAt: new Date() } });
   const { user } = await userEventData(tx, actor.projectId, accountId);
   await enqueueAll(tx, attachedEvents(identifier).map(([eventType, extra]) => ({ projectId: actor.projectId, eventType, data: { user, ...extra } })));
   await announce(tx, actor, { kind: "attached", identifier }, await signInIdentifiers(tx, accountId));
