@@ -28,6 +28,22 @@ async function peakDuring(pool: pg.Pool, fn: () => Promise<unknown>): Promise<nu
   return peak;
 }
 
+/**
+ * pg's Pool.end() resolves once it has asked its connections to close, not once they have: the
+ * database's DROP … WITH (FORCE) right after terminated one still closing, and the server's
+ * FATAL 57P01 reached the pool as an error with no listener, an uncaught exception that failed a
+ * whole CI run. So wait until every connection is gone ('remove' follows each one's close).
+ */
+async function endPool(pool: pg.Pool): Promise<void> {
+  let open = pool.totalCount;
+  const closed = new Promise<void>((resolve) => {
+    if (open === 0) resolve();
+    pool.on("remove", () => --open === 0 && resolve());
+  });
+  await pool.end();
+  await closed;
+}
+
 /** Ten idle connections, so that a checkout never waits for a new one to open. */
 const warm = (pool: pg.Pool) => Promise.all(Array.from({ length: 10 }, () => pool.query("SELECT pg_sleep(0.02)")));
 
@@ -42,7 +58,7 @@ onPostgres("a share of the pool", () => {
     shareConnections(pool);
   });
   afterAll(async () => {
-    await pool?.end();
+    if (pool) await endPool(pool);
     await h?.close();
   });
 
