@@ -31,18 +31,31 @@ const proxies = z.string().superRefine((value, ctx) => {
   }
 });
 
-/** Each comma-separated entry must be an origin exactly as browsers send it: scheme, host and port, no path. */
+/**
+ * Each comma-separated entry must be an origin exactly as browsers send it, since the Origin
+ * header is compared with it as it is: scheme, host and port, no path. Apps' own schemes
+ * (capacitor://localhost, chrome-extension://<id>) count, though URL gives them no origin.
+ */
 const origins = z.string().superRefine((value, ctx) => {
   for (const entry of list(value)) {
-    let origin: string | undefined;
-    try {
-      origin = new URL(entry).origin;
-    } catch {
-      // reported below
-    }
-    if (origin !== entry) ctx.addIssue({ code: "custom", message: `must list origins as browsers send them, like https://app.example.com (no path, no trailing slash): ${JSON.stringify(entry)} is not one` });
+    const fault = originFault(entry);
+    if (fault) ctx.addIssue({ code: "custom", message: `must list origins as browsers send them, like https://app.example.com: ${JSON.stringify(entry)} ${fault}` });
   }
 });
+
+function originFault(entry: string): string | undefined {
+  if (entry.includes("*")) return "has a wildcard, which never matches: list each origin";
+  let url: URL;
+  try {
+    url = new URL(entry);
+  } catch {
+    return "is not one";
+  }
+  if (url.protocol === "http:" || url.protocol === "https:") {
+    return url.origin === entry ? undefined : `is not one (did you mean ${url.origin}?)`;
+  }
+  return /^[a-z][a-z0-9+.-]*:\/\/[^/?#\s]+$/i.test(entry) ? undefined : "is not one (no path, no trailing slash)";
+}
 
 /** Webhooks a project may hold unless LINKGATE_WEBHOOKS_PER_PROJECT says otherwise (src/webhooks/service.ts says why). */
 export const DEFAULT_WEBHOOKS_PER_PROJECT = 20;

@@ -15,7 +15,7 @@ const issuerClaim = await claimIssuerOrDie(config);
 
 const app = await orDie(buildApp(config));
 const { logger } = app.deps;
-if (app.createdKeys) console.log(firstStartKeys(app.createdKeys));
+if (app.createdKeys) console.log(firstStartKeys(app.createdKeys, app.deps.db.kind));
 
 const worker = config.worker ? await import("./delivery/worker.ts").then((m) => m.startWorker({ db: app.deps.db, config, masterKey: app.deps.master, logger })) : null;
 
@@ -69,11 +69,13 @@ async function claimIssuerOrDie(config: Config): Promise<IssuerClaim | undefined
  * production that output is the log, so no secret key is made there: the command that makes one
  * prints it to the operator's terminal instead.
  */
-function firstStartKeys({ projectId, publishableKey, secretKey }: FirstProject): string {
+function firstStartKeys({ projectId, publishableKey, secretKey }: FirstProject, database: "pglite" | "postgres"): string {
+  // the embedded database is one process's: the CLI can open it only while the server is stopped
+  const when = database === "pglite" ? "with this server stopped (the embedded database is one process's)" : "";
   const secret = secretKey
     ? `    secret (servers and the dashboard, keep it secret): ${secretKey}\n`
     : `    secret (servers and the dashboard): none yet; a production start prints no secret into its log.\n` +
-      `      Make one from a shell with this process's environment; it is printed there, once:\n` +
+      `      Make one from a shell with this process's environment${when ? `, ${when}` : ""}; it is printed there, once:\n` +
       `      npx linkgate keys create --project ${projectId} --kind secret\n`;
   return `\n  Created project "default". Its keys (shown only now):\n\n    publishable (front-end apps, safe to ship): ${publishableKey}\n${secret}`;
 }

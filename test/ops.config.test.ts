@@ -34,11 +34,22 @@ describe("configuration from the environment", () => {
     expect(loadConfig({ NODE_ENV: "test" }).production).toBe(false);
   });
 
-  it("refuses CORS entries that are not origins, since they can never match one", () => {
-    for (const value of ["foo", "https://app.example.com/", "https://app.example.com/path", "*"]) {
-      expect(refusal({ LINKGATE_CORS_ORIGINS: value })).toContain(`LINKGATE_CORS_ORIGINS must list origins as browsers send them, like https://app.example.com (no path, no trailing slash): ${JSON.stringify(value)} is not one`);
+  it("refuses CORS entries that are not origins, since they can never match one, and takes apps' own schemes", () => {
+    const faults: Array<[string, string]> = [
+      ["foo", "is not one"],
+      ["https://app.example.com/", "is not one (did you mean https://app.example.com?)"],
+      ["https://App.Example.com:443", "is not one (did you mean https://app.example.com?)"],
+      ["https://app.example.com/path", "is not one (did you mean https://app.example.com?)"],
+      ["capacitor://localhost/", "is not one (no path, no trailing slash)"],
+      ["*", "has a wildcard, which never matches: list each origin"],
+      ["https://*.example.com", "has a wildcard, which never matches: list each origin"],
+    ];
+    for (const [value, fault] of faults) {
+      expect(refusal({ LINKGATE_CORS_ORIGINS: value })).toBe(`invalid configuration: LINKGATE_CORS_ORIGINS must list origins as browsers send them, like https://app.example.com: ${JSON.stringify(value)} ${fault}`);
     }
-    expect(loadConfig({ LINKGATE_CORS_ORIGINS: "https://app.example.com, http://localhost:5173" }).corsOrigins).toEqual(["https://app.example.com", "http://localhost:5173"]);
+    // Capacitor and Ionic apps, browser extensions and Tauri send their own schemes (twentieth review)
+    const apps = "https://app.example.com, http://localhost:5173, capacitor://localhost, chrome-extension://abcdefghijklmnopabcdefghijklmnop, tauri://localhost";
+    expect(loadConfig({ LINKGATE_CORS_ORIGINS: apps }).corsOrigins).toEqual(apps.split(", "));
   });
 
   it("says what a number must be in plain words, every fault on one line", () => {

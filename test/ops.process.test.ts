@@ -56,6 +56,8 @@ describe("the linkgate process", () => {
     expect(p.output()).not.toMatch(/lg_sk_/);
     const command = /npx linkgate keys create --project (prj_\w+) --kind secret/.exec(p.output());
     expect(command, p.output()).not.toBeNull();
+    // on the embedded database the CLI can only run once the server has stopped (twentieth review)
+    expect(p.output()).toContain("with this server stopped");
     p.child.kill("SIGTERM");
     expect(await p.exited).toBe(0);
   });

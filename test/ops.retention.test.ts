@@ -129,6 +129,17 @@ describe.each(backends)("retention on %s", (backend) => {
     await sql(`UPDATE deliveries SET lease_until = now() - interval '1 second' WHERE event_id = $1`, held);
     expect(await sweepOnce(h.db, SETTINGS)).toMatchObject({ expired: 1, deleted: { outbox_events: 1 } });
     expect(await h.db.prisma.outboxEvent.count({ where: { id: held } })).toBe(0);
+
+    // on a webhook that is on, a delivery due now (redelivered near the edge, say) is left to be
+    // sent; one due for over an hour that nobody sends (its breaker held open) ends
+    const on = await h.gql(`mutation($id: ID!) { updateWebhook(id: $id, input: { enabled: true }) { __typename } }`, { id: webhookId });
+    expect(on.body.data.updateWebhook.__typename).toBe("UpdateWebhookPayload");
+    await sql(`UPDATE outbox_events SET created_at = now() - interval '40 days' WHERE id = $1`, recent);
+    await sql(`UPDATE deliveries SET next_attempt_at = now() WHERE event_id = $1`, recent);
+    expect(await sweepOnce(h.db, SETTINGS)).toMatchObject({ expired: 0 });
+    expect(await h.db.prisma.delivery.findFirst({ where: { eventId: recent }, select: { status: true } })).toEqual({ status: "pending" });
+    await sql(`UPDATE deliveries SET next_attempt_at = now() - interval '2 hours' WHERE event_id = $1`, recent);
+    expect(await sweepOnce(h.db, SETTINGS)).toMatchObject({ expired: 1, deleted: { outbox_events: 1 } });
   });
 
   const PULL = `query($after: String) { events(after: $after, first: 100) {

@@ -42,6 +42,8 @@ export type RetentionSettings = {
 type Horizon = { now: Prisma.Sql; eventsDays: number; deliveryLogDays: number };
 
 const NOW = Prisma.sql`now()`;
+/** How long a delivery of an enabled webhook may stay due, unsent, before its event's retention ends it: longer than any wait a worker keeps a due delivery for (a breaker's longest open time, a minute by default). */
+const STALLED_AFTER = Prisma.raw(`interval '1 hour'`);
 /** A constant of this module, written into the text like BATCH; the settings are bound values. */
 const GRACE = Prisma.raw(`interval '${GRACE_SECONDS} seconds'`);
 const pastExpiry = (h: Horizon) => Prisma.sql`expires_at < ${h.now} - ${GRACE}`;
@@ -96,17 +98,22 @@ export function sweepPicks(settings: RetentionSettings): Array<{ table: Table; p
 
 /**
  * The deliveries still pending whose event has reached the events' retention, that no worker
- * holds. Nothing delivers them any more: the retry schedule ends within hours, so they wait on a
- * webhook its project disabled, or one whose breaker stays open while a rare success keeps it
- * from being disabled (docs/webhooks.md). Left pending they would keep their events, and the
- * events their deliveries, for ever. Found from the old end of the events (outbox_events_created_at_idx,
- * then each event's deliveries): once the sweep has caught up, the events it reads there are
- * exactly those its deletes had to leave.
+ * holds and none is about to send: their webhook is disabled (by its project), or they have
+ * been due for over STALLED_AFTER without being sent (a breaker held open while a rare success
+ * keeps the webhook from being disabled: docs/webhooks.md). Left pending they would keep their
+ * events, and the events their deliveries, for ever. One redelivered near the edge, or waiting
+ * for a later attempt (a long retry schedule, Retry-After), is left to be sent (twentieth
+ * review). Found from the old end of the events (outbox_events_created_at_idx, then each
+ * event's deliveries): once the sweep has caught up, the events it reads there are exactly
+ * those its deletes had to leave.
  */
 function stalledPick(h: Horizon): Prisma.Sql {
-  return Prisma.sql`SELECT d.id FROM outbox_events e JOIN deliveries d ON d.event_id = e.id
+  return Prisma.sql`SELECT d.id FROM outbox_events e
+      JOIN deliveries d ON d.event_id = e.id
+      JOIN webhooks w ON w.id = d.webhook_id
     WHERE e.created_at < ${h.now} - make_interval(days => ${h.eventsDays}::int)
       AND d.status = 'pending' AND ${Prisma.raw(leaseFree("d"))}
+      AND (NOT w.enabled OR d.next_attempt_at < ${h.now} - ${STALLED_AFTER})
     LIMIT ${Prisma.raw(String(BATCH))}`;
 }
 

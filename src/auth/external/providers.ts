@@ -83,9 +83,12 @@ function sharedCallbackChange(input: ProviderInput): { sharedCallback?: false } 
 
 function text(value: unknown, field: string, max: number): string {
   if (typeof value !== "string" || !value.trim() || value.length > max) throw new InvalidRequest(`${field} must be 1 to ${max} characters`);
-  // the display name goes into pages and the subject of mail to users; none of these has a use for one
-  if (/\p{Cc}/u.test(value)) throw new InvalidRequest(`${field} must not contain control characters`);
-  return value.trim();
+  const trimmed = value.trim();
+  // the display name goes into pages and the subject of mail to users, where a control or a
+  // bidirectional override character would garble or disguise it; no field has a use for one
+  // inside it (a pasted secret's trailing newline is trimmed, as before)
+  if (/[\p{Cc}\u202a-\u202e\u2066-\u2069]/u.test(trimmed)) throw new InvalidRequest(`${field} must not contain control characters`);
+  return trimmed;
 }
 
 /** An issuer is an absolute https URL without a fragment (OpenID Connect Discovery §2), whose host is public. */
