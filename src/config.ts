@@ -54,7 +54,8 @@ function originFault(entry: string): string | undefined {
   if (url.protocol === "http:" || url.protocol === "https:") {
     return url.origin === entry ? undefined : `is not one (did you mean ${url.origin}?)`;
   }
-  return /^[a-z][a-z0-9+.-]*:\/\/[^/?#\s]+$/i.test(entry) ? undefined : "is not one (no path, no trailing slash)";
+  // browsers send the scheme in lower case, and an origin has no user or password
+  return /^[a-z][a-z0-9+.-]*:\/\/[^/?#\s@]+$/.test(entry) ? undefined : "is not one (a lower-case scheme, a host, no path or trailing slash)";
 }
 
 /** Webhooks a project may hold unless LINKGATE_WEBHOOKS_PER_PROJECT says otherwise (src/webhooks/service.ts says why). */

@@ -40,7 +40,9 @@ describe("configuration from the environment", () => {
       ["https://app.example.com/", "is not one (did you mean https://app.example.com?)"],
       ["https://App.Example.com:443", "is not one (did you mean https://app.example.com?)"],
       ["https://app.example.com/path", "is not one (did you mean https://app.example.com?)"],
-      ["capacitor://localhost/", "is not one (no path, no trailing slash)"],
+      ["capacitor://localhost/", "is not one (a lower-case scheme, a host, no path or trailing slash)"],
+      ["CAPACITOR://localhost", "is not one (a lower-case scheme, a host, no path or trailing slash)"],
+      ["foo://user:pass@host", "is not one (a lower-case scheme, a host, no path or trailing slash)"],
       ["*", "has a wildcard, which never matches: list each origin"],
       ["https://*.example.com", "has a wildcard, which never matches: list each origin"],
     ];

@@ -78,6 +78,35 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(accountOf(await externalSignIn(h, google, "google", app.redirectUri))).toBe(secondary.accountId);
   });
 
+  it("says which sign-in leaves on unmerge, never lets it be the account's last, and announces it leaving", async () => {
+    const secondaryMail = email("second");
+    await h.signIn({ email: secondaryMail });
+    const ownMail = email("first");
+    const primary = await h.signIn({ email: ownMail });
+    await merge(primary, secondaryMail);
+    const { value } = await googleThroughSecondary(secondaryMail, primary.accountId);
+    const viewer = await h.gql("{ viewer { identifiers { value leavesOnUnmerge } } }", {}, bearer(primary.token));
+    expect(viewer.body.data.viewer.identifiers).toEqual(
+      expect.arrayContaining([
+        { value: ownMail, leavesOnUnmerge: false },
+        { value, leavesOnUnmerge: true },
+      ]),
+    );
+
+    // the primary's own address is its last way in that stays: removing it would leave the
+    // account with none once the unmerge took the Google sign-in away (21st review)
+    const removed = await h.call("POST", "/users/link/remove", { body: { email: ownMail }, headers: bearer(primary.token) });
+    expect(removed.status, JSON.stringify(removed.body)).toBe(409);
+    expect(removed.body.error).toBe("LastIdentifier");
+
+    const before = (await h.db.prisma.outboxEvent.findFirst({ orderBy: { seq: "desc" } }))?.seq ?? 0n;
+    expect((await h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) })).status).toBe(200);
+    const events = await h.db.prisma.outboxEvent.findMany({ where: { seq: { gt: before } }, orderBy: { seq: "asc" } });
+    const unlinked = events.filter((e) => e.eventType === "user.identifier.unlinked").map((e) => JSON.parse(e.body).data);
+    expect(unlinked, JSON.stringify(unlinked)).toEqual([expect.objectContaining({ identifier: { type: "external", value }, user: expect.objectContaining({ user_id: primary.accountId }) })]);
+    expect(await holderOf(value)).not.toBe(primary.accountId);
+  });
+
   it("that sign-in can be removed while merged, and the two stay merged", async () => {
     const secondaryMail = email("second");
     await h.signIn({ email: secondaryMail });

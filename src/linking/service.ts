@@ -216,7 +216,7 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
     const onSecondary = !!row && me.merge_role === "primary" && row.accountId === me.merged_with_id;
     if (!row || (row.accountId !== me.id && !onSecondary)) throw new IdentifierNotLinked();
     if (onSecondary) return separate(tx, actor, me.merged_with_id!);
-    if ((await signInCapable(tx, me.id)) <= 1) throw new LastIdentifier();
+    if ((await signInCapableBesides(tx, me.id, row.id)) === 0) throw new LastIdentifier();
     await endSessionsSignedInWith(tx, me.id, [row.id], actor.user.sessionId);
     await tx.identifier.delete({ where: { id: row.id } });
     await tx.account.update({ where: { id: me.id }, data: { updatedAt: new Date() } });
@@ -257,9 +257,16 @@ export async function unmergeOnBehalf(deps: Deps, actor: UserActor, secondaryId:
   return { message: "Accounts unmerged successfully" as const };
 }
 
-/** Identifiers that can still sign in: an external one whose provider was deleted cannot. */
-function signInCapable(tx: Tx, accountId: string): Promise<number> {
-  return tx.identifier.count({ where: { accountId, OR: [{ kind: { not: "external" } }, { external: { providerId: { not: null } } }] } });
+/**
+ * The account's identifiers other than `removed` that can still sign in and stay: an external
+ * one whose provider was deleted cannot sign in, and one confirmed through the merged
+ * secondary's address leaves with it on unmerge (counted, removing the account's own last
+ * address then unmerging left it none: 21st review).
+ */
+function signInCapableBesides(tx: Tx, accountId: string, removed: string): Promise<number> {
+  return tx.identifier.count({
+    where: { accountId, id: { not: removed }, OR: [{ kind: { not: "external" } }, { external: { providerId: { not: null }, provenBy: null } }] },
+  });
 }
 
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
@@ -270,7 +277,7 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   const own = await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } });
   const provenThrough = await tx.externalIdentity.findMany({
     where: { provenBy: { in: own.map((i) => i.id) }, identifier: { accountId: user.accountId } },
-    select: { identifierId: true },
+    select: { identifierId: true, identifier: { select: { value: true } } },
   });
   const returned = provenThrough.map((p) => p.identifierId);
   const proofs = [...own.map((i) => i.id), ...returned, ...(await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } })).map((p) => p.id)];
@@ -284,7 +291,9 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   }
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
-  await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ["user.updated", {}]]);
+  // a receiver that follows identifiers by their events learns that those left the primary
+  const left = provenThrough.map((p): [EventType, object] => ["user.identifier.unlinked", { identifier: { type: "external", value: p.identifier.value } }]);
+  await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ...left, ["user.updated", {}]]);
   await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...(await identifiersOf(tx, secondaryId))]);
 }
 

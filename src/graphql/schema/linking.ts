@@ -61,7 +61,7 @@ builder.mutationFields((t) => ({
   unmerge: t.field({
     type: MessagePayload,
     authScopes: { user: true },
-    description: `Separates the account from its merged secondary, which comes back exactly as it was (id, identifiers, profile, passkeys); emits user.unmerged and user.updated. ${NEEDS.recentUser}`,
+    description: `Separates the account from its merged secondary, which comes back as it was (id, identifiers, profile, passkeys), with the external sign-ins confirmed through its addresses while merged; emits user.unmerged, user.updated, and user.identifier.unlinked for each sign-in that goes with it. ${NEEDS.recentUser}`,
     errors: { types: [...LINK_ERRORS.unmerge], union: resultOf("The MessagePayload") },
     resolve: async (_, __, ctx) => unmerge(ctx.deps, await ctx.user()),
   }),

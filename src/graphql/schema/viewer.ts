@@ -46,6 +46,11 @@ builder.prismaObject("Identifier", {
       resolve: (i) => i.external && { ...i.external, providerName: i.external.provider?.displayName ?? null },
     }),
     origin: t.expose("origin", { type: IdentifierOrigin, description: "Whether the account signed up with it or it was added by linking." }),
+    leavesOnUnmerge: t.boolean({
+      description: "True for an external sign-in confirmed through the merged secondary's address: an unmerge gives it to the secondary, and it does not count as the account's own last way to sign in.",
+      select: { external: { select: { provenBy: true } } },
+      resolve: (i) => i.external?.provenBy != null,
+    }),
     createdAt: t.expose("createdAt", { type: "DateTime", description: "When it came to this account." }),
   }),
 });
@@ -58,7 +63,7 @@ builder.prismaObject("Identifier", {
 const MergedAccount = builder.prismaObject("Account", {
   variant: "MergedAccount",
   description:
-    "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back exactly so. It has no way back to the viewer.",
+    "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back so, with the external sign-ins confirmed through its addresses while merged (the viewer's identifiers mark them leavesOnUnmerge). It has no way back to the viewer.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The secondary's own account id, which it keeps." }),
     name: t.exposeString("name", accountField.name),
