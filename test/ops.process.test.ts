@@ -1,18 +1,25 @@
 // The process as `npm start` runs it: listens, reports ready, drains and exits on SIGTERM;
 // production refuses to start without its transports and master key.
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { MAIN } from "./support/server-entry.ts";
+
+/** Every process a test started: one a failed expectation left running is stopped after it (it outlived a failing run once). */
+const started: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+});
 
 function start(env: Record<string, string>) {
   const child = spawn(process.execPath, [MAIN], {
     env: { PATH: process.env.PATH, PORT: "0", LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-proc-")), ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  started.push(child);
   let out = "";
   child.stdout.on("data", (c) => (out += c));
   child.stderr.on("data", (c) => (out += c));
