@@ -10,7 +10,7 @@ import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
 import type { GraphQLContext } from "../context.ts";
 import { badUserInput, boundedLast, boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
-import { pageOf } from "./connections.ts";
+import { cursorHeld, pageOf } from "./connections.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 import { Webhook } from "./webhook.ts";
@@ -191,8 +191,11 @@ builder.prismaObjectFields(Webhook, (t) => ({
           description: "Only deliveries of this event type (see eventTypes); all when not given. A name that is no event type is refused (BAD_USER_INPUT).",
         }),
       },
-      resolve: (query, webhook, args, ctx) =>
-        ctx.deps.prisma.delivery.findMany({ ...query, where: deliveriesWhere(webhook, args), orderBy: [{ createdAt: "desc" }, { id: "desc" }] }),
+      resolve: async (query, webhook, args, ctx) => {
+        const where = deliveriesWhere(webhook, args);
+        if (!(await cursorHeld(query, (id) => ctx.deps.prisma.delivery.count({ where: { ...where, id } })))) return [];
+        return ctx.deps.prisma.delivery.findMany({ ...query, where, orderBy: [{ createdAt: "desc" }, { id: "desc" }] });
+      },
       totalCount: (webhook, args, ctx) => ctx.deps.prisma.delivery.count({ where: deliveriesWhere(webhook, args) }),
     },
     {

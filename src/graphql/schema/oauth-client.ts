@@ -4,7 +4,7 @@ import { createClient, deleteClient, rotateClientSecret, updateClient, type Clie
 import { revokeConsent } from "../../oidc/consents.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
-import { pageOf } from "./connections.ts";
+import { cursorHeld, pageOf } from "./connections.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 
@@ -76,6 +76,7 @@ builder.queryFields((t) => ({
       maxSize: boundedPage,
       resolve: async (query, _, __, ctx) => {
         const { projectId } = await ctx.secret();
+        if (!(await cursorHeld(query, (id) => ctx.deps.prisma.oAuthClient.count({ where: { projectId, id } })))) return [];
         return ctx.deps.prisma.oAuthClient.findMany({ ...query, where: { projectId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
       },
     },

@@ -14,7 +14,7 @@ import {
 } from "../../webhooks/service.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
-import { pageOf } from "./connections.ts";
+import { cursorHeld, pageOf } from "./connections.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 
@@ -122,8 +122,11 @@ builder.queryFields((t) => ({
       description: `The project's webhooks, oldest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}). ${NEEDS.secret}`,
       defaultSize: DEFAULT_PAGE,
       maxSize: boundedPage,
-      resolve: async (query, _, __, ctx) =>
-        ctx.deps.prisma.webhook.findMany({ ...query, where: webhooksOf(await ctx.secret()), orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
+      resolve: async (query, _, __, ctx) => {
+        const where = webhooksOf(await ctx.secret());
+        if (!(await cursorHeld(query, (id) => ctx.deps.prisma.webhook.count({ where: { ...where, id } })))) return [];
+        return ctx.deps.prisma.webhook.findMany({ ...query, where, orderBy: [{ createdAt: "asc" }, { id: "asc" }] });
+      },
     },
     ...pageOf("the project's webhooks", "A webhook"),
   ),
