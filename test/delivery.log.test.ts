@@ -90,7 +90,7 @@ describe.each(backends)("delivery log on %s", (backend) => {
       const publishable = await keyActor(world.db, hook.projectId, "publishable");
       await expect(redeliver(world.db, publishable, d.id)).rejects.toBeInstanceOf(SecretKeyRequired);
       await expect(replayFailed(world.db, publishable, hook.webhookId, new Date(0))).rejects.toBeInstanceOf(SecretKeyRequired);
-      await expect(pullEvents(world.db, publishable)).rejects.toBeInstanceOf(SecretKeyRequired);
+      await expect(pullEvents(world.db, publishable, { master: masterKey })).rejects.toBeInstanceOf(SecretKeyRequired);
       await expect(webhooksStats(world.db, publishable, [hook.webhookId])).rejects.toBeInstanceOf(SecretKeyRequired);
       await expect(deliveryChart(world.db, publishable, "day", hook.webhookId)).rejects.toBeInstanceOf(SecretKeyRequired);
       await expect(attemptRequestHeaders(world.db, masterKey, publishable, [])).rejects.toBeInstanceOf(SecretKeyRequired);
@@ -144,7 +144,7 @@ describe.each(backends)("delivery log on %s", (backend) => {
       const pages = [];
       let after: string | null = null;
       for (;;) {
-        const page = await pullEvents(world.db, asA, { after, first: 10 });
+        const page = await pullEvents(world.db, asA, { master: masterKey, after, first: 10 });
         pages.push(page);
         after = page.endCursor;
         if (!page.hasMore) break;
@@ -158,23 +158,35 @@ describe.each(backends)("delivery log on %s", (backend) => {
       expect(first.cursor).toMatch(/^[A-Za-z0-9_-]+$/);
 
       // Caught up: an empty page keeps the cursor; a new event appears after it.
-      const empty = await pullEvents(world.db, asA, { after, first: 10 });
+      const empty = await pullEvents(world.db, asA, { master: masterKey, after, first: 10 });
       expect(empty).toEqual({ events: [], endCursor: after, hasMore: false });
       const [next] = await enqueueEvents(world.db, a.projectId, 1);
-      expect((await pullEvents(world.db, asA, { after })).events.map((e) => e.id)).toEqual([next]);
+      expect((await pullEvents(world.db, asA, { master: masterKey, after })).events.map((e) => e.id)).toEqual([next]);
 
       // Another project sees only its own.
-      expect((await pullEvents(world.db, asB, { first: 100 })).events).toHaveLength(10);
+      expect((await pullEvents(world.db, asB, { master: masterKey, first: 100 })).events).toHaveLength(10);
       const quiet = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
-      expect((await pullEvents(world.db, await keyActor(world.db, quiet.projectId))).events).toEqual([]);
-      await expect(pullEvents(world.db, asA, { after: "garbage" })).rejects.toBeInstanceOf(InvalidRequest);
-      for (const size of [0, 101, 1.5]) await expect(pullEvents(world.db, asA, { first: size })).rejects.toBeInstanceOf(InvalidRequest);
+      expect((await pullEvents(world.db, await keyActor(world.db, quiet.projectId), { master: masterKey })).events).toEqual([]);
+      await expect(pullEvents(world.db, asA, { master: masterKey, after: "garbage" })).rejects.toBeInstanceOf(InvalidRequest);
+
+      // A cursor says nothing of the one sequence all projects' events share: showing it let a
+      // project count the others' events between two of its own (22nd review). Another project's
+      // cursor is refused; one issued before cursors were sealed (v1:<seq>) still resumes.
+      const seq = (await world.db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: first.id } })).seq;
+      const opened = Buffer.from(first.cursor, "base64url").toString("utf8");
+      expect(opened).not.toMatch(/^v1:/);
+      expect(opened).not.toContain(`:${seq}`);
+      const bCursor = (await pullEvents(world.db, asB, { master: masterKey, first: 1 })).events[0]!.cursor;
+      await expect(pullEvents(world.db, asA, { master: masterKey, after: bCursor })).rejects.toBeInstanceOf(InvalidRequest);
+      const legacy = Buffer.from(`v1:${seq}`).toString("base64url");
+      expect((await pullEvents(world.db, asA, { master: masterKey, after: legacy, first: 3 })).events.map((e) => e.id)).toEqual(ids.slice(1, 4));
+      for (const size of [0, 101, 1.5]) await expect(pullEvents(world.db, asA, { master: masterKey, first: size })).rejects.toBeInstanceOf(InvalidRequest);
     });
 
     it.runIf(backend === "postgres")("never pages past an event whose transaction is still open", async () => {
       const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
       const owner = await keyActor(world.db, hook.projectId);
-      const start = await pullEvents(world.db, owner);
+      const start = await pullEvents(world.db, owner, { master: masterKey });
       const open = new pg.Client({ connectionString: world.db.url });
       await open.connect();
       try {
@@ -186,10 +198,10 @@ describe.each(backends)("delivery log on %s", (backend) => {
         await new Promise((r) => setTimeout(r, 1_100));
         const [later] = await enqueueEvents(world.db, hook.projectId, 1);
         // The later event is committed, but the open transaction holds a lower seq.
-        const during = await pullEvents(world.db, owner, { after: start.endCursor });
+        const during = await pullEvents(world.db, owner, { master: masterKey, after: start.endCursor });
         expect(during.events).toEqual([]);
         await open.query("COMMIT");
-        const after = await pullEvents(world.db, owner, { after: start.endCursor });
+        const after = await pullEvents(world.db, owner, { master: masterKey, after: start.endCursor });
         expect(after.events.map((e) => e.id)).toEqual(["evt_slow", later]);
       } finally {
         await open.end();

@@ -3,6 +3,7 @@
 // pullEvents takes the caller as an actor, refuses any key but the project's secret one
 // (docs/webhooks.md, "Pulling events") and puts the actor's project in the WHERE clause, so
 // another project's events are simply not found.
+import { seal, unseal, type MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
 import { requireSecretKey, type KeyActor } from "../deps.ts";
 import { CursorExpired, InvalidRequest } from "../errors.ts";
@@ -29,18 +30,41 @@ export type EventPage = {
 /** A page's size: at most, and when none is asked for (docs/webhooks.md, "Pulling events"). */
 export const MAX_PULL_LIMIT = 100;
 
-/** Opaque to clients; `v1:<seq>` in base64url so the format can change without breaking them. */
-export function encodeCursor(seq: bigint): string {
-  return Buffer.from(`v1:${seq}`, "utf8").toString("base64url");
+/**
+ * Opaque to clients, and sealed (AES-256-GCM under the master key, bound to the project): `seq`
+ * is one counter for every project's events, so a cursor that showed it (`v1:<seq>`, as before)
+ * let a tenant count the events of all the others between two of its own, sign-ups and sign-ins
+ * as they happen (22nd review). Base64url, as before.
+ */
+export function encodeCursor(master: MasterKey, projectId: string, seq: bigint): string {
+  return Buffer.from(seal(master, `events-cursor:${projectId}:${seq}`), "utf8").toString("base64url");
 }
 
 const MAX_SEQ = 2n ** 63n - 1n; // Postgres bigint
 
-export function decodeCursor(cursor: string): bigint {
-  const m = /^v1:(\d{1,19})$/.exec(Buffer.from(cursor, "base64url").toString("utf8"));
-  const seq = m ? BigInt(m[1]) : -1n;
+/**
+ * The seq a cursor of this project's stands for. A `v1:<seq>` cursor, issued before cursors were
+ * sealed, is still taken, so a reader resumes where it stopped; it tells its holder nothing new.
+ * Anything else (forged, altered, another project's) is InvalidRequest.
+ */
+export function decodeCursor(master: MasterKey, projectId: string, cursor: string): bigint {
+  const text = Buffer.from(cursor, "base64url").toString("utf8");
+  const legacy = /^v1:(\d{1,19})$/.exec(text);
+  const digits = legacy ? legacy[1] : sealedSeq(master, projectId, text);
+  const seq = digits === undefined ? -1n : BigInt(digits);
   if (seq < 0n || seq > MAX_SEQ) throw new InvalidRequest("invalid cursor");
   return seq;
+}
+
+function sealedSeq(master: MasterKey, projectId: string, text: string): string | undefined {
+  let plain: string;
+  try {
+    plain = unseal(master, text);
+  } catch {
+    return undefined;
+  }
+  const m = /^events-cursor:([^:]+):(\d{1,19})$/.exec(plain);
+  return m && m[1] === projectId ? m[2] : undefined;
 }
 
 /**
@@ -62,12 +86,12 @@ export function decodeCursor(cursor: string): bigint {
 export async function pullEvents(
   db: DbLike,
   actor: KeyActor,
-  opts: { after?: string | null; first?: number | null; retentionDays?: number } = {},
+  opts: { master: MasterKey; after?: string | null; first?: number | null; retentionDays?: number },
 ): Promise<EventPage> {
   const { projectId } = requireSecretKey(actor);
   const limit = opts.first ?? MAX_PULL_LIMIT;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PULL_LIMIT) throw new InvalidRequest(`first must be between 1 and ${MAX_PULL_LIMIT}`);
-  const afterSeq = opts.after ? decodeCursor(opts.after) : 0n;
+  const afterSeq = opts.after ? decodeCursor(opts.master, projectId, opts.after) : 0n;
   const horizon = await writeHorizon(db);
   const rows = await db.prisma.outboxEvent.findMany({
     where: { projectId, test: false, seq: { gt: afterSeq } },
@@ -84,7 +108,7 @@ export async function pullEvents(
     eventType: r.eventType,
     createdAt: r.createdAt,
     body: r.body,
-    cursor: encodeCursor(r.seq),
+    cursor: encodeCursor(opts.master, projectId, r.seq),
   }));
   if (events.length < page.length) hasMore = true;
   return { events, endCursor: events.at(-1)?.cursor ?? opts.after ?? null, hasMore };

@@ -268,7 +268,7 @@ builder.queryFields((t) => ({
     },
     errors: { types: [E.InvalidRequest, E.CursorExpired], union: resultOf("The EventPage") },
     resolve: async (_, { after, first }, ctx) =>
-      pullEvents(ctx.deps.db, await ctx.secret(), { after, first, retentionDays: ctx.deps.config.retention.eventsDays }),
+      pullEvents(ctx.deps.db, await ctx.secret(), { master: ctx.deps.master, after, first, retentionDays: ctx.deps.config.retention.eventsDays }),
   }),
 }));
 
