@@ -61,7 +61,7 @@ describe("the linkgate process", () => {
     expect(port, p.output()).toBeGreaterThan(0);
     expect(p.output()).toMatch(/publishable \(front-end apps, safe to ship\): lg_pk_[A-Za-z0-9_-]{40,}/);
     expect(p.output()).not.toMatch(/lg_sk_/);
-    const command = /npx linkgate keys create --project (prj_\w+) --kind secret/.exec(p.output());
+    const command = /npx linkgate keys create --project (prj_[\w-]+) --kind secret/.exec(p.output());
     expect(command, p.output()).not.toBeNull();
     // on the embedded database the CLI can only run once the server has stopped (twentieth review)
     expect(p.output()).toContain("with this server stopped");
