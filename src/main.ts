@@ -71,11 +71,11 @@ async function claimIssuerOrDie(config: Config): Promise<IssuerClaim | undefined
  */
 function firstStartKeys({ projectId, publishableKey, secretKey }: FirstProject, database: "pglite" | "postgres"): string {
   // the embedded database is one process's: the CLI can open it only while the server is stopped
-  const when = database === "pglite" ? "with this server stopped (the embedded database is one process's)" : "";
+  const stopped = database === "pglite" ? ", with this server stopped (the embedded database is one process's)" : "";
   const secret = secretKey
     ? `    secret (servers and the dashboard, keep it secret): ${secretKey}\n`
     : `    secret (servers and the dashboard): none yet; a production start prints no secret into its log.\n` +
-      `      Make one from a shell with this process's environment${when ? `, ${when}` : ""}; it is printed there, once:\n` +
+      `      Make one from a shell with this process's environment${stopped}; it is printed there, once:\n` +
       `      npx linkgate keys create --project ${projectId} --kind secret\n`;
   return `\n  Created project "default". Its keys (shown only now):\n\n    publishable (front-end apps, safe to ship): ${publishableKey}\n${secret}`;
 }

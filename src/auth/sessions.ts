@@ -39,9 +39,10 @@ export async function createSession(tx: Tx, projectId: string, accountId: string
 /**
  * Ends the account's sessions that a sign-in with one of `proofIds` (identifiers or passkeys)
  * opened, except `keep` when given (the session removing its own proof, which just proved a
- * recent sign-in; an unmerge keeps none: src/linking/service.ts). Without it, whoever held a recent session could attach an address or register a passkey of
- * their own, sign in with it, and keep that session after the owner removed it or unmerged
- * (docs/security.md, "Stolen sessions").
+ * recent sign-in; an unmerge keeps none: src/linking/service.ts). Without this, whoever held a
+ * recent session could attach an address or register a passkey of their own, sign in with it,
+ * and keep that session after the owner removed it or unmerged (docs/security.md, "Stolen
+ * sessions").
  */
 export async function endSessionsSignedInWith(tx: Tx, accountId: string, proofIds: string[], keep?: string): Promise<void> {
   if (proofIds.length === 0) return;
