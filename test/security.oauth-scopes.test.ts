@@ -5,11 +5,10 @@
 // Every one of those is refused with InsufficientScope now, on REST and GraphQL alike, while
 // first-party apps and linkgate's own sign-in keep full access.
 import { decodeJwt } from "jose";
-import * as client from "openid-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
-import { Agent, authorizationUrl, callback, discover, ORIGIN, registerClient, signInByCode, startInteraction, type RegisteredClient } from "./support/oidc.ts";
+import { approveApp, ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
 
 /** Every REST route that manages the signed-in account, with a body it would accept. */
 const REST_MANAGEMENT: Array<[path: string, body: unknown]> = [
@@ -47,16 +46,7 @@ describe.each(backends)("OAuth apps' tokens reach what the user granted, on %s",
   afterAll(() => h?.close());
 
   /** The user signs in on /login inside the app's flow and allows what it asks; the app's tokens. */
-  async function approve(app: RegisteredClient, who: string, scope: string) {
-    const cfg = await discover(h, app);
-    const agent = new Agent(h);
-    const auth = await authorizationUrl(cfg, app, { scope });
-    const uid = await startInteraction(agent, auth.url);
-    const signed = await signInByCode(h, agent, uid, who);
-    const redirectTo = signed.body.consent ? (await agent.json(`/oauth/interaction/${uid}/consent`, { allow: true })).body.redirectTo : signed.body.redirectTo;
-    const cb = await callback(agent, redirectTo);
-    return client.authorizationCodeGrant(cfg, cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
-  }
+  const approve = async (app: RegisteredClient, who: string, scope: string) => (await approveApp(h, app, who, scope)).tokens;
 
   /** The app calls the API the way a front end does: its token with the publishable key. */
   const asApp = (token: string) => ({ authorization: `Bearer ${token}`, "x-api-key": h.publishableKey });

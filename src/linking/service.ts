@@ -289,6 +289,10 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
     await tx.identifier.updateMany({ where: { id: { in: returned } }, data: { accountId: secondaryId } });
     await tx.externalIdentity.updateMany({ where: { identifierId: { in: returned } }, data: { provenBy: null } });
   }
+  // the primary's remembered app consents go too: a sign-in with the secondary's address landed
+  // here while the two were merged, so the other person may have given them, and an app would
+  // then skip the consent page for this account (twenty-third review); each app asks again
+  await tx.oAuthConsent.updateMany({ where: { accountId: user.accountId, revokedAt: null }, data: { revokedAt: new Date() } });
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   // a receiver that follows identifiers by their events learns that those left the primary

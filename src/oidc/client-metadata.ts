@@ -10,6 +10,13 @@ export const EXTRA_METADATA = ["project_id", "first_party"];
 
 const isWebUri = (u: string) => u.startsWith("https:") || u.startsWith("http:");
 
+/**
+ * A client with an app's private-use scheme among its redirect URIs is a native client (RFC 8252):
+ * for it, oidc-provider accepts any port on a loopback redirect URI, and any app on the device
+ * may claim the same scheme.
+ */
+export const isNative = (redirectUris: readonly string[]) => !redirectUris.every(isWebUri);
+
 export function clientMetadata(c: OAuthClient): ClientMetadata {
   return {
     client_id: c.clientId,
@@ -22,7 +29,7 @@ export function clientMetadata(c: OAuthClient): ClientMetadata {
     response_modes: ["query"],
     grant_types: ["authorization_code", "refresh_token"],
     // an app's private-use scheme makes it a native client; otherwise matching is exact
-    application_type: c.redirectUris.every(isWebUri) ? "web" : "native",
+    application_type: isNative(c.redirectUris) ? "native" : "web",
     token_endpoint_auth_method: c.type === "public" ? "none" : "client_secret_basic",
     ...(c.type === "confidential" && c.secretHash ? { client_secret: c.secretHash } : {}),
     id_token_signed_response_alg: "ES256",

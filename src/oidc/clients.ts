@@ -4,8 +4,11 @@
 import { randomBytes } from "node:crypto";
 import type { Actor, Deps } from "../deps.ts";
 import { safeEqual, sha256Hex } from "../crypto.ts";
+import { transaction } from "../db/transaction.ts";
 import { InvalidRequest, NotFound } from "../errors.ts";
 import type { OAuthClient } from "../generated/prisma/client.ts";
+import { isNative } from "./client-metadata.ts";
+import { endGrants } from "./grants.ts";
 
 export type ClientType = "public" | "confidential";
 export type ClientInput = { name?: string | null; redirectUris?: readonly string[] | null; type?: ClientType | null; firstParty?: boolean | null };
@@ -69,10 +72,28 @@ function checkType(type: unknown): ClientType {
   return type;
 }
 
+/**
+ * A first-party client's tokens manage the account (docs/oidc.md, "What a token reaches"), so it
+ * must be a client nobody else can pose as. A public native client cannot be one: its client_id is
+ * public, it has no secret, and any app on the device may claim its private-use scheme or listen
+ * on a loopback port, then sign the user in on the genuine page and take the code with its own
+ * PKCE verifier (RFC 8252 section 8.6; twenty-third review). A project's own native app uses a
+ * claimed https redirect (Android App Links, Apple Universal Links), which only it receives.
+ */
+function checkFirstParty(c: { firstParty: boolean; type: ClientType; redirectUris: readonly string[] }): boolean {
+  if (c.firstParty && c.type === "public" && isNative(c.redirectUris)) {
+    throw new InvalidRequest(
+      "a PUBLIC client with an app's private-use scheme cannot be first-party: any app on the device can claim that scheme; use a claimed https redirect URI (App Links, Universal Links)",
+    );
+  }
+  return c.firstParty;
+}
+
 export async function createClient(deps: Deps, actor: Actor, input: ClientInput): Promise<ClientWithSecret> {
   const name = checkName(input.name);
   const redirectUris = checkRedirectUris(input.redirectUris);
   const type = checkType(input.type);
+  const firstParty = checkFirstParty({ firstParty: input.firstParty ?? false, type, redirectUris });
   const clientSecret = type === "confidential" ? newSecret() : null;
   const client = await deps.prisma.oAuthClient.create({
     data: {
@@ -83,7 +104,7 @@ export async function createClient(deps: Deps, actor: Actor, input: ClientInput)
       redirectUris,
       type,
       secretHash: clientSecret ? sha256Hex(clientSecret) : null,
-      firstParty: input.firstParty ?? false,
+      firstParty,
     },
   });
   return { client, clientSecret };
@@ -92,26 +113,33 @@ export async function createClient(deps: Deps, actor: Actor, input: ClientInput)
 /** Changes what was given; the type of a client is fixed at creation (its secret depends on it). */
 export async function updateClient(deps: Deps, actor: Actor, id: string, input: ClientInput): Promise<OAuthClient> {
   if (input.type != null) throw new InvalidRequest("a client's type cannot change; create another client");
-  const data = {
-    ...(input.name != null ? { name: checkName(input.name) } : {}),
-    ...(input.redirectUris != null ? { redirectUris: checkRedirectUris(input.redirectUris) } : {}),
-    ...(input.firstParty != null ? { firstParty: input.firstParty } : {}),
-  };
-  const { count } = await deps.prisma.oAuthClient.updateMany({ where: { id, projectId: actor.projectId }, data });
-  if (!count) throw new NotFound(NOT_FOUND);
-  return deps.prisma.oAuthClient.findFirstOrThrow({ where: { id, projectId: actor.projectId } });
+  const name = input.name != null ? checkName(input.name) : undefined;
+  const redirectUris = input.redirectUris != null ? checkRedirectUris(input.redirectUris) : undefined;
+  return transaction(deps.prisma, async (tx) => {
+    // locked, so that two updates (one making it first-party, one adding an app's scheme) cannot
+    // each pass the first-party rule on the row the other is changing
+    const [row] = await tx.$queryRaw<{ type: ClientType; redirect_uris: string[]; first_party: boolean }[]>`
+      SELECT type::text AS type, redirect_uris, first_party FROM oauth_clients WHERE id = ${id} AND project_id = ${actor.projectId} FOR UPDATE`;
+    if (!row) throw new NotFound(NOT_FOUND);
+    const firstParty = checkFirstParty({
+      firstParty: input.firstParty ?? row.first_party,
+      type: row.type,
+      redirectUris: redirectUris ?? row.redirect_uris,
+    });
+    return tx.oAuthClient.update({ where: { id }, data: { ...(name ? { name } : {}), ...(redirectUris ? { redirectUris } : {}), firstParty } });
+  });
 }
 
-/** Deleting a client ends what it was given: its codes, tokens and remembered consents. */
+/** Deleting a client ends what it was given: its codes, tokens, remembered consents and sessions. */
 export async function deleteClient(deps: Deps, actor: Actor, id: string): Promise<{ id: string }> {
-  const client = await deps.prisma.oAuthClient.findFirst({ where: { id, projectId: actor.projectId } });
-  if (!client) throw new NotFound(NOT_FOUND);
-  await deps.prisma.$transaction([
-    deps.prisma.oAuthClient.delete({ where: { id } }),
-    deps.prisma.oAuthConsent.deleteMany({ where: { clientId: client.clientId } }),
-    deps.prisma.$executeRaw`DELETE FROM oidc_payloads WHERE payload->>'clientId' = ${client.clientId}`,
-  ]);
-  return { id };
+  return transaction(deps.prisma, async (tx) => {
+    const client = await tx.oAuthClient.findFirst({ where: { id, projectId: actor.projectId } });
+    if (!client) throw new NotFound(NOT_FOUND);
+    await tx.oAuthClient.delete({ where: { id } });
+    await tx.oAuthConsent.deleteMany({ where: { clientId: client.clientId } });
+    await endGrants(tx, { clientId: client.clientId });
+    return { id };
+  });
 }
 
 /** A new secret for a confidential client; the old one stops working at once. */

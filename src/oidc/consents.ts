@@ -1,11 +1,11 @@
 // What a user allowed a third-party client on the consent page, remembered per user and client
 // until the user revokes it. Revoking also ends what the client holds for the user: its grants,
-// and with them their refresh tokens and sessions (src/oidc/adapter.ts).
+// and with them their refresh tokens and sessions (src/oidc/grants.ts).
 import type { Deps, UserActor } from "../deps.ts";
-import { endSessions } from "../auth/sessions.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { NotFound } from "../errors.ts";
 import { transaction } from "../db/transaction.ts";
+import { endGrants } from "./grants.ts";
 
 export async function revokeConsent(deps: Deps, actor: UserActor, clientId: string): Promise<{ clientId: string }> {
   // a stale, stolen token must not be able to cut the owner's apps off (docs/security.md)
@@ -16,12 +16,11 @@ export async function revokeConsent(deps: Deps, actor: UserActor, clientId: stri
       where: { accountId, clientId, projectId: actor.projectId, revokedAt: null },
       data: { revokedAt: new Date() },
     });
-    if (!count) throw new NotFound("this account has not allowed that app anything");
-    const grants = await tx.$queryRaw<{ session_id: string | null }[]>`
-      DELETE FROM oidc_payloads WHERE kind = 'Grant' AND payload->>'clientId' = ${clientId} AND payload->>'accountId' = ${accountId}
-      RETURNING session_id`;
-    await tx.$executeRaw`DELETE FROM oidc_payloads WHERE kind <> 'Grant' AND payload->>'clientId' = ${clientId} AND payload->>'accountId' = ${accountId}`;
-    for (const g of grants) if (g.session_id) await endSessions(tx, { id: g.session_id });
+    // a grant without a remembered consent is withdrawn too: one the app got while it was
+    // first-party (no consent page, so nothing remembered) and kept after it became a third
+    // party's (twenty-third review)
+    const grants = await endGrants(tx, { clientId, accountId });
+    if (!count && !grants) throw new NotFound("this account has not allowed that app anything");
     return { clientId };
   });
 }

@@ -117,6 +117,23 @@ export async function authorize(h: Harness, agent: Agent, auth: Authorization, e
   return callback(agent, signed.body.redirectTo);
 }
 
+/**
+ * The user signs in on /login inside the app's flow and allows what it asks when asked; the app's
+ * tokens, its openid-client configuration, and whether the consent page was shown.
+ */
+export async function approveApp(h: Harness, app: RegisteredClient, email: string, scope: string) {
+  const cfg = await discover(h, app);
+  const agent = new Agent(h);
+  const auth = await authorizationUrl(cfg, app, { scope });
+  const uid = await startInteraction(agent, auth.url);
+  const signed = await signInByCode(h, agent, uid, email);
+  const consentAsked = !!signed.body.consent;
+  const redirectTo = consentAsked ? (await agent.json(`/oauth/interaction/${uid}/consent`, { allow: true })).body.redirectTo : signed.body.redirectTo;
+  const cb = await callback(agent, redirectTo);
+  const tokens = await client.authorizationCodeGrant(cfg, cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
+  return { tokens, cfg, consentAsked };
+}
+
 export async function callback(agent: Agent, resumeUrl: string): Promise<URL> {
   const res = await agent.follow(resumeUrl);
   const location = res.headers.get("location");

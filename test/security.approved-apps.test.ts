@@ -1,0 +1,122 @@
+// Approved apps over their lifetime (twenty-third review). Four ways an app kept more than the
+// user or the operator meant: a public native client marked first-party, whose code any app on
+// the device could take with its own PKCE verifier and whose token then managed the account; a
+// deleted client whose access tokens still worked; an app approved while first-party that the
+// user could not withdraw once it was made third-party; and a consent given through a merged
+// secondary's sign-in that stayed with the primary after the unmerge.
+import { readFileSync } from "node:fs";
+import { decodeJwt } from "jose";
+import * as client from "openid-client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { backends } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { approveApp, ORIGIN, registerClient } from "./support/oidc.ts";
+
+const CREATE = `mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename ... on OAuthClientWithSecret { client { id firstParty } } ... on Error { message } } }`;
+const UPDATE = `mutation($id: ID!, $input: OAuthClientInput!) { updateOAuthClient(id: $id, input: $input) { __typename ... on UpdateOAuthClientPayload { client { firstParty redirectUris } } ... on Error { message } } }`;
+const MIGRATION = "prisma/migrations/20261128220000_public_native_clients_not_first_party/migration.sql";
+
+describe.each(backends)("approved apps over their lifetime, on %s", (backend) => {
+  let h: Harness;
+  let n = 0;
+  const email = (who: string) => `${who}.${++n}@example.com`;
+
+  beforeAll(async () => {
+    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
+  });
+  afterAll(() => h?.close());
+
+  const asUser = (token: string) => ({ authorization: `Bearer ${token}` });
+  const userinfo = (token: string) => h.call("GET", "/oauth/userinfo", { headers: { authorization: `Bearer ${token}` } });
+  const create = async (input: object) => (await h.gql(CREATE, { input: { name: "App", ...input } })).body.data.createOAuthClient;
+
+  it("a public client with an app's private-use scheme cannot be first-party, on create or by an update", async () => {
+    const native = await create({ type: "PUBLIC", redirectUris: ["com.example.app:/cb", "http://127.0.0.1/cb"], firstParty: true });
+    expect(native.__typename).toBe("InvalidRequest");
+    expect(native.message).toMatch(/private-use scheme cannot be first-party/);
+
+    // the same client as a third party, a confidential one with the scheme, a single-page app
+    const third = await create({ type: "PUBLIC", redirectUris: ["com.example.app:/cb"], firstParty: false });
+    expect(third.client.firstParty).toBe(false);
+    expect((await create({ type: "CONFIDENTIAL", redirectUris: ["com.example.app:/cb"], firstParty: true })).client.firstParty).toBe(true);
+    const spa = await create({ type: "PUBLIC", redirectUris: ["https://app.example/cb", "http://localhost:5173/cb"], firstParty: true });
+    expect(spa.client.firstParty).toBe(true);
+
+    const promoted = (await h.gql(UPDATE, { id: third.client.id, input: { firstParty: true } })).body.data.updateOAuthClient;
+    expect(promoted.__typename).toBe("InvalidRequest");
+    const schemeAdded = (await h.gql(UPDATE, { id: spa.client.id, input: { redirectUris: ["https://app.example/cb", "com.example.app:/cb"] } })).body.data.updateOAuthClient;
+    expect(schemeAdded.__typename).toBe("InvalidRequest");
+    const rows = await h.db.prisma.oAuthClient.findMany({ where: { id: { in: [third.client.id, spa.client.id] } }, orderBy: { createdAt: "asc" } });
+    expect(rows.map((r) => [r.firstParty, r.redirectUris])).toEqual([
+      [false, ["com.example.app:/cb"]],
+      [true, ["https://app.example/cb", "http://localhost:5173/cb"]],
+    ]);
+    // both together, as a third party: allowed
+    const demoted = (await h.gql(UPDATE, { id: spa.client.id, input: { firstParty: false, redirectUris: ["com.example.app:/cb"] } })).body.data.updateOAuthClient;
+    expect(demoted.client).toEqual({ firstParty: false, redirectUris: ["com.example.app:/cb"] });
+  });
+
+  it("the upgrade's migration makes the public native first-party clients made before third-party, and only those", async () => {
+    const base = { projectId: h.projectId, name: "Before", firstParty: true };
+    const made = await Promise.all(
+      [
+        { type: "public" as const, redirectUris: ["com.example.old:/cb"] },
+        { type: "public" as const, redirectUris: ["https://old.example/cb", "http://127.0.0.1:8080/cb"] },
+        { type: "confidential" as const, redirectUris: ["com.example.old:/cb"] },
+      ].map((c, i) => h.db.prisma.oAuthClient.create({ data: { ...base, ...c, id: `oac_mig${i}${backend}`, clientId: `lgc_mig${i}${backend}` } })),
+    );
+    await h.db.prisma.$executeRawUnsafe(readFileSync(MIGRATION, "utf8"));
+    const after = await h.db.prisma.oAuthClient.findMany({ where: { id: { in: made.map((c) => c.id) } }, orderBy: { id: "asc" } });
+    expect(after.map((c) => c.firstParty)).toEqual([false, true, true]);
+  });
+
+  it("deleting a client ends the sessions its users signed in with through it: its access token is refused", async () => {
+    const who = email("deleted");
+    await h.signIn({ email: who });
+    const app = await registerClient(h, { firstParty: false });
+    const { tokens } = await approveApp(h, app, who, "openid email offline_access");
+    expect((await userinfo(tokens.access_token)).status).toBe(200);
+
+    await h.gql(`mutation($id: ID!) { deleteOAuthClient(id: $id) { __typename } }`, { id: app.id });
+    expect((await userinfo(tokens.access_token)).status).toBe(401);
+    const session = await h.db.prisma.session.findUnique({ where: { id: decodeJwt(tokens.access_token).sid as string } });
+    expect(session?.endedAt).not.toBeNull();
+  });
+
+  it("an app approved while first-party, then made third-party, can be withdrawn by the user", async () => {
+    const who = email("demoted");
+    await h.signIn({ email: who });
+    const app = await registerClient(h, { firstParty: true });
+    const { tokens, cfg, consentAsked } = await approveApp(h, app, who, "openid email offline_access");
+    expect(consentAsked).toBe(false);
+    await h.gql(`mutation($id: ID!) { updateOAuthClient(id: $id, input: { firstParty: false }) { __typename } }`, { id: app.id });
+
+    const owner = await h.signIn({ email: who });
+    const revoked = await h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: app.clientId }, asUser(owner.token));
+    expect(revoked.body.data.revokeOAuthConsent.__typename).toBe("RevokeOAuthConsentPayload");
+    await expect(client.refreshTokenGrant(cfg, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    expect((await userinfo(tokens.access_token)).status).toBe(401);
+
+    // nothing left: withdrawing again is NotFound
+    const again = await h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: app.clientId }, asUser(owner.token));
+    expect(again.body.data.revokeOAuthConsent.__typename).toBe("NotFound");
+  });
+
+  it("an unmerge withdraws the primary's remembered consents: one given through the secondary's sign-in is asked again", async () => {
+    const p = email("primary");
+    const q = email("secondary");
+    const owner = await h.signIn({ email: p });
+    await h.signIn({ email: q });
+    const req = await h.call("POST", "/users/link/request", { body: { email: q }, headers: asUser(owner.token) });
+    const done = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(q) }, headers: asUser(owner.token) });
+    expect(done.body.outcome).toBe("merged");
+
+    const app = await registerClient(h, { firstParty: false });
+    const byQ = await approveApp(h, app, q, "openid email offline_access");
+    expect(byQ.consentAsked).toBe(true);
+    expect(decodeJwt(byQ.tokens.access_token).sub).toBe(owner.accountId);
+
+    expect((await h.call("POST", "/users/link/unmerge", { body: {}, headers: asUser(owner.token) })).status).toBe(200);
+    expect((await approveApp(h, app, p, "openid email offline_access")).consentAsked).toBe(true);
+  });
+});
