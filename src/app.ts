@@ -10,7 +10,7 @@ import { withConnectionShare } from "./db/connection-share.ts";
 import { applyMigrations, knownMigrations } from "./db/migrations.ts";
 import type { Deps } from "./deps.ts";
 import { limitsFrom, type Limits } from "./limits.ts";
-import { resolveMasterKey } from "./auth/master-key.ts";
+import { checkMasterKey, resolveMasterKey } from "./auth/master-key.ts";
 import { bootstrapProject, type FirstProject } from "./auth/projects.ts";
 import { warnSharedCallbacks } from "./auth/external/providers.ts";
 import { openKeyStore } from "./auth/tokens.ts";
@@ -60,6 +60,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   await applyMigrations(db.adapterFactory);
   const migrations = await knownMigrations();
   const master = resolveMasterKey(config);
+  await checkMasterKey(db.prisma, master, config);
   const issuer = defaultIssuer(config);
   const messenger = opts.messenger ?? createMessenger({ ...config, logger });
   const limits = { ...limitsFrom(config.abuse), ...opts.limits };

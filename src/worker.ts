@@ -1,7 +1,7 @@
 // `npm run worker`: one delivery worker alone (no HTTP). Run as many as you like, in as many
 // processes as you like; they share the queue through the database. Stops like `npm start`
 // (see lifecycle.ts).
-import { resolveMasterKey } from "./auth/master-key.ts";
+import { checkMasterKey, resolveMasterKey } from "./auth/master-key.ts";
 import { openDatabase } from "./db/client.ts";
 import { applyMigrations } from "./db/migrations.ts";
 import { startWorker } from "./delivery/worker.ts";
@@ -13,7 +13,9 @@ const logger = createLogger(config.logLevel);
 await ensureDatabaseReachable(config);
 const db = await orDie(openDatabase(config));
 await applyMigrations(db.adapterFactory);
-const worker = startWorker({ db, config, masterKey: resolveMasterKey(config), logger });
+const masterKey = resolveMasterKey(config);
+await orDie(checkMasterKey(db.prisma, masterKey, config));
+const worker = startWorker({ db, config, masterKey, logger });
 stopOnSignals(logger, config.shutdownTimeoutMs, {
   async drain() {
     await worker.stop();

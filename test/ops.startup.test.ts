@@ -1,6 +1,6 @@
 // Faults at start are said on one line of stderr, with exit code 1 and no driver or WebAssembly
 // stack trace: a database that cannot be reached (the URL's password masked), an embedded PGlite
-// folder another process holds, a port in use, a master key too short.
+// folder another process holds, a port in use, a master key too short or not the database's.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, writeFileSync } from "node:fs";
@@ -145,6 +145,31 @@ describe("other faults at start", () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toBe("linkgate: invalid configuration: LINKGATE_SECRET_KEY must be at least 32 bytes, base64-encoded (openssl rand -base64 32)\n");
   });
+});
+
+describe("a master key other than the database's", () => {
+  // 25th review: the gateway died on the signing key with a stack trace, and a worker ran,
+  // recording every delivery as failed to unseal its webhook's secret
+  it("stops npm start and npm run worker with one line naming the variable, exit 1", async () => {
+    const dir = dataDir();
+    const first = start(MAIN, { LINKGATE_DATA_DIR: dir });
+    await first.said("linkgate listening on");
+    first.child.kill("SIGTERM");
+    expect((await first.closed).code).toBe(0);
+
+    const other = randomBytes(32).toString("base64");
+    for (const entry of [MAIN, WORKER]) {
+      const r = await run(entry, { LINKGATE_DATA_DIR: dir, LINKGATE_SECRET_KEY: other });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^linkgate: LINKGATE_SECRET_KEY is not the master key this database was set up with/);
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    }
+    // the key it was set up with (the development key kept in the folder) still starts the worker
+    const worker = start(WORKER, { LINKGATE_DATA_DIR: dir });
+    await worker.said("delivery worker running");
+    worker.child.kill("SIGTERM");
+    expect((await worker.closed).code).toBe(0);
+  }, 180_000);
 });
 
 describe("redactUrl", () => {

@@ -3,7 +3,9 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { parseMasterKey, type MasterKey } from "../crypto.ts";
+import { ConfigError } from "../config.ts";
+import { parseMasterKey, unseal, type MasterKey } from "../crypto.ts";
+import type { Db } from "../db/client.ts";
 
 export function resolveMasterKey(config: { secretKey?: string; dataDir: string }): MasterKey {
   if (config.secretKey) return parseMasterKey(config.secretKey);
@@ -13,4 +15,26 @@ export function resolveMasterKey(config: { secretKey?: string; dataDir: string }
     writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600, flag: "wx" });
   }
   return parseMasterKey(readFileSync(file, "utf8").trim());
+}
+
+/**
+ * Stops a gateway or a worker whose master key is not the one the database was set up with, in
+ * one line (docs/configuration.md), before it does anything with it. Without this check a
+ * gateway died on the signing key with a stack trace, and a worker ran: it recorded every
+ * delivery as failed to unseal its webhook's secret, using up their attempts until the webhooks
+ * were disabled (25th review). What is checked is something sealed under the key: the newest
+ * signing key, else a webhook's secret (a database a gateway never started on holds neither, and
+ * then any key is the right one).
+ */
+export async function checkMasterKey(db: Db, master: MasterKey, config: { secretKey?: string; dataDir: string }): Promise<void> {
+  const sealed =
+    (await db.signingKey.findFirst({ where: { retiredAt: null }, orderBy: { createdAt: "desc" }, select: { privateSealed: true } }))?.privateSealed ??
+    (await db.webhook.findFirst({ select: { secretSealed: true } }))?.secretSealed;
+  if (!sealed) return;
+  try {
+    unseal(master, sealed);
+  } catch {
+    const which = config.secretKey ? "LINKGATE_SECRET_KEY" : `the development key in ${path.resolve(config.dataDir, "dev-secret.key")} (LINKGATE_SECRET_KEY is unset)`;
+    throw new ConfigError(`${which} is not the master key this database was set up with: what it sealed cannot be opened. Start with the key its first gateway used`);
+  }
 }
