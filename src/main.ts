@@ -4,7 +4,7 @@ import { serve } from "@hono/node-server";
 import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
 import type { FirstProject } from "./auth/projects.ts";
-import { claimDefaultIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
+import { claimIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
@@ -53,11 +53,11 @@ async function stopAfterListenFault(err: NodeJS.ErrnoException): Promise<never> 
   return die(listenFault(config, err));
 }
 
-/** Without LINKGATE_ISSUER, this gateway must be the only one on a shared database (src/auth/issuer.ts). */
+/** Every gateway on a shared database names one issuer; without LINKGATE_ISSUER it must be the only one (src/auth/issuer.ts). */
 async function claimIssuerOrDie(config: Config): Promise<IssuerClaim | undefined> {
-  if (config.issuer || !config.databaseUrl) return undefined;
+  if (!config.databaseUrl) return undefined;
   try {
-    return await claimDefaultIssuer(config.databaseUrl, defaultIssuer(config));
+    return await claimIssuer(config.databaseUrl, defaultIssuer(config), !!config.issuer);
   } catch (err) {
     if (err instanceof IssuerNotShared) return die(err.message);
     throw err;

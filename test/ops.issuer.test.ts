@@ -1,7 +1,7 @@
 // Gateways sharing a Postgres database must name one issuer (docs/configuration.md): without
 // LINKGATE_ISSUER each would name itself http://HOST:PORT and refuse the other's tokens. The first
 // such gateway runs; a second one refuses to start, saying which variable to set; with the
-// variable set, any number start.
+// variable set, any number start, and none with another issuer (or none) joins them.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
@@ -59,7 +59,7 @@ describe.skipIf(!serverUrl)(`gateways on one Postgres database${serverUrl ? "" :
     return g;
   }
 
-  it("a second gateway without LINKGATE_ISSUER refuses to start and names the variable; with it, it starts", async () => {
+  it("a second gateway without LINKGATE_ISSUER refuses to start and names the variable", async () => {
     const first = gateway();
     expect(await first.listening, first.output()).toBe(true);
 
@@ -68,13 +68,33 @@ describe.skipIf(!serverUrl)(`gateways on one Postgres database${serverUrl ? "" :
     expect(await second.exited).toBe(1);
     expect(second.output()).toMatch(/^linkgate: another linkgate gateway already serves this database without LINKGATE_ISSUER.*set LINKGATE_ISSUER/m);
 
+    // 25th review: one with the variable set started beside it, and each refused the other's tokens
     const named = gateway({ LINKGATE_ISSUER: "https://auth.example" });
-    expect(await named.listening, named.output()).toBe(true);
+    expect(await named.listening).toBe(false);
+    expect(await named.exited).toBe(1);
+    expect(named.output()).toMatch(/^linkgate: a linkgate gateway serving this database names its tokens' issuer http:\/\/localhost:\d+, and this one would name them https:\/\/auth\.example:/m);
 
-    // once the first has stopped, a gateway without the variable may run again
     first.child.kill("SIGTERM");
     expect(await first.exited).toBe(0);
-    const next = gateway();
-    expect(await next.listening, next.output()).toBe(true);
+  });
+
+  it("with LINKGATE_ISSUER set, any number start on the same issuer; one on another issuer, or without it, refuses", async () => {
+    const a = gateway({ LINKGATE_ISSUER: "https://auth.example" });
+    const b = gateway({ LINKGATE_ISSUER: "https://auth.example" });
+    expect(await a.listening, a.output()).toBe(true);
+    expect(await b.listening, b.output()).toBe(true);
+
+    const unnamed = gateway();
+    expect(await unnamed.exited).toBe(1);
+    expect(unnamed.output()).toMatch(/^linkgate: .*names its tokens' issuer https:\/\/auth\.example, and this one would name them http:\/\/localhost:\d+ \(LINKGATE_ISSUER is unset\)/m);
+    const other = gateway({ LINKGATE_ISSUER: "https://other.example" });
+    expect(await other.exited).toBe(1);
+    expect(other.output()).toMatch(/^linkgate: .*names its tokens' issuer https:\/\/auth\.example, and this one would name them https:\/\/other\.example:/m);
+
+    // once they have stopped, the database is free for a gateway without the variable
+    for (const g of [a, b]) g.child.kill("SIGTERM");
+    expect(await Promise.all([a.exited, b.exited])).toEqual([0, 0]);
+    const alone = gateway();
+    expect(await alone.listening, alone.output()).toBe(true);
   });
 });
