@@ -12,7 +12,7 @@ const config = await loadConfigOrDie();
 const logger = createLogger(config.logLevel);
 await ensureDatabaseReachable(config);
 const db = await orDie(openDatabase(config));
-await applyMigrations(db.adapterFactory);
+await orDie(applyMigrations(db.adapterFactory));
 const masterKey = resolveMasterKey(config);
 await orDie(checkMasterKey(db.prisma, masterKey, config));
 const worker = startWorker({ db, config, masterKey, logger });

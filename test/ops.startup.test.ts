@@ -8,6 +8,7 @@ import { createServer } from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
+import { openTestDatabase, serverUrl } from "./support/db.ts";
 import { CLI, MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -169,6 +170,27 @@ describe("a master key other than the database's", () => {
     await worker.said("delivery worker running");
     worker.child.kill("SIGTERM");
     expect((await worker.closed).code).toBe(0);
+  }, 180_000);
+});
+
+describe.skipIf(!serverUrl)("a migration that failed", () => {
+  // 25th review: npm start, the worker and db:migrate printed the schema engine's stack trace,
+  // and nothing said how to recover
+  it("npm run db:migrate and npm run worker say it in one line and where the recovery is written, exit 1", async () => {
+    const db = await openTestDatabase("postgres");
+    try {
+      // its column is there but its row is not, so applying it again fails, and then every start
+      // finds a failed migration
+      await db.prisma.$executeRawUnsafe(`DELETE FROM _prisma_migrations WHERE migration_name = '20261128201000_external_identities_proven_by'`);
+      for (const entry of [MIGRATE, WORKER, MIGRATE]) {
+        const r = await run(entry, { DATABASE_URL: db.url!, LINKGATE_SECRET_KEY: randomBytes(32).toString("base64") });
+        expect(r.code, r.stderr).toBe(1);
+        expect(r.stderr).toMatch(/^linkgate: could not apply the database's migrations.*20261128201000_external_identities_proven_by.*\(see "A migration that failed" in docs\/operations\.md\)\n$/);
+        expect(r.stderr).not.toMatch(/\bat .*\.js:\d+|wasm/);
+      }
+    } finally {
+      await db.close();
+    }
   }, 180_000);
 });
 

@@ -7,7 +7,7 @@ const config = await loadConfigOrDie();
 await ensureDatabaseReachable(config);
 const db = await orDie(openDatabase(config));
 try {
-  const applied = await applyMigrations(db.adapterFactory);
+  const applied = await orDie(applyMigrations(db.adapterFactory));
   console.log(applied.length ? `applied: ${applied.join(", ")}` : "database is up to date");
 } finally {
   await db.close();

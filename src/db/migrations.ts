@@ -8,6 +8,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { MigrationList } from "@prisma/schema-engine-wasm";
+import { ConfigError } from "../config.ts";
 import { pendingMigrations } from "./applied-migrations.ts";
 import { applyRepeatable } from "./repeatable.ts";
 import { withSchemaEngine } from "./schema-engine.ts";
@@ -66,6 +67,14 @@ export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAda
   return [...applied, ...(await applyRepeatable(adapterFactory, { knownMigrations: known }))];
 }
 
+/**
+ * A migration that failed, now or at an earlier start (Prisma then refuses to apply any other
+ * until it is resolved): one line at start naming what the engine said and where the recovery is
+ * written (docs/operations.md, "A migration that failed"), instead of the engine's stack trace
+ * (25th review).
+ */
+export class MigrationFailed extends ConfigError {}
+
 /** The ordinary migrations alone, through Prisma's schema engine (tests compare against it). */
 export async function applyOrdinaryMigrations(
   adapterFactory: SqlMigrationAwareDriverAdapterFactory,
@@ -73,10 +82,22 @@ export async function applyOrdinaryMigrations(
 ): Promise<string[]> {
   migrationsList ??= await readMigrations();
   const list = migrationsList;
-  return withSchemaEngine(await readSchema(), adapterFactory, async (engine) => {
-    const out = await engine.applyMigrations({ migrationsList: list, filters: noFilter });
-    return out.appliedMigrationNames;
-  });
+  const schema = await readSchema();
+  try {
+    return await withSchemaEngine(schema, adapterFactory, async (engine) => {
+      const out = await engine.applyMigrations({ migrationsList: list, filters: noFilter });
+      return out.appliedMigrationNames;
+    });
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    const lines = message.split("\n").map((l) => l.trim());
+    // the engine's message, without the Rust span trace after it ("0: sql_schema_connector::…"),
+    // which names the migration it was applying
+    const end = lines.findIndex((l) => /^\d+: /.test(l));
+    const said = lines.slice(0, end < 0 ? undefined : end).filter(Boolean).join(" ");
+    const name = /migration_name="([^"]+)"/.exec(message)?.[1];
+    throw new MigrationFailed(`could not apply the database's migrations${name ? ` (at ${name})` : ""}: ${said} (see "A migration that failed" in docs/operations.md)`);
+  }
 }
 
 /** SQL that takes the migrations folder to the datamodel; empty when they agree. */
