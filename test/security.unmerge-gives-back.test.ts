@@ -7,6 +7,7 @@
 // intruder who unmerged kept his session on the owner's account. Twentieth review, of the first
 // fix (the identity attached to the secondary itself): removing it then unmerged the two instead.
 import { randomBytes } from "node:crypto";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
@@ -134,4 +135,51 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(await viewerOf(intruder.token)).toBeNull();
     expect(await viewerOf(owner.token)).toBe(owner.accountId);
   });
+
+  // 24th review: a sign-in with that identity racing the unmerge read the identity's account
+  // before the account's lock and never again, so it opened a session on the primary, signed in
+  // with an identity the unmerge had just given back, which nothing would end. Postgres only: a
+  // second connection holds the primary's lock while the sign-in comes to wait for it, and makes
+  // the unmerge's changes meanwhile.
+  it.runIf(backend === "postgres")("a sign-in with that identity racing the unmerge lands on the secondary, never on the primary", async () => {
+    const secondaryMail = email("second");
+    const secondary = await h.signIn({ email: secondaryMail });
+    const primary = await h.signIn({ email: email("first") });
+    await merge(primary, secondaryMail);
+    const { grace, value } = await googleThroughSecondary(secondaryMail, primary.accountId);
+    const identity = await h.db.prisma.identifier.findFirstOrThrow({ where: { kind: "external", value } });
+
+    const blocker = new pg.Client({ connectionString: h.db.url });
+    await blocker.connect();
+    try {
+      google.loginAs(grace);
+      const { started, code } = await authorize(h, google, "google", app.redirectUri);
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE", [primary.accountId]);
+      const signIn = complete(h, started.state_id, code);
+      await waitingForLock(blocker);
+      // what the unmerge does to this pair, committed while the sign-in waits
+      await blocker.query("UPDATE sessions SET ended_at = now() WHERE account_id = $1 AND signed_in_with = $2", [primary.accountId, identity.id]);
+      await blocker.query("UPDATE identifiers SET account_id = $1 WHERE id = $2", [secondary.accountId, identity.id]);
+      await blocker.query("UPDATE external_identities SET proven_by = NULL WHERE identifier_id = $1", [identity.id]);
+      await blocker.query("UPDATE accounts SET merged_with_id = NULL, merge_role = NULL, merged_at = NULL WHERE id = ANY($1)", [[primary.accountId, secondary.accountId]]);
+      await blocker.query("COMMIT");
+      expect(accountOf(await signIn)).toBe(secondary.accountId);
+    } finally {
+      await blocker.end();
+    }
+    expect(await h.db.prisma.session.count({ where: { accountId: primary.accountId, signedInWith: identity.id, endedAt: null } })).toBe(0);
+  });
 });
+
+/** Until one statement of the app waits for a lock (bounded: 10 s). */
+async function waitingForLock(blocker: pg.Client): Promise<void> {
+  for (let i = 0; i < 1000; i++) {
+    const { rows } = await blocker.query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+    );
+    if (rows[0].n >= 1) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error("the sign-in never came to wait for the account's lock");
+}

@@ -26,7 +26,7 @@ import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
 import { consumePerAccount, consumePerAddress, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
-import { endSessionsSignedInWith, markReauthenticated } from "./sessions.ts";
+import { assertLiveSession, endSessionsSignedInWith, markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
 
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
@@ -180,6 +180,11 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
   if (!verified?.verified || !verified.registrationInfo) throw new PasskeyInvalid();
   const { credential, credentialDeviceType, credentialBackedUp } = verified.registrationInfo;
   return transaction(deps.prisma, async (tx) => {
+    // under the account's lock, the session checked again: a merge (or a deletion) that ended it
+    // while the ceremony ran goes first, and a passkey added to a merged secondary would sign in
+    // to its primary (24th review)
+    await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
+    await assertLiveSession(tx, actor.projectId, actor.user.sessionId, actor.user.accountId);
     const taken = await tx.passkey.count({ where: { projectId: actor.projectId, credentialId: credential.id } });
     if (taken) throw new PasskeyInvalid("that passkey is already registered");
     const passkey = await tx.passkey.create({

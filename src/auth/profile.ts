@@ -7,6 +7,7 @@ import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, userEventData, userObject } from "./accounts.ts";
 import { consumePerAccount, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
+import { assertLiveSession } from "./sessions.ts";
 
 /** What each operation refuses with, besides bad credentials: its GraphQL field lists exactly these. */
 export const PROFILE_ERRORS = {
@@ -31,6 +32,10 @@ export async function updateProfile(deps: Deps, actor: UserActor, input: { name:
   const { projectId, user } = actor;
   await consumePerAccount(deps.db, "profile_updates_per_account", user.accountId, PROFILE_UPDATES_PER_ACCOUNT);
   return transaction(deps.prisma, async (tx) => {
+    // a merge that ended this session while the request ran goes first: renaming a secondary
+    // would break the unmerge's promise to give it back as it was (24th review)
+    await lockAccounts(tx, projectId, [user.accountId]);
+    await assertLiveSession(tx, projectId, user.sessionId, user.accountId);
     const differs = name === null ? { name: { not: null } } : { OR: [{ name: null }, { name: { not: name } }] };
     const changed = await tx.account.updateMany({ where: { id: user.accountId, projectId, ...differs }, data: { name } });
     if (changed.count) await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });

@@ -96,7 +96,7 @@ export function liveSessionWhere(): Prisma.SessionWhereInput {
   return { endedAt: null, expiresAt: { gt: new Date() } };
 }
 
-export async function assertLiveSession(db: Db, projectId: string, sessionId: string, accountId: string): Promise<void> {
+export async function assertLiveSession(db: Db | Tx, projectId: string, sessionId: string, accountId: string): Promise<void> {
   const [row] = await db.$queryRaw<{ live: boolean }[]>`SELECT ${liveSessionSql(sessionId, accountId, Prisma.sql`${projectId}`)} AS live`;
   if (!row?.live) throw new Unauthenticated(ENDED);
 }

@@ -18,6 +18,14 @@ function isConflict(err: unknown): boolean {
   return codes.some((c) => c && RETRYABLE.has(c));
 }
 
+/**
+ * Thrown inside transaction() when what was read before a lock moved under it: the whole
+ * transaction runs again, as after a serialization failure (its SQLSTATE).
+ */
+export class DecideAgain extends Error {
+  readonly code = "40001";
+}
+
 export async function transaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
   return retryingConflicts(() => db.$transaction(fn, { timeout: 15_000, maxWait: 15_000 }));
 }

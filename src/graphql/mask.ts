@@ -4,7 +4,8 @@
 import type { GraphQLError } from "graphql";
 import { createGraphQLError, maskError as yogaMaskError, type YogaServerOptions } from "graphql-yoga";
 import { isConnectionFailure } from "../db/faults.ts";
-import { InvalidRequest, RateLimited, ServiceUnavailable } from "../errors.ts";
+import { Forbidden, InvalidRequest, RateLimited, ServiceUnavailable, Unauthenticated } from "../errors.ts";
+import { credentialError } from "./context.ts";
 
 type MaskError = NonNullable<Exclude<YogaServerOptions<object, object>["maskedErrors"], boolean | undefined>["maskError"]>;
 
@@ -15,6 +16,13 @@ export const maskError: MaskError = (error, message, isDev) => {
   // an abuse limit on a field without an error union (startPasskeySignIn returns JSON): the
   // refusal the REST route gives, not an "Unexpected error"
   if (original instanceof RateLimited) return rateLimited(error, original);
+  // a session that ended, or an account that went, while the request ran (a merge, removal or
+  // deletion committed on another gateway): the credential error it would have had a moment
+  // earlier, as REST answers it, not "Unexpected error" (24th review)
+  if (original instanceof Unauthenticated || original instanceof Forbidden) {
+    const e = credentialError(original) as GraphQLError;
+    return replaced(error, e.message, { ...e.extensions });
+  }
   // a bound a service checks on a field without an error union (recentEvents' `first`): the
   // BAD_USER_INPUT a page size out of range gets everywhere else (src/graphql/pages.ts)
   if (original instanceof InvalidRequest) return replaced(error, original.message, { code: "BAD_USER_INPUT" });

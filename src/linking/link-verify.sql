@@ -187,6 +187,16 @@ BEGIN
     RETURN NEXT;
     RETURN;
   END IF;
+  -- the acting session, read again under the account's lock: a removal, unmerge or sign-out
+  -- that ended it may have committed while this request was on its way, and its late verify
+  -- attached an address to the owner's account after the owner removed the intruder's way in
+  -- (24th review). Absent for a caller of the previous build during an upgrade.
+  IF p->>'session' IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sessions ss WHERE ss.id = p->>'session' AND ss.account_id = p_account
+      AND ss.ended_at IS NULL AND ss.expires_at > now()) THEN
+    outcome := 'ended';
+    RETURN NEXT;
+    RETURN;
+  END IF;
   SELECT i.account_id, i.origin INTO v_holder, v_origin FROM identifiers i
     WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
   IF v_holder IS DISTINCT FROM v_seen THEN

@@ -178,6 +178,7 @@ function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identif
   return {
     project: projectId,
     account: user.accountId,
+    session: user.sessionId,
     state: check.stateId,
     hash: check.hash,
     max_tries: check.maxTries,

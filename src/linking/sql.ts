@@ -41,6 +41,8 @@ export type LinkVerifyInput = {
   /** The checks: whose state, its code's hash, and the account's wrong-code limit. */
   project: string;
   account: string;
+  /** The acting session, checked live under the account locks (absent: not checked). */
+  session?: string;
   state: string;
   hash: string;
   max_tries: number;

@@ -6,7 +6,7 @@
 // takes over nothing. An unverified e-mail claim decides nothing at all.
 import type { Actor, Deps } from "../../deps.ts";
 import type { Tx } from "../../db/client.ts";
-import { transaction } from "../../db/transaction.ts";
+import { DecideAgain, transaction } from "../../db/transaction.ts";
 import { Prisma } from "../../generated/prisma/client.ts";
 import { ExternalSignInFailed, InvalidIdentifier, InvalidRedirectUri, InvalidRequest, OTPInvalid, PasskeyInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
 import { newId } from "../../ids.ts";
@@ -72,6 +72,11 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
   let accountId: string;
   if (known) {
     accountId = await primaryOf(tx, actor.projectId, known.accountId);
+    // read again under the lock: an unmerge that committed meanwhile may have given the identity
+    // back to the secondary, and a session opened here would stay on the primary, signed in with
+    // what it no longer holds (24th review)
+    const still = await tx.identifier.findUnique({ where: { id: known.id }, select: { accountId: true } });
+    if (still?.accountId !== known.accountId) throw new DecideAgain("the identity moved to another account");
     await saveClaims(tx, known.id, flow);
   } else {
     const holder = flow.email && flow.emailVerified ? await emailHolder(tx, actor.projectId, flow.email) : null;

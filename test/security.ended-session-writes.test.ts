@@ -1,0 +1,89 @@
+// A request that was authenticated a moment before its session ended must not write (24th
+// review). The session is checked when the request arrives, and a merge, a removal or a sign-out
+// on another gateway may end it before the request's transaction locks the account. An
+// intruder's late link verify then attached his address after the owner removed his way in, a
+// passkey registered on an account merged away signed in to its primary, and a rename landed on a
+// merged secondary. Each write now checks the session again under the account's lock.
+// Postgres only: a second connection holds the account's lock while the request comes to wait
+// for it, ends the session as the racing change would, and lets go.
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serverUrl } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { SoftAuthenticator } from "./support/authenticator.ts";
+import { PASSKEY_ORIGIN } from "./support/passkeys.ts";
+
+const onPostgres = serverUrl ? describe : describe.skip;
+
+onPostgres("a session ended while its request waits for the account", () => {
+  let h: Harness;
+  let blocker: pg.Client;
+  beforeAll(async () => {
+    h = await startHarness("postgres");
+    blocker = new pg.Client({ connectionString: h.db.url });
+    await blocker.connect();
+  });
+  afterAll(async () => {
+    await blocker?.end();
+    await h?.close();
+  });
+
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+  /** Until one of the app's statements waits for a lock (bounded: 10 s). */
+  async function waiting(): Promise<void> {
+    for (let i = 0; i < 1000; i++) {
+      const { rows } = await blocker.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+      );
+      if (rows[0].n >= 1) return;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error("the request never came to wait for the account's lock");
+  }
+
+  /** Sends `request` while the account is locked, ends the session meanwhile, then lets go. */
+  async function endedWhileWaiting<T>(accountId: string, sessionId: string, request: () => Promise<T>): Promise<T> {
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE", [accountId]);
+    const sent = request();
+    await waiting();
+    await blocker.query("UPDATE sessions SET ended_at = now() WHERE id = $1", [sessionId]);
+    await blocker.query("COMMIT");
+    return sent;
+  }
+
+  const sessionOf = (token: string) => JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()).sid as string;
+
+  it("a link verify whose session ended attaches nothing: 401", async () => {
+    const intruder = await h.signIn({ email: "ended.link@example.com" });
+    const req = await h.call("POST", "/users/link/request", { body: { email: "intruder.addr@example.com" }, headers: bearer(intruder.token) });
+    const otp = await h.mailbox.otp("intruder.addr@example.com");
+    const verify = await endedWhileWaiting(intruder.accountId, sessionOf(intruder.token), () =>
+      h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp }, headers: bearer(intruder.token) }),
+    );
+    expect(verify.status, JSON.stringify(verify.body)).toBe(401);
+    expect(await h.db.prisma.identifier.count({ where: { value: "intruder.addr@example.com" } })).toBe(0);
+  });
+
+  it("a passkey registration whose session ended adds no passkey: 401, not a 500", async () => {
+    const owner = await h.signIn({ email: "ended.passkey@example.com" });
+    const key = new SoftAuthenticator(PASSKEY_ORIGIN);
+    const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(owner.token));
+    const response = key.create(opts.body.data.startPasskeyRegistration.options);
+    const finish = await endedWhileWaiting(owner.accountId, sessionOf(owner.token), () =>
+      h.gql(`mutation($r: JSON!) { finishPasskeyRegistration(response: $r) { __typename } }`, { r: response }, bearer(owner.token)),
+    );
+    expect(finish.body.errors?.[0]?.extensions?.code, JSON.stringify(finish.body)).toBe("UNAUTHENTICATED");
+    expect(await h.db.prisma.passkey.count({ where: { accountId: owner.accountId } })).toBe(0);
+  });
+
+  it("a rename whose session ended changes nothing, and GraphQL says UNAUTHENTICATED, not an unexpected error", async () => {
+    const owner = await h.signIn({ email: "ended.rename@example.com" });
+    const renamed = await endedWhileWaiting(owner.accountId, sessionOf(owner.token), () =>
+      h.gql(`mutation { updateProfile(name: "Renamed late") { __typename } }`, {}, bearer(owner.token)),
+    );
+    expect(renamed.body.errors?.[0]?.extensions?.code, JSON.stringify(renamed.body)).toBe("UNAUTHENTICATED");
+    expect((await h.db.prisma.account.findUnique({ where: { id: owner.accountId } }))?.name).toBeNull();
+  });
+});
