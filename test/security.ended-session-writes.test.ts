@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
+import { waitingForLock } from "./support/locks.ts";
 import { PASSKEY_ORIGIN } from "./support/passkeys.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
@@ -30,24 +31,12 @@ onPostgres("a session ended while its request waits for the account", () => {
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
-  /** Until one of the app's statements waits for a lock (bounded: 10 s). */
-  async function waiting(): Promise<void> {
-    for (let i = 0; i < 1000; i++) {
-      const { rows } = await blocker.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
-      );
-      if (rows[0].n >= 1) return;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    throw new Error("the request never came to wait for the account's lock");
-  }
-
   /** Sends `request` while the account is locked, ends the session meanwhile, then lets go. */
   async function endedWhileWaiting<T>(accountId: string, sessionId: string, request: () => Promise<T>): Promise<T> {
     await blocker.query("BEGIN");
     await blocker.query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE", [accountId]);
     const sent = request();
-    await waiting();
+    await waitingForLock(blocker);
     await blocker.query("UPDATE sessions SET ended_at = now() WHERE id = $1", [sessionId]);
     await blocker.query("COMMIT");
     return sent;

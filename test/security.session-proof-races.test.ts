@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
+import { waitingForLock } from "./support/locks.ts";
 import { PASSKEY_ORIGIN, passkeyAssertion, registerPasskey } from "./support/passkeys.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
@@ -28,17 +29,7 @@ onPostgres("a session's proof removed while it is being proved", () => {
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
-  /** Until `n` of the app's statements wait for a lock (bounded: 10 s). */
-  async function waiting(n: number): Promise<void> {
-    for (let i = 0; i < 1000; i++) {
-      const { rows } = await blocker.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
-      );
-      if (rows[0].n >= n) return;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    throw new Error(`${n} statements never came to wait for the lock`);
-  }
+  const waiting = (n: number) => waitingForLock(blocker, n);
 
   it("a passkey sign-in past its checks when the passkey is removed leaves no live session signed in with it", async () => {
     const owner = await h.signIn({ email: "raced.owner@example.com" });

@@ -11,6 +11,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
+import { waitingForLock } from "./support/locks.ts";
 import type { RegisteredClient } from "./support/oidc.ts";
 import type { UpstreamOidc } from "./support/upstream.ts";
 import { authorize, complete, confirm, externalSignIn, externalValue, startExternalWorld, type ExternalWorld, type Res } from "./support/upstream-linkgate.ts";
@@ -171,15 +172,3 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(await h.db.prisma.session.count({ where: { accountId: primary.accountId, signedInWith: identity.id, endedAt: null } })).toBe(0);
   });
 });
-
-/** Until one statement of the app waits for a lock (bounded: 10 s). */
-async function waitingForLock(blocker: pg.Client): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    const { rows } = await blocker.query(
-      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
-    );
-    if (rows[0].n >= 1) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error("the sign-in never came to wait for the account's lock");
-}
