@@ -309,7 +309,8 @@ CREATE TABLE public.passkeys (
     backed_up boolean NOT NULL,
     name text NOT NULL,
     created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
-    last_used_at timestamp(3) without time zone
+    last_used_at timestamp(3) without time zone,
+    registered_with text
 );
 
 CREATE TABLE public.projects (
@@ -547,6 +548,8 @@ CREATE UNIQUE INDEX outbox_events_seq_key ON public.outbox_events USING btree (s
 CREATE INDEX passkeys_account_id_idx ON public.passkeys USING btree (account_id);
 
 CREATE UNIQUE INDEX passkeys_project_id_credential_id_key ON public.passkeys USING btree (project_id, credential_id);
+
+CREATE INDEX passkeys_registered_with_idx ON public.passkeys USING btree (registered_with);
 
 CREATE INDEX sessions_account_id_idx ON public.sessions USING btree (account_id);
 
@@ -959,6 +962,16 @@ BEGIN
     RETURN;
   END IF;
   IF v_me.merge_role = 'secondary' THEN
+    outcome := 'ended';
+    RETURN NEXT;
+    RETURN;
+  END IF;
+  -- the acting session, read again under the account's lock: a removal, unmerge or sign-out
+  -- that ended it may have committed while this request was on its way, and its late verify
+  -- attached an address to the owner's account after the owner removed the intruder's way in
+  -- (24th review). Absent for a caller of the previous build during an upgrade.
+  IF p->>'session' IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sessions ss WHERE ss.id = p->>'session' AND ss.account_id = p_account
+      AND ss.ended_at IS NULL AND ss.expires_at > now()) THEN
     outcome := 'ended';
     RETURN NEXT;
     RETURN;

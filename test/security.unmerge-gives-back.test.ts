@@ -12,7 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 import { waitingForLock } from "./support/locks.ts";
-import type { RegisteredClient } from "./support/oidc.ts";
+import { SoftAuthenticator } from "./support/authenticator.ts";
+import { ORIGIN, type RegisteredClient } from "./support/oidc.ts";
+import { registerPasskey, signInWithPasskey } from "./support/passkeys.ts";
 import type { UpstreamOidc } from "./support/upstream.ts";
 import { authorize, complete, confirm, externalSignIn, externalValue, startExternalWorld, type ExternalWorld, type Res } from "./support/upstream-linkgate.ts";
 
@@ -135,6 +137,28 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(unmerged.body.data.unmerge.__typename).toBe("MessagePayload");
     expect(await viewerOf(intruder.token)).toBeNull();
     expect(await viewerOf(owner.token)).toBe(owner.accountId);
+  });
+
+  // 24th review: whoever held the secondary's address signed in (landing on the primary),
+  // registered a passkey there, and kept a way into the primary after the unmerge
+  it("a passkey registered by a session signed in with the secondary's address goes back with it; the primary's own stays", async () => {
+    const secondaryMail = email("second");
+    const secondary = await h.signIn({ email: secondaryMail });
+    const primary = await h.signIn({ email: email("first") });
+    await merge(primary, secondaryMail);
+    const viaSecondary = await h.signIn({ email: secondaryMail });
+    expect(viaSecondary.accountId).toBe(primary.accountId);
+    // this world's gateway is its issuer's origin, and so is its passkeys' relying party
+    const theirs = new SoftAuthenticator(ORIGIN);
+    const mine = new SoftAuthenticator(ORIGIN);
+    const theirId = await registerPasskey(h, viaSecondary.token, theirs);
+    const myId = await registerPasskey(h, primary.token, mine);
+
+    expect((await h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) })).status).toBe(200);
+    const owners = await h.db.prisma.passkey.findMany({ where: { id: { in: [theirId, myId] } }, select: { id: true, accountId: true } });
+    expect(Object.fromEntries(owners.map((p) => [p.id, p.accountId]))).toEqual({ [theirId]: secondary.accountId, [myId]: primary.accountId });
+    expect(await viewerOf(await signInWithPasskey(h, theirs))).toBe(secondary.accountId);
+    expect(await viewerOf(await signInWithPasskey(h, mine))).toBe(primary.accountId);
   });
 
   // 24th review: a sign-in with that identity racing the unmerge read the identity's account

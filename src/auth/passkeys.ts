@@ -187,6 +187,9 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
     await assertLiveSession(tx, actor.projectId, actor.user.sessionId, actor.user.accountId);
     const taken = await tx.passkey.count({ where: { projectId: actor.projectId, credentialId: credential.id } });
     if (taken) throw new PasskeyInvalid("that passkey is already registered");
+    // what made this session recent: a passkey added by whoever signed in with a merged
+    // secondary's address leaves with the secondary on unmerge (src/linking/service.ts)
+    const proved = await tx.session.findUnique({ where: { id: actor.user.sessionId }, select: { signedInWith: true, reauthenticatedWith: true } });
     const passkey = await tx.passkey.create({
       data: {
         id: newId("psk"),
@@ -199,6 +202,7 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
         deviceType: credentialDeviceType,
         backedUp: credentialBackedUp,
         name,
+        registeredWith: proved?.reauthenticatedWith ?? proved?.signedInWith ?? null,
       },
     });
     await enqueue(tx, {

@@ -270,18 +270,39 @@ function signInCapableBesides(tx: Tx, accountId: string, removed: string): Promi
   });
 }
 
+/**
+ * What goes back to the secondary on unmerge, besides its own identifiers and passkeys: the
+ * external identities that joined the primary proven through them (src/auth/external/sign-in.ts
+ * joinOnce), and the passkeys registered on the primary by sessions that had proved them (24th
+ * review: whoever held the secondary's address kept a way into the primary). Followed to the
+ * end: a passkey registered with a returned identity goes too. `proofs`: all of it, whose
+ * sessions on the primary end.
+ */
+async function provenThroughSecondary(tx: Tx, primaryId: string, secondaryId: string) {
+  const own = await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } });
+  const ownPasskeys = await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } });
+  const proofs = [...own, ...ownPasskeys].map((r) => r.id);
+  const provenThrough: Array<{ identifierId: string; identifier: { value: string } }> = [];
+  const passkeysThrough: string[] = [];
+  for (let fresh = proofs; fresh.length; ) {
+    const identities = await tx.externalIdentity.findMany({
+      where: { provenBy: { in: fresh }, identifier: { accountId: primaryId } },
+      select: { identifierId: true, identifier: { select: { value: true } } },
+    });
+    const passkeys = await tx.passkey.findMany({ where: { registeredWith: { in: fresh }, accountId: primaryId }, select: { id: true } });
+    provenThrough.push(...identities);
+    passkeysThrough.push(...passkeys.map((p) => p.id));
+    fresh = [...identities.map((i) => i.identifierId), ...passkeys.map((p) => p.id)].filter((id) => !proofs.includes(id));
+    proofs.push(...fresh);
+  }
+  return { provenThrough, passkeysThrough, proofs };
+}
+
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
   await lockAccounts(tx, projectId, [user.accountId, secondaryId]);
-  // what goes back to the secondary: its identifiers and passkeys, and the external identities
-  // that joined the primary proven through its addresses (src/auth/external/sign-in.ts joinOnce)
-  const own = await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } });
-  const provenThrough = await tx.externalIdentity.findMany({
-    where: { provenBy: { in: own.map((i) => i.id) }, identifier: { accountId: user.accountId } },
-    select: { identifierId: true, identifier: { select: { value: true } } },
-  });
+  const { provenThrough, passkeysThrough, proofs } = await provenThroughSecondary(tx, user.accountId, secondaryId);
   const returned = provenThrough.map((p) => p.identifierId);
-  const proofs = [...own.map((i) => i.id), ...returned, ...(await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } })).map((p) => p.id)];
   // the sessions they opened on the primary end, the one making this change too. Kept, it would
   // stay on an account it holds no proof for: an intruder's session that unmerged, or the owner's
   // on the account she just left (seventeenth review).
@@ -289,6 +310,9 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   if (returned.length) {
     await tx.identifier.updateMany({ where: { id: { in: returned } }, data: { accountId: secondaryId } });
     await tx.externalIdentity.updateMany({ where: { identifierId: { in: returned } }, data: { provenBy: null } });
+  }
+  if (passkeysThrough.length) {
+    await tx.passkey.updateMany({ where: { id: { in: passkeysThrough } }, data: { accountId: secondaryId, registeredWith: null } });
   }
   // the primary's remembered app consents go too: a sign-in with the secondary's address landed
   // here while the two were merged, so the other person may have given them, and an app would
