@@ -662,3 +662,47 @@ inBrowser.concurrent.each(backends)("a %s linkgate whose recent sign-ins last 3 
     }
   });
 });
+
+inBrowser("apps the user allowed, on the account page, in Chromium", () => {
+  let site: Site;
+  let laptop: Device;
+  const dee = "dee@example.com";
+  beforeAll(async () => {
+    const browser = await sharedBrowser();
+    site = await startSite("pglite");
+    laptop = await openDevice(browser);
+  });
+  afterAll(async () => {
+    await laptop?.close();
+    await site?.close();
+  });
+
+  it("lists an app Dee allowed with what it reads; she removes it, the consent is withdrawn, and the section goes once she reloads", async () => {
+    const { h, origin } = site;
+    const { page } = laptop;
+    await page.goto(`${origin}/login`);
+    await signInByCode(site, page, dee);
+    expect(await page.getByRole("heading", { name: "Apps you allowed" }).count()).toBe(0);
+
+    // as the consent page leaves it (test/security.approved-apps.test.ts goes through that page)
+    const { accountId } = (await session(page))!;
+    const app = await h.db.prisma.oAuthClient.create({
+      data: { id: "oac_dee", projectId: h.projectId, clientId: "lgc_partner_dee", name: "Partner Notes", redirectUris: ["https://notes.example/cb"], type: "public" },
+    });
+    await h.db.prisma.oAuthConsent.create({ data: { accountId, clientId: app.clientId, projectId: h.projectId, scopes: ["openid", "email", "offline_access"] } });
+    await page.reload();
+    const row = page.locator(`li[data-app="${app.clientId}"]`);
+    await row.waitFor();
+    expect(await row.locator(".meta").textContent()).toMatch(/^allowed .+ · reads your e-mail address, access while you're away$/);
+    await checkLayout(page, "account-apps");
+
+    await row.getByRole("button", { name: "Remove Partner Notes" }).click();
+    await status(page, "Partner Notes can no longer use your account: it is signed out, and asks again if you use it.").waitFor();
+    expect(await focused(page)).toBe("apps-title");
+    expect((await h.db.prisma.oAuthConsent.findUnique({ where: { accountId_clientId: { accountId, clientId: app.clientId } } }))?.revokedAt).not.toBeNull();
+    await page.reload();
+    await page.getByRole("heading", { name: /Your account/ }).waitFor();
+    expect(await page.getByRole("heading", { name: "Apps you allowed" }).count()).toBe(0);
+    expect(laptop.problems.filter((p) => !/status of 4\d\d/.test(p))).toEqual([]);
+  });
+});

@@ -3,7 +3,8 @@
 // the device could take with its own PKCE verifier and whose token then managed the account; a
 // deleted client whose access tokens still worked; an app approved while first-party that the
 // user could not withdraw once it was made third-party; and a consent given through a merged
-// secondary's sign-in that stayed with the primary after the unmerge.
+// secondary's sign-in that stayed with the primary after the unmerge. And the user can see which
+// apps they allowed (viewer.authorizedApps, the account page) to withdraw one.
 import { readFileSync } from "node:fs";
 import { decodeJwt } from "jose";
 import * as client from "openid-client";
@@ -100,6 +101,23 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
     // nothing left: withdrawing again is NotFound
     const again = await h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: app.clientId }, asUser(owner.token));
     expect(again.body.data.revokeOAuthConsent.__typename).toBe("NotFound");
+  });
+
+  it("viewer.authorizedApps lists the apps the user allowed, and only theirs; withdrawn, one is gone", async () => {
+    const who = email("lister");
+    const owner = await h.signIn({ email: who });
+    const other = email("other");
+    await h.signIn({ email: other });
+    const notes = await registerClient(h, { firstParty: false, name: "Partner Notes" });
+    const own = await registerClient(h, { firstParty: true, name: "Our app" });
+    await approveApp(h, notes, who, "openid email");
+    await approveApp(h, own, who, "openid email");
+    await approveApp(h, await registerClient(h, { firstParty: false, name: "Someone else's app" }), other, "openid");
+
+    const listed = async () => (await h.gql(`{ viewer { authorizedApps { clientId name scopes allowedAt } } }`, {}, asUser(owner.token))).body.data.viewer.authorizedApps;
+    expect(await listed()).toEqual([{ clientId: notes.clientId, name: "Partner Notes", scopes: ["openid", "email"], allowedAt: expect.any(String) }]);
+    await h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: notes.clientId }, asUser(owner.token));
+    expect(await listed()).toEqual([]);
   });
 
   it("an unmerge withdraws the primary's remembered consents: one given through the secondary's sign-in is asked again", async () => {

@@ -10,6 +10,8 @@ import {
   completeReauthentication,
   endOtherSessions,
   endSession,
+  revokeApp,
+  type AuthorizedApp,
   finishPasskeyRegistration,
   goToProvider,
   loadProviders,
@@ -129,6 +131,7 @@ function Account() {
       <Merged viewer={viewer} reload={reload} />
       <Passkeys passkeys={viewer.passkeys} reload={reload} />
       <Sessions sessions={viewer.sessions} reload={reload} />
+      <Apps apps={viewer.authorizedApps} reload={reload} />
       {reauth && (
         <Reauthenticate
           viewer={viewer}
@@ -633,6 +636,60 @@ function SessionRow(props: { session: AccountSession; busy: boolean; onEnd: () =
         </button>
       )}
     </li>
+  );
+}
+
+// ---- apps the user allowed ----------------------------------------------------------------------
+
+/** What each scope lets an app read, in the consent page's words. */
+const SCOPE_WORDS: Record<string, string> = { email: "your e-mail address", phone: "your phone number", profile: "your name", offline_access: "access while you're away" };
+
+/** Apps allowed on the consent page: withdrawing one ends its sessions and it asks again. Shown only when there are any. */
+function Apps(props: { apps: AuthorizedApp[]; reload: Reload }) {
+  const [done, setDone] = useState<string | null>(null);
+  const { busy, error, run } = useAction();
+  const heading = useRef<HTMLHeadingElement>(null);
+  if (!props.apps.length && !done) return null;
+  const remove = (app: AuthorizedApp) =>
+    run(async () => {
+      await revokeApp(app.clientId);
+      // the button pressed goes away with its app: the section's heading keeps the keyboard
+      // here, and the section stays (said first) when that was the last app
+      heading.current?.focus();
+      setDone(`${app.name} can no longer use your account: it is signed out, and asks again if you use it.`);
+      await props.reload();
+    });
+  return (
+    <section class="card" aria-labelledby="apps-title">
+      <h2 id="apps-title" ref={heading} tabIndex={-1}>
+        Apps you allowed
+      </h2>
+      <p class="hint">Apps that sign you in with this account and read what you allowed. Remove one you no longer use or don't recognise.</p>
+      {props.apps.length ? (
+        <ul class="items">
+          {props.apps.map((app) => {
+            const reads = app.scopes.map((s) => SCOPE_WORDS[s]).filter(Boolean);
+            return (
+              <li class="item" key={app.clientId} data-app={app.clientId}>
+                <div class="item-main">
+                  <span class="value">{app.name}</span>
+                  <span class="meta">
+                    allowed {fmtDate(app.allowedAt)} · reads {reads.length ? reads.join(", ") : "only that it's you"}
+                  </span>
+                </div>
+                <button type="button" class="small danger" onClick={() => remove(app)} disabled={busy} aria-label={`Remove ${app.name}`}>
+                  Remove
+                </button>
+              </li>
+            );
+          })}
+        </ul>
+      ) : (
+        <p class="muted">No apps.</p>
+      )}
+      <Done text={done} />
+      <Alert text={error} />
+    </section>
   );
 }
 

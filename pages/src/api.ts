@@ -127,7 +127,9 @@ export type AccountSession = {
   userAgent: string | null;
   current: boolean;
 };
-export type Viewer = AccountBase & { mergedSecondary: MergedAccount | null; passkeys: Passkey[]; sessions: AccountSession[] };
+/** An app the user allowed on the consent page (OpenID Connect), with what it may read. */
+export type AuthorizedApp = { clientId: string; name: string; scopes: string[]; allowedAt: string };
+export type Viewer = AccountBase & { mergedSecondary: MergedAccount | null; passkeys: Passkey[]; sessions: AccountSession[]; authorizedApps: AuthorizedApp[] };
 
 /** How an account is named to its user: its name, else its e-mail or phone. */
 export const accountLabel = (a: Pick<AccountBase, "name" | "email" | "phoneNumber" | "id">) => a.name || a.email || a.phoneNumber || a.id;
@@ -251,6 +253,11 @@ export async function renamePasskey(id: string, name: string): Promise<void> {
 /** Ends another session of the account: its tokens fail on their next request. */
 export async function endSession(id: string): Promise<void> {
   member((await gql<{ endSession: Result }>(OPERATIONS.EndSession, { id })).endSession, "EndSessionsPayload");
+}
+
+/** Withdraws what the user allowed an app: its sessions and refresh tokens end, and it asks again. */
+export async function revokeApp(clientId: string): Promise<void> {
+  member((await gql<{ revokeOAuthConsent: Result }>(OPERATIONS.RevokeOAuthConsent, { clientId })).revokeOAuthConsent, "RevokeOAuthConsentPayload");
 }
 
 /** Ends every session of the account but this one; returns how many ended. */

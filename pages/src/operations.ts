@@ -33,6 +33,7 @@ export const OPERATIONS = {
       mergedSecondary { id name email phoneNumber mergedAt identifiers { ${IDENTIFIER} } }
       passkeys(first: 50) { edges { node { id name createdAt lastUsedAt backedUp } } }
       sessions(first: 50) { edges { node { id createdAt authMethod lastUsedAt clientAddress userAgent current } } }
+      authorizedApps { clientId name scopes allowedAt }
     }
   }`,
   RequestLink: `mutation RequestLink($email: String, $phone: String) {
@@ -86,6 +87,9 @@ export const OPERATIONS = {
   }`,
   EndSession: `mutation EndSession($id: ID!) {
     endSession(id: $id) { ${ERR} ... on EndSessionsPayload { ended } }
+  }`,
+  RevokeOAuthConsent: `mutation RevokeOAuthConsent($clientId: String!) {
+    revokeOAuthConsent(clientId: $clientId) { ${ERR} }
   }`,
   EndOtherSessions: `mutation EndOtherSessions {
     endOtherSessions { ${ERR} ... on EndSessionsPayload { ended } }

@@ -24,3 +24,28 @@ export async function revokeConsent(deps: Deps, actor: UserActor, clientId: stri
     return { clientId };
   });
 }
+
+export type AuthorizedApp = { clientId: string; name: string; scopes: string[]; allowedAt: Date };
+
+/** How many of them a page lists: far more than a person allows, and a bound on the work. */
+export const AUTHORIZED_APPS_LISTED = 100;
+
+/**
+ * The apps the signed-in user allowed on the consent page and has not withdrawn, the latest first:
+ * what the account page shows, each withdrawn with revokeConsent. Read by the actor's account
+ * and project, so nobody else's are found.
+ */
+export async function authorizedApps(deps: Deps, actor: UserActor): Promise<AuthorizedApp[]> {
+  const { projectId, user } = actor;
+  const consents = await deps.prisma.oAuthConsent.findMany({
+    where: { accountId: user.accountId, projectId, revokedAt: null },
+    orderBy: [{ createdAt: "desc" }, { clientId: "asc" }],
+    take: AUTHORIZED_APPS_LISTED,
+  });
+  const clients = await deps.prisma.oAuthClient.findMany({ where: { projectId, clientId: { in: consents.map((c) => c.clientId) } }, select: { clientId: true, name: true } });
+  const names = new Map(clients.map((c) => [c.clientId, c.name]));
+  return consents.flatMap((c) => {
+    const name = names.get(c.clientId);
+    return name ? [{ clientId: c.clientId, name, scopes: c.scopes, allowedAt: c.createdAt }] : [];
+  });
+}

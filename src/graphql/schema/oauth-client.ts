@@ -1,7 +1,7 @@
 // OpenID Connect clients of the project (docs/oidc.md); the rules live in src/oidc/clients.ts.
 import * as E from "../../errors.ts";
 import { createClient, deleteClient, rotateClientSecret, updateClient, type ClientWithSecret } from "../../oidc/clients.ts";
-import { revokeConsent } from "../../oidc/consents.ts";
+import { AUTHORIZED_APPS_LISTED, authorizedApps, revokeConsent, type AuthorizedApp as AuthorizedAppView } from "../../oidc/consents.ts";
 import { builder } from "../builder.ts";
 import { boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 import { cursorHeld, pageOf } from "./connections.ts";
@@ -82,6 +82,24 @@ builder.queryFields((t) => ({
     },
     ...pageOf("the project's OpenID Connect clients", "A client"),
   ),
+}));
+
+const AuthorizedApp = builder.objectRef<AuthorizedAppView>("AuthorizedApp").implement({
+  description: "An app the user allowed on the consent page, until they withdraw it with revokeOAuthConsent.",
+  fields: (t) => ({
+    clientId: t.exposeString("clientId", { description: "The app's OAuth client_id (lgc_…), for revokeOAuthConsent." }),
+    name: t.exposeString("name", { description: "The app's name, as the consent page showed it." }),
+    scopes: t.exposeStringList("scopes", { description: "What it may read: the scopes allowed (openid, email, phone, profile, offline_access)." }),
+    allowedAt: t.expose("allowedAt", { type: "DateTime", description: "When the user first allowed it." }),
+  }),
+});
+
+builder.prismaObjectFields("Account", (t) => ({
+  authorizedApps: t.field({
+    type: [AuthorizedApp],
+    description: `The apps the user allowed on the consent page and has not withdrawn, the latest first (at most ${AUTHORIZED_APPS_LISTED}). Each reads what its scopes name; revokeOAuthConsent withdraws one.`,
+    resolve: async (_, __, ctx) => authorizedApps(ctx.deps, await ctx.user()),
+  }),
 }));
 
 const RevokeOAuthConsentPayload = builder.objectRef<{ clientId: string }>("RevokeOAuthConsentPayload").implement({
