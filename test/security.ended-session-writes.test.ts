@@ -75,4 +75,35 @@ onPostgres("a session ended while its request waits for the account", () => {
     expect(renamed.body.errors?.[0]?.extensions?.code, JSON.stringify(renamed.body)).toBe("UNAUTHENTICATED");
     expect((await h.db.prisma.account.findUnique({ where: { id: owner.accountId } }))?.name).toBeNull();
   });
+
+  // 26th review: the same for what the first fix left out. An intruder's request queued behind
+  // the owner's unmerge (which ended his session) deleted the account, or removed an address.
+  it("an account deletion whose session ended deletes nothing", async () => {
+    const owner = await h.signIn({ email: "ended.delete@example.com" });
+    const deleted = await endedWhileWaiting(owner.accountId, sessionOf(owner.token), () => h.gql(`mutation { deleteAccount { __typename } }`, {}, bearer(owner.token)));
+    expect(deleted.body.errors?.[0]?.extensions?.code, JSON.stringify(deleted.body)).toBe("UNAUTHENTICATED");
+    expect(await h.db.prisma.account.count({ where: { id: owner.accountId } })).toBe(1);
+  });
+
+  it("a removal of an address, or of a passkey, whose session ended removes nothing", async () => {
+    const owner = await h.signIn({ email: "ended.remove@example.com" });
+    const req = await h.call("POST", "/users/link/request", { body: { email: "ended.second@example.com" }, headers: bearer(owner.token) });
+    await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp("ended.second@example.com") }, headers: bearer(owner.token) });
+    const removed = await endedWhileWaiting(owner.accountId, sessionOf(owner.token), () =>
+      h.call("POST", "/users/link/remove", { body: { email: "ended.remove@example.com" }, headers: bearer(owner.token) }),
+    );
+    expect(removed.status, JSON.stringify(removed.body)).toBe(401);
+    expect(await h.db.prisma.identifier.count({ where: { accountId: owner.accountId } })).toBe(2);
+
+    const again = await h.signIn({ email: "ended.remove@example.com" });
+    const key = new SoftAuthenticator(PASSKEY_ORIGIN);
+    const opts = await h.gql(`mutation { startPasskeyRegistration { ... on PasskeyCreationOptions { options } } }`, {}, bearer(again.token));
+    const registered = await h.gql(`mutation($r: JSON!) { finishPasskeyRegistration(response: $r) { ... on Passkey { id } } }`, { r: key.create(opts.body.data.startPasskeyRegistration.options) }, bearer(again.token));
+    const passkeyId = registered.body.data.finishPasskeyRegistration.id;
+    const gone = await endedWhileWaiting(owner.accountId, sessionOf(again.token), () =>
+      h.gql(`mutation($id: ID!) { removePasskey(id: $id) { __typename } }`, { id: passkeyId }, bearer(again.token)),
+    );
+    expect(gone.body.errors?.[0]?.extensions?.code, JSON.stringify(gone.body)).toBe("UNAUTHENTICATED");
+    expect(await h.db.prisma.passkey.count({ where: { id: passkeyId } })).toBe(1);
+  });
 });

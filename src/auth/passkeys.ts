@@ -364,6 +364,7 @@ export async function removePasskey(deps: Deps, actor: UserActor, input: { id: s
   await transaction(deps.prisma, async (tx) => {
     // first, as a sign-in with it locks it (assertPasskeyStays): one of the two goes first
     await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
+    await assertLiveSession(tx, actor.projectId, actor.user.sessionId, actor.user.accountId);
     const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true } });
     if (!passkey) throw new NotFound("no such passkey");
     await endSessionsSignedInWith(tx, actor.user.accountId, [input.id], actor.user.sessionId);

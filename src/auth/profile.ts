@@ -54,6 +54,9 @@ export async function deleteAccount(deps: Deps, actor: UserActor) {
   await transaction(deps.prisma, async (tx) => {
     const { projectId, user } = actor;
     await lockAccounts(tx, projectId, [user.accountId]); // a merge of this account waits, or wins first
+    // an intruder's request queued behind the owner's unmerge, which ended his session, deleted
+    // the account the unmerge had just made deletable (26th review)
+    await assertLiveSession(tx, projectId, user.sessionId, user.accountId);
     const account = await loadAccount(tx, projectId, user.accountId);
     if (!account) throw new Unauthenticated("this account no longer exists");
     if (account.mergedWithId) throw new AccountMerged();

@@ -26,7 +26,7 @@ import { newId, newOrderedId } from "../ids.ts";
 import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identifiers.ts";
 import type { OtpBinding } from "../auth/otp.ts";
 import { refuseCapped, refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
-import { endSessionsSignedInWith } from "../auth/sessions.ts";
+import { assertLiveSession, endSessionsSignedInWith } from "../auth/sessions.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
@@ -55,10 +55,17 @@ type IdentifierInput = { email?: unknown; phone?: unknown };
  * been deleted or merged away as a secondary since (a merge ends the secondary's sessions in the
  * same transaction). A secondary never acts, so it is answered like any ended session.
  */
-async function currentAccount(tx: Tx, actor: UserActor): Promise<LockedAccount> {
+/**
+ * The acting account, locked, and its session checked again under the lock: a merge, removal or
+ * sign-out on another gateway may have ended it after the request was authenticated, and an
+ * intruder's request queued behind the owner's unmerge removed the owner's address (26th
+ * review). `onBehalf`: support staff act with no session of the user's.
+ */
+async function currentAccount(tx: Tx, actor: UserActor, onBehalf = false): Promise<LockedAccount> {
   const [me] = await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
   if (!me) throw new Unauthenticated("this account no longer exists");
   if (me.merge_role === "secondary") throw new Unauthenticated("this session has ended; sign in again");
+  if (!onBehalf) await assertLiveSession(tx, actor.projectId, actor.user.sessionId, actor.user.accountId);
   return me;
 }
 
@@ -250,7 +257,7 @@ export async function unmerge(deps: Deps, actor: UserActor) {
  */
 export async function unmergeOnBehalf(deps: Deps, actor: UserActor, secondaryId: string, record: Record<string, string>) {
   await transaction(deps.prisma, async (tx) => {
-    const me = await currentAccount(tx, actor);
+    const me = await currentAccount(tx, actor, true);
     if (me.merge_role !== "primary" || me.merged_with_id !== secondaryId) throw new NotMerged("these two accounts are not merged with each other");
     return separate(tx, actor, secondaryId, record);
   });
