@@ -85,8 +85,9 @@ describe.skipIf(chromiumMissing).concurrent.each(backends)("external sign-in in 
     rp = await listen(async () => new Response("back at the app", { headers: { "content-type": "text/plain" } }));
     registered = await registerClient(h, { type: "CONFIDENTIAL", redirectUris: [`${rp.url}/callback`] });
     config = await client.discovery(new URL(origin), registered.clientId, registered.clientSecret!, undefined, { execute: [client.allowInsecureRequests] });
-    // the app of (c) is a first-party client too: its redirect URI is where external sign-ins may return
-    await registerClient(h, { type: "PUBLIC", redirectUris: [`${app.url}/callback`], name: "App with its own page" });
+    // the app of (c) is a first-party client too: its redirect URI is where external sign-ins may
+    // return. A server's (CONFIDENTIAL): a public client on a loopback address cannot be first-party
+    await registerClient(h, { type: "CONFIDENTIAL", redirectUris: [`${app.url}/callback`], name: "App with its own page" });
   }, 120_000);
   afterAll(async () => {
     for (const d of devices) await d.close().catch(() => {});

@@ -7,7 +7,6 @@ import { safeEqual, sha256Hex } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
 import { InvalidRequest, NotFound } from "../errors.ts";
 import type { OAuthClient } from "../generated/prisma/client.ts";
-import { isNative } from "./client-metadata.ts";
 import { endGrants } from "./grants.ts";
 
 export type ClientType = "public" | "confidential";
@@ -73,21 +72,25 @@ function checkType(type: unknown): ClientType {
 }
 
 /**
- * A first-party client's tokens manage the account (docs/oidc.md, "What a token reaches"), so it
- * must be a client nobody else can pose as. A public native client cannot be one: its client_id is
- * public, it has no secret, and any app on the device may claim its private-use scheme or listen
- * on a loopback port, then sign the user in on the genuine page and take the code with its own
- * PKCE verifier (RFC 8252 section 8.6; twenty-third review). A project's own native app uses a
- * claimed https redirect (Android App Links, Apple Universal Links), which only it receives.
+ * A first-party client's tokens manage the account (docs/oidc.md, "What a token reaches"), and its
+ * redirect URIs receive external sign-ins' results (src/auth/external/flows.ts), so it must be a
+ * client nobody else can pose as. A public client whose codes may land anywhere but an https
+ * origin cannot be one: its client_id is public and it has no secret, so any app on the device
+ * may claim its private-use scheme, and any program on the machine may listen on its loopback
+ * port, then sign the user in on the genuine page and take the code with its own PKCE verifier
+ * (RFC 8252 section 8.6; 23rd review, and the 26th for loopback). A project's own native app uses
+ * a claimed https redirect (Android App Links, Apple Universal Links), which only it receives.
  */
 function checkFirstParty(c: { firstParty: boolean; type: ClientType; redirectUris: readonly string[] }): boolean {
-  if (c.firstParty && c.type === "public" && isNative(c.redirectUris)) {
+  if (c.firstParty && c.type === "public" && !c.redirectUris.every(isHttps)) {
     throw new InvalidRequest(
-      "a PUBLIC client with an app's private-use scheme cannot be first-party: any app on the device can claim that scheme; use a claimed https redirect URI (App Links, Universal Links)",
+      "a PUBLIC client with a redirect URI that is not https (an app's private-use scheme, a loopback address) cannot be first-party: another app or program on the device can receive its codes; use claimed https redirect URIs (App Links, Universal Links), or a CONFIDENTIAL client for a server",
     );
   }
   return c.firstParty;
 }
+
+const isHttps = (uri: string) => URL.canParse(uri) && new URL(uri).protocol === "https:";
 
 export async function createClient(deps: Deps, actor: Actor, input: ClientInput): Promise<ClientWithSecret> {
   const name = checkName(input.name);
