@@ -192,6 +192,20 @@ describe.skipIf(!serverUrl)("a migration that failed", () => {
       await db.close();
     }
   }, 180_000);
+
+  it("a database that holds tables of something else is said as it is, without the failed migration's recovery", async () => {
+    const db = await openTestDatabase("postgres", { empty: true });
+    try {
+      await db.prisma.$executeRawUnsafe(`CREATE TABLE accounts (id text)`);
+      const r = await run(MIGRATE, { DATABASE_URL: db.url! });
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^linkgate: could not apply the database's migrations: .*not empty/);
+      expect(r.stderr).not.toContain("A migration that failed");
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    } finally {
+      await db.close();
+    }
+  }, 120_000);
 });
 
 describe("redactUrl", () => {

@@ -96,7 +96,10 @@ export async function applyOrdinaryMigrations(
     const end = lines.findIndex((l) => /^\d+: /.test(l));
     const said = lines.slice(0, end < 0 ? undefined : end).filter(Boolean).join(" ");
     const name = /migration_name="([^"]+)"/.exec(message)?.[1];
-    throw new MigrationFailed(`could not apply the database's migrations${name ? ` (at ${name})` : ""}: ${said} (see "A migration that failed" in docs/operations.md)`);
+    // the recovery is for a migration that failed; another fault (a database that is not empty
+    // and not linkgate's, the engine's lock timing out) is said as it is (26th review)
+    const failed = !!name || /failed migrations/.test(message);
+    throw new MigrationFailed(`could not apply the database's migrations${name ? ` (at ${name})` : ""}: ${said}${failed ? ` (see "A migration that failed" in docs/operations.md)` : ""}`);
   }
 }
 
