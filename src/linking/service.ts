@@ -52,14 +52,11 @@ type IdentifierInput = { email?: unknown; phone?: unknown };
 /**
  * The signed-in account read under a row lock, in the caller's project (another project's
  * account is not found). The caller authenticated before taking the lock: its account may have
- * been deleted or merged away as a secondary since (a merge ends the secondary's sessions in the
- * same transaction). A secondary never acts, so it is answered like any ended session.
- */
-/**
- * The acting account, locked, and its session checked again under the lock: a merge, removal or
- * sign-out on another gateway may have ended it after the request was authenticated, and an
- * intruder's request queued behind the owner's unmerge removed the owner's address (26th
- * review). `onBehalf`: support staff act with no session of the user's.
+ * been deleted or merged away as a secondary since, and its session ended by a merge, a removal
+ * or a sign-out on another gateway (an intruder's request queued behind the owner's unmerge
+ * removed the owner's address: 26th review). So the session is checked again here, and a
+ * secondary never acts: either is answered like any ended session. `onBehalf`: support staff act
+ * with no session of the user's.
  */
 async function currentAccount(tx: Tx, actor: UserActor, onBehalf = false): Promise<LockedAccount> {
   const [me] = await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
