@@ -1,6 +1,6 @@
 // Approved apps over their lifetime (twenty-third review). Four ways an app kept more than the
 // user or the operator meant: a public native client marked first-party (or, 26th review, one
-// with a loopback redirect URI), whose code any app or program on the device could take with its own PKCE verifier and whose token then managed the account; a
+// with a loopback redirect URI in production), whose code any app or program on the device could take with its own PKCE verifier and whose token then managed the account; a
 // deleted client whose access tokens still worked; an app approved while first-party that the
 // user could not withdraw once it was made third-party; and a consent given through a merged
 // secondary's sign-in that stayed with the primary after the unmerge. And the user can see which
@@ -11,11 +11,27 @@ import * as client from "openid-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { InvalidRequest } from "../src/errors.ts";
+import { checkFirstParty } from "../src/oidc/clients.ts";
 import { approveApp, ORIGIN, registerClient } from "./support/oidc.ts";
 
 const CREATE = `mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename ... on OAuthClientWithSecret { client { id firstParty } } ... on Error { message } } }`;
 const UPDATE = `mutation($id: ID!, $input: OAuthClientInput!) { updateOAuthClient(id: $id, input: $input) { __typename ... on UpdateOAuthClientPayload { client { firstParty redirectUris } } ... on Error { message } } }`;
-const MIGRATION = "prisma/migrations/20261128220000_public_clients_not_https_not_first_party/migration.sql";
+const MIGRATION = "prisma/migrations/20261128220000_public_native_clients_not_first_party/migration.sql";
+
+describe("which public clients may be first-party", () => {
+  // 26th review: in production, a program listening on a first-party public client's loopback
+  // port took the code and a token that manages the account
+  it("in production, no redirect URI that is not https; in development, loopback addresses too", () => {
+    const client = (...redirectUris: string[]) => ({ firstParty: true, type: "public" as const, redirectUris });
+    expect(() => checkFirstParty(client("https://app.example/cb", "http://localhost:5173/cb"), true)).toThrow(/cannot be first-party with http:\/\/localhost:5173\/cb/);
+    expect(() => checkFirstParty(client("http://127.0.0.1/cb"), true)).toThrow(InvalidRequest);
+    expect(checkFirstParty(client("https://app.example/cb", "http://localhost:5173/cb"), false)).toBe(true);
+    expect(() => checkFirstParty(client("com.example.app:/cb"), false)).toThrow(InvalidRequest);
+    expect(checkFirstParty(client("https://app.example/cb"), true)).toBe(true);
+    expect(checkFirstParty({ ...client("http://localhost:3000/cb"), type: "confidential" }, true)).toBe(true);
+  });
+});
 
 describe.each(backends)("approved apps over their lifetime, on %s", (backend) => {
   let h: Harness;
@@ -31,26 +47,26 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
   const userinfo = (token: string) => h.call("GET", "/oauth/userinfo", { headers: { authorization: `Bearer ${token}` } });
   const create = async (input: object) => (await h.gql(CREATE, { input: { name: "App", ...input } })).body.data.createOAuthClient;
 
-  it("a public client with a redirect URI that is not https cannot be first-party, on create or by an update", async () => {
-    for (const redirectUris of [["com.example.app:/cb"], ["https://app.example/cb", "http://localhost:5173/cb"], ["http://127.0.0.1/cb"]]) {
+  it("a public client with an app's private-use scheme cannot be first-party, on create or by an update", async () => {
+    for (const redirectUris of [["com.example.app:/cb"], ["https://app.example/cb", "com.example.app:/cb"]]) {
       const refused = await create({ type: "PUBLIC", redirectUris, firstParty: true });
       expect(refused.__typename, JSON.stringify(redirectUris)).toBe("InvalidRequest");
-      expect(refused.message).toMatch(/cannot be first-party/);
+      expect(refused.message).toMatch(/cannot be first-party with com\.example\.app:\/cb/);
     }
 
     // the same client as a third party, a confidential one with the scheme, a single-page app
+    // (outside production its local development address too: the README's first steps)
     const third = await create({ type: "PUBLIC", redirectUris: ["com.example.app:/cb"], firstParty: false });
     expect(third.client.firstParty).toBe(false);
     expect((await create({ type: "CONFIDENTIAL", redirectUris: ["com.example.app:/cb", "http://localhost:3000/cb"], firstParty: true })).client.firstParty).toBe(true);
+    expect((await create({ type: "PUBLIC", redirectUris: ["http://localhost:5173/callback"], firstParty: true })).client.firstParty).toBe(true);
     const spa = await create({ type: "PUBLIC", redirectUris: ["https://app.example/cb"], firstParty: true });
     expect(spa.client.firstParty).toBe(true);
 
     const promoted = (await h.gql(UPDATE, { id: third.client.id, input: { firstParty: true } })).body.data.updateOAuthClient;
     expect(promoted.__typename).toBe("InvalidRequest");
-    for (const added of ["com.example.app:/cb", "http://localhost:5173/cb"]) {
-      const update = (await h.gql(UPDATE, { id: spa.client.id, input: { redirectUris: ["https://app.example/cb", added] } })).body.data.updateOAuthClient;
-      expect(update.__typename).toBe("InvalidRequest");
-    }
+    const schemeAdded = (await h.gql(UPDATE, { id: spa.client.id, input: { redirectUris: ["https://app.example/cb", "com.example.app:/cb"] } })).body.data.updateOAuthClient;
+    expect(schemeAdded.__typename).toBe("InvalidRequest");
     const rows = await h.db.prisma.oAuthClient.findMany({ where: { id: { in: [third.client.id, spa.client.id] } }, orderBy: { createdAt: "asc" } });
     expect(rows.map((r) => [r.firstParty, r.redirectUris])).toEqual([
       [false, ["com.example.app:/cb"]],
@@ -61,7 +77,7 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
     expect(demoted.client).toEqual({ firstParty: false, redirectUris: ["com.example.app:/cb"] });
   });
 
-  it("the upgrade's migration makes the public first-party clients made before with a redirect URI that is not https third-party, and only those", async () => {
+  it("the upgrade's migration makes the public native first-party clients made before third-party, and only those", async () => {
     const base = { projectId: h.projectId, name: "Before", firstParty: true };
     const made = await Promise.all(
       [
@@ -73,7 +89,7 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
     );
     await h.db.prisma.$executeRawUnsafe(readFileSync(MIGRATION, "utf8"));
     const after = await h.db.prisma.oAuthClient.findMany({ where: { id: { in: made.map((c) => c.id) } }, orderBy: { id: "asc" } });
-    expect(after.map((c) => c.firstParty)).toEqual([false, false, true, true]);
+    expect(after.map((c) => c.firstParty)).toEqual([false, true, true, true]);
   });
 
   it("deleting a client ends the sessions its users signed in with through it: its access token is refused", async () => {

@@ -74,29 +74,34 @@ function checkType(type: unknown): ClientType {
 /**
  * A first-party client's tokens manage the account (docs/oidc.md, "What a token reaches"), and its
  * redirect URIs receive external sign-ins' results (src/auth/external/flows.ts), so it must be a
- * client nobody else can pose as. A public client whose codes may land anywhere but an https
- * origin cannot be one: its client_id is public and it has no secret, so any app on the device
- * may claim its private-use scheme, and any program on the machine may listen on its loopback
- * port, then sign the user in on the genuine page and take the code with its own PKCE verifier
- * (RFC 8252 section 8.6; 23rd review, and the 26th for loopback). A project's own native app uses
- * a claimed https redirect (Android App Links, Apple Universal Links), which only it receives.
+ * client nobody else can pose as. A public client cannot be one when its codes may land where
+ * another program receives them: its client_id is public and it has no secret, so any app on the
+ * device may claim its private-use scheme, show the user the genuine page and take the code with
+ * its own PKCE verifier (RFC 8252 section 8.6; 23rd review). A loopback address is the same in
+ * production, where any program on the user's machine may listen on its port (26th review); in
+ * development it is the app being built (the README's first steps). A project's own native app
+ * uses a claimed https redirect (Android App Links, Apple Universal Links), which only it receives.
  */
-function checkFirstParty(c: { firstParty: boolean; type: ClientType; redirectUris: readonly string[] }): boolean {
-  if (c.firstParty && c.type === "public" && !c.redirectUris.every(isHttps)) {
+export function checkFirstParty(c: { firstParty: boolean; type: ClientType; redirectUris: readonly string[] }, production: boolean): boolean {
+  if (!c.firstParty || c.type !== "public") return c.firstParty;
+  const receivable = c.redirectUris.filter((u) => !isHttps(u) && (production || !isLoopbackHttp(u)));
+  if (receivable.length) {
     throw new InvalidRequest(
-      "a PUBLIC client with a redirect URI that is not https (an app's private-use scheme, a loopback address) cannot be first-party: another app or program on the device can receive its codes; use claimed https redirect URIs (App Links, Universal Links), or a CONFIDENTIAL client for a server",
+      `a PUBLIC client cannot be first-party with ${receivable[0]}: another app or program on the device can receive its codes. Use claimed https redirect URIs (App Links, Universal Links), or a CONFIDENTIAL client for a server`,
     );
   }
   return c.firstParty;
 }
 
+/** http is allowed on a loopback host only (checkRedirectUris). */
+const isLoopbackHttp = (uri: string) => URL.canParse(uri) && new URL(uri).protocol === "http:";
 const isHttps = (uri: string) => URL.canParse(uri) && new URL(uri).protocol === "https:";
 
 export async function createClient(deps: Deps, actor: Actor, input: ClientInput): Promise<ClientWithSecret> {
   const name = checkName(input.name);
   const redirectUris = checkRedirectUris(input.redirectUris);
   const type = checkType(input.type);
-  const firstParty = checkFirstParty({ firstParty: input.firstParty ?? false, type, redirectUris });
+  const firstParty = checkFirstParty({ firstParty: input.firstParty ?? false, type, redirectUris }, deps.config.production);
   const clientSecret = type === "confidential" ? newSecret() : null;
   const client = await deps.prisma.oAuthClient.create({
     data: {
@@ -128,7 +133,7 @@ export async function updateClient(deps: Deps, actor: Actor, id: string, input: 
       firstParty: input.firstParty ?? row.first_party,
       type: row.type,
       redirectUris: redirectUris ?? row.redirect_uris,
-    });
+    }, deps.config.production);
     return tx.oAuthClient.update({ where: { id }, data: { ...(name ? { name } : {}), ...(redirectUris ? { redirectUris } : {}), firstParty } });
   });
 }
