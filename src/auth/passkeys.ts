@@ -16,7 +16,6 @@ import { decodeClientDataJSON } from "@simplewebauthn/server/helpers";
 import { z } from "zod";
 import type { Config } from "../config.ts";
 import type { Db, Tx } from "../db/client.ts";
-import { lockAccounts } from "../db/locks.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
 import type { Actor, Deps, UserActor } from "../deps.ts";
@@ -26,7 +25,7 @@ import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
 import { consumePerAccount, consumePerAddress, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
-import { assertLiveSession, endSessionsSignedInWith, markReauthenticated } from "./sessions.ts";
+import { endSessionsSignedInWith, lockForSession, markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
 
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
@@ -180,16 +179,11 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
   if (!verified?.verified || !verified.registrationInfo) throw new PasskeyInvalid();
   const { credential, credentialDeviceType, credentialBackedUp } = verified.registrationInfo;
   return transaction(deps.prisma, async (tx) => {
-    // under the account's lock, the session checked again: a merge (or a deletion) that ended it
-    // while the ceremony ran goes first, and a passkey added to a merged secondary would sign in
-    // to its primary (24th review)
-    await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
-    await assertLiveSession(tx, actor.projectId, actor.user.sessionId, actor.user.accountId);
+    // a merge (or a deletion) that ended the session while the ceremony ran goes first: a passkey
+    // added to a merged secondary would sign in to its primary (24th review)
+    const { lastProof } = await lockForSession(tx, actor);
     const taken = await tx.passkey.count({ where: { projectId: actor.projectId, credentialId: credential.id } });
     if (taken) throw new PasskeyInvalid("that passkey is already registered");
-    // what made this session recent: a passkey added by whoever signed in with a merged
-    // secondary's address leaves with the secondary on unmerge (src/linking/service.ts)
-    const proved = await tx.session.findUnique({ where: { id: actor.user.sessionId }, select: { signedInWith: true, reauthenticatedWith: true } });
     const passkey = await tx.passkey.create({
       data: {
         id: newId("psk"),
@@ -202,7 +196,9 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
         deviceType: credentialDeviceType,
         backedUp: credentialBackedUp,
         name,
-        registeredWith: proved?.reauthenticatedWith ?? proved?.signedInWith ?? null,
+        // what made the session recent: a passkey added by whoever signed in with a merged
+        // secondary's address leaves with the secondary on unmerge (src/linking/service.ts)
+        registeredWith: lastProof,
       },
     });
     await enqueue(tx, {
@@ -363,8 +359,7 @@ export async function removePasskey(deps: Deps, actor: UserActor, input: { id: s
   await requireRecentAuth(deps, actor);
   await transaction(deps.prisma, async (tx) => {
     // first, as a sign-in with it locks it (assertPasskeyStays): one of the two goes first
-    await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
-    await assertLiveSession(tx, actor.projectId, actor.user.sessionId, actor.user.accountId);
+    await lockForSession(tx, actor);
     const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true } });
     if (!passkey) throw new NotFound("no such passkey");
     await endSessionsSignedInWith(tx, actor.user.accountId, [input.id], actor.user.sessionId);

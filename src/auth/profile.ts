@@ -3,11 +3,10 @@ import type { Deps, UserActor } from "../deps.ts";
 import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../webhooks/outbox.ts";
 import { AccountMerged, InvalidRequest, RateLimited, ReauthenticationRequired, Unauthenticated } from "../errors.ts";
-import { lockAccounts } from "../db/locks.ts";
 import { loadAccount, userEventData, userObject } from "./accounts.ts";
 import { consumePerAccount, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
-import { assertLiveSession } from "./sessions.ts";
+import { lockForSession } from "./sessions.ts";
 
 /** What each operation refuses with, besides bad credentials: its GraphQL field lists exactly these. */
 export const PROFILE_ERRORS = {
@@ -34,8 +33,7 @@ export async function updateProfile(deps: Deps, actor: UserActor, input: { name:
   return transaction(deps.prisma, async (tx) => {
     // a merge that ended this session while the request ran goes first: renaming a secondary
     // would break the unmerge's promise to give it back as it was (24th review)
-    await lockAccounts(tx, projectId, [user.accountId]);
-    await assertLiveSession(tx, projectId, user.sessionId, user.accountId);
+    await lockForSession(tx, actor);
     const differs = name === null ? { name: { not: null } } : { OR: [{ name: null }, { name: { not: name } }] };
     const changed = await tx.account.updateMany({ where: { id: user.accountId, projectId, ...differs }, data: { name } });
     if (changed.count) await enqueue(tx, { projectId, eventType: "user.updated", data: await userEventData(tx, projectId, user.accountId) });
@@ -53,10 +51,9 @@ export async function deleteAccount(deps: Deps, actor: UserActor) {
   await requireRecentAuth(deps, actor);
   await transaction(deps.prisma, async (tx) => {
     const { projectId, user } = actor;
-    await lockAccounts(tx, projectId, [user.accountId]); // a merge of this account waits, or wins first
-    // an intruder's request queued behind the owner's unmerge, which ended his session, deleted
-    // the account the unmerge had just made deletable (26th review)
-    await assertLiveSession(tx, projectId, user.sessionId, user.accountId);
+    // a merge of this account waits, or wins first; an intruder's request queued behind the
+    // owner's unmerge, which ended his session, deleted the account (26th review)
+    await lockForSession(tx, actor);
     const account = await loadAccount(tx, projectId, user.accountId);
     if (!account) throw new Unauthenticated("this account no longer exists");
     if (account.mergedWithId) throw new AccountMerged();

@@ -5,6 +5,7 @@ import { Prisma } from "../generated/prisma/client.ts";
 import { NotFound, Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { withHoles } from "../db/fast.ts";
+import { lockAccounts, type LockedAccount } from "../db/locks.ts";
 import type { Deps, UserActor } from "../deps.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 
@@ -63,8 +64,9 @@ export async function endSessions(tx: Db | Tx, where: { accountId: string } | { 
  * merged secondary (a secondary never acts, even through a session that slipped past the
  * merge). Its arguments are SQL expressions (parameters, columns), so callers can check the
  * project in the same statement as the API key; the fast path (authenticateUser,
- * authenticateToken) and Prisma's queries (liveSessionSql) use this text; src/auth/sign-in.sql
- * spells it out for a retried verify.
+ * authenticateToken), Prisma's queries (liveSessionSql) and lockForSession use this text;
+ * src/auth/sign-in.sql spells it out for a retried verify, and src/linking/link-verify.sql for the
+ * acting session under the account's lock: change them with it.
  */
 export function liveSessionCondition(session: string, account: string, project: string): string {
   return `s.id = ${session} AND s.account_id = ${account} AND s.project_id = ${project}
@@ -94,6 +96,23 @@ export function liveSessionSql(sessionId: string, accountId: string, project: Pr
  */
 export function liveSessionWhere(): Prisma.SessionWhereInput {
   return { endedAt: null, expiresAt: { gt: new Date() } };
+}
+
+/**
+ * What a change made with a session does first: the acting account row-locked, then the session
+ * checked live under that lock. A merge, removal or sign-out on another gateway may have ended
+ * the session after the request was authenticated, and a change queued behind it must find so
+ * (24th and 26th reviews: an intruder's late link verify, passkey, rename or deletion). Returns
+ * the account's row and what the session proved last (its re-authentication, else its sign-in).
+ */
+export async function lockForSession(tx: Tx, actor: UserActor): Promise<{ account: LockedAccount; lastProof: string | null }> {
+  const { projectId, user } = actor;
+  const [account] = await lockAccounts(tx, projectId, [user.accountId]);
+  const condition = withHoles(liveSessionCondition("\0", "\0", "\0"), user.sessionId, user.accountId, projectId);
+  const [live] = await tx.$queryRaw<{ proof: string | null }[]>`
+    SELECT coalesce(s.reauthenticated_with, s.signed_in_with) AS proof FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${condition}`;
+  if (!account || !live) throw new Unauthenticated(ENDED);
+  return { account, lastProof: live.proof };
 }
 
 export async function assertLiveSession(db: Db | Tx, projectId: string, sessionId: string, accountId: string): Promise<void> {

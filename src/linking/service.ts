@@ -26,7 +26,7 @@ import { newId, newOrderedId } from "../ids.ts";
 import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identifiers.ts";
 import type { OtpBinding } from "../auth/otp.ts";
 import { refuseCapped, refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
-import { assertLiveSession, endSessionsSignedInWith } from "../auth/sessions.ts";
+import { endSessionsSignedInWith, lockForSession } from "../auth/sessions.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
@@ -59,10 +59,10 @@ type IdentifierInput = { email?: unknown; phone?: unknown };
  * with no session of the user's.
  */
 async function currentAccount(tx: Tx, actor: UserActor, onBehalf = false): Promise<LockedAccount> {
+  if (!onBehalf) return (await lockForSession(tx, actor)).account;
   const [me] = await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
   if (!me) throw new Unauthenticated("this account no longer exists");
   if (me.merge_role === "secondary") throw new Unauthenticated("this session has ended; sign in again");
-  if (!onBehalf) await assertLiveSession(tx, actor.projectId, actor.user.sessionId, actor.user.accountId);
   return me;
 }
 
