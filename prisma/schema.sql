@@ -197,7 +197,8 @@ CREATE TABLE public.identifiers (
     kind public.identifier_kind NOT NULL,
     value text NOT NULL,
     origin public.identifier_origin NOT NULL,
-    created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+    created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    linked_with text
 );
 
 CREATE TABLE public.identity_providers (
@@ -912,6 +913,7 @@ DECLARE
   v_other accounts%ROWTYPE;
   v_user text;
   v_n integer;
+  v_proof text;
 BEGIN
   SELECT r.count >= p_fail_max, ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
     INTO v_over, retry_after FROM rate_limits r
@@ -969,12 +971,17 @@ BEGIN
   -- the acting session, read again under the account's lock: a removal, unmerge or sign-out
   -- that ended it may have committed while this request was on its way, and its late verify
   -- attached an address to the owner's account after the owner removed the intruder's way in
-  -- (24th review). Absent for a caller of the previous build during an upgrade.
-  IF p->>'session' IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sessions ss WHERE ss.id = p->>'session' AND ss.account_id = p_account
-      AND ss.ended_at IS NULL AND ss.expires_at > now()) THEN
-    outcome := 'ended';
-    RETURN NEXT;
-    RETURN;
+  -- (24th review). Absent for a caller of the previous build during an upgrade. What it proved
+  -- last is what an attach records (identifiers.linked_with): one attached by way of a merged
+  -- secondary leaves with it on unmerge (26th review).
+  IF p->>'session' IS NOT NULL THEN
+    SELECT coalesce(ss.reauthenticated_with, ss.signed_in_with) INTO v_proof FROM sessions ss
+      WHERE ss.id = p->>'session' AND ss.account_id = p_account AND ss.ended_at IS NULL AND ss.expires_at > now();
+    IF NOT FOUND THEN
+      outcome := 'ended';
+      RETURN NEXT;
+      RETURN;
+    END IF;
   END IF;
   SELECT i.account_id, i.origin INTO v_holder, v_origin FROM identifiers i
     WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
@@ -988,8 +995,8 @@ BEGIN
   END IF;
 
   IF v_holder IS NULL THEN
-    INSERT INTO identifiers (id, project_id, account_id, kind, value, origin, created_at)
-      VALUES (p_identifier_id, p_project, p_account, v_kind, v_value, 'attached', v_now);
+    INSERT INTO identifiers (id, project_id, account_id, kind, value, origin, created_at, linked_with)
+      VALUES (p_identifier_id, p_project, p_account, v_kind, v_value, 'attached', v_now, v_proof);
     UPDATE accounts SET updated_at = v_now WHERE id = p_account;
     v_user := link_user_object(p_account);
     PERFORM link_enqueue(p_project, p_channel, p_event_ids, p_attach_types,

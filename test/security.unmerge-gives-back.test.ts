@@ -6,6 +6,7 @@
 // unmerge was always kept, even when it had signed in with the secondary's address, so an
 // intruder who unmerged kept his session on the owner's account. Twentieth review, of the first
 // fix (the identity attached to the secondary itself): removing it then unmerged the two instead.
+// 24th and 26th reviews: passkeys registered and addresses attached by way of the secondary.
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -49,6 +50,14 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(req.status, JSON.stringify(req.body)).toBe(200);
     const verify = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(address) }, headers: bearer(primary.token) });
     expect(verify.body).toMatchObject({ outcome: "merged" });
+  }
+
+  /** The account signed in with `token` attaches `address`, nobody's yet, with the code sent there. */
+  async function attach(token: string, address: string): Promise<void> {
+    const req = await h.call("POST", "/users/link/request", { body: { email: address }, headers: bearer(token) });
+    expect(req.status, JSON.stringify(req.body)).toBe(200);
+    const verify = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(address) }, headers: bearer(token) });
+    expect(verify.body).toMatchObject({ outcome: "attached" });
   }
 
   /**
@@ -159,6 +168,50 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(Object.fromEntries(owners.map((p) => [p.id, p.accountId]))).toEqual({ [theirId]: secondary.accountId, [myId]: primary.accountId });
     expect(await viewerOf(await signInWithPasskey(h, theirs))).toBe(secondary.accountId);
     expect(await viewerOf(await signInWithPasskey(h, mine))).toBe(primary.accountId);
+  });
+
+  // 26th review: the passkey's give-back was dodged by attaching an address first (the session
+  // signed in with the secondary's address) and registering the passkey from a session signed in
+  // with that address: both stayed on the primary after the unmerge
+  it("an address attached by way of the secondary's goes back with it, with what was proven through that address", async () => {
+    const secondaryMail = email("second");
+    const secondary = await h.signIn({ email: secondaryMail });
+    const ownMail = email("first");
+    const primary = await h.signIn({ email: ownMail });
+    await merge(primary, secondaryMail);
+    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const theirMail = email("theirs");
+    await attach(viaSecondary.token, theirMail);
+    const viaTheirs = await h.signIn({ email: theirMail });
+    expect(viaTheirs.accountId).toBe(primary.accountId);
+    const theirs = new SoftAuthenticator(ORIGIN);
+    const theirPasskey = await registerPasskey(h, viaTheirs.token, theirs);
+
+    const viewer = await h.gql("{ viewer { identifiers { value leavesOnUnmerge } } }", {}, bearer(primary.token));
+    expect(viewer.body.data.viewer.identifiers).toEqual(
+      expect.arrayContaining([
+        { value: ownMail, leavesOnUnmerge: false },
+        { value: theirMail, leavesOnUnmerge: true },
+      ]),
+    );
+    // it is not the account's own way in: the owner's last address cannot go on its strength
+    const removed = await h.call("POST", "/users/link/remove", { body: { email: ownMail }, headers: bearer(primary.token) });
+    expect(removed.status, JSON.stringify(removed.body)).toBe(409);
+    expect(removed.body.error).toBe("LastIdentifier");
+    // an address the owner attaches from her own session stays hers
+    const myMail = email("mine");
+    await attach(primary.token, myMail);
+
+    const before = (await h.db.prisma.outboxEvent.findFirst({ orderBy: { seq: "desc" } }))?.seq ?? 0n;
+    expect((await h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) })).status).toBe(200);
+    const holders = await h.db.prisma.identifier.findMany({ where: { value: { in: [theirMail, myMail] } }, select: { value: true, accountId: true } });
+    expect(Object.fromEntries(holders.map((i) => [i.value, i.accountId]))).toEqual({ [theirMail]: secondary.accountId, [myMail]: primary.accountId });
+    expect((await h.db.prisma.passkey.findUniqueOrThrow({ where: { id: theirPasskey } })).accountId).toBe(secondary.accountId);
+    expect(await viewerOf(viaTheirs.token)).toBeNull();
+    expect((await h.signIn({ email: theirMail })).accountId).toBe(secondary.accountId);
+    expect(await viewerOf(await signInWithPasskey(h, theirs))).toBe(secondary.accountId);
+    const events = await h.db.prisma.outboxEvent.findMany({ where: { seq: { gt: before }, eventType: "user.identifier.unlinked" } });
+    expect(events.map((e) => JSON.parse(e.body).data.identifier)).toEqual([{ type: "email", value: theirMail }]);
   });
 
   // 24th review: a sign-in with that identity racing the unmerge read the identity's account

@@ -221,7 +221,7 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
     const onSecondary = !!row && me.merge_role === "primary" && row.accountId === me.merged_with_id;
     if (!row || (row.accountId !== me.id && !onSecondary)) throw new IdentifierNotLinked();
     if (onSecondary) return separate(tx, actor, me.merged_with_id!);
-    if ((await signInCapableBesides(tx, me.id, row.id)) === 0) throw new LastIdentifier();
+    if ((await signInCapableBesides(tx, me, row.id)) === 0) throw new LastIdentifier();
     await endSessionsSignedInWith(tx, me.id, [row.id], actor.user.sessionId);
     await tx.identifier.delete({ where: { id: row.id } });
     await tx.account.update({ where: { id: me.id }, data: { updatedAt: new Date() } });
@@ -264,59 +264,70 @@ export async function unmergeOnBehalf(deps: Deps, actor: UserActor, secondaryId:
 
 /**
  * The account's identifiers other than `removed` that can still sign in and stay: an external
- * one whose provider was deleted cannot sign in, and one confirmed through the merged
- * secondary's address leaves with it on unmerge (counted, removing the account's own last
- * address then unmerging left it none: 21st review).
+ * one whose provider was deleted cannot sign in, and one proven through the merged secondary
+ * leaves with it on unmerge (counted, removing the account's own last address then unmerging
+ * left it none: 21st review).
  */
-function signInCapableBesides(tx: Tx, accountId: string, removed: string): Promise<number> {
+async function signInCapableBesides(tx: Tx, me: LockedAccount, removed: string): Promise<number> {
+  const leaving = await leavingOnUnmerge(tx, me);
   return tx.identifier.count({
-    where: { accountId, id: { not: removed }, OR: [{ kind: { not: "external" } }, { external: { providerId: { not: null }, provenBy: null } }] },
+    where: { accountId: me.id, id: { notIn: [removed, ...leaving] }, OR: [{ kind: { not: "external" } }, { external: { providerId: { not: null } } }] },
   });
 }
 
+/** The identifiers of a primary that an unmerge would give to its secondary (none for any other account). */
+export async function leavingOnUnmerge(tx: Tx, account: Pick<LockedAccount, "id" | "merge_role" | "merged_with_id">): Promise<Set<string>> {
+  if (account.merge_role !== "primary" || !account.merged_with_id) return new Set();
+  const { identifiers } = await provenThroughSecondary(tx, account.id, account.merged_with_id);
+  return new Set(identifiers.map((i) => i.id));
+}
+
 /**
- * What goes back to the secondary on unmerge, besides its own identifiers and passkeys: the
- * external identities that joined the primary proven through them (src/auth/external/sign-in.ts
- * joinOnce), and the passkeys registered on the primary by sessions that had proved them (24th
- * review: whoever held the secondary's address kept a way into the primary). Followed to the
- * end: a passkey registered with a returned identity goes too. `proofs`: all of it, whose
- * sessions on the primary end.
+ * What goes back to the secondary on unmerge, besides its own identifiers and passkeys: what was
+ * proven through them on the primary while merged. The external identities that joined it
+ * confirmed through the secondary's address (src/auth/external/sign-in.ts joinOnce); the
+ * identifiers attached and the passkeys registered by sessions that had proved them last
+ * (`linkedWith`, `registeredWith`). Whoever held the secondary's address kept a way into the
+ * primary otherwise: a passkey (24th review), or an address attached first and a passkey
+ * registered from a session signed in with it (26th). Followed to the end: what was proven with
+ * a returned identifier or passkey goes too. `proofs`: all of it, whose sessions on the primary end.
  */
 async function provenThroughSecondary(tx: Tx, primaryId: string, secondaryId: string) {
   const own = await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } });
   const ownPasskeys = await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } });
-  const proofs = [...own, ...ownPasskeys].map((r) => r.id);
-  const provenThrough: Array<{ identifierId: string; identifier: { value: string } }> = [];
-  const passkeysThrough: string[] = [];
-  for (let fresh = proofs; fresh.length; ) {
-    const identities = await tx.externalIdentity.findMany({
-      where: { provenBy: { in: fresh }, identifier: { accountId: primaryId } },
-      select: { identifierId: true, identifier: { select: { value: true } } },
+  const proofs = new Set([...own, ...ownPasskeys].map((r) => r.id));
+  const identifiers: Array<{ id: string; kind: Identifier["kind"]; value: string }> = [];
+  const passkeys: string[] = [];
+  for (let fresh = [...proofs]; fresh.length; ) {
+    const provenIdentifiers = await tx.identifier.findMany({
+      where: { accountId: primaryId, OR: [{ linkedWith: { in: fresh } }, { external: { provenBy: { in: fresh } } }] },
+      select: { id: true, kind: true, value: true },
     });
-    const passkeys = await tx.passkey.findMany({ where: { registeredWith: { in: fresh }, accountId: primaryId }, select: { id: true } });
-    provenThrough.push(...identities);
-    passkeysThrough.push(...passkeys.map((p) => p.id));
-    fresh = [...identities.map((i) => i.identifierId), ...passkeys.map((p) => p.id)].filter((id) => !proofs.includes(id));
-    proofs.push(...fresh);
+    const provenPasskeys = await tx.passkey.findMany({ where: { accountId: primaryId, registeredWith: { in: fresh } }, select: { id: true } });
+    const found = [...provenIdentifiers, ...provenPasskeys].filter((r) => !proofs.has(r.id));
+    identifiers.push(...provenIdentifiers.filter((r) => found.includes(r)));
+    passkeys.push(...provenPasskeys.filter((r) => found.includes(r)).map((r) => r.id));
+    fresh = found.map((r) => r.id);
+    for (const id of fresh) proofs.add(id);
   }
-  return { provenThrough, passkeysThrough, proofs };
+  return { identifiers, passkeys, proofs: [...proofs] };
 }
 
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
   const { projectId, user } = actor;
   await lockAccounts(tx, projectId, [user.accountId, secondaryId]);
-  const { provenThrough, passkeysThrough, proofs } = await provenThroughSecondary(tx, user.accountId, secondaryId);
-  const returned = provenThrough.map((p) => p.identifierId);
+  const { identifiers, passkeys, proofs } = await provenThroughSecondary(tx, user.accountId, secondaryId);
+  const returned = identifiers.map((i) => i.id);
   // the sessions they opened on the primary end, the one making this change too. Kept, it would
   // stay on an account it holds no proof for: an intruder's session that unmerged, or the owner's
   // on the account she just left (seventeenth review).
   await endSessionsSignedInWith(tx, user.accountId, proofs);
   if (returned.length) {
-    await tx.identifier.updateMany({ where: { id: { in: returned } }, data: { accountId: secondaryId } });
+    await tx.identifier.updateMany({ where: { id: { in: returned } }, data: { accountId: secondaryId, linkedWith: null } });
     await tx.externalIdentity.updateMany({ where: { identifierId: { in: returned } }, data: { provenBy: null } });
   }
-  if (passkeysThrough.length) {
-    await tx.passkey.updateMany({ where: { id: { in: passkeysThrough } }, data: { accountId: secondaryId, registeredWith: null } });
+  if (passkeys.length) {
+    await tx.passkey.updateMany({ where: { id: { in: passkeys } }, data: { accountId: secondaryId, registeredWith: null } });
   }
   // the primary's remembered app consents go too: a sign-in with the secondary's address landed
   // here while the two were merged, so the other person may have given them, and an app would
@@ -325,7 +336,7 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   // a receiver that follows identifiers by their events learns that those left the primary
-  const left = provenThrough.map((p): [EventType, object] => ["user.identifier.unlinked", { identifier: { type: "external", value: p.identifier.value } }]);
+  const left = identifiers.map((i): [EventType, object] => ["user.identifier.unlinked", { identifier: { type: i.kind, value: i.value } }]);
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ...left, ["user.updated", {}]]);
   await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...(await identifiersOf(tx, secondaryId))]);
 }

@@ -1,5 +1,8 @@
 import { deleteAccount, PROFILE_ERRORS, updateProfile } from "../../auth/profile.ts";
+import type { LockedAccount } from "../../db/locks.ts";
+import { leavingOnUnmerge } from "../../linking/service.ts";
 import { builder } from "../builder.ts";
+import type { GraphQLContext } from "../context.ts";
 import { accountField, MergeRole } from "./account.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
@@ -47,13 +50,28 @@ builder.prismaObject("Identifier", {
     }),
     origin: t.expose("origin", { type: IdentifierOrigin, description: "Whether the account signed up with it or it was added by linking." }),
     leavesOnUnmerge: t.boolean({
-      description: "True for an external sign-in confirmed through the merged secondary's address: an unmerge gives it to the secondary, and it does not count as the account's own last way to sign in.",
-      select: { external: { select: { provenBy: true } } },
-      resolve: (i) => i.external?.provenBy != null,
+      description:
+        "True for one proven through the merged secondary: an external sign-in confirmed through its address, or an identifier added by a session signed in with it. An unmerge gives it to the secondary, and it does not count as the account's own last way to sign in.",
+      select: { account: { select: { id: true, mergeRole: true, mergedWithId: true } } },
+      resolve: async (i, _, ctx) => (await leavingOf(ctx, i.account)).has(i.id),
     }),
     createdAt: t.expose("createdAt", { type: "DateTime", description: "When it came to this account." }),
   }),
 });
+
+const leaving = new WeakMap<GraphQLContext, Map<string, Promise<Set<string>>>>();
+
+/** What an unmerge would take from the account, worked out once per request (each identifier asks). */
+function leavingOf(ctx: GraphQLContext, account: { id: string; mergeRole: string | null; mergedWithId: string | null }): Promise<Set<string>> {
+  let byAccount = leaving.get(ctx);
+  if (!byAccount) leaving.set(ctx, (byAccount = new Map()));
+  let found = byAccount.get(account.id);
+  if (!found) {
+    const locked = { id: account.id, merge_role: account.mergeRole as LockedAccount["merge_role"], merged_with_id: account.mergedWithId };
+    byAccount.set(account.id, (found = leavingOnUnmerge(ctx.deps.prisma, locked)));
+  }
+  return found;
+}
 
 /**
  * The secondary of a merge, as the primary sees it. A type of its own with no way back to an
@@ -63,7 +81,7 @@ builder.prismaObject("Identifier", {
 const MergedAccount = builder.prismaObject("Account", {
   variant: "MergedAccount",
   description:
-    "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back so, with the external sign-ins confirmed through its addresses while merged (the viewer's identifiers mark them leavesOnUnmerge). It has no way back to the viewer.",
+    "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back so, with what was proven through it while merged (the viewer's identifiers mark those leavesOnUnmerge). It has no way back to the viewer.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The secondary's own account id, which it keeps." }),
     name: t.exposeString("name", accountField.name),

@@ -1,0 +1,11 @@
+-- An identifier attached by a link remembers what the linking session had proved last (an
+-- identifier or a passkey of the account, by id), as a passkey remembers its registering
+-- session's proof (migration 20261128222501). An address attached by a session signed in with a
+-- merged secondary's address goes back to the secondary on unmerge, and with it the passkeys
+-- registered and the sessions opened with that address. Before, it stayed on the primary, and
+-- whoever held the secondary's address kept a way into the primary after the unmerge, by
+-- attaching an address first and registering a passkey from a session signed in with it (26th
+-- review). Null for identifiers signed up with and for those attached before the column, which
+-- stay where they are. No index: the unmerge looks among the primary's identifiers, found by account.
+-- AlterTable
+ALTER TABLE "identifiers" ADD COLUMN     "linked_with" TEXT;
