@@ -222,6 +222,12 @@ CREATE TABLE public.known_sign_ins (
     last_at timestamp(3) without time zone NOT NULL
 );
 
+CREATE TABLE public.master_key_check (
+    id integer DEFAULT 1 NOT NULL,
+    sealed text NOT NULL,
+    created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+);
+
 CREATE TABLE public.notices (
     id text NOT NULL,
     project_id text NOT NULL,
@@ -417,6 +423,8 @@ ALTER TABLE ONLY public.identifiers ADD CONSTRAINT identifiers_pkey PRIMARY KEY 
 ALTER TABLE ONLY public.identity_providers ADD CONSTRAINT identity_providers_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.known_sign_ins ADD CONSTRAINT known_sign_ins_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.master_key_check ADD CONSTRAINT master_key_check_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.notices ADD CONSTRAINT notices_pkey PRIMARY KEY (id);
 

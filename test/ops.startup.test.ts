@@ -8,7 +8,9 @@ import { createServer } from "node:net";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
-import { openTestDatabase, serverUrl } from "./support/db.ts";
+import { checkMasterKey } from "../src/auth/master-key.ts";
+import { parseMasterKey } from "../src/crypto.ts";
+import { backends, openTestDatabase, serverUrl } from "./support/db.ts";
 import { CLI, MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -171,6 +173,22 @@ describe("a master key other than the database's", () => {
     worker.child.kill("SIGTERM");
     expect((await worker.closed).code).toBe(0);
   }, 180_000);
+
+  // 26th review: a worker started with another key on a database no gateway had set up yet found
+  // nothing sealed to check, ran, and failed every delivery once a gateway sealed the secrets
+  it.each(backends)("on a database nothing was sealed in yet, the first key to start is the one (%s)", async (backend) => {
+    const db = await openTestDatabase(backend);
+    try {
+      const [first, other] = [randomBytes(32), randomBytes(32)].map((k) => parseMasterKey(k.toString("base64")));
+      const config = { secretKey: "set", dataDir: "" };
+      await checkMasterKey(db.prisma, first, config);
+      await expect(checkMasterKey(db.prisma, other, config)).rejects.toThrow(/^LINKGATE_SECRET_KEY is not the master key this database was set up with/);
+      await checkMasterKey(db.prisma, first, config);
+      expect(await db.prisma.masterKeyCheck.count()).toBe(1);
+    } finally {
+      await db.close();
+    }
+  });
 });
 
 describe.skipIf(!serverUrl)("a migration that failed", () => {

@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { ConfigError } from "../config.ts";
-import { parseMasterKey, unseal, type MasterKey } from "../crypto.ts";
+import { parseMasterKey, seal, unseal, type MasterKey } from "../crypto.ts";
 import type { Db } from "../db/client.ts";
 
 export function resolveMasterKey(config: { secretKey?: string; dataDir: string }): MasterKey {
@@ -23,18 +23,32 @@ export function resolveMasterKey(config: { secretKey?: string; dataDir: string }
  * gateway died on the signing key with a stack trace, and a worker ran: it recorded every
  * delivery as failed to unseal its webhook's secret, using up their attempts until the webhooks
  * were disabled (25th review). What is checked is something sealed under the key: the newest
- * signing key, else a webhook's secret (a database a gateway never started on holds neither, and
- * then any key is the right one).
+ * signing key or a webhook's secret when there are (sealed before the check row existed), and
+ * the check row, which the first process to start on the database seals. Without it a worker
+ * started with another key on a database no gateway had set up yet passed (26th review).
  */
 export async function checkMasterKey(db: Db, master: MasterKey, config: { secretKey?: string; dataDir: string }): Promise<void> {
-  const sealed =
+  const older =
     (await db.signingKey.findFirst({ where: { retiredAt: null }, orderBy: { createdAt: "desc" }, select: { privateSealed: true } }))?.privateSealed ??
     (await db.webhook.findFirst({ select: { secretSealed: true } }))?.secretSealed;
-  if (!sealed) return;
+  if (older && !opens(master, older)) throw wrongKey(config);
+  await db.masterKeyCheck.createMany({ data: [{ id: 1, sealed: seal(master, CHECK_TEXT) }], skipDuplicates: true });
+  const { sealed } = await db.masterKeyCheck.findUniqueOrThrow({ where: { id: 1 } });
+  if (!opens(master, sealed)) throw wrongKey(config);
+}
+
+const CHECK_TEXT = "linkgate master key check";
+
+function opens(master: MasterKey, sealed: string): boolean {
   try {
     unseal(master, sealed);
+    return true;
   } catch {
-    const which = config.secretKey ? "LINKGATE_SECRET_KEY" : `the development key in ${path.resolve(config.dataDir, "dev-secret.key")} (LINKGATE_SECRET_KEY is unset)`;
-    throw new ConfigError(`${which} is not the master key this database was set up with: what it sealed cannot be opened. Start with the key its first gateway used`);
+    return false;
   }
+}
+
+function wrongKey(config: { secretKey?: string; dataDir: string }): ConfigError {
+  const which = config.secretKey ? "LINKGATE_SECRET_KEY" : `the development key in ${path.resolve(config.dataDir, "dev-secret.key")} (LINKGATE_SECRET_KEY is unset)`;
+  return new ConfigError(`${which} is not the master key this database was set up with: what it sealed cannot be opened. Start with the key its first gateway or worker used`);
 }
