@@ -19,5 +19,9 @@ export default defineConfig({
     // statement registry) is read by tests only as a change within one test, or per label.
     isolate: false,
     restoreMocks: true,
+    // How long expect.poll waits for its condition, which it checks every 50 ms and passes as soon
+    // as it holds. Vitest's default of 1 s failed a browser flow (a page waiting on the gateway)
+    // while the rest of the suite kept both cores busy.
+    expect: { poll: { timeout: 15_000 } },
   },
 });
