@@ -61,8 +61,8 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
   }
 
   /**
-   * The secondary's owner signs in with her Google account, which names her address: she proves
-   * the address with its code, and lands on the primary while the two are merged.
+   * The secondary's owner signs in with her Google account, which names her address (or one that
+   * signs into the primary): she proves the address with its code, and lands on the primary.
    */
   async function googleThroughSecondary(secondaryMail: string, primaryId: string) {
     const grace = { sub: `g-${tag}-${++seq}`, email: secondaryMail, email_verified: true, name: "Grace" };
@@ -212,6 +212,51 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(await viewerOf(await signInWithPasskey(h, theirs))).toBe(secondary.accountId);
     const events = await h.db.prisma.outboxEvent.findMany({ where: { seq: { gt: before }, eventType: "user.identifier.unlinked" } });
     expect(events.map((e) => JSON.parse(e.body).data.identifier)).toEqual([{ type: "email", value: theirMail }]);
+  });
+
+  // 27th review: removing a middle link of the chain (the address attached by way of the
+  // secondary's) cut what hung from it loose, and it stayed on the primary as the owner's own
+  it("removing an address the chain passes through keeps what hangs from it on the chain", async () => {
+    const secondaryMail = email("second");
+    const secondary = await h.signIn({ email: secondaryMail });
+    const ownMail = email("first");
+    const primary = await h.signIn({ email: ownMail });
+    await merge(primary, secondaryMail);
+    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const middle = email("middle");
+    await attach(viaSecondary.token, middle);
+    const viaMiddle = await h.signIn({ email: middle });
+    const end = email("end");
+    await attach(viaMiddle.token, end);
+    const theirs = new SoftAuthenticator(ORIGIN);
+    const theirPasskey = await registerPasskey(h, viaMiddle.token, theirs);
+    const removedMiddle = await h.call("POST", "/users/link/remove", { body: { email: middle }, headers: bearer(viaSecondary.token) });
+    expect(removedMiddle.status, JSON.stringify(removedMiddle.body)).toBe(200);
+
+    // the end of the chain is still not the owner's: her last address stays
+    const removed = await h.call("POST", "/users/link/remove", { body: { email: ownMail }, headers: bearer(primary.token) });
+    expect(removed.status, JSON.stringify(removed.body)).toBe(409);
+    expect((await h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) })).status).toBe(200);
+    expect((await h.db.prisma.identifier.findFirstOrThrow({ where: { kind: "email", value: end } })).accountId).toBe(secondary.accountId);
+    expect((await h.db.prisma.passkey.findUniqueOrThrow({ where: { id: theirPasskey } })).accountId).toBe(secondary.accountId);
+  });
+
+  // 27th review: an external sign-in confirmed with the code of an address attached by way of
+  // the secondary's remembered nothing, and stayed on the primary
+  it("an external sign-in confirmed through an address attached by way of the secondary's goes back with it", async () => {
+    const secondaryMail = email("second");
+    const secondary = await h.signIn({ email: secondaryMail });
+    const primary = await h.signIn({ email: email("first") });
+    await merge(primary, secondaryMail);
+    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const theirMail = email("theirs");
+    await attach(viaSecondary.token, theirMail);
+    const { grace, value } = await googleThroughSecondary(theirMail, primary.accountId);
+
+    expect((await h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) })).status).toBe(200);
+    expect(await holderOf(value)).toBe(secondary.accountId);
+    google.loginAs(grace);
+    expect(accountOf(await externalSignIn(h, google, "google", app.redirectUri))).toBe(secondary.accountId);
   });
 
   // 24th review: a sign-in with that identity racing the unmerge read the identity's account

@@ -25,6 +25,7 @@ import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
 import { consumePerAccount, consumePerAddress, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
+import { handOnProofs } from "./proofs.ts";
 import { endSessionsSignedInWith, lockForSession, markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
 
@@ -360,9 +361,10 @@ export async function removePasskey(deps: Deps, actor: UserActor, input: { id: s
   await transaction(deps.prisma, async (tx) => {
     // first, as a sign-in with it locks it (assertPasskeyStays): one of the two goes first
     await lockForSession(tx, actor);
-    const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true } });
+    const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true, registeredWith: true } });
     if (!passkey) throw new NotFound("no such passkey");
     await endSessionsSignedInWith(tx, actor.user.accountId, [input.id], actor.user.sessionId);
+    await handOnProofs(tx, actor.user.accountId, input.id, passkey.registeredWith);
     await tx.passkey.delete({ where: { id: input.id } });
     await announce(tx, actor, { kind: "passkey_removed", name: passkey.name }, await signInIdentifiers(tx, actor.user.accountId));
     await tx.account.update({ where: { id: actor.user.accountId }, data: { updatedAt: new Date() } });

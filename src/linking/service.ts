@@ -27,6 +27,7 @@ import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identi
 import type { OtpBinding } from "../auth/otp.ts";
 import { refuseCapped, refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
 import { endSessionsSignedInWith, lockForSession } from "../auth/sessions.ts";
+import { handOnProofs } from "../auth/proofs.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
@@ -217,12 +218,14 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
     const me = await currentAccount(tx, actor);
     const row = await tx.identifier.findUnique({
       where: { projectId_kind_value: { projectId: actor.projectId, kind: identifier.kind, value: identifier.value } },
+      include: { external: { select: { provenBy: true } } },
     });
     const onSecondary = !!row && me.merge_role === "primary" && row.accountId === me.merged_with_id;
     if (!row || (row.accountId !== me.id && !onSecondary)) throw new IdentifierNotLinked();
     if (onSecondary) return separate(tx, actor, me.merged_with_id!);
     if ((await signInCapableBesides(tx, me, row.id)) === 0) throw new LastIdentifier();
     await endSessionsSignedInWith(tx, me.id, [row.id], actor.user.sessionId);
+    await handOnProofs(tx, me.id, row.id, row.linkedWith ?? row.external?.provenBy ?? null);
     await tx.identifier.delete({ where: { id: row.id } });
     await tx.account.update({ where: { id: me.id }, data: { updatedAt: new Date() } });
     await emit(tx, actor.projectId, me.id, [
@@ -304,10 +307,11 @@ async function provenThroughSecondary(tx: Tx, primaryId: string, secondaryId: st
       select: { id: true, kind: true, value: true },
     });
     const provenPasskeys = await tx.passkey.findMany({ where: { accountId: primaryId, registeredWith: { in: fresh } }, select: { id: true } });
-    const found = [...provenIdentifiers, ...provenPasskeys].filter((r) => !proofs.has(r.id));
-    identifiers.push(...provenIdentifiers.filter((r) => found.includes(r)));
-    passkeys.push(...provenPasskeys.filter((r) => found.includes(r)).map((r) => r.id));
-    fresh = found.map((r) => r.id);
+    const newIdentifiers = provenIdentifiers.filter((r) => !proofs.has(r.id));
+    const newPasskeys = provenPasskeys.filter((r) => !proofs.has(r.id)).map((r) => r.id);
+    identifiers.push(...newIdentifiers);
+    passkeys.push(...newPasskeys);
+    fresh = [...newIdentifiers.map((r) => r.id), ...newPasskeys];
     for (const id of fresh) proofs.add(id);
   }
   return { identifiers, passkeys, proofs: [...proofs] };

@@ -187,7 +187,7 @@ export async function confirmExternalSignInWithPasskey(deps: Deps, actor: Actor,
       select: { value: true },
     });
     if (!state) throw new OTPInvalid();
-    return joinOnce(tx, actor, stateId, state.value, passkey.accountId);
+    return joinOnce(tx, actor, stateId, state.value, passkey);
   });
   return tokensFor(deps, actor, signedIn, false);
 }
@@ -200,16 +200,17 @@ async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed:
 
 /**
  * Under the state's row lock: signs into the primary account of the e-mail and attaches the
- * identity to it. When the e-mail is a merged secondary's and the proof was the secondary's (the
- * code to its address, or its passkey), the identity remembers that address (`provenBy`): an
- * unmerge gives it back to the secondary with it (src/linking/service.ts). It stayed on the
- * primary after the unmerge before (seventeenth review); attached to the secondary itself, it
- * could not be removed without unmerging, nor re-authenticate the primary's sessions (twentieth).
- * With `passkeyAccount`, the passkey must sign into that same primary, on a retry of a state that
- * already succeeded too: the stored sign-in goes only to a passkey of its account (any passkey
- * of the project, a stranger's own, used to get it).
+ * identity to it, remembering what proved it (`provenBy`: the address its code went to, or the
+ * passkey): one proven through a merged secondary goes back to it on unmerge (src/auth/proofs.ts).
+ * It stayed on the primary after the unmerge before (seventeenth review), and so did one proven
+ * with an address or passkey the secondary's holder had added to the primary (27th); attached to
+ * the secondary itself, it could not be removed without unmerging, nor re-authenticate the
+ * primary's sessions (twentieth). With `passkey`, it must sign into that same primary, on a retry
+ * of a state that already succeeded too: the stored sign-in goes only to a passkey of its account
+ * (any passkey of the project, a stranger's own, used to get it).
  */
-async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkeyAccount?: string): Promise<SignedIn> {
+async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkey?: { id: string; accountId: string }): Promise<SignedIn> {
+  const passkeyAccount = passkey?.accountId;
   if (!(await consumeOtp(tx, stateId))) {
     const done = (await storedResult(tx, stateId)) as SignedIn | null;
     if (!done) throw new OTPInvalid();
@@ -225,8 +226,7 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
   if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
   const accountId = await primaryOf(tx, actor.projectId, holder.accountId);
   if (passkeyAccount) await assertPasskeyOf(tx, actor, passkeyAccount, accountId);
-  const provenBySecondary = holder.accountId !== accountId && (!passkeyAccount || passkeyAccount === holder.accountId);
-  await attachIdentity(tx, actor, accountId, flow as ProvenFlow, provenBySecondary ? holder.id : null);
+  await attachIdentity(tx, actor, accountId, flow as ProvenFlow, passkey?.id ?? holder.id);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
   return signedIn;
@@ -238,7 +238,7 @@ async function assertPasskeyOf(tx: Tx, actor: Actor, passkeyAccount: string, acc
 
 /**
  * Attaches the identity (unless it already signs into this account), with the events and notices
- * of an attach; `provenBy`: the merged secondary's address that proved it (joinOnce).
+ * of an attach; `provenBy`: the address or passkey that proved it (joinOnce).
  */
 async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: ProvenFlow, provenBy: string | null): Promise<void> {
   const identifier: Identifier = { kind: "external", value: externalValue(flow.issuer, flow.subject) };
