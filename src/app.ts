@@ -13,6 +13,7 @@ import { limitsFrom, type Limits } from "./limits.ts";
 import { checkMasterKey, resolveMasterKey } from "./auth/master-key.ts";
 import { bootstrapProject, type FirstProject } from "./auth/projects.ts";
 import { warnSharedCallbacks } from "./auth/external/providers.ts";
+import { warnReceivableFirstParty } from "./oidc/clients.ts";
 import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
 import { limitBody } from "./http/body.ts";
@@ -79,6 +80,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   const sweeper = startSweeper({ db, settings: config.retention, logger });
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey }, { secretKey: !config.production });
   await warnSharedCallbacks(deps);
+  await warnReceivableFirstParty(deps);
   const app = routes(deps, migrations, await resolvePagesKey(config, db.prisma, master));
   return {
     fetch: (req, env) => Promise.resolve(app.fetch(req, env)),

@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { InvalidRequest } from "../src/errors.ts";
-import { checkFirstParty } from "../src/oidc/clients.ts";
+import type { Logger } from "pino";
+import { checkFirstParty, warnReceivableFirstParty } from "../src/oidc/clients.ts";
 import { approveApp, ORIGIN, registerClient } from "./support/oidc.ts";
 
 const CREATE = `mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename ... on OAuthClientWithSecret { client { id firstParty } } ... on Error { message } } }`;
@@ -46,6 +47,27 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
   const asUser = (token: string) => ({ authorization: `Bearer ${token}` });
   const userinfo = (token: string) => h.call("GET", "/oauth/userinfo", { headers: { authorization: `Bearer ${token}` } });
   const create = async (input: object) => (await h.gql(CREATE, { input: { name: "App", ...input } })).body.data.createOAuthClient;
+
+  // 26th review: such a client made in development, or before the rule, stays first-party
+  it("a production start names the first-party public clients whose codes another program could receive", async () => {
+    // the harness is not production, so the client is made as development allows
+    const local = await registerClient(h, { type: "PUBLIC", firstParty: true, redirectUris: ["http://localhost:5173/callback"] });
+    const warnings = async (production: boolean) => {
+      const warned: Array<{ fields: { clients: Array<{ clientId: string }> }; message: string }> = [];
+      const logger = { warn: (fields: never, message: string) => void warned.push({ fields, message }) } as unknown as Logger;
+      await warnReceivableFirstParty({ prisma: h.db.prisma, logger, config: { ...h.config, production } });
+      return warned;
+    };
+    const [told] = await warnings(true);
+    expect(told.message).toMatch(/^\d+ first-party PUBLIC client\(s\) have a redirect URI another app or program on the device can receive/);
+    expect(told.fields.clients.map((c) => c.clientId)).toContain(local.clientId);
+    expect(await warnings(false)).toEqual([]);
+
+    const third = await h.gql(UPDATE, { id: local.id, input: { firstParty: false } });
+    expect(third.body.data.updateOAuthClient.client.firstParty).toBe(false);
+    const after = await warnings(true);
+    expect(after.flatMap((w) => w.fields.clients.map((c) => c.clientId))).not.toContain(local.clientId);
+  });
 
   it("a public client with an app's private-use scheme cannot be first-party, on create or by an update", async () => {
     for (const redirectUris of [["com.example.app:/cb"], ["https://app.example/cb", "com.example.app:/cb"]]) {

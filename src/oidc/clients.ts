@@ -93,6 +93,34 @@ export function checkFirstParty(c: { firstParty: boolean; type: ClientType; redi
   return c.firstParty;
 }
 
+/**
+ * Told at every production start while first-party PUBLIC clients have redirect URIs another
+ * program on the device can receive: made in development, or before the rule, they stay
+ * first-party until changed (their migration could not tell production from development:
+ * docs/operations.md, upgrade notes).
+ */
+export async function warnReceivableFirstParty(deps: Pick<Deps, "prisma" | "logger" | "config">): Promise<void> {
+  if (!deps.config.production) return;
+  const clients = await deps.prisma.oAuthClient.findMany({
+    where: { firstParty: true, type: "public" },
+    select: { clientId: true, projectId: true, firstParty: true, type: true, redirectUris: true },
+  });
+  const receivable = clients.filter((c) => {
+    try {
+      checkFirstParty(c, true);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+  if (receivable.length) {
+    deps.logger.warn(
+      { clients: receivable.slice(0, 20).map((c) => ({ clientId: c.clientId, projectId: c.projectId })) },
+      `${receivable.length} first-party PUBLIC client(s) have a redirect URI another app or program on the device can receive, and its codes would manage the account: give each claimed https redirect URIs, or make it third-party with updateOAuthClient(input: {firstParty: false})`,
+    );
+  }
+}
+
 /** http is allowed on a loopback host only (checkRedirectUris). */
 const isLoopbackHttp = (uri: string) => URL.canParse(uri) && new URL(uri).protocol === "http:";
 const isHttps = (uri: string) => URL.canParse(uri) && new URL(uri).protocol === "https:";
