@@ -131,7 +131,8 @@ describe("linkgate CLI usage errors", () => {
 
 // The backends run side by side (each is one process at a time); steps within a backend run in order.
 // Every command runs on Postgres. On PGlite run what differs there (the folder, its lock, the
-// migrations, one command that writes and one that reads); the rest is the same Prisma code,
+// migrations, commands that write and read, a replay's batches on its one connection); the rest
+// is the same Prisma code,
 // and each CLI start on PGlite costs about 3 s of CPU here (PGlite's own start is 1.5 s of it),
 // in a suite bound by CPU. Without a Postgres server every command runs on PGlite.
 describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
@@ -195,6 +196,21 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
     await inspect(t, async () => {
       expectOneLineError(await cli("webhooks", "list"), 1, new RegExp(`is open in process ${process.pid} \\(is linkgate running\\?\\)`));
     });
+  });
+
+  // PGlite's one connection is shared by the replay's batches (src/db/connection-share.ts)
+  it.runIf(!everyCommand).sequential("deliveries replay resets the failed deliveries in batches, with progress", async () => {
+    const hook = await inspect(t, async (db) => {
+      const seeded = await seedWebhook(db, newMasterKey(), { url: "https://receiver.example/hooks", projectId: acme.id });
+      await bulkEnqueue(db, acme.id, 25);
+      await db.prisma.$executeRaw`UPDATE deliveries SET status = 'failed', attempts = 6, completed_at = now(), last_status = 500 WHERE webhook_id = ${seeded.webhookId}`;
+      return seeded;
+    });
+    const replay = await cli("deliveries", "replay", "--webhook", hook.webhookId, "--since", "24h", "--batch-size", "10", "--progress", "--json");
+    expect(replay.code, replay.stderr).toBe(0);
+    expect(json(replay)).toEqual({ webhookId: hook.webhookId, projectId: acme.id, since: expect.any(String), replayed: 25 });
+    expect(replay.stderr).toMatch(/replaying \[[^\]]+\] 100% 25\/25 deliveries/);
+    expect(await inspect(t, (db) => db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "pending", attempts: 0 } }))).toBe(25);
   });
 
   it.runIf(everyCommand).sequential("keys create, list and revoke; a key is printed once and its hash never", async () => {
