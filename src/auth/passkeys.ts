@@ -338,7 +338,7 @@ async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id:
  * this sign-in was being checked is gone now, and signs nothing in; one removed after this
  * commits finds the session this writes, and ends it (docs/security.md, "Stolen sessions").
  */
-async function assertPasskeyStays(tx: Tx, passkeyId: string): Promise<void> {
+export async function assertPasskeyStays(tx: Tx, passkeyId: string): Promise<void> {
   if (!(await tx.passkey.count({ where: { id: passkeyId } }))) throw new PasskeyInvalid("that passkey is not registered here");
 }
 

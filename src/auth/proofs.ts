@@ -13,6 +13,10 @@ import type { Tx } from "../db/client.ts";
  * signed in with the removed one) stayed on the primary as the owner's own (27th review).
  */
 export async function handOnProofs(tx: Tx, accountId: string, removedId: string, itsProof: string | null): Promise<void> {
+  // the session making the removal is kept (the others signed in with it were ended): what it
+  // adds next is proven with what proved the removed one, not with an id that matches nothing
+  await tx.session.updateMany({ where: { accountId, signedInWith: removedId }, data: { signedInWith: itsProof } });
+  await tx.session.updateMany({ where: { accountId, reauthenticatedWith: removedId }, data: { reauthenticatedWith: itsProof } });
   await tx.identifier.updateMany({ where: { accountId, linkedWith: removedId }, data: { linkedWith: itsProof } });
   await tx.passkey.updateMany({ where: { accountId, registeredWith: removedId }, data: { registeredWith: itsProof } });
   await tx.externalIdentity.updateMany({ where: { provenBy: removedId, identifier: { accountId } }, data: { provenBy: itsProof } });

@@ -18,7 +18,7 @@ import { externalValue, type Contact, type Identifier } from "../identifiers.ts"
 import { recordKnownPlaces } from "../known-places.ts";
 import { maskIdentifier } from "../notices.ts";
 import { consumeOtp, storedResult, storeResult } from "../otp.ts";
-import { verifyPasskeyAssertion } from "../passkeys.ts";
+import { assertPasskeyStays, verifyPasskeyAssertion } from "../passkeys.ts";
 import { sendOtp, verifyOtp } from "../otp-flow.ts";
 import { assertLiveSession } from "../sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "../sign-in.ts";
@@ -210,11 +210,10 @@ async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed:
  * (any passkey of the project, a stranger's own, used to get it).
  */
 async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkey?: { id: string; accountId: string }): Promise<SignedIn> {
-  const passkeyAccount = passkey?.accountId;
   if (!(await consumeOtp(tx, stateId))) {
     const done = (await storedResult(tx, stateId)) as SignedIn | null;
     if (!done) throw new OTPInvalid();
-    if (passkeyAccount) await assertPasskeyOf(tx, actor, passkeyAccount, await primaryOf(tx, actor.projectId, done.account_id));
+    if (passkey) await assertPasskeyOf(tx, actor, passkey.accountId, await primaryOf(tx, actor.projectId, done.account_id));
     return done;
   }
   const state = await tx.otpState.findUnique({ where: { id: stateId }, select: { externalFlowId: true } });
@@ -225,7 +224,15 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
   });
   if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
   const accountId = await primaryOf(tx, actor.projectId, holder.accountId);
-  if (passkeyAccount) await assertPasskeyOf(tx, actor, passkeyAccount, accountId);
+  // what proves it, read again under the account's lock: a removal or unmerge that waited ahead
+  // of this may have taken the address or the passkey away, and a proof that is gone cuts the
+  // unmerge's chain (27th review)
+  const still = await tx.identifier.findUnique({ where: { id: holder.id }, select: { accountId: true } });
+  if (still?.accountId !== holder.accountId) throw new DecideAgain("the address moved or went");
+  if (passkey) {
+    await assertPasskeyOf(tx, actor, passkey.accountId, accountId);
+    await assertPasskeyStays(tx, passkey.id);
+  }
   await attachIdentity(tx, actor, accountId, flow as ProvenFlow, passkey?.id ?? holder.id);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
