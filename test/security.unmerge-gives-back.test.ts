@@ -52,6 +52,20 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(verify.body).toMatchObject({ outcome: "merged" });
   }
 
+  /**
+   * A secondary merged into a primary, and a session signed in with the secondary's address,
+   * which lands on the primary: its holder, whom the unmerge must leave nothing of theirs there.
+   */
+  async function mergedWithIntruder() {
+    const secondaryMail = email("second");
+    const secondary = await h.signIn({ email: secondaryMail });
+    const ownMail = email("first");
+    const primary = await h.signIn({ email: ownMail });
+    await merge(primary, secondaryMail);
+    const viaSecondary = await h.signIn({ email: secondaryMail });
+    return { secondaryMail, secondary, ownMail, primary, viaSecondary };
+  }
+
   /** The account signed in with `token` attaches `address`, nobody's yet, with the code sent there. */
   async function attach(token: string, address: string): Promise<void> {
     const req = await h.call("POST", "/users/link/request", { body: { email: address }, headers: bearer(token) });
@@ -151,11 +165,7 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
   // 24th review: whoever held the secondary's address signed in (landing on the primary),
   // registered a passkey there, and kept a way into the primary after the unmerge
   it("a passkey registered by a session signed in with the secondary's address goes back with it; the primary's own stays", async () => {
-    const secondaryMail = email("second");
-    const secondary = await h.signIn({ email: secondaryMail });
-    const primary = await h.signIn({ email: email("first") });
-    await merge(primary, secondaryMail);
-    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const { secondary, primary, viaSecondary } = await mergedWithIntruder();
     expect(viaSecondary.accountId).toBe(primary.accountId);
     // this world's gateway is its issuer's origin, and so is its passkeys' relying party
     const theirs = new SoftAuthenticator(ORIGIN);
@@ -174,12 +184,7 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
   // signed in with the secondary's address) and registering the passkey from a session signed in
   // with that address: both stayed on the primary after the unmerge
   it("an address attached by way of the secondary's goes back with it, with what was proven through that address", async () => {
-    const secondaryMail = email("second");
-    const secondary = await h.signIn({ email: secondaryMail });
-    const ownMail = email("first");
-    const primary = await h.signIn({ email: ownMail });
-    await merge(primary, secondaryMail);
-    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const { secondary, ownMail, primary, viaSecondary } = await mergedWithIntruder();
     const theirMail = email("theirs");
     await attach(viaSecondary.token, theirMail);
     const viaTheirs = await h.signIn({ email: theirMail });
@@ -217,12 +222,7 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
   // 27th review: removing a middle link of the chain (the address attached by way of the
   // secondary's) cut what hung from it loose, and it stayed on the primary as the owner's own
   it("removing an address the chain passes through keeps what hangs from it on the chain", async () => {
-    const secondaryMail = email("second");
-    const secondary = await h.signIn({ email: secondaryMail });
-    const ownMail = email("first");
-    const primary = await h.signIn({ email: ownMail });
-    await merge(primary, secondaryMail);
-    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const { secondary, ownMail, primary, viaSecondary } = await mergedWithIntruder();
     const middle = email("middle");
     await attach(viaSecondary.token, middle);
     const viaMiddle = await h.signIn({ email: middle });
@@ -244,12 +244,7 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
   // 27th review, second look: the session that removed the middle link was kept, still naming
   // it, so what it added next matched nothing and counted as the owner's own
   it("what the session that removed a link adds next stays on the chain", async () => {
-    const secondaryMail = email("second");
-    const secondary = await h.signIn({ email: secondaryMail });
-    const ownMail = email("first");
-    const primary = await h.signIn({ email: ownMail });
-    await merge(primary, secondaryMail);
-    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const { secondary, ownMail, primary, viaSecondary } = await mergedWithIntruder();
     const middle = email("middle");
     await attach(viaSecondary.token, middle);
     const viaMiddle = await h.signIn({ email: middle });
@@ -271,11 +266,7 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
   // 27th review: an external sign-in confirmed with the code of an address attached by way of
   // the secondary's remembered nothing, and stayed on the primary
   it("an external sign-in confirmed through an address attached by way of the secondary's goes back with it", async () => {
-    const secondaryMail = email("second");
-    const secondary = await h.signIn({ email: secondaryMail });
-    const primary = await h.signIn({ email: email("first") });
-    await merge(primary, secondaryMail);
-    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const { secondary, primary, viaSecondary } = await mergedWithIntruder();
     const theirMail = email("theirs");
     await attach(viaSecondary.token, theirMail);
     const { grace, value } = await googleThroughSecondary(theirMail, primary.accountId);
@@ -325,11 +316,7 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
   // before, and attached the identity proven by an address a removal had just taken away, which
   // then matched nothing on unmerge. Postgres only, as above.
   it.runIf(backend === "postgres")("a confirmation racing the removal of its address does not attach the identity", async () => {
-    const secondaryMail = email("second");
-    await h.signIn({ email: secondaryMail });
-    const primary = await h.signIn({ email: email("first") });
-    await merge(primary, secondaryMail);
-    const viaSecondary = await h.signIn({ email: secondaryMail });
+    const { primary, viaSecondary } = await mergedWithIntruder();
     const theirMail = email("theirs");
     await attach(viaSecondary.token, theirMail);
     const grace = { sub: `g-${tag}-${++seq}`, email: theirMail, email_verified: true, name: "Grace" };
