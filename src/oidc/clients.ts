@@ -84,7 +84,7 @@ function checkType(type: unknown): ClientType {
  */
 export function checkFirstParty(c: { firstParty: boolean; type: ClientType; redirectUris: readonly string[] }, production: boolean): boolean {
   if (!c.firstParty || c.type !== "public") return c.firstParty;
-  const receivable = c.redirectUris.filter((u) => !isHttps(u) && (production || !isLoopbackHttp(u)));
+  const receivable = receivableRedirects(c.redirectUris, production);
   if (receivable.length) {
     throw new InvalidRequest(
       `a PUBLIC client cannot be first-party with ${receivable[0]}: another app or program on the device can receive its codes. Use claimed https redirect URIs (App Links, Universal Links), or a CONFIDENTIAL client for a server`,
@@ -92,6 +92,9 @@ export function checkFirstParty(c: { firstParty: boolean; type: ClientType; redi
   }
   return c.firstParty;
 }
+
+/** A public client's redirect URIs another app or program on the device could receive codes at. */
+const receivableRedirects = (uris: readonly string[], production: boolean) => uris.filter((u) => !isHttps(u) && (production || !isLoopbackHttp(u)));
 
 /**
  * Told at every production start while first-party PUBLIC clients have redirect URIs another
@@ -103,16 +106,9 @@ export async function warnReceivableFirstParty(deps: Pick<Deps, "prisma" | "logg
   if (!deps.config.production) return;
   const clients = await deps.prisma.oAuthClient.findMany({
     where: { firstParty: true, type: "public" },
-    select: { clientId: true, projectId: true, firstParty: true, type: true, redirectUris: true },
+    select: { clientId: true, projectId: true, redirectUris: true },
   });
-  const receivable = clients.filter((c) => {
-    try {
-      checkFirstParty(c, true);
-      return false;
-    } catch {
-      return true;
-    }
-  });
+  const receivable = clients.filter((c) => receivableRedirects(c.redirectUris, true).length);
   if (receivable.length) {
     deps.logger.warn(
       { clients: receivable.slice(0, 20).map((c) => ({ clientId: c.clientId, projectId: c.projectId })) },
