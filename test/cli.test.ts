@@ -246,7 +246,9 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
     }
   });
 
-  it.runIf(everyCommand).sequential("webhooks list, and deliveries replay with progress, resets exactly the failed deliveries since TIME", async () => {
+  // 2,500 deliveries seeded and six CLI starts, beside the PGlite half, whose in-process database
+  // runs on this process's one thread: 24 s in one run, 62 s in another (past the default 60 s)
+  it.runIf(everyCommand).sequential("webhooks list, and deliveries replay with progress, resets exactly the failed deliveries since TIME", { timeout: 180_000 }, async () => {
     // Straight into the database (no CLI process runs meanwhile): what the API and the worker
     // would have left behind. 2,500 failed deliveries make three batches of 1,000.
     const seeded = await inspect(t, async (db) => {
