@@ -1099,6 +1099,38 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.proven_through_secondary(p_primary text, p_secondary text)
+ RETURNS TABLE(id text, what text, kind text, value text)
+ LANGUAGE sql
+ STABLE
+AS $function$
+  WITH RECURSIVE
+  proven_on_primary (proof, id, what, kind, value) AS (
+    SELECT i.linked_with, i.id, 'identifier'::text, i.kind::text, i.value
+    FROM identifiers i
+    WHERE i.account_id = p_primary AND i.linked_with IS NOT NULL
+    UNION ALL
+    SELECT e.proven_by, i.id, 'identifier'::text, i.kind::text, i.value
+    FROM identifiers i
+    JOIN external_identities e ON e.identifier_id = i.id
+    WHERE i.account_id = p_primary AND e.proven_by IS NOT NULL
+    UNION ALL
+    SELECT p.registered_with, p.id, 'passkey'::text, NULL::text, NULL::text
+    FROM passkeys p
+    WHERE p.account_id = p_primary AND p.registered_with IS NOT NULL
+  ),
+  reached (id, what, kind, value) AS (
+    SELECT i.id, 'own'::text, i.kind::text, i.value FROM identifiers i WHERE i.account_id = p_secondary
+    UNION ALL
+    SELECT p.id, 'own'::text, NULL::text, NULL::text FROM passkeys p WHERE p.account_id = p_secondary
+    UNION
+    SELECT e.id, e.what, e.kind, e.value
+    FROM proven_on_primary e
+    JOIN reached r ON e.proof = r.id
+  )
+  SELECT reached.id, reached.what, reached.kind, reached.value FROM reached
+$function$;
+
 CREATE OR REPLACE FUNCTION public.rate_limit_resets_in(p_key text, p_max integer)
  RETURNS integer
  LANGUAGE plpgsql

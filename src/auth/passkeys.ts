@@ -131,6 +131,14 @@ async function consumeChallenge(db: Db, challenge: string, binding: { projectId:
  */
 export const REGISTRATION_OPTIONS_PER_ACCOUNT: Limit = { max: 30, windowSeconds: 600 };
 
+/**
+ * Passkeys one account holds at most: far more than the devices and security keys a person
+ * keeps, and a bound on the rows an unmerge follows (src/auth/proofs.sql): each passkey
+ * registered from a session signed in with the one before is a link of that chain, and
+ * registering needs no mailbox.
+ */
+export const PASSKEYS_PER_ACCOUNT = 20;
+
 export async function startPasskeyRegistration(deps: Deps, actor: UserActor) {
   // Checked when registration starts; finishing a challenge issued now needs no fresh check.
   await requireRecentAuth(deps, actor);
@@ -185,6 +193,8 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
     const { lastProof } = await lockForSession(tx, actor);
     const taken = await tx.passkey.count({ where: { projectId: actor.projectId, credentialId: credential.id } });
     if (taken) throw new PasskeyInvalid("that passkey is already registered");
+    const held = await tx.passkey.count({ where: { accountId: actor.user.accountId } });
+    if (held >= PASSKEYS_PER_ACCOUNT) throw new InvalidRequest(`an account holds at most ${PASSKEYS_PER_ACCOUNT} passkeys: remove one first`);
     const passkey = await tx.passkey.create({
       data: {
         id: newId("psk"),

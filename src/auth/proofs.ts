@@ -2,9 +2,10 @@
 // session had proved last (identifiers.linked_with), a passkey what its registering session had
 // (passkeys.registered_with), an external identity the address or passkey that confirmed it
 // (external_identities.proven_by). An unmerge follows these from the merged secondary's own
-// identifiers and passkeys, and gives back all it reaches (src/linking/service.ts,
-// docs/security.md "Sessions").
+// identifiers and passkeys, and gives back all it reaches (provenThroughSecondary, below;
+// src/linking/service.ts separate; docs/security.md "Sessions").
 import type { Tx } from "../db/client.ts";
+import type { Identifier } from "./identifiers.ts";
 
 /**
  * Before an identifier or passkey leaves `accountId`: what was proven with it now counts as proven
@@ -20,4 +21,26 @@ export async function handOnProofs(tx: Tx, accountId: string, removedId: string,
   await tx.identifier.updateMany({ where: { accountId, linkedWith: removedId }, data: { linkedWith: itsProof } });
   await tx.passkey.updateMany({ where: { accountId, registeredWith: removedId }, data: { registeredWith: itsProof } });
   await tx.externalIdentity.updateMany({ where: { provenBy: removedId, identifier: { accountId } }, data: { provenBy: itsProof } });
+}
+
+type Proven = { id: string; what: "own" | "identifier" | "passkey"; kind: string | null; value: string | null };
+
+/**
+ * What goes back to the secondary on unmerge, besides its own identifiers and passkeys: what was
+ * proven through them on the primary while merged. The external identities that joined it
+ * confirmed through the secondary's address (src/auth/external/sign-in.ts joinOnce); the
+ * identifiers attached and the passkeys registered by sessions that had proved them last
+ * (`linkedWith`, `registeredWith`). Whoever held the secondary's address kept a way into the
+ * primary otherwise: a passkey (24th review), or an address attached first and a passkey
+ * registered from a session signed in with it (26th). Followed to the end, in one statement
+ * (src/auth/proofs.sql says why). `proofs`: all of it, whose sessions on the primary end.
+ */
+export async function provenThroughSecondary(tx: Tx, primaryId: string, secondaryId: string) {
+  const rows = await tx.$queryRaw<Proven[]>`SELECT id, what, kind, value FROM proven_through_secondary(${primaryId}, ${secondaryId})`;
+  const onPrimary = rows.filter((r) => r.what !== "own");
+  return {
+    identifiers: onPrimary.filter((r) => r.what === "identifier").map((r) => ({ id: r.id, kind: r.kind as Identifier["kind"], value: r.value! })),
+    passkeys: onPrimary.filter((r) => r.what === "passkey").map((r) => r.id),
+    proofs: rows.map((r) => r.id),
+  };
 }

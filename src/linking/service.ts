@@ -27,7 +27,7 @@ import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identi
 import type { OtpBinding } from "../auth/otp.ts";
 import { refuseCapped, refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
 import { endSessionsSignedInWith, lockForSession } from "../auth/sessions.ts";
-import { handOnProofs } from "../auth/proofs.ts";
+import { handOnProofs, provenThroughSecondary } from "../auth/proofs.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
@@ -283,38 +283,6 @@ export async function leavingOnUnmerge(tx: Tx, account: Pick<LockedAccount, "id"
   if (account.merge_role !== "primary" || !account.merged_with_id) return new Set();
   const { identifiers } = await provenThroughSecondary(tx, account.id, account.merged_with_id);
   return new Set(identifiers.map((i) => i.id));
-}
-
-/**
- * What goes back to the secondary on unmerge, besides its own identifiers and passkeys: what was
- * proven through them on the primary while merged. The external identities that joined it
- * confirmed through the secondary's address (src/auth/external/sign-in.ts joinOnce); the
- * identifiers attached and the passkeys registered by sessions that had proved them last
- * (`linkedWith`, `registeredWith`). Whoever held the secondary's address kept a way into the
- * primary otherwise: a passkey (24th review), or an address attached first and a passkey
- * registered from a session signed in with it (26th). Followed to the end: what was proven with
- * a returned identifier or passkey goes too. `proofs`: all of it, whose sessions on the primary end.
- */
-async function provenThroughSecondary(tx: Tx, primaryId: string, secondaryId: string) {
-  const own = await tx.identifier.findMany({ where: { accountId: secondaryId }, select: { id: true } });
-  const ownPasskeys = await tx.passkey.findMany({ where: { accountId: secondaryId }, select: { id: true } });
-  const proofs = new Set([...own, ...ownPasskeys].map((r) => r.id));
-  const identifiers: Array<{ id: string; kind: Identifier["kind"]; value: string }> = [];
-  const passkeys: string[] = [];
-  for (let fresh = [...proofs]; fresh.length; ) {
-    const provenIdentifiers = await tx.identifier.findMany({
-      where: { accountId: primaryId, OR: [{ linkedWith: { in: fresh } }, { external: { provenBy: { in: fresh } } }] },
-      select: { id: true, kind: true, value: true },
-    });
-    const provenPasskeys = await tx.passkey.findMany({ where: { accountId: primaryId, registeredWith: { in: fresh } }, select: { id: true } });
-    const newIdentifiers = provenIdentifiers.filter((r) => !proofs.has(r.id));
-    const newPasskeys = provenPasskeys.filter((r) => !proofs.has(r.id)).map((r) => r.id);
-    identifiers.push(...newIdentifiers);
-    passkeys.push(...newPasskeys);
-    fresh = [...newIdentifiers.map((r) => r.id), ...newPasskeys];
-    for (const id of fresh) proofs.add(id);
-  }
-  return { identifiers, passkeys, proofs: [...proofs] };
 }
 
 async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: Record<string, string> = {}): Promise<void> {
