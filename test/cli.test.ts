@@ -130,13 +130,15 @@ describe("linkgate CLI usage errors", () => {
   });
 });
 
-// The backends run side by side (each is one process at a time); steps within a backend run in order.
+// The backends run one after the other, and so do the steps within each. Side by side, PGlite's
+// in-process database (the steps that inspect the folder) held this process's one thread while
+// the Postgres half waited on it: one Postgres step took 62 s in a run where it took 24 s alone.
 // Every command runs on Postgres. On PGlite run what differs there (the folder, its lock, the
 // migrations, commands that write and read, a replay's batches on its one connection); the rest
 // is the same Prisma code,
 // and each CLI start on PGlite costs about 3 s of CPU here (PGlite's own start is 1.5 s of it),
 // in a suite bound by CPU. Without a Postgres server every command runs on PGlite.
-describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
+describe.each(backends)("linkgate CLI on %s", (backend) => {
   const everyCommand = backend === "postgres" || backends.length === 1;
   let t: Target;
   const cli = (...args: string[]) => run(t.env, args);
@@ -151,7 +153,7 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
     await t?.drop();
   });
 
-  it.sequential("before `db migrate`, a command says to run it (exit 1), and creates nothing", async () => {
+  it("before `db migrate`, a command says to run it (exit 1), and creates nothing", async () => {
     const expected = backend === "pglite" ? /no linkgate database in .*`linkgate db migrate`/ : /lacks \d+ migration\(s\).*run `linkgate db migrate`/;
     expectOneLineError(await cli("projects", "list"), 1, expected);
     if (backend === "pglite") expect(existsSync(path.join(t.env.LINKGATE_DATA_DIR!, "pglite"))).toBe(false);
@@ -160,14 +162,14 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
   // Applying every migration to an empty database takes 8 s of CPU on PGlite here (initdb and ~100
   // migrations in WebAssembly), and with the rest of the suite on both cores it came within a few
   // seconds of the 45 s that catch a hung CLI (past them with three test workers): it gets more.
-  it.sequential("db migrate applies every migration, then finds none pending", { timeout: 240_000 }, async () => {
+  it("db migrate applies every migration, then finds none pending", { timeout: 240_000 }, async () => {
     const first = await run(t.env, ["db", "migrate"], 180_000);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toMatch(/^applied \d+ migration\(s\):\n {2}\d+_init\n/);
     expect(json(await cli("db", "migrate", "--json"))).toEqual({ applied: [] });
   });
 
-  it.sequential("projects create prints the project and both keys once; projects list shows them", async () => {
+  it("projects create prints the project and both keys once; projects list shows them", async () => {
     const created = await cli("projects", "create", "Acme", "--json");
     expect(created.code, created.stderr).toBe(0);
     expect(created.stderr).toContain("never shown again");
@@ -195,7 +197,7 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
     expect(table.stdout).toMatch(new RegExp(`│ ${acme.id} │ Acme\\s+│ \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ │ 1\\s+│ 1\\s+│ 0\\s+│`));
   });
 
-  it.runIf(backend === "pglite").sequential("a command refuses, on one line, while another process has the folder open", async () => {
+  it.runIf(backend === "pglite")("a command refuses, on one line, while another process has the folder open", async () => {
     // PGlite has no lock between processes of its own: while this process holds it, the CLI must refuse
     await inspect(t, async () => {
       expectOneLineError(await cli("webhooks", "list"), 1, new RegExp(`is open in process ${process.pid} \\(is linkgate running\\?\\)`));
@@ -203,7 +205,7 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
   });
 
   // PGlite's one connection is shared by the replay's batches (src/db/connection-share.ts)
-  it.runIf(!everyCommand).sequential("deliveries replay resets the failed deliveries in batches, with progress", async () => {
+  it.runIf(!everyCommand)("deliveries replay resets the failed deliveries in batches, with progress", async () => {
     const hook = await inspect(t, async (db) => {
       const seeded = await seedWebhook(db, newMasterKey(), { url: "https://receiver.example/hooks", projectId: acme.id });
       await bulkEnqueue(db, acme.id, 25);
@@ -217,7 +219,7 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
     expect(await inspect(t, (db) => db.prisma.delivery.count({ where: { webhookId: hook.webhookId, status: "pending", attempts: 0 } }))).toBe(25);
   });
 
-  it.runIf(everyCommand).sequential("keys create, list and revoke; a key is printed once and its hash never", async () => {
+  it.runIf(everyCommand)("keys create, list and revoke; a key is printed once and its hash never", async () => {
     const created = json(await cli("keys", "create", "--project", acme.id, "--kind", "publishable", "--json"));
     expect(created).toEqual({ id: expect.stringMatching(/^key_/), projectId: acme.id, kind: "publishable", key: expect.stringMatching(/^lg_pk_/) });
     extraKey = created;
@@ -246,9 +248,7 @@ describe.concurrent.each(backends)("linkgate CLI on %s", (backend) => {
     }
   });
 
-  // 2,500 deliveries seeded and six CLI starts, beside the PGlite half, whose in-process database
-  // runs on this process's one thread: 24 s in one run, 62 s in another (past the default 60 s)
-  it.runIf(everyCommand).sequential("webhooks list, and deliveries replay with progress, resets exactly the failed deliveries since TIME", { timeout: 180_000 }, async () => {
+  it.runIf(everyCommand)("webhooks list, and deliveries replay with progress, resets exactly the failed deliveries since TIME", async () => {
     // Straight into the database (no CLI process runs meanwhile): what the API and the worker
     // would have left behind. 2,500 failed deliveries make three batches of 1,000.
     const seeded = await inspect(t, async (db) => {
