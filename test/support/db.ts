@@ -20,9 +20,9 @@ export const TEMPLATE_ENV = "LINKGATE_TEST_PG_TEMPLATE";
 /**
  * The migrated data directory as PGlite loads it (it asks for the whole tarball with
  * `arrayBuffer()`). Node 20's own Blob hands its bytes over in small chunks and joins them: for
- * these 41 MB, 1.2 to 1.6 s of CPU per database opened against 1.0 to 1.3 s from a buffer in
- * memory, on a quiet machine of this 2-core kind (alternating, 4 of each), and the suite opens
- * some 140. A copy (a Buffer's slice() would be a view), so nothing PGlite does with it reaches
+ * the 41 MB of the whole dump, 1.2 to 1.6 s of CPU per database opened against 1.0 to 1.3 s from
+ * a buffer in memory, on a quiet machine of this 2-core kind (alternating, 4 of each), and the
+ * suite opens some 140 (the dump opened here is smaller now: global-setup.ts). A copy (a Buffer's slice() would be a view), so nothing PGlite does with it reaches
  * the next database.
  */
 class Snapshot extends Blob {
