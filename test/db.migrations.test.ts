@@ -129,9 +129,9 @@ describe("repeatable migrations", () => {
     });
 
     it("leave every LANGUAGE sql function one Postgres inlines into its caller (src/db/repeatable.ts)", async () => {
-      const db = await openTestDatabase(backend, { empty: true });
+      // migrated by applyMigrations, as every test database is (test/support/global-setup.ts)
+      const db = await openTestDatabase(backend);
       try {
-        await applyMigrations(db.adapterFactory);
         const fns = await db.prisma.$queryRaw<{ name: string; args: string[]; set: boolean }[]>`
           SELECT n.nspname || '.' || p.proname AS name, p.proretset AS set,
                  ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) WITH ORDINALITY AS a(t, i) ORDER BY i) AS args
