@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { openDatabase } from "../src/db/client.ts";
+import { migratedSnapshot } from "./support/db.ts";
 
 describe("the embedded database's folder", () => {
   const root = mkdtempSync(path.join(tmpdir(), "linkgate-data-folder-"));
@@ -16,7 +17,9 @@ describe("the embedded database's folder", () => {
     mkdirSync(path.join(open, "pglite"), { recursive: true });
     chmodSync(path.join(open, "pglite"), 0o755);
     for (const dataDir of [path.join(root, "fresh"), open]) {
-      const db = await openDatabase({ dataDir });
+      // from the migrated dump, as the test databases are: the folder is made and its mode set
+      // before PGlite fills it, and an initdb instead took about 5 s of CPU per folder here
+      const db = await openDatabase({ dataDir, pgliteSnapshot: migratedSnapshot() });
       try {
         expect(statSync(path.join(dataDir, "pglite")).mode & 0o777, dataDir).toBe(0o700);
       } finally {

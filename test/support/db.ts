@@ -36,7 +36,8 @@ class Snapshot extends Blob {
 
 let snapshot: Blob | undefined;
 
-function migratedSnapshot(): Blob | undefined {
+/** The migrated database the global setup dumped (undefined outside a `vitest run`). */
+export function migratedSnapshot(): Blob | undefined {
   const file = process.env[SNAPSHOT_ENV];
   if (file && !snapshot) snapshot = new Snapshot(readFileSync(file));
   return snapshot;
