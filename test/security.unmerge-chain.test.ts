@@ -42,42 +42,51 @@ describe.each(backends)("the passkeys an unmerge follows, on %s", (backend) => {
     return ids;
   }
 
-  it("gives back a chain as long as the account's passkeys can be, each proven through the one before", async () => {
+  it("gives back a chain as long as the account's passkeys can be, each proven through the one before, and leaves the owner's own", async () => {
     const secondaryMail = email("second");
     const secondary = await h.signIn({ email: secondaryMail });
     const primary = await h.signIn({ email: email("first") });
+    const owners = new SoftAuthenticator(PASSKEY_ORIGIN);
+    const own = await registerPasskey(h, primary.token, owners);
     await merge(primary, secondaryMail);
     const intruder = await h.signIn({ email: secondaryMail });
     expect(intruder.accountId).toBe(primary.accountId);
 
     const auth = new SoftAuthenticator(PASSKEY_ORIGIN);
-    const chain = await chainOfPasskeys(intruder.token, auth, PASSKEYS_PER_ACCOUNT);
-    const held = await h.db.prisma.passkey.findMany({ where: { id: { in: chain } }, select: { accountId: true } });
-    expect(held.map((p) => p.accountId)).toEqual(chain.map(() => primary.accountId));
+    const chain = await chainOfPasskeys(intruder.token, auth, PASSKEYS_PER_ACCOUNT - 1);
+    const holders = async (ids: string[]) => (await h.db.prisma.passkey.findMany({ where: { id: { in: ids } }, select: { accountId: true } })).map((p) => p.accountId);
+    expect(await holders(chain)).toEqual(chain.map(() => primary.accountId));
 
     const unmerged = await h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) });
     expect(unmerged.status, JSON.stringify(unmerged.body)).toBe(200);
-    const after = await h.db.prisma.passkey.findMany({ where: { id: { in: chain } }, select: { accountId: true } });
-    expect(after.map((p) => p.accountId)).toEqual(chain.map(() => secondary.accountId));
-    // the last of the chain signs in to the secondary now, and nothing of it is left on the primary
-    const last = await signInWithPasskey(h, auth);
-    expect((await h.gql("{ viewer { id } }", {}, bearer(last))).body.data.viewer.id).toBe(secondary.accountId);
-    expect(await h.db.prisma.passkey.count({ where: { accountId: primary.accountId } })).toBe(0);
+    expect(await holders(chain)).toEqual(chain.map(() => secondary.accountId));
+    expect(await holders([own])).toEqual([primary.accountId]);
+    // the last of the chain signs in to the secondary now, the owner's passkey to her own account
+    expect((await h.gql("{ viewer { id } }", {}, bearer(await signInWithPasskey(h, auth)))).body.data.viewer.id).toBe(secondary.accountId);
+    expect((await h.gql("{ viewer { id } }", {}, bearer(await signInWithPasskey(h, owners)))).body.data.viewer.id).toBe(primary.accountId);
   });
 
-  it(`refuses an account's passkey past ${PASSKEYS_PER_ACCOUNT} with InvalidRequest, and takes it once one is removed`, async () => {
+  it(`refuses registering past ${PASSKEYS_PER_ACCOUNT} passkeys with InvalidRequest, before any authenticator stores one, and takes one again once fewer are held`, async () => {
     const owner = await h.signIn({ email: email("many") });
+    const headers = { ...bearer(owner.token), "x-api-key": h.publishableKey };
     const auth = new SoftAuthenticator(PASSKEY_ORIGIN);
     const ids: string[] = [];
-    while (ids.length < PASSKEYS_PER_ACCOUNT) ids.push(await registerPasskey(h, owner.token, auth));
+    while (ids.length < PASSKEYS_PER_ACCOUNT - 1) ids.push(await registerPasskey(h, owner.token, auth));
 
-    const headers = { ...bearer(owner.token), "x-api-key": h.publishableKey };
-    const opts = await h.call("POST", "/auth/passkey/registration/options", { headers });
-    expect(opts.status, JSON.stringify(opts.body)).toBe(200);
-    const refused = await h.call("POST", "/auth/passkey/registration/verify", { body: { response: auth.create(opts.body) }, headers });
+    // the last place taken by two ceremonies at once: one of them gets it
+    const options = await Promise.all([0, 1].map(() => h.call("POST", "/auth/passkey/registration/options", { headers })));
+    for (const o of options) expect(o.status, JSON.stringify(o.body)).toBe(200);
+    const finished = await Promise.all(options.map((o) => h.call("POST", "/auth/passkey/registration/verify", { body: { response: auth.create(o.body) }, headers })));
+    expect(finished.map((f) => f.status).sort()).toEqual([200, 400]);
+    expect(finished.find((f) => f.status === 400)!.body).toMatchObject({ error: "InvalidRequest", message: expect.stringContaining(`at most ${PASSKEYS_PER_ACCOUNT} passkeys`) });
+    ids.push(finished.find((f) => f.status === 200)!.body.passkey.id);
+    expect(await h.db.prisma.passkey.count({ where: { accountId: owner.accountId } })).toBe(PASSKEYS_PER_ACCOUNT);
+
+    const refused = await h.call("POST", "/auth/passkey/registration/options", { headers });
     expect(refused.status).toBe(400);
     expect(refused.body).toMatchObject({ error: "InvalidRequest", message: expect.stringContaining(`at most ${PASSKEYS_PER_ACCOUNT} passkeys`) });
-    expect(await h.db.prisma.passkey.count({ where: { accountId: owner.accountId } })).toBe(PASSKEYS_PER_ACCOUNT);
+    const viaGraphql = await h.gql(`mutation { startPasskeyRegistration { __typename ... on InvalidRequest { message } } }`, {}, headers);
+    expect(viaGraphql.body.data.startPasskeyRegistration.__typename).toBe("InvalidRequest");
 
     const removed = await h.call("POST", "/auth/passkey/remove", { body: { id: ids[0] }, headers });
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);

@@ -38,7 +38,7 @@ export type RelyingParty = { id: string; name: string; origins: string[] };
  * both list exactly these.
  */
 export const PASSKEY_ERRORS = {
-  startRegistration: [ReauthenticationRequired, NotFound, RateLimited],
+  startRegistration: [ReauthenticationRequired, NotFound, RateLimited, InvalidRequest],
   finishRegistration: [PasskeyInvalid, InvalidRequest],
   startSignIn: [RateLimited],
   finishSignIn: [PasskeyInvalid],
@@ -135,9 +135,14 @@ export const REGISTRATION_OPTIONS_PER_ACCOUNT: Limit = { max: 30, windowSeconds:
  * Passkeys one account holds at most: far more than the devices and security keys a person
  * keeps, and a bound on the rows an unmerge follows (src/auth/proofs.sql): each passkey
  * registered from a session signed in with the one before is a link of that chain, and
- * registering needs no mailbox.
+ * registering needs no mailbox. Checked when registration starts, so that no authenticator stores
+ * a passkey the account cannot take (they are discoverable credentials), and again under the
+ * account's lock when it finishes. An account can hold more (the passkeys an unmerge gives back
+ * are not counted, nor those from before the cap); it registers none until it holds fewer.
  */
 export const PASSKEYS_PER_ACCOUNT = 20;
+
+const TOO_MANY_PASSKEYS = `an account holds at most ${PASSKEYS_PER_ACCOUNT} passkeys: remove one first`;
 
 export async function startPasskeyRegistration(deps: Deps, actor: UserActor) {
   // Checked when registration starts; finishing a challenge issued now needs no fresh check.
@@ -147,6 +152,7 @@ export async function startPasskeyRegistration(deps: Deps, actor: UserActor) {
   const account = await loadAccount(deps.prisma, projectId, user.accountId);
   if (!account) throw new NotFound("no such account");
   const existing = await deps.prisma.passkey.findMany({ where: { accountId: account.id }, select: { credentialId: true, transports: true } });
+  if (existing.length >= PASSKEYS_PER_ACCOUNT) throw new InvalidRequest(TOO_MANY_PASSKEYS);
   const label = preferred(account.identifiers, "email")?.value ?? preferred(account.identifiers, "phone")?.value ?? account.id;
   const party = rp(deps);
   const options = await generateRegistrationOptions({
@@ -194,7 +200,7 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
     const taken = await tx.passkey.count({ where: { projectId: actor.projectId, credentialId: credential.id } });
     if (taken) throw new PasskeyInvalid("that passkey is already registered");
     const held = await tx.passkey.count({ where: { accountId: actor.user.accountId } });
-    if (held >= PASSKEYS_PER_ACCOUNT) throw new InvalidRequest(`an account holds at most ${PASSKEYS_PER_ACCOUNT} passkeys: remove one first`);
+    if (held >= PASSKEYS_PER_ACCOUNT) throw new InvalidRequest(TOO_MANY_PASSKEYS);
     const passkey = await tx.passkey.create({
       data: {
         id: newId("psk"),

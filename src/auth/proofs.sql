@@ -10,12 +10,13 @@
 --
 -- Why one recursive statement: followed from Node, each level of the chain was two queries,
 -- and the chain is as long as whoever holds the secondary's address makes it (a passkey
--- registered from a session signed in with the previous one needs no mailbox). Here the edges
--- are the primary's own rows, read once through the account_id indexes, and the walk runs in
--- Postgres however deep it goes; UNION (not UNION ALL) drops a row already reached, so a cycle
--- ends. The primary's passkeys are capped (src/auth/passkeys.ts PASSKEYS_PER_ACCOUNT) and its
--- identifiers each took a code, so the edges are few. LANGUAGE sql and STABLE, one SELECT called
--- in a FROM: the planner inlines it (test/db.migrations.test.ts).
+-- registered from a session signed in with the previous one needs no mailbox). Here the walk
+-- runs in Postgres however deep it goes, one round trip: each level joins the rows it reached
+-- to the primary's own identifiers and passkeys (found through their account_id indexes), and
+-- UNION (not UNION ALL) drops a row already reached, so a cycle ends. The edges are few: the
+-- passkeys an account registers are capped (src/auth/passkeys.ts PASSKEYS_PER_ACCOUNT), and
+-- each identifier took a code or a sign-in at a provider. LANGUAGE sql and STABLE, one SELECT
+-- called in a FROM: the planner inlines it (test/db.migrations.test.ts).
 CREATE OR REPLACE FUNCTION proven_through_secondary(p_primary text, p_secondary text)
 RETURNS TABLE (id text, what text, kind text, value text)
 LANGUAGE sql STABLE AS $$
