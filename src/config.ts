@@ -80,6 +80,7 @@ const envSchema = z.object({
   // Abuse limits (docs/security.md); windows are fixed, counts per window.
   LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS: whole(1).default(5),
   LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY: whole(1).default(30),
+  LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_HOURLY: whole(1).default(60), // src/limits.ts says why 60
   LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: whole(1).default(500),
   LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: whole(1).default(5000),
   LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS: whole(1).default(15),
@@ -180,6 +181,8 @@ export type Config = {
 export type AbuseLimits = {
   sendsPerIdentifierAddress: number;
   sendsPerAddressHourly: number;
+  /** code sends to one identifier from all the places it is not known at, together */
+  sendsPerIdentifierHourly: number;
   smsPerProjectHourly: number;
   emailsPerProjectHourly: number;
   wrongCodesPerIdentifierAddress: number;
@@ -213,6 +216,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     abuse: {
       sendsPerIdentifierAddress: e.LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS,
       sendsPerAddressHourly: e.LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY,
+      sendsPerIdentifierHourly: e.LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_HOURLY,
       smsPerProjectHourly: e.LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY,
       emailsPerProjectHourly: e.LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY,
       wrongCodesPerIdentifierAddress: e.LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS,

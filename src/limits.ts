@@ -17,6 +17,14 @@ export type Limits = {
   sendsPerIdentifier: Limit;
   /** code sends per client address, any identifier */
   sendsPerAddress: Limit;
+  /**
+   * code sends to one identifier from everywhere but its known places, together: counted per
+   * address group alone, one subscriber with a /56 of IPv6 (256 groups) could send one inbox
+   * the project's whole e-mail ceiling in an hour. 60 by default: reaching it takes 12 address
+   * groups (5 codes each in 10 minutes), more than the 7 that reach the identifier's wrong-code
+   * cap, so it gives a stranger no cheaper way to refuse the owner a code at a new place
+   */
+  sendsPerIdentifierAll: Limit;
   /** code sends (link requests) per signed-in account */
   sendsPerAccount: Limit;
   /** texts per project: the ceiling that bounds what SMS pumping can cost */
@@ -43,6 +51,7 @@ export function limitsFrom(abuse: AbuseLimits): Limits {
   return {
     sendsPerIdentifier: { max: abuse.sendsPerIdentifierAddress, windowSeconds: 600 },
     sendsPerAddress: { max: abuse.sendsPerAddressHourly, windowSeconds: 3600 },
+    sendsPerIdentifierAll: { max: abuse.sendsPerIdentifierHourly, windowSeconds: 3600 },
     sendsPerAccount: { max: 20, windowSeconds: 3600 },
     smsPerProject: { max: abuse.smsPerProjectHourly, windowSeconds: 3600 },
     emailsPerProject: { max: abuse.emailsPerProjectHourly, windowSeconds: 3600 },

@@ -13,6 +13,7 @@ export type GraphQLOutcome = "ok" | "error" | "refused";
 /** The abuse limits that can refuse a request (docs/security.md), as labels. */
 export const RATE_LIMITS = [
   "sends_per_identifier_address",
+  "sends_per_identifier",
   "sends_per_address",
   "sends_per_account",
   "sends_per_session",

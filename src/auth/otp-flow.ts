@@ -28,6 +28,7 @@ const FAIL_IDENTIFIER = "fail:id:";
 const keys = {
   sendIdentifier: (p: string, i: Identifier, a: string) => `send:ida:${identifierAtAddress(p, i, a)}`,
   sendAddress: (p: string, a: string) => `send:addr:${p}:${addressGroup(a)}`,
+  sendIdentifierAll: (p: string, i: Identifier) => `send:id:${p}:${i.kind}:${i.value}`,
   sendAccount: (accountId: string) => `send:acc:${accountId}`,
   sendProject: projectSendKey,
   sendKnownIdentifier: (p: string, i: Identifier) => `send:known:id:${p}:${i.kind}:${i.value}`,
@@ -57,6 +58,7 @@ function subjectKeys(binding: OtpBinding): { send: string; fail: string } | null
 function limitName(key: string): RateLimitName | undefined {
   if (key.startsWith("send:ida:")) return "sends_per_identifier_address";
   if (key.startsWith("send:addr:")) return "sends_per_address";
+  if (key.startsWith("send:id:")) return "sends_per_identifier";
   if (key.startsWith("send:acc:")) return "sends_per_account";
   if (key.startsWith("send:ses:")) return "sends_per_session";
   if (key.startsWith("send:prj:")) return key.endsWith(":phone") ? "sms_per_project" : "emails_per_project";
@@ -107,10 +109,11 @@ export async function sendOtp(
   ];
   const spender = subjectKeys(binding);
   if (spender) count.push({ key: spender.send, limit: l.sendsPerAccount });
-  // From a known place of the identifier, the project's ceiling and the identifier's wrong codes
-  // from everywhere are not counted or checked: strangers sending to new destinations exhaust
-  // them. The known place's own budget is counted instead: per identifier, from all its known
-  // places together, and per project, a second ceiling as large as the first.
+  // From a known place of the identifier, the project's ceiling, the identifier's sends and wrong
+  // codes from everywhere are not counted or checked: strangers exhaust them. The known place's
+  // own budget is counted instead: per identifier, from all its known places together, and per
+  // project, a second ceiling as large as the first.
+  count.push({ key: keys.sendIdentifierAll(projectId, identifier), limit: l.sendsPerIdentifierAll, at: "unknown places" });
   count.push({ key: keys.sendKnownIdentifier(projectId, identifier), limit: l.knownPlaceSendsPerIdentifier, at: "known places" });
   const ceiling = identifier.kind === "phone" ? l.smsPerProject : l.emailsPerProject;
   const ceilings: Check[] = [
