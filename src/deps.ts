@@ -71,5 +71,11 @@ export function requireSecretKey<A extends Actor>(actor: A): A {
  * `authTime`: the session's last sign-in or re-authentication. `scopes`: what an OAuth app's
  * token was granted (absent for linkgate's own sign-in tokens, which reach every claim).
  */
-export type SignedInUser = { accountId: string; sessionId: string; authTime: Date; scopes?: string[] };
+/**
+ * `app`: the OAuth client whose access token this is, with the scopes the user granted it (a
+ * first-party one: a third-party app's token is refused before it gets here); none for a token of
+ * linkgate's own sign-in. Tokens re-issued for the session keep it (src/auth/sign-in.ts).
+ */
+export type SignedInUser = { accountId: string; sessionId: string; authTime: Date; scopes?: string[]; app?: AppGrant };
+export type AppGrant = { clientId: string; scopes: string[] };
 export type UserActor = Actor & { user: SignedInUser };

@@ -146,6 +146,32 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
     expect(again.body.data.revokeOAuthConsent.__typename).toBe("NotFound");
   });
 
+  // 29th review: a re-authentication answered linkgate's own tokens for the session, which
+  // describe the whole account, and they kept full access once the app was made third-party
+  it("a re-authentication through a first-party app's token gives the app's tokens again, which lose their access when it is made third-party", async () => {
+    const who = email("reauth");
+    await h.signIn({ email: who });
+    const app = await registerClient(h, { firstParty: true });
+    const { tokens } = await approveApp(h, app, who, "openid");
+    const asApp = (token: string) => ({ authorization: `Bearer ${token}`, "x-api-key": h.publishableKey });
+    const start = await h.call("POST", "/auth/reauthenticate/start", { body: { email: who }, headers: asApp(tokens.access_token) });
+    expect(start.status, JSON.stringify(start.body)).toBe(200);
+    const again = await h.call("POST", "/auth/reauthenticate/verify", { body: { state_id: start.body.state_id, otp: await h.mailbox.otp(who) }, headers: asApp(tokens.access_token) });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    const reissued = again.body.access_token as string;
+    expect(decodeJwt(reissued)).toMatchObject({ client_id: app.clientId, scope: "openid", sid: decodeJwt(tokens.access_token).sid });
+    expect(decodeJwt(again.body.id_token)).not.toHaveProperty("email");
+    expect((await userinfo(reissued)).body).toEqual({ sub: expect.any(String) });
+    expect((await h.call("POST", "/users/link/request", { body: { email: email("added") }, headers: asApp(reissued) })).status).toBe(200);
+
+    await h.gql(`mutation($id: ID!) { updateOAuthClient(id: $id, input: { firstParty: false }) { __typename } }`, { id: app.id });
+    for (const token of [tokens.access_token, reissued]) {
+      const refused = await h.call("POST", "/users/link/request", { body: { email: email("later") }, headers: asApp(token) });
+      expect(refused.status).toBe(403);
+      expect(refused.body.error).toBe("InsufficientScope");
+    }
+  });
+
   it("viewer.authorizedApps lists the apps the user allowed, and only theirs; withdrawn, one is gone", async () => {
     const who = email("lister");
     const owner = await h.signIn({ email: who });

@@ -67,7 +67,7 @@ const AUTHENTICATE_USER = prepared<{ project_id: string; kind: KeyKind; auth_tim
 export async function authenticateUser(deps: Deps, creds: Credentials): Promise<UserActor> {
   if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
   if (!creds.bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
-  const { sub, aud, sid, clientId } = await deps.keys.verifyAccessToken(creds.bearer);
+  const { sub, aud, sid, clientId, scopes } = await deps.keys.verifyAccessToken(creds.bearer);
   const keyHash = sha256Hex(creds.apiKey);
   const [row] = await run(deps.db, AUTHENTICATE_USER, [sid, keyHash, sub, clientId ?? null]);
   if (!row) throw new Unauthenticated("unknown or revoked API key");
@@ -79,7 +79,7 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
     keyKind: row.kind,
     clientAddress: creds.clientAddress,
     userAgent: creds.userAgent ?? undefined,
-    user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms) },
+    user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), ...(clientId ? { app: { clientId, scopes: scopes ?? [] } } : {}) },
   };
 }
 

@@ -27,7 +27,7 @@ import { consumePerAccount, consumePerAddress, type Limit } from "../rate-limit.
 import { requireRecentAuth } from "./recent-auth.ts";
 import { handOnProofs } from "./proofs.ts";
 import { endSessionsSignedInWith, lockForSession, markReauthenticated } from "./sessions.ts";
-import { issueTokens, primaryOf, startSession, type TokenResponse } from "./sign-in.ts";
+import { issueTokens, primaryOf, reissueTokens, startSession, type TokenResponse } from "./sign-in.ts";
 
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
 
@@ -329,7 +329,7 @@ export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, in
     await assertPasskeyStays(tx, passkey.id);
     await markReauthenticated(tx, actor.user.sessionId, "passkey", passkey.id);
   });
-  return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
+  return reissueTokens(deps, actor);
 }
 
 async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id: string; accountId: string; counter: bigint }, seen: bigint, clientAddress: string) {

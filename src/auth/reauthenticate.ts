@@ -10,7 +10,7 @@ import { recordKnownPlaces } from "./known-places.ts";
 import { consumeOtp, storedResult, storeResult } from "./otp.ts";
 import { sendOtp, verifyOtp } from "./otp-flow.ts";
 import { markReauthenticated } from "./sessions.ts";
-import { issueTokens, type TokenResponse } from "./sign-in.ts";
+import { reissueTokens, type TokenResponse } from "./sign-in.ts";
 
 const binding = (actor: UserActor) => ({
   projectId: actor.projectId,
@@ -59,5 +59,5 @@ export async function completeReauthentication(deps: Deps, actor: UserActor, inp
       await storeResult(tx, input.stateId as string, { reauthenticated: true });
     });
   }
-  return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
+  return reissueTokens(deps, actor);
 }

@@ -2,7 +2,7 @@
 // primary account; an unknown identifier creates an account. A sign-in makes its client
 // address and device known places of the identifier (docs/security.md, "Known places").
 import { randomBytes } from "node:crypto";
-import type { Actor, Deps, UserActor } from "../deps.ts";
+import type { Actor, AppGrant, Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
 import { retryingConflicts } from "../db/transaction.ts";
@@ -11,7 +11,7 @@ import type { EventType } from "../webhooks/event-types.ts";
 import { IDENTIFIER_INPUT_ERRORS, OTPInvalid, RateLimited, Unauthenticated } from "../errors.ts";
 import { newId, newOrderedId } from "../ids.ts";
 import { lockAccounts } from "../db/locks.ts";
-import { claimsOf, loadAccount, oidcClaims, userEventData } from "./accounts.ts";
+import { claimsForScopes, claimsOf, loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
 import { signInPlaces } from "./known-places.ts";
 import { codeHash, isSixDigits, OTP_MAX_TRIES, requireCodeFields } from "./otp.ts";
@@ -207,13 +207,23 @@ export async function startSession(tx: Tx, actor: Actor, accountId: string, meth
 }
 
 /** Tokens for a session: `auth_time` and `amr` say when and how the session last authenticated. */
-export async function issueTokens(deps: Deps, projectId: string, accountId: string, sessionId: string): Promise<TokenResponse> {
+export async function issueTokens(deps: Deps, projectId: string, accountId: string, sessionId: string, app?: AppGrant): Promise<TokenResponse> {
   const [account, session] = await Promise.all([
     loadAccount(deps.prisma, projectId, accountId),
     deps.prisma.session.findUnique({ where: { id: sessionId }, select: { authTime: true, authMethod: true } }),
   ]);
   if (!account || !session) throw new OTPInvalid();
-  return signTokens(deps, projectId, sessionId, { claims: oidcClaims(account), authTimeMs: session.authTime.getTime(), method: session.authMethod });
+  return signTokens(deps, projectId, sessionId, { claims: oidcClaims(account), authTimeMs: session.authTime.getTime(), method: session.authMethod, app });
+}
+
+/**
+ * The tokens a re-authentication answers: the caller's session with its new auth_time. Asked with
+ * an app's token, they are that app's again (its client id and the scopes the user granted it),
+ * so they are checked as the app's on every call: linkgate's own tokens for the session, which
+ * describe the whole account, kept full access after the app was made third-party (29th review).
+ */
+export function reissueTokens(deps: Deps, actor: UserActor): Promise<TokenResponse> {
+  return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId, actor.user.app);
 }
 
 /** issueTokens from what the caller already read: the account's claims, and the session's auth_time (ms) and method. */
@@ -221,14 +231,16 @@ export async function signTokens(
   deps: Deps,
   projectId: string,
   sessionId: string,
-  s: { claims: ReturnType<typeof claimsOf>; authTimeMs: number; method: string },
+  s: { claims: ReturnType<typeof claimsOf>; authTimeMs: number; method: string; app?: AppGrant },
 ): Promise<TokenResponse> {
   const accountId = s.claims.sub;
   const auth_time = Math.floor(s.authTimeMs / 1000);
   const opts = { subject: accountId, audience: projectId, ttlSeconds: ACCESS_TOKEN_TTL_SECONDS };
+  const grant = s.app ? { client_id: s.app.clientId, scope: s.app.scopes.join(" ") } : { scope: "openid profile email phone" };
+  const claims = s.app ? claimsForScopes(s.claims, s.app.scopes) : s.claims;
   const [access_token, id_token] = await Promise.all([
-    deps.keys.sign({ token_use: "access", sid: sessionId, auth_time, scope: "openid profile email phone" }, opts),
-    deps.keys.sign({ ...s.claims, sub: undefined, token_use: "id", sid: sessionId, auth_time, amr: [s.method] }, opts),
+    deps.keys.sign({ token_use: "access", sid: sessionId, auth_time, ...grant }, opts),
+    deps.keys.sign({ ...claims, sub: undefined, token_use: "id", sid: sessionId, auth_time, amr: [s.method] }, opts),
   ]);
   return { access_token, id_token, token_type: "Bearer", expires_in: ACCESS_TOKEN_TTL_SECONDS, account_id: accountId };
 }

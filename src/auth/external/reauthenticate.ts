@@ -8,7 +8,7 @@ import { lockAccounts } from "../../db/locks.ts";
 import { ExternalSignInFailed, InvalidRedirectUri, InvalidRequest, OTPInvalid, ProviderNotFound, RateLimited, UpstreamUnavailable } from "../../errors.ts";
 import { externalValue } from "../identifiers.ts";
 import { markReauthenticated } from "../sessions.ts";
-import { issueTokens, type TokenResponse } from "../sign-in.ts";
+import { reissueTokens, type TokenResponse } from "../sign-in.ts";
 import { provenFlow, startFlow, type CompleteInput, type StartInput, type Started } from "./flows.ts";
 
 export const EXTERNAL_REAUTHENTICATION_ERRORS = {
@@ -40,5 +40,5 @@ export async function completeExternalReauthentication(deps: Deps, actor: UserAc
     if (!own) throw new ExternalSignInFailed("that sign-in is not one of this account's; re-authenticate with one of yours");
     await markReauthenticated(tx, actor.user.sessionId, "fed", own.id);
   });
-  return issueTokens(deps, actor.projectId, actor.user.accountId, actor.user.sessionId);
+  return reissueTokens(deps, actor);
 }
