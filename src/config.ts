@@ -80,7 +80,7 @@ const envSchema = z.object({
   // Abuse limits (docs/security.md); windows are fixed, counts per window.
   LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_ADDRESS: whole(1).default(5),
   LINKGATE_LIMIT_SENDS_PER_ADDRESS_HOURLY: whole(1).default(30),
-  LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_HOURLY: whole(1).default(60), // src/limits.ts says why 60
+  LINKGATE_LIMIT_SENDS_PER_IDENTIFIER_HOURLY: whole(1).default(200), // src/limits.ts says why 200
   LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: whole(1).default(500),
   LINKGATE_LIMIT_EMAILS_PER_PROJECT_HOURLY: whole(1).default(5000),
   LINKGATE_LIMIT_WRONG_CODES_PER_IDENTIFIER_ADDRESS: whole(1).default(15),

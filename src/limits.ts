@@ -20,9 +20,11 @@ export type Limits = {
   /**
    * code sends to one identifier from everywhere but its known places, together: counted per
    * address group alone, one subscriber with a /56 of IPv6 (256 groups) could send one inbox
-   * the project's whole e-mail ceiling in an hour. 60 by default: reaching it takes 12 address
-   * groups (5 codes each in 10 minutes), more than the 7 that reach the identifier's wrong-code
-   * cap, so it gives a stranger no cheaper way to refuse the owner a code at a new place
+   * the project's whole e-mail ceiling in an hour. 200 by default: one address group sends one
+   * identifier at most 30 codes an hour, so reaching it takes 7 groups, as many as the
+   * identifier's wrong-code cap takes (15 wrong codes each), and that cap refuses for the whole
+   * hour at once: this limit gives a stranger no cheaper way to refuse the owner a code at a new
+   * place. 60 was tried first: 2 groups refused the owner for the hour's last 10 minutes, 6 for 50
    */
   sendsPerIdentifierAll: Limit;
   /** code sends (link requests) per signed-in account */
