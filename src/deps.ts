@@ -68,14 +68,11 @@ export function requireSecretKey<A extends Actor>(actor: A): A {
   return actor;
 }
 /**
- * `authTime`: the session's last sign-in or re-authentication. `scopes`: what an OAuth app's
- * token was granted (absent for linkgate's own sign-in tokens, which reach every claim).
+ * `authTime`: the session's last sign-in or re-authentication. `app`: the OAuth client whose
+ * access token this is, with the scopes the user granted it (userinfo answers their claims; past
+ * userinfo only a first-party app's token gets this far); none for a token of linkgate's own
+ * sign-in, which reaches every claim. Tokens re-issued for the session keep it (src/auth/sign-in.ts).
  */
-/**
- * `app`: the OAuth client whose access token this is, with the scopes the user granted it (a
- * first-party one: a third-party app's token is refused before it gets here); none for a token of
- * linkgate's own sign-in. Tokens re-issued for the session keep it (src/auth/sign-in.ts).
- */
-export type SignedInUser = { accountId: string; sessionId: string; authTime: Date; scopes?: string[]; app?: AppGrant };
+export type SignedInUser = { accountId: string; sessionId: string; authTime: Date; app?: AppGrant };
 export type AppGrant = { clientId: string; scopes: string[] };
 export type UserActor = Actor & { user: SignedInUser };

@@ -1,7 +1,7 @@
 // Turns request credentials into an Actor. REST and GraphQL both call this; neither checks
 // credentials any other way.
 import { safeEqual, sha256Hex } from "../crypto.ts";
-import type { Actor, Deps, KeyActor, KeyKind, UserActor } from "../deps.ts";
+import type { Actor, AppGrant, Deps, KeyActor, KeyKind, UserActor } from "../deps.ts";
 import { Forbidden, InsufficientScope, Unauthenticated } from "../errors.ts";
 import { ASYNC_COMMIT, prepared, run } from "../db/fast.ts";
 import { ENDED, liveSessionCondition, touchSessionStatement } from "./sessions.ts";
@@ -59,6 +59,11 @@ const AUTHENTICATE_USER = prepared<{ project_id: string; kind: KeyKind; auth_tim
    FROM api_keys k WHERE k.key_hash = $2 AND k.revoked_at IS NULL AND ${ASYNC_COMMIT}`,
 );
 
+/** The app a verified access token was issued to, with its granted scopes; none for linkgate's own. */
+function appOf(token: { clientId?: string; scopes?: string[] }): AppGrant | undefined {
+  return token.clientId ? { clientId: token.clientId, scopes: token.scopes ?? [] } : undefined;
+}
+
 /**
  * The API key and the token's session are checked in one round trip. Everything the API does
  * with a user's token manages that user's account, so this is the one place where a
@@ -67,7 +72,8 @@ const AUTHENTICATE_USER = prepared<{ project_id: string; kind: KeyKind; auth_tim
 export async function authenticateUser(deps: Deps, creds: Credentials): Promise<UserActor> {
   if (!creds.apiKey) throw new Unauthenticated("send the project API key in X-API-Key");
   if (!creds.bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
-  const { sub, aud, sid, clientId, scopes } = await deps.keys.verifyAccessToken(creds.bearer);
+  const verified = await deps.keys.verifyAccessToken(creds.bearer);
+  const { sub, aud, sid, clientId } = verified;
   const keyHash = sha256Hex(creds.apiKey);
   const [row] = await run(deps.db, AUTHENTICATE_USER, [sid, keyHash, sub, clientId ?? null]);
   if (!row) throw new Unauthenticated("unknown or revoked API key");
@@ -79,17 +85,18 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
     keyKind: row.kind,
     clientAddress: creds.clientAddress,
     userAgent: creds.userAgent ?? undefined,
-    user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), ...(clientId ? { app: { clientId, scopes: scopes ?? [] } } : {}) },
+    user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), app: appOf(verified) },
   };
 }
 
 /** Userinfo takes the token alone, like any OIDC userinfo endpoint; an app's token comes with its scopes. */
 export async function authenticateToken(deps: Deps, bearer: string | null, clientAddress: string): Promise<UserActor> {
   if (!bearer) throw new Unauthenticated("send the access token as Authorization: Bearer <token>");
-  const { sub, aud, sid, scopes } = await deps.keys.verifyAccessToken(bearer);
+  const verified = await deps.keys.verifyAccessToken(bearer);
+  const { sub, aud, sid } = verified;
   const [row] = await run(deps.db, AUTHENTICATE_TOKEN, [sid, sub, aud]);
   if (row?.auth_time_ms == null) throw new Unauthenticated(ENDED);
-  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), scopes } };
+  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), app: appOf(verified) } };
 }
 
 /** The token's live session ($1 session, $2 account, $3 project): its auth_time as ms since the epoch, or NULL. On the fast path: userinfo is a trivial request. */

@@ -215,7 +215,7 @@ export function authRoutes() {
   const info = async (c: Context<AppEnv>) => {
     const deps = c.get("deps");
     const actor = await authenticateToken(deps, bearerToken(c.req.header("authorization")), c.get("clientAddress"));
-    return c.json(claimsForScopes(await userinfo(deps, actor.projectId, actor.user.accountId), actor.user.scopes), 200);
+    return c.json(claimsForScopes(await userinfo(deps, actor.projectId, actor.user.accountId), actor.user.app?.scopes), 200);
   };
   r.openapi(userinfoRoute("get"), info);
   r.openapi(userinfoRoute("post"), info);
