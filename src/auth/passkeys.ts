@@ -3,16 +3,7 @@
 // server-side (single use, 5 minutes, bound to the project and, for a registration, to the
 // account) and ties credentials to accounts the way identifiers are tied: a passkey belongs to
 // the account that registered it, and signing in with it lands on that account's primary.
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type AuthenticatorTransport,
-  type RegistrationResponseJSON,
-} from "@simplewebauthn/server";
-import { decodeClientDataJSON } from "@simplewebauthn/server/helpers";
+import type { AuthenticationResponseJSON, AuthenticatorTransport, RegistrationResponseJSON } from "@simplewebauthn/server";
 import { z } from "zod";
 import type { Config } from "../config.ts";
 import type { Db, Tx } from "../db/client.ts";
@@ -28,6 +19,17 @@ import { requireRecentAuth } from "./recent-auth.ts";
 import { handOnProofs } from "./proofs.ts";
 import { endSessionsSignedInWith, lockForSession, markReauthenticated } from "./sessions.ts";
 import { issueTokens, primaryOf, reissueTokens, startSession, type TokenResponse } from "./sign-in.ts";
+
+/**
+ * @simplewebauthn/server, loaded at the first passkey ceremony: with the certificate parsers it
+ * brings (@peculiar/*, tsyringe, asn1js) it was about 330 of the 1,900 module files a gateway
+ * read before it answered (counted with strace), and a worker, the CLI or a gateway where no one
+ * uses a passkey never needs it.
+ */
+let library: Promise<typeof import("@simplewebauthn/server") & typeof import("@simplewebauthn/server/helpers")> | undefined;
+function webauthn() {
+  return (library ??= Promise.all([import("@simplewebauthn/server"), import("@simplewebauthn/server/helpers")]).then(([server, helpers]) => ({ ...server, ...helpers })));
+}
 
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
 
@@ -88,7 +90,8 @@ function parseResponse<T>(schema: z.ZodType<T>, raw: unknown): T {
 }
 
 /** The challenge the browser signed, read from clientDataJSON (the library checks it again). */
-function signedChallenge(clientDataJSON: string, type: "webauthn.create" | "webauthn.get"): string {
+async function signedChallenge(clientDataJSON: string, type: "webauthn.create" | "webauthn.get"): Promise<string> {
+  const { decodeClientDataJSON } = await webauthn();
   try {
     const data = decodeClientDataJSON(clientDataJSON);
     if (data.type !== type || typeof data.challenge !== "string") throw new Error("wrong ceremony");
@@ -155,7 +158,7 @@ export async function startPasskeyRegistration(deps: Deps, actor: UserActor) {
   if (existing.length >= PASSKEYS_PER_ACCOUNT) throw new InvalidRequest(TOO_MANY_PASSKEYS);
   const label = preferred(account.identifiers, "email")?.value ?? preferred(account.identifiers, "phone")?.value ?? account.id;
   const party = rp(deps);
-  const options = await generateRegistrationOptions({
+  const options = await (await webauthn()).generateRegistrationOptions({
     rpName: party.name,
     rpID: party.id,
     userName: label,
@@ -181,10 +184,10 @@ function passkeyName(name: unknown): string {
 export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, input: { response: unknown; name?: unknown }): Promise<PasskeyView> {
   const name = passkeyName(input.name);
   const response = parseResponse(registrationSchema, input.response) as RegistrationResponseJSON;
-  const challenge = signedChallenge(response.response.clientDataJSON, "webauthn.create");
+  const challenge = await signedChallenge(response.response.clientDataJSON, "webauthn.create");
   await consumeChallenge(deps.prisma, challenge, { projectId: actor.projectId, purpose: "registration", accountId: actor.user.accountId, sessionId: actor.user.sessionId });
   const party = rp(deps);
-  const verified = await verifyRegistrationResponse({
+  const verified = await (await webauthn()).verifyRegistrationResponse({
     response,
     expectedChallenge: challenge,
     expectedOrigin: party.origins,
@@ -241,7 +244,7 @@ export const SIGN_IN_OPTIONS_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 
 export async function startPasskeySignIn(deps: Deps, actor: Actor) {
   await consumePerAddress(deps.db, "sign_in_options_per_address", actor.clientAddress, SIGN_IN_OPTIONS_PER_ADDRESS);
   const party = rp(deps);
-  const options = await generateAuthenticationOptions({ rpID: party.id, userVerification: "preferred", allowCredentials: [] });
+  const options = await (await webauthn()).generateAuthenticationOptions({ rpID: party.id, userVerification: "preferred", allowCredentials: [] });
   await storeChallenge(deps.prisma, options.challenge, { projectId: actor.projectId, purpose: "authentication" });
   return options;
 }
@@ -257,12 +260,12 @@ type Verified = { passkey: { id: string; accountId: string; name: string; counte
 export async function verifyPasskeyAssertion(deps: Deps, actor: Actor, raw: unknown): Promise<Verified> {
   const { projectId } = actor;
   const response = parseResponse(authenticationSchema, raw) as AuthenticationResponseJSON;
-  const challenge = signedChallenge(response.response.clientDataJSON, "webauthn.get");
+  const challenge = await signedChallenge(response.response.clientDataJSON, "webauthn.get");
   await consumeChallenge(deps.prisma, challenge, { projectId, purpose: "authentication" });
   const passkey = await deps.prisma.passkey.findUnique({ where: { projectId_credentialId: { projectId, credentialId: response.id } } });
   if (!passkey) throw new PasskeyInvalid("that passkey is not registered here");
   const party = rp(deps);
-  const verified = await verifyAuthenticationResponse({
+  const verified = await (await webauthn()).verifyAuthenticationResponse({
     response,
     expectedChallenge: challenge,
     expectedOrigin: party.origins,
