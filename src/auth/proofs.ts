@@ -2,8 +2,8 @@
 // session had proved last (identifiers.linked_with), a passkey what its registering session had
 // (passkeys.registered_with), an external identity the address or passkey that confirmed it
 // (external_identities.proven_by). An unmerge follows these from the merged secondary's own
-// identifiers and passkeys, and gives back all it reaches (provenThroughSecondary, below;
-// src/linking/service.ts separate; docs/security.md "Sessions").
+// identifiers and passkeys, and gives back all it reaches (provenThroughSecondary below, which
+// the unmerge in src/linking/service.ts calls; docs/security.md "Sessions").
 import type { Tx } from "../db/client.ts";
 import type { Identifier } from "./identifiers.ts";
 
