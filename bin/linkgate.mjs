@@ -3,8 +3,8 @@
 // (scripts/build-server.mjs) like the server.
 import { existsSync } from "node:fs";
 
-if (!existsSync(new URL("../dist/cli/main.js", import.meta.url))) {
+if (!existsSync(new URL("../dist/cli.js", import.meta.url))) {
   console.error("linkgate: the CLI is not built: run `npm install` in the checkout first");
   process.exit(1);
 }
-await import("../dist/cli/main.js");
+await import("../dist/cli.js");

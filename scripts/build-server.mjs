@@ -1,13 +1,21 @@
-// Compiles the server (src/) to JavaScript in dist/, so `npm start`, `npm run worker`,
-// `npm run db:migrate` and `npx linkgate` run it with plain `node`: no TypeScript loader at run
-// time, and the process that npm starts is the server itself (signals reach it).
+// Builds the server (src/) into dist/, so `npm start`, `npm run worker`, `npm run db:migrate` and
+// `npx linkgate` run it with plain `node`: no TypeScript loader at run time, and the process that
+// npm starts is the server itself (signals reach it).
 // Run by scripts/postinstall.mjs and, with --if-stale, before `npm test` (a no-op unless a
 // source file is newer than the last build).
-import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
+//
+// Each command is one bundle (esbuild) with its dependencies in it: a start loaded some 1,700
+// files one module at a time, about half of its time to ready (bench/RESULTS.md, "start").
+// Code a command reaches only later (GraphiQL's page, the passkey library, the OpenID provider)
+// stays in chunks of its own, loaded when first used. Not bundled: PGlite and Prisma, which load
+// their WebAssembly and files from beside their own modules, and the pg driver, which Prisma's
+// adapter imports from node_modules too (a second, bundled copy broke its connections). No
+// type checking here: `npm run typecheck` does that, and an install must not fail on a type
+// error that tsx would have run anyway.
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import * as esbuild from "esbuild";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const src = path.join(root, "src");
@@ -25,23 +33,58 @@ function* files(dir) {
 function stale() {
   if (!existsSync(stamp)) return true;
   const built = statSync(stamp).mtimeMs;
-  const inputs = [...files(src), path.join(root, "tsconfig.json"), path.join(root, "tsconfig.build.json")];
+  const inputs = [...files(src), fileURLToPath(import.meta.url)];
   return inputs.some((f) => statSync(f).mtimeMs > built);
 }
 
 if (process.argv.includes("--if-stale") && !stale()) process.exit(0);
 
+/** The commands package.json and bin/linkgate.mjs run, each at the top of dist/. */
+const ENTRIES = { main: "src/main.ts", worker: "src/worker.ts", cli: "src/cli/main.ts", "migrate-cli": "src/db/migrate-cli.ts" };
+
+/**
+ * A module finds files beside itself through import.meta.url (prisma/, package.json, the pages,
+ * the SQL files, packages through createRequire). In a bundle that is the bundle's URL, so each
+ * module's is replaced by the URL it would have in dist/ had it been compiled on its own: every
+ * bundle and chunk sits at the top of dist/, and the files it reads are copied beside it below.
+ */
+const moduleUrls = {
+  name: "module-urls",
+  setup(build) {
+    build.onLoad({ filter: /\.ts$/ }, (args) => {
+      if (!args.path.startsWith(src + path.sep)) return undefined;
+      const text = readFileSync(args.path, "utf8");
+      const own = path.relative(src, args.path).split(path.sep).join("/").replace(/\.ts$/, ".js");
+      return { contents: text.replaceAll("import.meta.url", `new URL(${JSON.stringify(own)}, import.meta.url).href`), loader: "ts" };
+    });
+  },
+};
+
 const started = new Date();
 rmSync(dist, { recursive: true, force: true });
-const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
-const r = spawnSync(process.execPath, [tsc, "-p", path.join(root, "tsconfig.build.json")], { cwd: root, stdio: "inherit" });
-if (r.status !== 0) process.exit(r.status ?? 1);
+await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: ENTRIES,
+  outdir: dist,
+  chunkNames: "[name]-[hash]",
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  sourcemap: true,
+  external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "@prisma/*", "pg", "pg-*"],
+  // Bundled CommonJS packages call require() for Node's own modules.
+  banner: { js: 'import { createRequire as linkgateCreateRequire } from "node:module"; const require = linkgateCreateRequire(import.meta.url);' },
+  plugins: [moduleUrls],
+  logLevel: "warning",
+});
 // Files the server reads next to its own modules (the /docs page script, SQL files beside their
 // feature) come along as they are, at the same place relative to the compiled modules.
 for (const f of files(src)) {
   if (f.endsWith(".ts")) continue;
   cpSync(f, path.join(dist, path.relative(src, f)));
 }
-// Dated when the build began: a source saved while tsc ran makes the next --if-stale build again.
+// Dated when the build began: a source saved while it ran makes the next --if-stale build again.
 writeFileSync(stamp, `${started.toISOString()}\n`);
 utimesSync(stamp, started, started);

@@ -10,8 +10,8 @@ const ROOT = path.resolve(import.meta.dirname, "../..");
 
 export const MAIN = path.join(ROOT, "dist/main.js");
 export const WORKER = path.join(ROOT, "dist/worker.js");
-export const MIGRATE = path.join(ROOT, "dist/db/migrate-cli.js");
-export const CLI = path.join(ROOT, "dist/cli/main.js");
+export const MIGRATE = path.join(ROOT, "dist/migrate-cli.js");
+export const CLI = path.join(ROOT, "dist/cli.js");
 
 /** Where the global setup leaves a data folder with the migrated PGlite database. */
 export const DATA_DIR_ENV = "LINKGATE_TEST_PGLITE_DATA_DIR";
