@@ -33,7 +33,7 @@ function* files(dir) {
 function stale() {
   if (!existsSync(stamp)) return true;
   const built = statSync(stamp).mtimeMs;
-  const inputs = [...files(src), fileURLToPath(import.meta.url)];
+  const inputs = [...files(src), path.join(root, "tsconfig.json"), fileURLToPath(import.meta.url)];
   return inputs.some((f) => statSync(f).mtimeMs > built);
 }
 
