@@ -53,7 +53,7 @@ function keepTemporaryFilesIn(runDir: string): void {
 }
 
 /**
- * Child processes run the compiled server, as `npm start` does (test/support/server-entry.ts):
+ * Child processes run the built server, as `npm start` does (test/support/server-entry.ts):
  * what `npm test`'s pretest does, again for a `vitest run` started without npm. A no-op unless a
  * source file is newer than the last build.
  */

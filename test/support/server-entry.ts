@@ -1,6 +1,6 @@
 // The entry points that `npm start`, `npm run worker` and `npm run db:migrate` run (package.json,
-// README.md): the server compiled to dist/ and started with plain node, no TypeScript loader.
-// test/support/global-setup.ts compiles dist/ first whenever a source is newer than the build,
+// README.md): the server bundled into dist/ and started with plain node, no TypeScript loader.
+// test/support/global-setup.ts builds dist/ again whenever a source is newer than the build,
 // so a child process runs the sources under test.
 import { cpSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
