@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npx linkgate <command>`: the admin CLI (src/cli), compiled to dist/ by `npm install`
+// `npx linkgate <command>`: the admin CLI (src/cli), bundled into dist/ by `npm install`
 // (scripts/build-server.mjs) like the server.
 import { existsSync } from "node:fs";
 

@@ -1,5 +1,5 @@
 // `npm start` and `npm run worker` exactly as a user, a container or a process manager runs
-// them: the compiled server runs under npm with no shell left in between, and SIGTERM to the
+// them: the built server runs under npm with no shell left in between, and SIGTERM to the
 // one PID they know (npm's) drains and stops every process that command started.
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
