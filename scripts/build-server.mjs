@@ -39,8 +39,19 @@ function stale() {
 
 if (process.argv.includes("--if-stale") && !stale()) process.exit(0);
 
-/** The commands package.json and bin/linkgate.mjs run, each at the top of dist/. */
+/** The commands package.json and bin/linkgate.mjs run (dist/<name>.js), and their sources. */
 const ENTRIES = { main: "src/main.ts", worker: "src/worker.ts", cli: "src/cli/main.ts", "migrate-cli": "src/db/migrate-cli.ts" };
+
+/**
+ * dist/<name>.js turns source maps on, then loads its bundle: a stack trace in the log names
+ * src/auth/sign-in.ts:120, not line 79,103 of one large file. Node reads a module's map when it
+ * loads the module, so the switch has to come before the bundle is imported; it cost no
+ * measurable start time (the maps are read, and used only when a stack is printed).
+ */
+const launcher = (name) => `// Built by scripts/build-server.mjs: source maps on, then the bundle.
+process.setSourceMapsEnabled(true);
+await import("./${name}.bundle.js");
+`;
 
 /**
  * A module finds files beside itself through import.meta.url (prisma/, package.json, the pages,
@@ -64,7 +75,7 @@ const started = new Date();
 rmSync(dist, { recursive: true, force: true });
 await esbuild.build({
   absWorkingDir: root,
-  entryPoints: ENTRIES,
+  entryPoints: Object.fromEntries(Object.entries(ENTRIES).map(([name, source]) => [`${name}.bundle`, source])),
   outdir: dist,
   chunkNames: "[name]-[hash]",
   bundle: true,
@@ -73,12 +84,14 @@ await esbuild.build({
   platform: "node",
   target: "node20",
   sourcemap: true,
+  sourcesContent: false,
   external: ["@electric-sql/pglite", "@electric-sql/pglite/*", "@prisma/*", "pg", "pg-*"],
   // Bundled CommonJS packages call require() for Node's own modules.
   banner: { js: 'import { createRequire as linkgateCreateRequire } from "node:module"; const require = linkgateCreateRequire(import.meta.url);' },
   plugins: [moduleUrls],
   logLevel: "warning",
 });
+for (const name of Object.keys(ENTRIES)) writeFileSync(path.join(dist, `${name}.js`), launcher(name));
 // Files the server reads next to its own modules (the /docs page script, SQL files beside their
 // feature) come along as they are, at the same place relative to the compiled modules.
 for (const f of files(src)) {
