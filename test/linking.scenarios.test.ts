@@ -6,6 +6,7 @@ import { decodeJwt, decodeProtectedHeader, generateKeyPair, SignJWT } from "jose
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends, type Backend } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { keptWhileUnwritten } from "./support/db-snapshot.ts";
 
 type User = { token: string; accountId: string; idToken: string };
 type Ident = { email: string } | { phone: string };
@@ -71,15 +72,13 @@ describe.each(backends)("identifier linking on %s", (backend) => {
   }
 
   /** Every account and identifier, every live session and every user event: what an error must not touch. */
-  async function snapshot() {
-    const p = h.db.prisma;
-    return {
-      accounts: await p.account.findMany({ orderBy: { id: "asc" } }),
-      identifiers: await p.identifier.findMany({ orderBy: { id: "asc" } }),
-      liveSessions: await p.session.findMany({ where: { endedAt: null }, orderBy: { id: "asc" }, select: { id: true } }),
-      userEvents: await p.outboxEvent.count({ where: { eventType: { startsWith: "user." } } }),
-    };
-  }
+  const snapshotOf = keptWhileUnwritten(async ({ prisma: p }) => ({
+    accounts: await p.account.findMany({ orderBy: { id: "asc" } }),
+    identifiers: await p.identifier.findMany({ orderBy: { id: "asc" } }),
+    liveSessions: await p.session.findMany({ where: { endedAt: null }, orderBy: { id: "asc" }, select: { id: true } }),
+    userEvents: await p.outboxEvent.count({ where: { eventType: { startsWith: "user." } } }),
+  }));
+  const snapshot = () => snapshotOf(h.db);
   async function unchanged<T>(fn: () => Promise<T>): Promise<T> {
     const before = await snapshot();
     const out = await fn();

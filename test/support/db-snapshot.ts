@@ -29,22 +29,31 @@ async function snapshotSql(db: Pick<Database, "prisma">): Promise<string> {
 
 /**
  * Where the write-ahead log ends. Every change to a row of a table moves it (none of these
- * tables is UNLOGGED), so while it stays put the last snapshot still holds and the hashes are not
- * computed again. Hashing every table took 6 ms a call on Postgres and 10 ms on PGlite, 40 s of
- * security.fuzz's 75 s on a 2-core machine, and most fuzzed requests write nothing at all.
+ * tables is UNLOGGED), so while it stays put an earlier reading of the tables still holds.
  */
 const WAL_END = "SELECT pg_current_wal_insert_lsn()::text AS lsn";
-const last = new WeakMap<object, { lsn: string; snapshot: DbSnapshot }>();
 
-export async function dbSnapshot(db: Pick<Database, "prisma">): Promise<DbSnapshot> {
-  // read before the hashes: a write meanwhile moves the end past this, and the next call hashes again
-  const [{ lsn }] = await db.prisma.$queryRawUnsafe<{ lsn: string }[]>(WAL_END);
-  const kept = last.get(db.prisma);
-  if (kept?.lsn === lsn) return kept.snapshot;
+/**
+ * `read`, answered from its last call on the same database while nothing was written since.
+ * Hashing every table took 6 ms a call on Postgres and 10 ms on PGlite, 40 s of security.fuzz's
+ * 75 s on a 2-core machine, and most refused requests write nothing at all.
+ */
+export function keptWhileUnwritten<T>(read: (db: Pick<Database, "prisma">) => Promise<T>): (db: Pick<Database, "prisma">) => Promise<T> {
+  const last = new WeakMap<object, { lsn: string; value: T }>();
+  return async (db) => {
+    // read before the tables: a write meanwhile moves the end past this, and the next call reads again
+    const [{ lsn }] = await db.prisma.$queryRawUnsafe<{ lsn: string }[]>(WAL_END);
+    const kept = last.get(db.prisma);
+    if (kept?.lsn === lsn) return kept.value;
+    const value = await read(db);
+    last.set(db.prisma, { lsn, value });
+    return value;
+  };
+}
+
+export const dbSnapshot = keptWhileUnwritten(async (db): Promise<DbSnapshot> => {
   let sql = queries.get(db.prisma);
   if (!sql) queries.set(db.prisma, (sql = snapshotSql(db)));
   const rows = await db.prisma.$queryRawUnsafe<{ name: string; rows: number; hash: string }[]>(await sql);
-  const snapshot = Object.fromEntries(rows.map((r) => [r.name, { rows: r.rows, hash: r.hash }]));
-  last.set(db.prisma, { lsn, snapshot });
-  return snapshot;
-}
+  return Object.fromEntries(rows.map((r) => [r.name, { rows: r.rows, hash: r.hash }]));
+});
