@@ -45,8 +45,8 @@ const ENTRIES = { main: "src/main.ts", worker: "src/worker.ts", cli: "src/cli/ma
 /**
  * dist/<name>.js turns source maps on, then loads its bundle: a stack trace in the log names
  * src/auth/sign-in.ts:120, not line 79,103 of one large file. Node reads a module's map when it
- * loads the module, so the switch has to come before the bundle is imported; it cost no
- * measurable start time (the maps are read, and used only when a stack is printed).
+ * loads the module, so the switch has to come before the bundle is imported. Reading the maps
+ * (1.9 MB for the server, without the sources' text) costs about 80 ms of a start.
  */
 const launcher = (name) => `// Built by scripts/build-server.mjs: source maps on, then the bundle.
 process.setSourceMapsEnabled(true);

@@ -1,8 +1,8 @@
 // `npm install` / `npm ci` in a checkout: generate the Prisma client, bundle the server into dist/
 // (what `npm start` runs; esbuild, and TypeScript for the receiver, are runtime dependencies for
 // that reason), build the @linkgate/receiver workspace (the examples and docs import it through
-// its workspace link), then the dashboard and the hosted pages. An install without dev dependencies (`--omit=dev`) has no
-// vite: those two builds are skipped, not failed.
+// its workspace link), then the dashboard and the hosted pages. An install without dev
+// dependencies (`--omit=dev`) has no vite: those two builds are skipped, not failed.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 

@@ -24,7 +24,8 @@ describe.each(backends)("the database snapshot on %s", (backend) => {
 
     await db.prisma.project.update({ where: { id: "prj_snapshot_test_0000001" }, data: { name: "After" } });
     const updated = await dbSnapshot(db);
-    expect(updated.projects).toEqual({ rows: inserted.projects.rows, hash: expect.not.stringMatching(`^${inserted.projects.hash}$`) });
+    expect(updated.projects.rows).toBe(inserted.projects.rows);
+    expect(updated.projects.hash).not.toBe(inserted.projects.hash);
 
     await db.prisma.project.delete({ where: { id: "prj_snapshot_test_0000001" } });
     expect(await dbSnapshot(db)).toEqual(start);

@@ -57,11 +57,43 @@ function descendants(pid: number): Proc[] {
 
 const alive = (pid: number) => processes().some((p) => p.pid === pid && p.state !== "Z");
 
+/**
+ * dist/ holds one bundle per command (scripts/build-server.mjs), and its modules still find the
+ * files beside them: the pages, the dashboard, Swagger UI's and GraphiQL's files in their
+ * packages, and the chunks loaded at first use (GraphiQL's page, the OpenID provider). Failed
+ * with each module's import.meta.url left as the bundle's: the server could not find
+ * package.json to start.
+ */
+async function expectServesItsFiles(base: string) {
+  const get = async (url: string, accept = "*/*") => {
+    const res = await fetch(new URL(url, base), { headers: { accept } });
+    return { status: res.status, type: res.headers.get("content-type") ?? "", text: await res.text() };
+  };
+  /** The page answers, and so does every script and stylesheet of this origin it names. */
+  const page = async (url: string) => {
+    const html = await get(url, "text/html");
+    expect([url, html.status, html.type]).toEqual([url, 200, expect.stringContaining("text/html")]);
+    const files = [...html.text.matchAll(/(?:src|href)="(\/[^"]+\.(?:js|css))"/g)].map((m) => m[1]);
+    expect(files.length, url).toBeGreaterThan(0);
+    for (const file of files) {
+      const r = await get(file);
+      expect([file, r.status, r.text.length > 0]).toEqual([file, 200, true]);
+    }
+    return html.text;
+  };
+  await page("/login");
+  await page("/dashboard");
+  expect(await page("/docs")).toContain("swagger-ui-bundle.js");
+  expect(await page("/graphql")).toContain("graphiql.js");
+  expect(JSON.parse((await get("/openapi.json")).text)).toMatchObject({ openapi: expect.any(String) });
+  expect(JSON.parse((await get("/.well-known/openid-configuration")).text)).toMatchObject({ issuer: expect.any(String) });
+}
+
 describe.each([
-  { script: "start", entry: "dist/main.js", ready: /linkgate listening on (http:\/\/\S+)/ },
-  { script: "worker", entry: "dist/worker.js", ready: /delivery worker running/ },
-])("npm $script", ({ script, entry, ready }) => {
-  it(`runs node ${entry} directly under npm, and SIGTERM to npm's PID drains it and leaves no process behind`, async () => {
+  { script: "start", entry: "dist/main.js", ready: /linkgate listening on (http:\/\/\S+)/, serves: ", serves its pages, /docs and GraphiQL with their files" },
+  { script: "worker", entry: "dist/worker.js", ready: /delivery worker running/, serves: "" },
+])("npm $script", ({ script, entry, ready, serves }) => {
+  it(`runs node ${entry} directly under npm${serves}, and SIGTERM to npm's PID drains it and leaves no process behind`, async () => {
     const npm = spawn("npm", script === "start" ? ["start"] : ["run", script], {
       cwd: ROOT,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: "0", HOST: "127.0.0.1", LINKGATE_DATA_DIR: dataDir },
@@ -83,7 +115,10 @@ describe.each([
       void exited.then((code) => reject(new Error(`npm ${script} exited (${code}) before it was ready:\n${lines.join("\n")}\n${stderr}`)));
     });
 
-    if (script === "start") expect((await fetch(new URL("/readyz", readyLine[1]))).status).toBe(200);
+    if (script === "start") {
+      expect((await fetch(new URL("/readyz", readyLine[1]))).status).toBe(200);
+      await expectServesItsFiles(readyLine[1]);
+    }
     const tree = descendants(npm.pid!);
     // No shell in between: npm forwards SIGTERM to its child, and a shell would not pass it on.
     expect(tree.map((p) => p.cmdline)).toEqual([`node ${entry}`]);
@@ -93,58 +128,6 @@ describe.each([
     expect(lines.some((l) => l.includes('"msg":"stopped"')), lines.join("\n")).toBe(true);
     expect(tree.filter((p) => alive(p.pid))).toEqual([]);
     expect(processes().filter((p) => p.pgid === npm.pid && p.state !== "Z")).toEqual([]);
-  });
-});
-
-// dist/ holds one bundle per command (scripts/build-server.mjs), and its modules still find the
-// files beside them: the pages, the dashboard, Swagger UI's and GraphiQL's files in their packages,
-// and the chunks loaded at first use (GraphiQL's page, the OpenID provider). Failed with each
-// module's import.meta.url left as the bundle's: the server could not find package.json to start.
-describe("the built server", () => {
-  it("serves the pages, the dashboard, /docs, GraphiQL and OpenID discovery, with their files", async () => {
-    const server = spawn(process.execPath, ["dist/main.js"], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: "0", HOST: "127.0.0.1", LINKGATE_DATA_DIR: dataDir },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let output = "";
-    server.stderr.on("data", (c) => (output += c));
-    const exited = new Promise<number | null>((resolve) => server.on("exit", (code) => resolve(code)));
-    try {
-      const base = await new Promise<string>((resolve, reject) => {
-        createInterface({ input: server.stdout }).on("line", (line) => {
-          output += `${line}\n`;
-          const m = /linkgate listening on (http:\/\/\S+)/.exec(line);
-          if (m) resolve(m[1]);
-        });
-        void exited.then((code) => reject(new Error(`exited (${code}) before it was ready:\n${output}`)));
-      });
-      const get = async (url: string, accept = "*/*") => {
-        const res = await fetch(new URL(url, base), { headers: { accept } });
-        return { status: res.status, type: res.headers.get("content-type") ?? "", text: await res.text() };
-      };
-      /** The page answers, and so does every script and stylesheet of this origin it names. */
-      const page = async (url: string) => {
-        const html = await get(url, "text/html");
-        expect([url, html.status, html.type]).toEqual([url, 200, expect.stringContaining("text/html")]);
-        const files = [...html.text.matchAll(/(?:src|href)="(\/[^"]+\.(?:js|css))"/g)].map((m) => m[1]);
-        expect(files.length, url).toBeGreaterThan(0);
-        for (const file of files) {
-          const r = await get(file);
-          expect([file, r.status, r.text.length > 0]).toEqual([file, 200, true]);
-        }
-        return html.text;
-      };
-      await page("/login");
-      await page("/dashboard");
-      expect(await page("/docs")).toContain("swagger-ui-bundle.js");
-      expect(await page("/graphql")).toContain("graphiql.js");
-      expect(JSON.parse((await get("/openapi.json")).text)).toMatchObject({ openapi: expect.any(String) });
-      expect(JSON.parse((await get("/.well-known/openid-configuration")).text)).toMatchObject({ issuer: expect.any(String) });
-    } finally {
-      server.kill("SIGTERM");
-      await exited;
-    }
   });
 });
 
