@@ -2,7 +2,8 @@
 // against a whole app on a loopback port, a delivery worker and a real receiver: what an owner and
 // support staff do, checked on the page, at the receiver and in the database; every control used
 // from the keyboard, nothing wider than a phone, no request leaving the origin and no CSP
-// violation. Screenshots at desktop and phone widths go to a temporary folder (printed at the end).
+// violation. Screenshots at desktop and phone widths when LINKGATE_TEST_SCREENSHOTS names a folder
+// (test/support/browser.ts).
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";

@@ -4,7 +4,7 @@
 // unmerge, manage passkeys, end sessions. A receiver checks every event and its signature. With a
 // short recent-authentication window that really passes, the account page asks the user to
 // confirm it's them in place and then finishes what they typed. Screenshots at desktop and phone
-// widths go to a temporary folder (printed at the end).
+// widths when LINKGATE_TEST_SCREENSHOTS names a folder (test/support/browser.ts).
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
