@@ -30,6 +30,8 @@ const PREMERGES: Array<[number, number]> = [
 const premerged = fc.constantFrom([], [PREMERGES[0]], [PREMERGES[1]], PREMERGES, PREMERGES);
 /** modest by default; LINKING_PROPERTY_RUNS=200 for a soak */
 const NUM_RUNS = Number(process.env.LINKING_PROPERTY_RUNS) || 10;
+/** A failure prints its seed and path: LINKING_PROPERTY_SEED and LINKING_PROPERTY_PATH run that case again. */
+const replay = process.env.LINKING_PROPERTY_SEED ? { seed: Number(process.env.LINKING_PROPERTY_SEED), path: process.env.LINKING_PROPERTY_PATH } : {};
 
 const act: fc.Arbitrary<Act> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ t: fc.constant("signIn" as const), x: fc.nat(POOL - 1) }) },
@@ -42,12 +44,19 @@ const act: fc.Arbitrary<Act> = fc.oneof(
 const tag = `t${randomBytes(3).toString("hex")}`;
 let world = 0;
 
-/** The linking rules of docs/rest.md (POST /users/link/verify) over identifiers and accounts, nothing else. */
+/**
+ * The linking rules of docs/rest.md (POST /users/link/verify) over identifiers and accounts, and
+ * what an unmerge gives back (docs/security.md, "Sessions"): an address attached by a session
+ * remembers what that session signed in with (`via`), and one attached by way of the merged
+ * secondary's identifiers, followed to the end, goes back with it. One session per account: the
+ * latest sign-in that landed on it, which signed in with `proof`.
+ */
 class Model {
-  holder = new Map<number, { acc: string; origin: "own" | "attached" }>();
+  holder = new Map<number, { acc: string; origin: "own" | "attached"; via: number | null }>();
   partner = new Map<string, string>();
   role = new Map<string, "primary" | "secondary">();
   tokens = new Map<string, string>();
+  proof = new Map<string, number>();
 
   primaryOf = (acc: string) => (this.role.get(acc) === "secondary" ? this.partner.get(acc)! : acc);
   idsOf = (acc: string) => [...this.holder].filter(([, v]) => v.acc === acc).map(([x]) => x);
@@ -58,7 +67,7 @@ class Model {
     const h = this.holder.get(x);
     if (h && (h.acc === acc || h.acc === this.partner.get(acc))) return "CannotLinkSelf";
     if (!h) {
-      this.holder.set(x, { acc, origin: "attached" });
+      this.holder.set(x, { acc, origin: "attached", via: this.proof.get(acc) ?? null });
       return "attached";
     }
     if (h.origin === "attached") return "TargetSecondaryIdentity";
@@ -67,6 +76,7 @@ class Model {
     this.partner.set(acc, h.acc).set(h.acc, acc);
     this.role.set(acc, "primary").set(h.acc, "secondary");
     this.tokens.delete(h.acc);
+    this.proof.delete(h.acc);
     return "merged";
   }
 
@@ -75,7 +85,13 @@ class Model {
     const onSecondary = !!h && this.role.get(acc) === "primary" && h.acc === this.partner.get(acc);
     if (!h || (h.acc !== acc && !onSecondary)) return "IdentifierNotLinked";
     if (onSecondary) return this.separate(acc), "ok";
-    if (this.idsOf(acc).length <= 1) return "LastIdentifier";
+    // what would leave with the secondary is not the account's own last way in
+    const leaving = this.leavingOnUnmerge(acc);
+    if (!this.idsOf(acc).some((y) => y !== x && !leaving.has(y))) return "LastIdentifier";
+    // what was proven with it now counts as proven with what proved it
+    const itsProof = h.via;
+    for (const v of this.holder.values()) if (v.acc === acc && v.via === x) v.via = itsProof;
+    if (this.proof.get(acc) === x) itsProof === null ? this.proof.delete(acc) : this.proof.set(acc, itsProof);
     this.holder.delete(x);
     return "ok";
   }
@@ -86,8 +102,27 @@ class Model {
     return "ok";
   }
 
+  /** The primary's identifiers proven through its secondary's, followed to the end. */
+  leavingOnUnmerge(acc: string): Set<number> {
+    const other = this.partner.get(acc);
+    if (this.role.get(acc) !== "primary" || !other) return new Set();
+    const reached = new Set(this.idsOf(other));
+    const leaving = new Set<number>();
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const [y, v] of this.holder) {
+        if (v.acc !== acc || v.via === null || !reached.has(v.via) || reached.has(y)) continue;
+        reached.add(y);
+        leaving.add(y);
+        grew = true;
+      }
+    }
+    return leaving;
+  }
+
   separate(acc: string) {
     const other = this.partner.get(acc)!;
+    for (const y of this.leavingOnUnmerge(acc)) this.holder.set(y, { acc: other, origin: "attached", via: null });
     for (const a of [acc, other]) this.partner.delete(a), this.role.delete(a);
   }
 }
@@ -132,9 +167,10 @@ describe.each(backends)("linking properties on %s", (backend) => {
           if (expected) expect(u.accountId, log.join("\n")).toBe(expected);
           else {
             expect([...m.holder.values()].map((v) => v.acc), log.join("\n")).not.toContain(u.accountId);
-            m.holder.set(x, { acc: u.accountId, origin: "own" });
+            m.holder.set(x, { acc: u.accountId, origin: "own", via: null });
           }
           m.tokens.set(u.accountId, u.token);
+          m.proof.set(u.accountId, x);
           return u.accountId;
         }
 
@@ -233,7 +269,7 @@ describe.each(backends)("linking properties on %s", (backend) => {
         }
       }),
       // a failure is reported with the smallest counterexample found before the time limit
-      { numRuns: NUM_RUNS, interruptAfterTimeLimit: NUM_RUNS > 10 ? 1_800_000 : 45_000 },
+      { ...replay, numRuns: NUM_RUNS, interruptAfterTimeLimit: NUM_RUNS > 10 ? 1_800_000 : 45_000 },
     );
   }, 1_900_000);
 });
