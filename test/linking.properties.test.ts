@@ -1,7 +1,8 @@
 // Model-based property test of linking: random sequences of sign-in, link (request + verify),
-// remove and unmerge over a small pool of identifiers, run against the real app and against
-// a few-line model of docs/rest.md. Every answer must be the one the model predicts,
-// and after every step the database must satisfy the invariants below and match the model.
+// remove and unmerge over a small pool of identifiers, run against the real app and against a
+// small model of docs/rest.md and of what an unmerge gives back (docs/security.md). Every answer
+// must be the one the model predicts, and after every step the database must satisfy the
+// invariants below and match the model.
 import { randomBytes } from "node:crypto";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
