@@ -44,7 +44,7 @@ export async function listen(fetch: (req: Request) => Promise<Response>): Promis
   };
 }
 
-/** Where screenshots go when someone wants to look at them (README, "Tests"). */
+/** Where screenshots go when someone wants to look at them (README, "Running on Postgres", on the tests). */
 export const SCREENSHOTS_ENV = "LINKGATE_TEST_SCREENSHOTS";
 
 /**
