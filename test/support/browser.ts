@@ -45,7 +45,7 @@ export async function listen(fetch: (req: Request) => Promise<Response>): Promis
 }
 
 /** Where screenshots go when someone wants to look at them (README, "Running on Postgres", on the tests). */
-export const SCREENSHOTS_ENV = "LINKGATE_TEST_SCREENSHOTS";
+const SCREENSHOTS_ENV = "LINKGATE_TEST_SCREENSHOTS";
 
 /**
  * Full-page screenshots at the moments a browser test names, into a new folder inside the one
