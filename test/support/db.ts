@@ -16,6 +16,8 @@ export const serverUrl = process.env.TEST_DATABASE_URL || process.env.DATABASE_U
 /** Where the global setup leaves the migrated PGlite data directory and Postgres template. */
 export const SNAPSHOT_ENV = "LINKGATE_TEST_PGLITE_SNAPSHOT";
 export const TEMPLATE_ENV = "LINKGATE_TEST_PG_TEMPLATE";
+/** Where it leaves the PGlite data directory initdb made, before any migration. */
+export const EMPTY_SNAPSHOT_ENV = "LINKGATE_TEST_PGLITE_EMPTY_SNAPSHOT";
 
 /**
  * The migrated data directory as PGlite loads it (it asks for the whole tarball with
@@ -34,14 +36,19 @@ class Snapshot extends Blob {
   }
 }
 
-let snapshot: Blob | undefined;
+const snapshots = new Map<string, Blob>();
+
+function snapshotIn(env: string): Blob | undefined {
+  const file = process.env[env];
+  if (file && !snapshots.has(env)) snapshots.set(env, new Snapshot(readFileSync(file)));
+  return snapshots.get(env);
+}
 
 /** The migrated database the global setup dumped (undefined outside a `vitest run`). */
-export function migratedSnapshot(): Blob | undefined {
-  const file = process.env[SNAPSHOT_ENV];
-  if (file && !snapshot) snapshot = new Snapshot(readFileSync(file));
-  return snapshot;
-}
+export const migratedSnapshot = (): Blob | undefined => snapshotIn(SNAPSHOT_ENV);
+
+/** The database initdb made, no migration applied, as the global setup dumped it (undefined outside a `vitest run`). */
+export const emptySnapshot = (): Blob | undefined => snapshotIn(EMPTY_SNAPSHOT_ENV);
 
 /** The backends this run covers; use with describe.each. */
 export const backends: Backend[] = serverUrl ? ["pglite", "postgres"] : ["pglite"];
@@ -59,7 +66,7 @@ export const TEST_CONNECT_TIMEOUT_MS = 30_000;
 /** `empty`: no migrations at all, for the tests of the migrations themselves. */
 export async function openTestDatabase(backend: Backend, opts: { poolSize?: number; empty?: boolean } = {}): Promise<TestDatabase> {
   if (backend === "pglite") {
-    const from = opts.empty ? undefined : migratedSnapshot();
+    const from = opts.empty ? emptySnapshot() : migratedSnapshot();
     const db = await openDatabase({ dataDir: "memory://", pgliteSnapshot: from });
     if (!from && !opts.empty) await applyMigrations(db.adapterFactory);
     return db;
