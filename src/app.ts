@@ -3,8 +3,10 @@
 import { Hono, type Context, type MiddlewareHandler, type Next } from "hono";
 import { cors } from "hono/cors";
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import { defaultIssuer, type Config } from "./config.ts";
 import { deriveKey } from "./crypto.ts";
+import { InvalidRequest } from "./errors.ts";
 import { openDatabase, type Database } from "./db/client.ts";
 import { withConnectionShare } from "./db/connection-share.ts";
 import { applyMigrations, knownMigrations } from "./db/migrations.ts";
@@ -140,8 +142,23 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   app.route("/", hostedPageRoutes(deps.config, { key: pagesKey, issuer: deps.keys.issuer, logger: deps.logger }));
   app.use("/graphql", limitBody);
   // each request gets its own share of the pool: sibling fields resolve at once (src/db/connection-share.ts)
-  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => withConnectionShare(() => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") })));
+  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => withConnectionShare(async () => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") })).catch(bodyAborted(c)));
   return app;
+}
+
+/**
+ * yoga reads a body of declared length itself, and when its client hangs up before the body is
+ * complete it rejects with the abort's reason, which need not be an Error: Hono's error handler
+ * takes only Errors, so it passed every middleware (no request log, no metric) to a bare 500.
+ * It is the client's doing, as for the REST routes' bodies (src/http/body.ts).
+ */
+function bodyAborted(c: Context<AppEnv>) {
+  return (reason: unknown): never => {
+    if (reason instanceof Error) throw reason;
+    const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+    if (incoming && !incoming.complete) throw new InvalidRequest(`the body ended before it was complete (${String(reason)})`);
+    throw new Error(String(reason));
+  };
 }
 
 /**

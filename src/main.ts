@@ -5,6 +5,7 @@ import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
 import type { FirstProject } from "./auth/projects.ts";
 import { claimIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
+import { answerBeforeTheApp, serverOptions } from "./http/server.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
@@ -19,11 +20,12 @@ if (app.createdKeys) console.log(firstStartKeys(app.createdKeys, app.deps.db.kin
 
 const worker = config.worker ? await import("./delivery/worker.ts").then((m) => m.startWorker({ db: app.deps.db, config, masterKey: app.deps.master, logger })) : null;
 
-const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.port, hostname: config.host }, (info) => {
+const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.port, hostname: config.host, serverOptions: serverOptions() }, (info) => {
   server.off("error", onListenFault);
   const pages = ["sign-in at /login", "dashboard at /dashboard", ...(config.graphiql ? ["GraphiQL at /graphql"] : [])];
   logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)} (${pages.join(", ")})`);
 }) as Server;
+answerBeforeTheApp(server, logger);
 // A port already taken (or not ours to bind) is said in one line, after everything started is
 // let go; once listening, a server error is not a start-up fault.
 server.once("error", onListenFault);

@@ -36,17 +36,39 @@ export async function readBody(req: Request): Promise<Uint8Array<ArrayBuffer>> {
   const declared = declaredLength(req);
   if (declared !== null && declared > BODY_LIMIT) throw tooLarge();
   if (declared === null && req.body) return readCounted(req.body);
-  const bytes = new Uint8Array(await req.arrayBuffer());
+  const bytes = new Uint8Array(await fromClient(req.arrayBuffer()));
   if (bytes.byteLength > BODY_LIMIT) throw tooLarge(); // an in-process Request may declare less than it holds
   return bytes;
 }
 
+/**
+ * A body read that fails is the client's doing: it closed or reset its connection before the
+ * body was complete (or the server's deadline for a request ended it, src/http/server.ts). Left
+ * as it comes, its ECONNRESET read as a database that cannot be reached (src/db/faults.ts): a
+ * 503 with a "database unreachable" warning that any client could cause at will.
+ */
+async function fromClient<T>(read: Promise<T>): Promise<T> {
+  try {
+    return await read;
+  } catch (err) {
+    throw new InvalidRequest(`the body ended before it was complete (${describeAbort(err)})`);
+  }
+}
+
+const describeAbort = (err: unknown) => (err instanceof Error ? (err as NodeJS.ErrnoException).code ?? err.message : String(err));
+
 async function readCounted(body: ReadableStream<Uint8Array>): Promise<Uint8Array<ArrayBuffer>> {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+  const reader = (body as unknown as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  for (;;) {
+    const { done, value: chunk } = await fromClient(reader.next());
+    if (done) break;
     size += chunk.byteLength;
-    if (size > BODY_LIMIT) throw tooLarge();
+    if (size > BODY_LIMIT) {
+      await reader.return?.();
+      throw tooLarge();
+    }
     chunks.push(chunk);
   }
   const bytes = new Uint8Array(size);

@@ -1,0 +1,72 @@
+// What the Node HTTP server answers before a request reaches the app (docs/rest.md, "Request
+// bodies"): the app's own answers go through src/app.ts, these through Node's server events.
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, Server, ServerOptions, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
+import { ERRORS } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import { BODY_LIMIT } from "./body.ts";
+import { errorBody } from "./errors.ts";
+
+/**
+ * How long a client has to send a whole request, headers and body (Node's default is 300 s),
+ * its headers (60 s), and how often Node looks for requests past them (every 30 s). A body is at
+ * most 64 KiB, so a client still sending one after 30 s is stalling: each such connection held
+ * a socket and its buffers for five minutes, and was let go up to 30 s after that.
+ */
+export type Deadlines = { requestMs: number; headersMs: number; checkEveryMs: number };
+export const DEADLINES: Deadlines = { requestMs: 30_000, headersMs: 20_000, checkEveryMs: 5_000 };
+
+/** The server's options for these deadlines: Node reads them only when the server is made. */
+export function serverOptions(deadlines: Deadlines = DEADLINES): ServerOptions {
+  return { requestTimeout: deadlines.requestMs, headersTimeout: deadlines.headersMs, connectionsCheckingInterval: deadlines.checkEveryMs };
+}
+
+/** The server's own answers, on a server made with serverOptions (src/main.ts). */
+export function answerBeforeTheApp(server: Server, logger: Logger, deadlines: Deadlines = DEADLINES): void {
+  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+    continueIfWithinLimit(req, res);
+    server.emit("request", req, res);
+  });
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger, deadlines));
+}
+
+/**
+ * `Expect: 100-continue` asks before sending the body. Node says yes to every such request
+ * unless told otherwise, and a client then sent megabytes only to be answered 413: the app
+ * refuses a declared length over the limit from its header (src/http/body.ts), so the body is
+ * invited only when it may be read.
+ */
+function continueIfWithinLimit(req: IncomingMessage, res: ServerResponse): void {
+  const declared = Number(req.headers["content-length"]);
+  if (req.headers["transfer-encoding"] !== undefined || !(declared > BODY_LIMIT)) res.writeContinue();
+}
+
+/**
+ * A request Node's parser refuses (two Content-Lengths, Content-Length beside Transfer-Encoding,
+ * a malformed line, headers too large) or that outlives its deadline: answered in the API's
+ * error shape with a request id, as every answer is, instead of Node's bare `400 Bad Request`.
+ * The connection cannot carry another request, so it is closed.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger, deadlines: Deadlines): void {
+  // Nothing can be said on a connection that is gone, or whose answer has begun (Node's rule too).
+  const answering = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage;
+  if (err.code === "ECONNRESET" || !socket.writable || answering?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const reason =
+    err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? `the request did not arrive within ${deadlines.requestMs / 1000} s`
+      : err.code === "HPE_HEADER_OVERFLOW"
+        ? "the request's headers are too large"
+        : "the request is not valid HTTP/1.1 (its framing or a header line)";
+  const body = JSON.stringify(errorBody("InvalidRequest", reason));
+  const status = ERRORS.InvalidRequest.status;
+  const requestId = randomUUID();
+  logger.info({ requestId, status, code: err.code, reason }, "request refused before the app");
+  socket.end(
+    `HTTP/1.1 ${status} Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Cache-Control: no-store\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}

@@ -1,0 +1,127 @@
+// What a client does with its connection is the client's doing, and is answered as such: a body
+// it stops sending is a 400, never the "database unreachable" 503 its ECONNRESET read as; a body
+// it asks leave to send (Expect: 100-continue) is invited only when it may be read; a request
+// Node's parser refuses, or that outlives its deadline, is answered in the API's error shape with
+// a request id. HTTP-level behaviour, the same on both backends: it runs on PGlite.
+import { serve } from "@hono/node-server";
+import type { Server } from "node:http";
+import { connect, type AddressInfo, type Socket } from "node:net";
+import { Writable } from "node:stream";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { answerBeforeTheApp, serverOptions } from "../src/http/server.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+
+type Answer = { raw: string; status: number; headers: Record<string, string>; body: string };
+
+/** Everything the server writes on one connection until it closes it (or `ms` pass). */
+function converse(port: number, script: (socket: Socket) => void, ms = 10_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let raw = "";
+    const socket = connect(port, "127.0.0.1", () => script(socket));
+    socket.setEncoding("latin1");
+    socket.on("data", (c: string) => (raw += c));
+    socket.on("error", () => {}); // a reset after the answer, or the one the script sends
+    socket.on("close", () => resolve(raw));
+    setTimeout(() => (socket.destroy(), raw ? resolve(raw) : reject(new Error("no answer"))), ms).unref();
+  });
+}
+
+/** The answer on a connection, after any interim `100 Continue`. */
+function lastAnswer(raw: string): Answer {
+  const [head, body = ""] = raw.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "").split("\r\n\r\n");
+  const [statusLine, ...lines] = head.split("\r\n");
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+  return { raw, status: Number(statusLine.split(" ")[1]), headers, body };
+}
+
+describe("client connections", () => {
+  let h: Harness;
+  let server: Server;
+  let port: number;
+  const logs: Array<Record<string, unknown>> = [];
+
+  beforeAll(async () => {
+    const sink = new Writable({ write: (chunk, _e, cb) => (logs.push(JSON.parse(String(chunk))), cb()) });
+    const logger = pino({ level: "info" }, sink);
+    h = await startHarness("pglite", { logger });
+    // as src/main.ts serves, with a request deadline a test can wait out
+    const deadlines = { requestMs: 1_500, headersMs: 1_000, checkEveryMs: 250 };
+    server = await new Promise<Server>((resolve) => {
+      const s = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1", serverOptions: serverOptions(deadlines) }, () => resolve(s as Server)) as Server;
+    });
+    answerBeforeTheApp(server, logger, deadlines);
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    server?.closeAllConnections();
+    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    await h?.close();
+  });
+
+  const head = (path: string, extra: string) =>
+    `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${h.publishableKey}\r\nContent-Type: application/json\r\n${extra}\r\n`;
+  const requestLog = (requestId: string) => logs.find((l) => l.msg === "request" && l.requestId === requestId);
+
+  it.each(["/auth/otp/start", "/graphql"])("a body cut off by a reset is a 400 on %s, never a database outage", async (path) => {
+    const requestId = `cut-off-${path.replace(/\W/g, "")}`;
+    await converse(port, (s) => {
+      s.write(head(path, `X-Request-Id: ${requestId}\r\nContent-Length: 60\r\n`) + `{"email":"a@example.com"`);
+      setTimeout(() => s.resetAndDestroy(), 200);
+    });
+    await expect.poll(() => requestLog(requestId)).toMatchObject({ status: 400 });
+    expect(logs.filter((l) => l.msg === "database unreachable")).toEqual([]);
+    expect(logs.filter((l) => l.requestId === requestId && (l.level as number) >= 40)).toEqual([]);
+  });
+
+  it("a chunked body cut off by a reset is a 400 too", async () => {
+    const requestId = "cut-off-chunked";
+    await converse(port, (s) => {
+      s.write(head("/auth/otp/start", `X-Request-Id: ${requestId}\r\nTransfer-Encoding: chunked\r\n`) + `5\r\n{"ema\r\n`);
+      setTimeout(() => s.resetAndDestroy(), 200);
+    });
+    await expect.poll(() => requestLog(requestId)).toMatchObject({ status: 400 });
+    expect(logs.filter((l) => l.msg === "database unreachable")).toEqual([]);
+  });
+
+  it("Expect: 100-continue with a length over the limit is refused with 413 and no invitation to send it", async () => {
+    const raw = await converse(port, (s) => s.write(head("/auth/otp/start", `Content-Length: 2000000\r\nExpect: 100-continue\r\n`)));
+    expect(raw).not.toContain("100 Continue");
+    const answer = lastAnswer(raw);
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.body)).toMatchObject({ error: "PayloadTooLarge" });
+  });
+
+  it("Expect: 100-continue within the limit is invited, and the body is read", async () => {
+    const body = `{"email":"continue@example.com"}`;
+    const raw = await converse(port, (s) => {
+      s.write(head("/auth/otp/start", `Content-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n`));
+      s.once("data", () => s.write(body)); // only once invited
+    });
+    expect(raw.startsWith("HTTP/1.1 100 Continue\r\n")).toBe(true);
+    const answer = lastAnswer(raw);
+    expect(answer.status, answer.body).toBe(200);
+    expect(JSON.parse(answer.body)).toHaveProperty("state_id");
+  });
+
+  it.each([
+    ["two Content-Lengths", "Content-Length: 2\r\nContent-Length: 2\r\n", "{}"],
+    ["Content-Length beside Transfer-Encoding", "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"],
+  ])("%s: a 400 in the error shape with a request id, and the connection closed", async (_name, extra, body) => {
+    const answer = lastAnswer(await converse(port, (s) => s.write(head("/auth/otp/start", extra) + body)));
+    expect(answer.status).toBe(400);
+    expect(answer.headers["content-type"]).toBe("application/json");
+    expect(answer.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(answer.headers.connection).toBe("close");
+    expect(JSON.parse(answer.body)).toEqual({ error: "InvalidRequest", message: expect.stringContaining("not valid HTTP/1.1") });
+    expect(logs).toContainEqual(expect.objectContaining({ msg: "request refused before the app", requestId: answer.headers["x-request-id"] }));
+  });
+
+  it("a body that stalls past the request deadline is cut off: the connection closes with a 400 in the error shape", async () => {
+    const raw = await converse(port, (s) => s.write(head("/auth/otp/start", "Content-Length: 60\r\n") + `{"email":`));
+    const answer = lastAnswer(raw);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body)).toMatchObject({ error: "InvalidRequest" });
+    expect(logs.filter((l) => l.msg === "database unreachable")).toEqual([]);
+  });
+});
