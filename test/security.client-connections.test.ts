@@ -7,6 +7,7 @@ import { serve } from "@hono/node-server";
 import type { Server } from "node:http";
 import { connect, type AddressInfo, type Socket } from "node:net";
 import { Writable } from "node:stream";
+import { gzipSync } from "node:zlib";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answerBeforeTheApp, serverOptions } from "../src/http/server.ts";
@@ -102,6 +103,17 @@ describe("client connections", () => {
     const answer = lastAnswer(raw);
     expect(answer.status, answer.body).toBe(200);
     expect(JSON.parse(answer.body)).toHaveProperty("state_id");
+  });
+
+  it.each(["/auth/otp/start", "/graphql"])("a compressed body on %s is 415 UnsupportedMediaType, not read as text", async (path) => {
+    const body = gzipSync(path === "/graphql" ? `{"query":"{ __typename }"}` : `{"email":"gzip@example.com"}`);
+    const raw = await converse(port, (s) => {
+      s.write(head(path, `Content-Encoding: gzip\r\nContent-Length: ${body.length}\r\nConnection: close\r\n`));
+      s.write(body);
+    });
+    const answer = lastAnswer(raw);
+    expect(answer.status).toBe(415);
+    expect(JSON.parse(answer.body)).toEqual({ error: "UnsupportedMediaType", message: "send the body without a Content-Encoding" });
   });
 
   it.each([
