@@ -106,6 +106,10 @@ describe.each(backends)("request bodies on %s", (backend) => {
     for (const r of [await post("/auth/external/callback", [form], form.length, type), await post("/auth/external/callback", pieces(form), undefined, type)]) {
       expect(r.status).toBe(413);
       expect(r.connection).toBe("close");
+      // a browser's page, as every answer of the callback is, not the API's JSON
+      expect(typeof r.body).toBe("string");
+      expect(r.body).toContain("This sign-in cannot continue");
+      expect(r.body).toContain("PayloadTooLarge");
     }
     // A callback of ordinary size is still read: an unknown state gets the expired page.
     const small = await post("/auth/external/callback", ["state=unknown&code=y"], 20, type);

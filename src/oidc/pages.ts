@@ -49,17 +49,19 @@ function page(title: string, body: string): string {
  * unknown client, a redirect URI it never registered, a malformed request), the browser's
  * journey (a sign-in that expired or continued in another browser), or linkgate itself.
  */
-export type ErrorCause = "app" | "expired" | "ours";
+export type ErrorCause = "app" | "expired" | "ours" | "provider";
 
 const CAUSES: Record<ErrorCause, string> = {
   app: "<p>The app that sent you here made a request we cannot accept, so you were not sent back to it.</p>",
   expired: "<p>This sign-in has expired, or it was started in another browser or tab.</p>",
   ours: "<p>Something went wrong on our side, not in the app you came from.</p>",
+  provider: "<p>The answer of the provider you signed in with could not be read.</p>",
 };
 const NEXT: Record<ErrorCause, string> = {
   app: "<p>Go back to the app and try again; if it keeps happening, tell the app's makers.</p>",
   expired: "<p>Go back to the app and sign in again.</p>",
   ours: "<p>Go back to the app and try again in a moment.</p>",
+  provider: "<p>Go back to the app and sign in again.</p>",
 };
 
 export function errorPage(error: string, description: string | undefined, cause: ErrorCause): string {

@@ -8,7 +8,8 @@ import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWit
 import { finishCallback } from "../../auth/external/flows.ts";
 import { completeExternalReauthentication, EXTERNAL_REAUTHENTICATION_ERRORS, startExternalReauthentication } from "../../auth/external/reauthenticate.ts";
 import { EXTERNAL_LINK_ERRORS, startExternalLink, verifyExternalLink } from "../../linking/external.ts";
-import { RateLimited } from "../../errors.ts";
+import { DomainError, PayloadTooLarge, RateLimited } from "../../errors.ts";
+import { statusOf } from "../errors.ts";
 import { errorPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { projectActor, userActor } from "../credentials.ts";
 import type { AppEnv } from "../env.ts";
@@ -152,8 +153,16 @@ type C = Context<AppEnv>;
 
 /** The provider's redirect: a browser's page, so every answer is a redirect or a page, never JSON. */
 async function callback(c: C): Promise<Response> {
-  const params = c.req.method === "POST" ? await formBody(c.req.raw) : new URL(c.req.url).searchParams;
   const headers = { "cache-control": "no-store", "referrer-policy": "no-referrer", ...pageSecurityHeaders() };
+  let params: URLSearchParams;
+  try {
+    params = c.req.method === "POST" ? await formBody(c.req.raw) : new URL(c.req.url).searchParams;
+  } catch (err) {
+    // a form_post answer too large, or cut off: a page too (413 closes the connection, as in errorResponse)
+    if (!(err instanceof DomainError)) throw err;
+    const close: Record<string, string> = err instanceof PayloadTooLarge ? { connection: "close" } : {};
+    return c.html(errorPage(err.code, err.message, "provider"), statusOf(err.code) as 400, { ...headers, ...close });
+  }
   try {
     const answer = await finishCallback(c.get("deps"), c.get("clientAddress"), params, c.req.param("provider") ?? null);
     if ("redirect" in answer) return c.redirect(answer.redirect, 303);
