@@ -58,6 +58,9 @@ describe("assertSafeTarget refuses internal addresses", () => {
     ["https://[fe80::1]/", "link-local"],
     ["https://[ff02::1]/", "multicast"],
     ["https://[::7f00:1]/", "reserved"], // deprecated IPv4-compatible
+    ["https://[3fff::1]/", "reserved"], // documentation, the newer range (RFC 9637)
+    ["https://[5f00::1]/", "reserved"], // SRv6 segment identifiers
+    ["https://[100:0:0:1::1]/", "reserved"], // the dummy prefix
     ["https://[::ffff:0:7f00:1]/", "loopback"], // IPv4-translated (SIIT) 127.0.0.1
     ["https://[::ffff:0:10.0.0.1]/", "private"],
     ["https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "Teredo"], // tunnels to a hidden IPv4 address

@@ -53,9 +53,11 @@ const V6_RULES: Rule[] = [
   // Teredo tunnels to an IPv4 address hidden (XORed) in the last 32 bits and through a relay
   // the gateway cannot vet; no webhook receiver needs one.
   ["Teredo", ["2001::/32"]],
-  // Deprecated IPv4-compatible, site-local, documentation, discard, local-use NAT64,
-  // benchmarking and ORCHID ranges.
-  ["reserved", ["::/96", "fec0::/10", "2001:db8::/32", "100::/64", "64:ff9b:1::/48", "2001:2::/48", "2001:10::/28", "2001:20::/28"]],
+  // Deprecated IPv4-compatible, site-local, documentation (both: RFC 3849 and RFC 9637),
+  // discard (RFC 6666), the dummy prefix (IANA special-purpose registry), local-use NAT64,
+  // benchmarking, ORCHID, and SRv6 segment identifiers (RFC 9602: inside an SRv6 domain they
+  // steer packets).
+  ["reserved", ["::/96", "fec0::/10", "2001:db8::/32", "3fff::/20", "100::/64", "100:0:0:1::/64", "64:ff9b:1::/48", "2001:2::/48", "2001:10::/28", "2001:20::/28", "5f00::/16"]],
 ];
 
 function compile(rules: Rule[], type: "ipv4" | "ipv6"): [string, BlockList][] {
