@@ -93,10 +93,21 @@ describe.each(backends)("request bodies on %s", (backend) => {
     expect(over.status).toBe(413);
   });
 
-  it("the OpenID Connect endpoints' forms are bounded too", async () => {
+  it("the OpenID Connect endpoints' forms are bounded too, answered as the protocol answers", async () => {
     const form = "grant_type=client_credentials&pad=" + "x".repeat(4 * LIMIT);
-    const r = await post("/oauth/token", pieces(form), undefined, "application/x-www-form-urlencoded");
-    expect(r.status).toBe(413);
+    const type = "application/x-www-form-urlencoded";
+    // a client's endpoints: OAuth's error object (RFC 6749 5.2), which its libraries read
+    for (const path of ["/oauth/token", "/oauth/revoke"]) {
+      const r = await post(path, pieces(form), undefined, type);
+      expect(r.status).toBe(413);
+      expect(r.connection).toBe("close");
+      expect(r.body).toEqual({ error: "invalid_request", error_description: `the body is larger than ${LIMIT} bytes` });
+    }
+    // a browser's: a page
+    const page = await post("/oauth/authorize", [form], form.length, type);
+    expect(page.status).toBe(413);
+    expect(page.connection).toBe("close");
+    expect(page.body).toContain("This sign-in cannot continue");
   });
 
   it("an identity provider's form_post callback is bounded too, declared or chunked", async () => {

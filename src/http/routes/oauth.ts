@@ -10,12 +10,13 @@ import { completeSignIn, startSignIn } from "../../auth/sign-in.ts";
 import { publicProviders } from "../../auth/external/providers.ts";
 import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, startExternalSignIn } from "../../auth/external/sign-in.ts";
 import { answerConsent, countProviderPage, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
-import { logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
+import { errorPage, logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor, ROUTES } from "../../oidc/provider.ts";
 import { foreignResource } from "../../oidc/token-request.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { jsonBody, readBody, str } from "../body.ts";
-import { RateLimited } from "../../errors.ts";
+import { DomainError, PayloadTooLarge, RateLimited } from "../../errors.ts";
+import { statusOf } from "../errors.ts";
 import type { AppEnv } from "../env.ts";
 
 type C = Context<AppEnv>;
@@ -39,14 +40,35 @@ function nodeReqRes(c: C, request: Request): InteractionHttp {
  * Content-Length); the protocol's bodies are small forms, so it is read here first, within the
  * app's body limit.
  */
-async function withLength(c: C): Promise<Request> {
+async function withLength(c: C): Promise<Request | Response> {
   const raw = c.req.raw;
   if (raw.method === "GET" || raw.method === "OPTIONS" || raw.method === "HEAD") return raw;
-  const body = await readBody(raw);
+  let body: Uint8Array<ArrayBuffer>;
+  try {
+    body = await readBody(raw);
+  } catch (err) {
+    if (!(err instanceof DomainError)) throw err;
+    return unreadBody(c, err);
+  }
   const headers = new Headers(raw.headers);
   headers.set("content-length", String(body.byteLength));
   headers.delete("transfer-encoding");
   return new Request(raw.url, { method: raw.method, headers, body });
+}
+
+/**
+ * A body refused before oidc-provider sees it (too large, compressed, cut off) is answered as the
+ * protocol answers: a page where a browser posts (authorization, logout), OAuth's error object
+ * (RFC 6749 5.2) where a client does, instead of the REST API's shape. No CORS headers: they
+ * name the client, which is in the body that was not read.
+ */
+function unreadBody(c: C, err: DomainError): Response {
+  const status = statusOf(err.code) as 400;
+  const close: Record<string, string> = err instanceof PayloadTooLarge ? { connection: "close" } : {};
+  if (c.req.path === ROUTES.authorization || c.req.path === ROUTES.end_session) {
+    return c.html(errorPage(err.code, err.message, "app"), status, { "cache-control": "no-store", ...pageSecurityHeaders(), ...close });
+  }
+  return c.json({ error: "invalid_request", error_description: err.message }, status, { "cache-control": "no-store", ...close });
 }
 
 /** What of oidc-provider's Koa context its pages are decided by, once the request is served. */
@@ -62,13 +84,15 @@ type ServedContext = {
 
 /** Hands the request to oidc-provider inside the app's request context. */
 async function serveProtocol(c: C): Promise<Response> {
-  return handOver(c, await providerFor(c.get("deps")), await withLength(c));
+  const request = await withLength(c);
+  return request instanceof Response ? request : handOver(c, await providerFor(c.get("deps")), request);
 }
 
 /** The token endpoint, which first refuses a resource that is not the client's project's (src/oidc/token-request.ts). */
 async function serveToken(c: C): Promise<Response> {
-  const provider = await providerFor(c.get("deps"));
   const request = await withLength(c);
+  if (request instanceof Response) return request;
+  const provider = await providerFor(c.get("deps"));
   if (request.method === "POST") {
     const refusal = await foreignResource(provider, new Uint8Array(await request.clone().arrayBuffer()), request.headers);
     if (refusal) return c.json({ error: "invalid_target", error_description: refusal }, 400, { "cache-control": "no-store" });
