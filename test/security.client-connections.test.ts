@@ -117,15 +117,16 @@ describe("client connections", () => {
   });
 
   it.each([
-    ["two Content-Lengths", "Content-Length: 2\r\nContent-Length: 2\r\n", "{}"],
-    ["Content-Length beside Transfer-Encoding", "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n"],
-  ])("%s: a 400 in the error shape with a request id, and the connection closed", async (_name, extra, body) => {
+    ["two Content-Lengths", "Content-Length: 2\r\nContent-Length: 2\r\n", "{}", "not valid HTTP/1.1"],
+    ["Content-Length beside Transfer-Encoding", "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n", "not valid HTTP/1.1"],
+    ["headers over Node's 16 KiB", `X-Pad: ${"x".repeat(17_000)}\r\nContent-Length: 2\r\n`, "{}", "headers are too large"],
+  ])("%s: a 400 in the error shape with a request id, and the connection closed", async (_name, extra, body, reason) => {
     const answer = lastAnswer(await converse(port, (s) => s.write(head("/auth/otp/start", extra) + body)));
     expect(answer.status).toBe(400);
     expect(answer.headers["content-type"]).toBe("application/json");
     expect(answer.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
     expect(answer.headers.connection).toBe("close");
-    expect(JSON.parse(answer.body)).toEqual({ error: "InvalidRequest", message: expect.stringContaining("not valid HTTP/1.1") });
+    expect(JSON.parse(answer.body)).toEqual({ error: "InvalidRequest", message: expect.stringContaining(reason) });
     expect(logs).toContainEqual(expect.objectContaining({ msg: "request refused before the app", requestId: answer.headers["x-request-id"] }));
   });
 
