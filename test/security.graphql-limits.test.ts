@@ -335,6 +335,15 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
     expect((await gql(`{ webhooks(first: 100) { edges { node { id } } } }`)).body.data.webhooks.edges).toHaveLength(25);
   });
 
+  it("refuses a negative first or last with BAD_USER_INPUT", async () => {
+    for (const args of ["first: -1", "last: -1"]) {
+      const res = await gql(`{ webhooks(${args}) { edges { node { id } } } }`);
+      expect(res.status).toBeLessThan(500);
+      expect(res.body.errors?.[0].extensions?.code, JSON.stringify(res.body)).toBe("BAD_USER_INPUT");
+      expect(res.body.errors?.[0].message).toMatch(/must be a non-negative integer/);
+    }
+  });
+
   it("refuses junk and forged cursors with BAD_USER_INPUT, on webhooks and on deliveries", async () => {
     const forged = [
       "!!!",

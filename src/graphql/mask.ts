@@ -1,6 +1,7 @@
 // How unexpected errors leave GraphQL: masked, except faults the client should know about.
 // A database that cannot be reached is not a bug to hide but a reason to retry: a top-level
 // SERVICE_UNAVAILABLE error, HTTP 503 with Retry-After, like the REST routes answer.
+import { PothosValidationError } from "@pothos/core";
 import type { GraphQLError } from "graphql";
 import { createGraphQLError, maskError as yogaMaskError, type YogaServerOptions } from "graphql-yoga";
 import { isConnectionFailure } from "../db/faults.ts";
@@ -26,6 +27,9 @@ export const maskError: MaskError = (error, message, isDev) => {
   // a bound a service checks on a field without an error union (recentEvents' `first`): the
   // BAD_USER_INPUT a page size out of range gets everywhere else (src/graphql/pages.ts)
   if (original instanceof InvalidRequest) return replaced(error, original.message, { code: "BAD_USER_INPUT" });
+  // Pothos's own argument checks (a negative `first` or `last`, before src/graphql/pages.ts
+  // sees them): shown as they are, they carried no code
+  if (original instanceof PothosValidationError) return replaced(error, original.message, { code: "BAD_USER_INPUT" });
   return yogaMaskError(error, message, isDev);
 };
 
