@@ -18,7 +18,7 @@ import { warnSharedCallbacks } from "./auth/external/providers.ts";
 import { warnReceivableFirstParty } from "./oidc/clients.ts";
 import { openKeyStore } from "./auth/tokens.ts";
 import { createGraphQL } from "./graphql/yoga.ts";
-import { limitBody } from "./http/body.ts";
+import { graphqlRequest, limitBody } from "./http/body.ts";
 import type { AppEnv } from "./http/env.ts";
 import { clientAddressResolver, deviceCookie } from "./http/client-address.ts";
 import { errorResponse, notFound } from "./http/errors.ts";
@@ -140,8 +140,12 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   app.route("/", dashboardRoutes());
   app.route("/", graphiqlRoutes(deps.config));
   app.route("/", hostedPageRoutes(deps.config, { key: pagesKey, issuer: deps.keys.issuer, logger: deps.logger }));
-  app.use("/graphql", limitBody);
+  app.use("/graphql", graphqlRequest, limitBody);
   // each request gets its own share of the pool: sibling fields resolve at once (src/db/connection-share.ts)
+  // Hono answers HEAD through the GET route and copies the answer's headers, which it cannot
+  // read from yoga's own Response class: the request id and CORS headers were lost, and the
+  // Headers object's internals came out as headers. A GraphQL request is never a HEAD.
+  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c, next) => (c.req.raw.method === "HEAD" ? c.body(null, 405, { Allow: "GET, POST, OPTIONS" }) : next()));
   app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => withConnectionShare(async () => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") })).catch(bodyAborted(c)));
   return app;
 }
@@ -170,7 +174,11 @@ function bodyAborted(c: Context<AppEnv>) {
 async function noStoreByDefault(c: Context<AppEnv>, next: Next) {
   await next();
   const headers = c.res.headers;
-  if (!headers.has("cache-control") && /\bjson\b/i.test(headers.get("content-type") ?? "")) headers.set("Cache-Control", "no-store");
+  const cacheControl = headers.get("cache-control");
+  // GraphQL answers the same data as multipart/mixed or an event stream when asked (yoga marks
+  // the stream no-cache, which still lets a cache store it)
+  const callerData = /\bjson\b|^\s*multipart\/mixed|^\s*text\/event-stream/i.test(headers.get("content-type") ?? "");
+  if (callerData && (cacheControl === null || cacheControl === "no-cache")) headers.set("Cache-Control", "no-store");
 }
 
 /**

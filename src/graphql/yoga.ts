@@ -28,11 +28,21 @@ export function createGraphQL(deps: Deps) {
     // metrics first: it reads the operation's name before a limit can refuse it
     plugins: [metricsPlugin(), ...limitPlugins(deps.config.graphqlLimits, listSizes(deps.config)), inputGuardPlugin(), ...graphiql.plugins],
     logging: {
-      debug: (...args) => deps.logger.debug({ args }, "graphql"),
-      info: (...args) => deps.logger.info({ args }, "graphql"),
-      warn: (...args) => deps.logger.warn({ args }, "graphql"),
-      error: (...args) => deps.logger.error({ args }, "graphql"),
+      debug: (...args) => deps.logger.debug(logFields(args), "graphql"),
+      info: (...args) => deps.logger.info(logFields(args), "graphql"),
+      warn: (...args) => deps.logger.warn(logFields(args), "graphql"),
+      error: (...args) => deps.logger.error(logFields(args), "graphql"),
     },
     maskedErrors: { maskError },
   });
+}
+
+/**
+ * yoga logs the error it masks as an argument: under `args`, pino wrote it as `{}` (it serializes
+ * an Error only under `err`), so a masked fault left nothing to find it by.
+ */
+function logFields(args: unknown[]): { err?: unknown; args?: unknown[] } {
+  const err = args.find((a) => a instanceof Error);
+  const rest = args.filter((a) => a !== err);
+  return { ...(err ? { err } : {}), ...(rest.length ? { args: rest } : {}) };
 }

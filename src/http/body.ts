@@ -118,6 +118,42 @@ export const limitBody: MiddlewareHandler = async (c, next) => {
   await next();
 };
 
+/**
+ * What /graphql takes (docs/graphql.md): a POST of `application/json`, or a GET whose
+ * `variables` and `extensions`, when given, are JSON objects (or null). yoga also parsed forms, multipart
+ * uploads and `application/graphql`: a form or multipart POST is a request any web page can make
+ * without asking (no CORS preflight), and a malformed `variables` in any of them, or in a GET's
+ * query string, reached an unguarded JSON.parse and came back as a masked 500.
+ */
+export const graphqlRequest: MiddlewareHandler = async (c, next) => {
+  const method = c.req.method;
+  const type = c.req.header("content-type") ?? "";
+  if (method === "POST" && !/^application\/json\s*(;|$)/.test(type)) {
+    if (!/^application\/json\s*(;|$)/i.test(type)) throw new UnsupportedMediaType("send the operation as Content-Type: application/json");
+    // media types are case-insensitive (RFC 9110 8.3.1); yoga answered an empty 415 to `Application/JSON`
+    const headers = new Headers(c.req.raw.headers);
+    headers.set("content-type", type.replace(/^application\/json/i, "application/json"));
+    c.req.raw = new Request(c.req.raw, { headers });
+  }
+  if (method === "GET") {
+    const params = new URL(c.req.url).searchParams;
+    for (const name of ["variables", "extensions"]) {
+      const value = params.get(name);
+      if (value !== null && !isJsonObject(value)) throw new InvalidRequest(`${name} must be a JSON object`);
+    }
+  }
+  await next();
+};
+
+function isJsonObject(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === "object" && !Array.isArray(value); // null too: some clients send it for none
+  } catch {
+    return false;
+  }
+}
+
 export async function jsonBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";
   const text = utf8(await readBody(c.req.raw));
