@@ -54,6 +54,16 @@ describe.each(backends)("/graphql over HTTP on %s", (backend) => {
     expect([...res.headers.keys()].join()).not.toMatch(/headersinit|_map/i);
   });
 
+  it.each([
+    [`{ deliveryChart(range: dayy) { from } }`, undefined], // a misspelt enum value, in validation
+    [`mutation($i: IdentityProviderInput!) { createIdentityProvider(input: $i) { __typename } }`, { i: { clientSecre: "x" } }], // a misspelt field, in a variable
+  ])("no error spells out the schema: %s", async (q, variables) => {
+    const res = await send({ method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ query: q, variables }) });
+    const body = await res.json();
+    expect(body.errors?.length).toBeGreaterThan(0);
+    for (const e of body.errors) expect(e.message).not.toMatch(/did you mean|"day"|clientSecret|clientId/i);
+  });
+
   it.each(["multipart/mixed", "text/event-stream"])("an answer as %s is not stored by caches", async (accept) => {
     const res = await send({ method: "POST", headers: { "content-type": "application/json", accept }, body: JSON.stringify({ query }) });
     expect(res.status).toBe(200);

@@ -70,6 +70,23 @@ const alwaysBadRequest: Plugin = {
   },
 };
 
+/**
+ * Armor's plugin rewrites only validation errors that say `Did you mean "x"?`: a misspelt enum
+ * value (`Did you mean the enum value "day"?`) and a variable's misspelt input field, which
+ * graphql-js reports while coercing variables, not while validating, still named the schema's
+ * values and fields with introspection off. Every answer's errors lose the sentence here.
+ */
+const SUGGESTION = /\s*Did you mean [^?]*\?/g;
+const noSuggestions: Plugin = {
+  onResultProcess({ result }) {
+    for (const r of Array.isArray(result) ? result : [result]) {
+      for (const error of ("errors" in r && r.errors) || []) {
+        if (error.message.includes("Did you mean")) (error as { message: string }).message = error.message.replace(SUGGESTION, "");
+      }
+    }
+  },
+};
+
 const PAGE_ARGS = ["first", "last"];
 
 /**
@@ -157,6 +174,7 @@ export function limitPlugins(limits: Config["graphqlLimits"], lists: ListSizes):
     introspectionDepth,
     // Suggestions ("Did you mean …?") would spell out the schema where introspection is off.
     blockFieldSuggestionsPlugin(),
+    noSuggestions,
     alwaysBadRequest,
   ] as Plugin[];
 }
