@@ -7,7 +7,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { promisify } from "node:util";
-import { beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { converse, lastAnswer } from "./support/raw-http.ts";
 import { migratedDataDir } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -89,6 +90,22 @@ async function expectServesItsFiles(base: string) {
   expect(JSON.parse((await get("/.well-known/openid-configuration")).text)).toMatchObject({ issuer: expect.any(String) });
 }
 
+/**
+ * What the server itself answers (src/http/server.ts), as `npm start` sets it up: a request its
+ * parser refuses, in the error shape with a request id; no invitation to send a body over the limit.
+ */
+async function expectAnswersBeforeTheApp(port: number) {
+  // /graphql bounds its body before any credential is read
+  const head = "POST /graphql HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n";
+  const refused = lastAnswer(await converse(port, (s) => s.write(`${head}Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}`)));
+  expect(refused.status).toBe(400);
+  expect(refused.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  expect(JSON.parse(refused.body)).toMatchObject({ error: "InvalidRequest" });
+  const raw = await converse(port, (s) => s.write(`${head}Content-Length: 2000000\r\nExpect: 100-continue\r\n\r\n`));
+  expect(raw).not.toContain("100 Continue");
+  expect(lastAnswer(raw).status).toBe(413);
+}
+
 describe.each([
   { script: "start", entry: "dist/main.js", ready: /linkgate listening on (http:\/\/\S+)/, serves: ", serves its pages, /docs and GraphiQL with their files" },
   { script: "worker", entry: "dist/worker.js", ready: /delivery worker running/, serves: "" },
@@ -101,6 +118,14 @@ describe.each([
       // also lets this test find anything of it that outlives npm.
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
+    });
+    // A failed expectation must not leave the server holding the data folder the next test
+    // opens: its group is killed, and gone before that test starts (a passing test stopped it).
+    onTestFinished(async () => {
+      const group = () => processes().filter((p) => p.pgid === npm.pid && p.state !== "Z");
+      if (!group().length) return;
+      process.kill(-npm.pid!, "SIGKILL");
+      for (let i = 0; i < 100 && group().length; i++) await new Promise((r) => setTimeout(r, 50));
     });
     const lines: string[] = [];
     let stderr = "";
@@ -118,6 +143,7 @@ describe.each([
     if (script === "start") {
       expect((await fetch(new URL("/readyz", readyLine[1]))).status).toBe(200);
       await expectServesItsFiles(readyLine[1]);
+      await expectAnswersBeforeTheApp(Number(new URL(readyLine[1]).port));
     }
     const tree = descendants(npm.pid!);
     // No shell in between: npm forwards SIGTERM to its child, and a shell would not pass it on.

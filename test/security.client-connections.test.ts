@@ -5,36 +5,14 @@
 // a request id. HTTP-level behaviour, the same on both backends: it runs on PGlite.
 import { serve } from "@hono/node-server";
 import type { Server } from "node:http";
-import { connect, type AddressInfo, type Socket } from "node:net";
+import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { answerBeforeTheApp, serverOptions } from "../src/http/server.ts";
 import { startHarness, type Harness } from "./support/app.ts";
-
-type Answer = { raw: string; status: number; headers: Record<string, string>; body: string };
-
-/** Everything the server writes on one connection until it closes it (or `ms` pass). */
-function converse(port: number, script: (socket: Socket) => void, ms = 10_000): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let raw = "";
-    const socket = connect(port, "127.0.0.1", () => script(socket));
-    socket.setEncoding("latin1");
-    socket.on("data", (c: string) => (raw += c));
-    socket.on("error", () => {}); // a reset after the answer, or the one the script sends
-    socket.on("close", () => resolve(raw));
-    setTimeout(() => (socket.destroy(), raw ? resolve(raw) : reject(new Error("no answer"))), ms).unref();
-  });
-}
-
-/** The answer on a connection, after any interim `100 Continue`. */
-function lastAnswer(raw: string): Answer {
-  const [head, body = ""] = raw.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "").split("\r\n\r\n");
-  const [statusLine, ...lines] = head.split("\r\n");
-  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
-  return { raw, status: Number(statusLine.split(" ")[1]), headers, body };
-}
+import { converse, lastAnswer } from "./support/raw-http.ts";
 
 describe("client connections", () => {
   let h: Harness;

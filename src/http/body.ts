@@ -8,6 +8,9 @@ import { unstorableTextPath } from "../text.ts";
 
 export const BODY_LIMIT = 64 * 1024;
 
+/** `application/json`, in any case, with or without parameters (a charset). */
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+
 const tooLarge = () => new PayloadTooLarge(`the body is larger than ${BODY_LIMIT} bytes`);
 
 /**
@@ -128,8 +131,8 @@ export const limitBody: MiddlewareHandler = async (c, next) => {
 export const graphqlRequest: MiddlewareHandler = async (c, next) => {
   const method = c.req.method;
   const type = c.req.header("content-type") ?? "";
-  if (method === "POST" && !/^application\/json\s*(;|$)/.test(type)) {
-    if (!/^application\/json\s*(;|$)/i.test(type)) throw new UnsupportedMediaType("send the operation as Content-Type: application/json");
+  if (method === "POST" && !JSON_TYPE.test(type)) throw new UnsupportedMediaType("send the operation as Content-Type: application/json");
+  if (method === "POST" && !type.startsWith("application/json")) {
     // media types are case-insensitive (RFC 9110 8.3.1); yoga answered an empty 415 to `Application/JSON`
     const headers = new Headers(c.req.raw.headers);
     headers.set("content-type", type.replace(/^application\/json/i, "application/json"));
@@ -159,7 +162,7 @@ export async function jsonBody(c: Context, allowed: readonly string[]): Promise<
   const text = utf8(await readBody(c.req.raw));
   // A POST with no body at all (e.g. unmerge) needs no content type; any body must be JSON.
   if (text === "" && !type) return checkFields({}, allowed);
-  if (!/^application\/json\s*(;|$)/i.test(type)) throw new UnsupportedMediaType("send the body as Content-Type: application/json");
+  if (!JSON_TYPE.test(type)) throw new UnsupportedMediaType("send the body as Content-Type: application/json");
   let body: unknown;
   try {
     body = text.trim() === "" ? {} : JSON.parse(text);

@@ -24,6 +24,15 @@ export function notFound(c: Context, message: string): Response {
   return c.json(errorBody("NotFound", message), ERRORS.NotFound.status);
 }
 
+/**
+ * The rest of a body over the limit is never read: the connection cannot carry another request,
+ * so the client is told not to reuse it (else its next request there hangs up). For every answer
+ * to a refused body, in whatever shape its route answers.
+ */
+export function connectionHeaders(err: DomainError): Record<string, string> {
+  return err.code === "PayloadTooLarge" ? { Connection: "close" } : {};
+}
+
 export function errorResponse(c: Context, err: unknown): Response {
   if (!(err instanceof DomainError) && isConnectionFailure(err)) {
     c.get("log")?.warn({ err }, "database unreachable");
@@ -33,10 +42,7 @@ export function errorResponse(c: Context, err: unknown): Response {
     const headers: Record<string, string> = {};
     if (err instanceof RateLimited || err instanceof ServiceUnavailable) headers["Retry-After"] = String(err.retryAfterSeconds);
     if (err.code === "Unauthenticated") headers["WWW-Authenticate"] = 'Bearer realm="linkgate"';
-    // The rest of a body over the limit is never read: the connection cannot carry another
-    // request, so the client is told not to reuse it (else its next request there hangs up).
-    if (err.code === "PayloadTooLarge") headers["Connection"] = "close";
-    return c.json(errorBody(err.code, err.message), statusOf(err.code) as 400, headers);
+    return c.json(errorBody(err.code, err.message), statusOf(err.code) as 400, { ...headers, ...connectionHeaders(err) });
   }
   c.get("log")?.error({ err }, "unexpected error");
   return c.json(errorBody("InternalError", "something went wrong on our side; the request id is in X-Request-Id"), 500);

@@ -1,5 +1,5 @@
-// What the Node HTTP server answers before a request reaches the app (docs/rest.md, "Request
-// bodies"): the app's own answers go through src/app.ts, these through Node's server events.
+// What the Node HTTP server answers before a request reaches the app (docs/rest.md,
+// "Conventions"): the app's own answers go through src/app.ts, these through Node's server events.
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";

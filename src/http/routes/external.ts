@@ -8,8 +8,8 @@ import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWit
 import { finishCallback } from "../../auth/external/flows.ts";
 import { completeExternalReauthentication, EXTERNAL_REAUTHENTICATION_ERRORS, startExternalReauthentication } from "../../auth/external/reauthenticate.ts";
 import { EXTERNAL_LINK_ERRORS, startExternalLink, verifyExternalLink } from "../../linking/external.ts";
-import { DomainError, PayloadTooLarge, RateLimited } from "../../errors.ts";
-import { statusOf } from "../errors.ts";
+import { DomainError, RateLimited } from "../../errors.ts";
+import { connectionHeaders, statusOf } from "../errors.ts";
 import { errorPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { projectActor, userActor } from "../credentials.ts";
 import type { AppEnv } from "../env.ts";
@@ -158,10 +158,9 @@ async function callback(c: C): Promise<Response> {
   try {
     params = c.req.method === "POST" ? await formBody(c.req.raw) : new URL(c.req.url).searchParams;
   } catch (err) {
-    // a form_post answer too large, or cut off: a page too (413 closes the connection, as in errorResponse)
+    // a form_post answer too large, or cut off: a page too
     if (!(err instanceof DomainError)) throw err;
-    const close: Record<string, string> = err instanceof PayloadTooLarge ? { connection: "close" } : {};
-    return c.html(errorPage(err.code, err.message, "provider"), statusOf(err.code) as 400, { ...headers, ...close });
+    return c.html(errorPage(err.code, err.message, "provider"), statusOf(err.code) as 400, { ...headers, ...connectionHeaders(err) });
   }
   try {
     const answer = await finishCallback(c.get("deps"), c.get("clientAddress"), params, c.req.param("provider") ?? null);

@@ -15,8 +15,8 @@ import { providerFor, ROUTES } from "../../oidc/provider.ts";
 import { foreignResource } from "../../oidc/token-request.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { jsonBody, readBody, str } from "../body.ts";
-import { DomainError, PayloadTooLarge, RateLimited } from "../../errors.ts";
-import { statusOf } from "../errors.ts";
+import { DomainError, RateLimited } from "../../errors.ts";
+import { connectionHeaders, statusOf } from "../errors.ts";
 import type { AppEnv } from "../env.ts";
 
 type C = Context<AppEnv>;
@@ -64,11 +64,11 @@ async function withLength(c: C): Promise<Request | Response> {
  */
 function unreadBody(c: C, err: DomainError): Response {
   const status = statusOf(err.code) as 400;
-  const close: Record<string, string> = err instanceof PayloadTooLarge ? { connection: "close" } : {};
+  const headers = { "cache-control": "no-store", ...connectionHeaders(err) };
   if (c.req.path === ROUTES.authorization || c.req.path === ROUTES.end_session) {
-    return c.html(errorPage(err.code, err.message, "app"), status, { "cache-control": "no-store", ...pageSecurityHeaders(), ...close });
+    return c.html(errorPage(err.code, err.message, "app"), status, { ...headers, ...pageSecurityHeaders() });
   }
-  return c.json({ error: "invalid_request", error_description: err.message }, status, { "cache-control": "no-store", ...close });
+  return c.json({ error: "invalid_request", error_description: err.message }, status, headers);
 }
 
 /** What of oidc-provider's Koa context its pages are decided by, once the request is served. */
