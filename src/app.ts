@@ -34,7 +34,7 @@ import { httpMetrics, metricsRoutes } from "./http/routes/metrics.ts";
 import { passkeyRoutes } from "./http/routes/passkey.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { docsRoutes } from "./http/routes/docs.ts";
-import { createLogger, type Logger } from "./log.ts";
+import { createLogger, inRequest, type Logger } from "./log.ts";
 import { startNoticeSender } from "./auth/notices.ts";
 import { startSweeper } from "./retention/sweep.ts";
 import { createMessenger, type Messenger } from "./messaging/transport.ts";
@@ -105,17 +105,17 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   app.use(httpMetrics());
   app.use(async (c, next) => {
     const requestId = c.req.header("x-request-id")?.slice(0, 64) || randomUUID();
-    const log = deps.logger.child({ requestId });
     c.set("deps", deps);
-    c.set("log", log);
+    // the lines written while it is served carry the request's id (src/log.ts inRequest)
+    c.set("log", deps.logger);
     c.set("requestId", requestId);
     c.set("clientAddress", clientAddress(c));
     const started = performance.now();
-    await next();
+    await inRequest(requestId, next);
     // Set on the response's own headers: c.header() after the response is made builds a new
     // Response from it (with @hono/node-server, the web Response the adapter otherwise avoids).
     c.res.headers.set("X-Request-Id", requestId);
-    log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, "request");
+    deps.logger.info({ requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, "request");
   });
   app.use(noStoreByDefault);
   app.use(deviceCookie(deps.config.issuer));

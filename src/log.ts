@@ -6,6 +6,7 @@
 // flushSync() retries every failed write forever: once the reader of stdout has gone (EPIPE),
 // `process.exit()` never returned. So lines go through process.stdout instead, which libuv
 // writes without blocking; a failed write ends logging on that stream for good.
+import { AsyncLocalStorage } from "node:async_hooks";
 import pino, { type DestinationStream, type Logger } from "pino";
 
 /** Lines waiting for a slow reader beyond which new lines are dropped rather than kept. */
@@ -59,10 +60,24 @@ export async function flushStdio(timeoutMs = 1_000): Promise<void> {
   clearTimeout(timer);
 }
 
+/**
+ * The request a line is written for. Every line written while a request is served carries its
+ * id, whoever writes it: a service, the database layer, graphql-yoga logging an error it masked
+ * (its logger is the server's, not the request's), so the id a client was answered with finds
+ * every line about it (docs/security.md, "Logs").
+ */
+const requestScope = new AsyncLocalStorage<{ requestId: string }>();
+
+/** Runs `fn` as the serving of request `requestId`: the lines it writes carry that id. */
+export function inRequest<T>(requestId: string, fn: () => Promise<T>): Promise<T> {
+  return requestScope.run({ requestId }, fn);
+}
+
 export function createLogger(level = "info", destination: DestinationStream = stdioDestination()): Logger {
   return pino(
     {
       level,
+      mixin: () => requestScope.getStore() ?? {},
       redact: {
         paths: [
           "req.headers.authorization",

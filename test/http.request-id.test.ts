@@ -2,7 +2,9 @@
 // characters) or a new one, whoever made the response: a REST route, GraphQL, the OpenID Connect
 // provider, a refusal before any route, an unknown path. Checked in process and over a real
 // socket, where @hono/node-server writes the headers of the response it was handed.
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLogger } from "../src/log.ts";
+import { startHarness, type Harness } from "./support/app.ts";
 import { harnessOnSocket } from "./support/socket.ts";
 import { backends } from "./support/db.ts";
 
@@ -38,5 +40,44 @@ describe.each(backends)("X-Request-Id on %s", (backend) => {
     const own = await fetch(served.socket.origin + path, { method, headers: { "x-api-key": served.h.apiKey, "x-request-id": "c".repeat(80), ...headers }, body });
     await own.arrayBuffer();
     expect(own.headers.get("x-request-id")).toBe("c".repeat(64));
+  });
+});
+
+// Every line written while a request is served carries its id (docs/security.md, "Logs"),
+// whoever writes it: here graphql-yoga, logging the fault it masked with the server's logger.
+describe.each(backends)("log lines of a request on %s", (backend) => {
+  const raw: string[] = [];
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness(backend, { logger: createLogger("info", { write: (line: string) => void raw.push(line) }) });
+  });
+  afterAll(() => h?.close());
+
+  it("a fault GraphQL masks is logged with the request id its answer carries", async () => {
+    // a real fault, not a stub: the table the query reads is gone (a schema that drifted)
+    await h.db.prisma.$executeRawUnsafe(`ALTER TABLE "webhooks" RENAME TO "webhooks_moved"`);
+    let res: Response;
+    try {
+      res = await h.app.fetch(
+        new Request("http://linkgate.test/graphql", {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": h.apiKey },
+          body: JSON.stringify({ query: "{ webhooks { edges { node { id } } } }" }),
+        }),
+      );
+    } finally {
+      await h.db.prisma.$executeRawUnsafe(`ALTER TABLE "webhooks_moved" RENAME TO "webhooks"`);
+    }
+    const body = await res.json();
+    expect(body.errors).toEqual([expect.objectContaining({ message: "Unexpected error." })]);
+    const requestId = res.headers.get("x-request-id");
+    expect(requestId).toMatch(UUID);
+
+    const mine = raw.filter((l) => l.includes(requestId!)).map((l) => JSON.parse(l));
+    expect(mine).toContainEqual(expect.objectContaining({ msg: "graphql", err: expect.objectContaining({ message: expect.stringMatching(/webhooks/) }) }));
+    expect(mine).toContainEqual(expect.objectContaining({ msg: "request", path: "/graphql", status: 200 }));
+    expect(mine.every((l) => l.requestId === requestId)).toBe(true);
+    // once a line: not written twice into one by two loggers
+    for (const line of raw.filter((l) => l.includes(requestId!))) expect(line.split('"requestId"')).toHaveLength(2);
   });
 });
