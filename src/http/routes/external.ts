@@ -8,9 +8,9 @@ import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWit
 import { finishCallback } from "../../auth/external/flows.ts";
 import { completeExternalReauthentication, EXTERNAL_REAUTHENTICATION_ERRORS, startExternalReauthentication } from "../../auth/external/reauthenticate.ts";
 import { EXTERNAL_LINK_ERRORS, startExternalLink, verifyExternalLink } from "../../linking/external.ts";
-import { DomainError, RateLimited } from "../../errors.ts";
+import { DomainError } from "../../errors.ts";
 import { connectionHeaders, statusOf } from "../errors.ts";
-import { errorPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
+import { errorPage, pageSecurityHeaders } from "../../oidc/pages.ts";
 import { projectActor, userActor } from "../credentials.ts";
 import type { AppEnv } from "../env.ts";
 import { formBody, jsonBody as readJsonBody, str } from "../body.ts";
@@ -162,14 +162,9 @@ async function callback(c: C): Promise<Response> {
     if (!(err instanceof DomainError)) throw err;
     return c.html(errorPage(err.code, err.message, "provider"), statusOf(err.code) as 400, { ...headers, ...connectionHeaders(err) });
   }
-  try {
-    const answer = await finishCallback(c.get("deps"), c.get("clientAddress"), params, c.req.param("provider") ?? null);
-    if ("redirect" in answer) return c.redirect(answer.redirect, 303);
-    return c.html(errorPage("expired", answer.page.message, "expired"), answer.page.status, headers);
-  } catch (err) {
-    if (!(err instanceof RateLimited)) throw err;
-    return c.html(tooManyRequestsPage(err.retryAfterSeconds), 429, { "retry-after": String(err.retryAfterSeconds), ...headers });
-  }
+  const answer = await finishCallback(c.get("deps"), params, c.req.param("provider") ?? null);
+  if ("redirect" in answer) return c.redirect(answer.redirect, 303);
+  return c.html(errorPage("expired", answer.page.message, "expired"), answer.page.status, headers);
 }
 
 export function externalRoutes() {
