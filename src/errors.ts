@@ -71,7 +71,7 @@ export const ERRORS = {
     status: 400,
     message: "that redirect_uri is not registered for this project",
     meaning:
-      "An external sign-in or link returns only to the hosted /login page or to a redirect URI registered on one of the project's first-party OAuth clients (docs/external-identities.md).",
+      "An external sign-in or link returns only to the hosted /login page or to an https redirect URI registered on one of the project's first-party OAuth clients, in development a loopback one too (docs/external-identities.md).",
     graphql: "result",
   },
   ExternalSignInFailed: {

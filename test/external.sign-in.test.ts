@@ -8,6 +8,7 @@ import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
+import { receivableByOthers } from "../src/auth/redirect-uris.ts";
 import { ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
 import { startUpstreamOidc, type GithubUser, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
 import { addProvider, authorize, callback, complete, confirm, externalSignIn, externalValue, freshAddress, landing, snapshot, start, startExternalWorld, type ExternalWorld, type Res } from "./support/upstream-linkgate.ts";
@@ -298,6 +299,21 @@ describe.each(backends)("external sign-in on %s", (backend) => {
         expect(r.status, uri).toBe(400);
         expect(r.body).toEqual({ error: "InvalidRedirectUri", message: expect.any(String) });
       }
+    });
+
+    // 30th review: a program that receives the redirect finishes the flow itself (the state_id
+    // it started with, the code, a publishable key), confidential client or not
+    it("a first-party client's redirect URI another app could receive: 400 InvalidRedirectUri, whatever the client's type", async () => {
+      await registerClient(h, { type: "CONFIDENTIAL", firstParty: true, redirectUris: ["com.example.app:/cb", "http://127.0.0.1:8765/cb"] });
+      const refused = await start(h, "google", "com.example.app:/cb");
+      expect(refused.status).toBe(400);
+      expect(refused.body).toEqual({ error: "InvalidRedirectUri", message: expect.stringMatching(/another app on the device could receive/) });
+      // outside production a loopback address is the app being built; in production a stranger's
+      expect((await start(h, "google", "http://127.0.0.1:8765/cb")).status).toBe(200);
+      expect(receivableByOthers("http://127.0.0.1:8765/cb", true)).toBe(true);
+      expect(receivableByOthers("http://127.0.0.1:8765/cb", false)).toBe(false);
+      expect(receivableByOthers("https://app.example/cb", true)).toBe(false);
+      expect(receivableByOthers("com.example.app:/cb", false)).toBe(true);
     });
 
     it("the hosted /login page is an allowed redirect URI", async () => {

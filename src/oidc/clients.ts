@@ -2,6 +2,7 @@
 // confidential client's secret is shown once and kept as its SHA-256; another project's client
 // is simply not found (the project is in every `where`).
 import { randomBytes } from "node:crypto";
+import { receivableByOthers } from "../auth/redirect-uris.ts";
 import type { Actor, Deps } from "../deps.ts";
 import { safeEqual, sha256Hex } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
@@ -94,7 +95,7 @@ export function checkFirstParty(c: { firstParty: boolean; type: ClientType; redi
 }
 
 /** A public client's redirect URIs another app or program on the device could receive codes at. */
-const receivableRedirects = (uris: readonly string[], production: boolean) => uris.filter((u) => !isHttps(u) && (production || !isLoopbackHttp(u)));
+const receivableRedirects = (uris: readonly string[], production: boolean) => uris.filter((u) => receivableByOthers(u, production));
 
 /**
  * Told at every production start while first-party PUBLIC clients have redirect URIs another
@@ -116,10 +117,6 @@ export async function warnReceivableFirstParty(deps: Pick<Deps, "prisma" | "logg
     );
   }
 }
-
-/** http is allowed on a loopback host only (checkRedirectUris). */
-const isLoopbackHttp = (uri: string) => URL.canParse(uri) && new URL(uri).protocol === "http:";
-const isHttps = (uri: string) => URL.canParse(uri) && new URL(uri).protocol === "https:";
 
 export async function createClient(deps: Deps, actor: Actor, input: ClientInput): Promise<ClientWithSecret> {
   const name = checkName(input.name);

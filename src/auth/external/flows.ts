@@ -20,6 +20,7 @@ import type { ExternalFlow } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
 import { isStorableText } from "../../text.ts";
 import { consumePerAddress, type Limit } from "../../rate-limit.ts";
+import { receivableByOthers } from "../redirect-uris.ts";
 import { callbackUrl, upstreamProvider } from "./providers.ts";
 import { authorizationUrl, exchangeCode } from "./upstream.ts";
 
@@ -56,6 +57,17 @@ async function checkRedirectUri(deps: Deps, projectId: string, raw: unknown): Pr
   }
   if (url.hash) throw new InvalidRedirectUri("redirect_uri must not have a fragment");
   if (hostedPage(deps, url)) return raw;
+  // Finishing a flow takes only its state_id (which the starter holds), the code the redirect
+  // brings and a publishable key: a program that can receive the redirect can run the whole
+  // flow itself and sign in as whoever signs in at the provider, whether or not the client that
+  // registered the URI is confidential (30th review).
+  if (receivableByOthers(raw, deps.config.production)) {
+    throw new InvalidRedirectUri(
+      deps.config.production
+        ? "an external sign-in returns only to https redirect URIs: another app or program on the device could receive this one"
+        : "an external sign-in returns only to https or loopback redirect URIs: another app on the device could receive this one",
+    );
+  }
   const registered = await deps.prisma.oAuthClient.count({ where: { projectId, firstParty: true, redirectUris: { has: raw } } });
   if (!registered) throw new InvalidRedirectUri();
   return raw;
