@@ -80,17 +80,31 @@ function preparedName(query: { sql: string }): string {
   return name;
 }
 
+const SET_UTC = "SET TIME ZONE 'UTC'";
+
+/** A connection's settings (openPostgres says why): jit off and UTC, unless the URL has options of its own. */
+function connectionConfig(url: string): pg.PoolConfig {
+  return { connectionString: url, options: /[?&]options=/.test(url) ? undefined : "-c jit=off -c TimeZone=UTC" };
+}
+
 async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNECT_TIMEOUT_MS): Promise<Database> {
   // JIT off for the app's connections (unless the URL sets its own options): every query here is
   // short and indexed, and JIT kicks in on estimated cost alone. The delivery claim's generic
   // plan is estimated at ~190,000 with a million pending rows (it cannot know its LIMIT), so
   // each claim spent ~25 ms compiling 80 functions to run in 2 ms: 850 events/s instead of
   // 2,270 on the same database with 1,000,000 pending (bench/RESULTS.md).
-  const options = /[?&]options=/.test(url) ? undefined : "-c jit=off";
+  //
+  // TimeZone UTC always: the tables' times are `timestamp` without a time zone, read as UTC, and
+  // the SQL writes now() and to_timestamp() into them. On a server whose time zone is not UTC
+  // (initdb takes the machine's) every delivery time was off by the offset, and the delivery
+  // log rebuilt signatures with a timestamp that was never sent (30th review). A URL with its
+  // own options replaces these (pg lets the URL win), so those connections set it themselves.
+  const ownOptions = /[?&]options=/.test(url);
   // A server that accepts connections but never answers (a partition, a hung host) must fail
   // requests within seconds, as 503s, not hold them until the OS gives up. In pg this also
   // bounds the wait for a free pool slot.
-  const pool = new pg.Pool({ connectionString: url, max: poolSize, options, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
+  const pool = new pg.Pool({ ...connectionConfig(url), max: poolSize, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
+  if (ownOptions) pool.on("connect", (client) => void client.query(SET_UTC).catch(() => {}));
   // An idle client dying with the server (restart, failover) must not crash the process;
   // the pool replaces it on the next checkout.
   pool.on("error", () => {});
@@ -101,7 +115,7 @@ async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNE
     prisma,
     kind: "postgres",
     driver: { kind: "postgres", pool },
-    adapterFactory: new PrismaPg(url),
+    adapterFactory: new PrismaPg(connectionConfig(url)),
     async listen(channel, onNotify) {
       const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
       client.on("error", () => {});
