@@ -8,6 +8,8 @@ import {
   WebhookDocument,
   WebhooksDocument,
 } from "./generated/operations.ts";
+import { disableDeadWebhooks } from "../src/delivery/dead-webhooks.ts";
+import { newId } from "../src/ids.ts";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { unseal } from "../src/crypto.ts";
@@ -179,6 +181,40 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
     expect(on.updateWebhook.__typename === "UpdateWebhookPayload" && on.updateWebhook.webhook).toMatchObject({ enabled: true, disabledReason: null, events: ["user.updated", "user.deleted"] });
     expect((await h.op(DeleteWebhookDocument, { id })).deleteWebhook.__typename).toBe("DeleteWebhookPayload");
     expect((await h.op(WebhookDocument, { id })).webhook).toBeNull();
+  });
+
+  // 30th review: judged on the failures that disabled it, a webhook enabled again was disabled
+  // again at the next check, a minute later, unless a delivery happened to succeed first
+  it("a webhook the engine disabled, enabled again or moved, is judged only on what happened since", async () => {
+    const HOUR = 3_600_000;
+    const failedFor = async (id: string, hoursAgo: number[]) => {
+      const eventId = newId("evt");
+      await h.db.prisma.outboxEvent.create({ data: { id: eventId, projectId: h.projectId, eventType: "user.created", body: "{}" } });
+      const deliveryId = newId("dlv");
+      await h.db.prisma.delivery.create({
+        data: { id: deliveryId, eventId, webhookId: id, projectId: h.projectId, eventType: "user.created", status: "failed", createdAt: new Date(Date.now() - 30 * HOUR), attempts: hoursAgo.length },
+      });
+      for (const [i, ago] of hoursAgo.entries()) {
+        await h.db.prisma.deliveryAttempt.create({ data: { id: newId("att"), deliveryId, attempt: i + 1, startedAt: new Date(Date.now() - ago * HOUR), durationMs: 5, statusCode: 500 } });
+      }
+    };
+    const webhook = (id: string) => h.db.prisma.webhook.findUniqueOrThrow({ where: { id } });
+    for (const change of [{ enabled: true }, { url: "https://127.0.0.1:9/fixed" }] as const) {
+      const r = await create();
+      if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error();
+      const id = r.createWebhook.webhook.id;
+      await failedFor(id, [26, 12, 1]);
+      expect((await disableDeadWebhooks(h.db)).map((d) => d.webhookId)).toContain(id);
+      expect(await webhook(id)).toMatchObject({ enabled: false, disabledReason: expect.stringMatching(/^every delivery attempt failed/) });
+
+      // the project fixes its endpoint (or points it elsewhere) and enables it again
+      const on = await h.op(UpdateWebhookDocument, { id, input: { ...change, enabled: true } });
+      expect(on.updateWebhook.__typename).toBe("UpdateWebhookPayload");
+      expect((await disableDeadWebhooks(h.db, new Date(Date.now() + 60_000))).map((d) => d.webhookId)).not.toContain(id);
+      expect(await webhook(id)).toMatchObject({ enabled: true, disabledReason: null });
+      // nor a day later, with no attempt since: the old failures no longer count
+      expect((await disableDeadWebhooks(h.db, new Date(Date.now() + 26 * HOUR))).map((d) => d.webhookId)).toEqual([]);
+    }
   });
 
   it("sendTestWebhook queues a test event for that webhook alone", async () => {

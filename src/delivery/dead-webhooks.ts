@@ -12,7 +12,9 @@ export type DisabledWebhook = { webhookId: string; projectId: string; failingSin
  * Disables every enabled webhook whose deliveries have all failed for 24 hours: it has failed
  * attempts in the last 24 hours, no successful attempt (delivery_ok: 200/201/202) in that time, and its
  * unbroken run of failures began at least 24 hours before `now`. Attempts of the last 3 days
- * are considered (so a webhook with no traffic for days is not judged on ancient failures).
+ * are considered (so a webhook with no traffic for days is not judged on ancient failures),
+ * and none from before its failuresCountedFrom (a webhook enabled again or given a new URL is
+ * judged on what happened since).
  * Sets disabledReason, marks its pending deliveries that no worker holds as `failed` (they can
  * be replayed with replayFailed once it works again), and returns what it disabled; the caller
  * logs the `webhook.disabled` notice. Idempotent and safe to run from every worker at once.
@@ -27,6 +29,7 @@ export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): P
       JOIN delivery_attempts a ON a.delivery_id = d.id
       WHERE w.enabled
         AND a.started_at >= ${at}::timestamptz - interval '3 days' AND a.started_at <= ${at}::timestamptz
+        AND a.started_at >= coalesce(w.failures_counted_from, '-infinity'::timestamp)
     ),
     last_ok AS (
       SELECT webhook_id, max(started_at) AS at FROM att WHERE ok GROUP BY webhook_id

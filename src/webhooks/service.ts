@@ -106,6 +106,11 @@ export async function updateWebhook(deps: Deps, actor: KeyActor, id: unknown, in
     if (input.enabled) data.disabledReason = null;
     else if (current.enabled) data.disabledReason = "disabled by the project";
   }
+  // An endpoint enabled again, or moved, starts its record afresh: judged on the failures that
+  // disabled it, it was disabled again within a minute (src/delivery/dead-webhooks.ts)
+  const enabledAgain = data.enabled === true && !current.enabled;
+  const moved = data.url !== undefined && data.url !== current.url;
+  if (enabledAgain || moved) data.failuresCountedFrom = new Date();
   return deps.prisma.webhook.update({ where: { ...webhooksOf(actor), id: current.id }, data });
 }
 
