@@ -90,18 +90,7 @@ export function createSender(opts: SenderOptions): Sender {
     const base = { startedAt, retryAfter: null, responseExcerpt: null };
     const host = hostOf(input.url);
 
-    try {
-      const addresses = await assertSafeTarget(input.url, { allowPrivate: opts.allowPrivate, lookup: opts.lookup });
-      if (host && !isIP(host)) remember(vetted, host, addresses);
-    } catch (err) {
-      if (host) vetted.delete(host);
-      const message = err instanceof UnsafeWebhookTarget ? `target refused: ${err.message}` : `target check failed: ${describe(err)}`;
-      return { ...base, durationMs: elapsed(), statusCode: null, error: message, requestHeaders: {}, reached: false };
-    }
-
-    const headers = requestHeaders({ ...input, timestamp: Math.floor(startedMs / 1000) });
-
-    // One deadline for the whole attempt: connect, headers and the excerpt.
+    // One deadline for the whole attempt: resolving the host, connecting, the headers and the body.
     const deadline = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -111,6 +100,28 @@ export function createSender(opts: SenderOptions): Sender {
     const onOuterAbort = () => deadline.abort(signal?.reason ?? new Error("aborted"));
     if (signal?.aborted) onOuterAbort();
     else signal?.addEventListener("abort", onOuterAbort, { once: true });
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onOuterAbort);
+    };
+
+    try {
+      const addresses = await assertSafeTarget(input.url, { allowPrivate: opts.allowPrivate, lookup: opts.lookup, signal: deadline.signal });
+      if (host && !isIP(host)) remember(vetted, host, addresses);
+    } catch (err) {
+      done();
+      if (host) vetted.delete(host);
+      const message = timedOut
+        ? `timeout: the host did not resolve within ${opts.timeoutMs} ms`
+        : signal?.aborted
+          ? "aborted: the worker stopped before the host resolved"
+          : err instanceof UnsafeWebhookTarget
+            ? `target refused: ${err.message}`
+            : `target check failed: ${describe(err)}`;
+      return { ...base, durationMs: elapsed(), statusCode: null, error: message, requestHeaders: {}, reached: false };
+    }
+
+    const headers = requestHeaders({ ...input, timestamp: Math.floor(startedMs / 1000) });
 
     try {
       const res = await request(input.url, {
@@ -147,8 +158,7 @@ export function createSender(opts: SenderOptions): Sender {
           : describe(err);
       return { ...base, durationMs: elapsed(), statusCode: null, error, requestHeaders: headers, reached: true };
     } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onOuterAbort);
+      done();
     }
   }
 

@@ -24,7 +24,7 @@ const TOO_LONG = `url must be a string of at most ${MAX_URL} characters`;
 async function checkUrl(deps: Deps, url: unknown): Promise<string> {
   if (typeof url !== "string" || url.length > MAX_URL) throw new InvalidWebhookUrl(TOO_LONG);
   try {
-    await assertSafeTarget(url, { allowPrivate: deps.config.webhookAllowPrivate });
+    await assertSafeTarget(url, { allowPrivate: deps.config.webhookAllowPrivate, signal: AbortSignal.timeout(deps.config.webhookTimeoutMs) });
   } catch (err) {
     if (err instanceof UnsafeWebhookTarget) throw new InvalidWebhookUrl(err.message);
     throw err;

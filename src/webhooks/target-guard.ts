@@ -1,6 +1,6 @@
 import { BlockList, isIP } from "node:net";
 import type { LookupAddress } from "node:dns";
-import { lookup as dnsLookup } from "node:dns/promises";
+import { lookup as dnsLookup, Resolver } from "node:dns/promises";
 import { ipv4From, ipv6Words } from "../ip.ts";
 
 export interface ResolvedAddress {
@@ -100,7 +100,51 @@ const LOCAL_HINT = "; for local development, LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 al
 // Names that reach internal services without DNS telling us so (or before DNS is consulted).
 const BLOCKED_NAMES = new Set(["metadata.google.internal", "localhost"]);
 
-const defaultLookup: LookupFn = (host) => dnsLookup(host, { all: true });
+/**
+ * How a host is resolved for the guard: DNS asked directly (c-ares, on the event loop), with a
+ * bounded wait. The system resolver (getaddrinfo) runs on libuv's thread pool, which runs at most
+ * two lookups at a time for the whole process: a webhook whose name server never answers held
+ * one for the resolver's own timeouts (10 to 30 s) per attempt, and two of them stalled every
+ * other lookup in the process, other projects' deliveries, codes' SMTP and identity providers
+ * included (30th review). `servers` is for tests (a name server on loopback).
+ */
+export function dnsResolver(opts: { timeoutMs?: number; tries?: number; servers?: string[]; systemFallback?: boolean } = {}): LookupFn {
+  const resolver = new Resolver({ timeout: opts.timeoutMs ?? 2_000, tries: opts.tries ?? 2 });
+  if (opts.servers) resolver.setServers(opts.servers);
+  return async (host) => {
+    const [v4, v6] = await Promise.allSettled([resolver.resolve4(host), resolver.resolve6(host)]);
+    const addresses = [
+      ...(v4.status === "fulfilled" ? v4.value.map((address) => ({ address, family: 4 })) : []),
+      ...(v6.status === "fulfilled" ? v6.value.map((address) => ({ address, family: 6 })) : []),
+    ];
+    if (addresses.length) return addresses;
+    const failures = [v4, v6].flatMap((r) => (r.status === "rejected" ? [r.reason as NodeJS.ErrnoException] : []));
+    // DNS does not know the name: in local development it may be one only this machine knows
+    // (/etc/hosts, a search domain), and there the system resolver is asked. Elsewhere such a
+    // name could only lead to a private address, which the guard refuses anyway.
+    if (opts.systemFallback && failures.every((f) => f.code === "ENOTFOUND" || f.code === "ENODATA")) return dnsLookup(host, { all: true });
+    throw failures.find((f) => f.code !== "ENODATA") ?? failures[0] ?? new Error("no addresses");
+  };
+}
+
+const publicDns = dnsResolver();
+const localDns = dnsResolver({ systemFallback: true });
+
+/** Resolves within `signal`'s life: a name server that never answers is a refusal, not a wait. */
+async function resolveWithin(lookup: LookupFn, host: string, signal: AbortSignal | undefined): Promise<ResolvedAddress[]> {
+  if (!signal) return lookup(host);
+  signal.throwIfAborted();
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(Object.assign(new Error("the lookup took too long"), { code: "ETIMEOUT" }));
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([lookup(host), aborted]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
 
 /**
  * Refuses webhook URLs that could make the gateway talk to itself or its network (SSRF).
@@ -109,7 +153,7 @@ const defaultLookup: LookupFn = (host) => dnsLookup(host, { all: true });
  */
 export async function assertSafeTarget(
   url: string,
-  opts: { allowPrivate: boolean; lookup?: LookupFn },
+  opts: { allowPrivate: boolean; lookup?: LookupFn; signal?: AbortSignal },
 ): Promise<ResolvedAddress[]> {
   let parsed: URL;
   try {
@@ -140,7 +184,7 @@ export async function assertSafeTarget(
     addresses = [{ address: host, family: literal }];
   } else {
     try {
-      addresses = await (opts.lookup ?? defaultLookup)(host);
+      addresses = await resolveWithin(opts.lookup ?? (opts.allowPrivate ? localDns : publicDns), host, opts.signal);
     } catch (err) {
       const code = (err as { code?: string }).code;
       throw new UnsafeWebhookTarget("unresolvable", `webhook host ${host} could not be resolved${code ? ` (${code})` : ""}`);

@@ -102,7 +102,7 @@ async function checkIssuer(deps: Deps, raw: unknown): Promise<string> {
   }
   if (issuer.includes("#") || url.search || url.username || url.password) throw new InvalidRequest("issuer must have no query, fragment, user or password");
   try {
-    await assertSafeTarget(issuer, { allowPrivate: deps.config.webhookAllowPrivate });
+    await assertSafeTarget(issuer, { allowPrivate: deps.config.webhookAllowPrivate, signal: AbortSignal.timeout(deps.config.upstreamTimeoutMs) });
   } catch (err) {
     if (err instanceof UnsafeWebhookTarget) throw new InvalidRequest(err.message.replace(/webhook (URL|host)/g, "issuer"));
     throw err;

@@ -47,7 +47,7 @@ function guardedFetch(guard: Guard) {
   return async (url: string, options: oidc.CustomFetchOptions): Promise<Response> => {
     let vetted;
     try {
-      vetted = await assertSafeTarget(url, { allowPrivate: guard.allowPrivate });
+      vetted = await assertSafeTarget(url, { allowPrivate: guard.allowPrivate, signal: AbortSignal.timeout(guard.timeoutMs) });
     } catch (err) {
       if (err instanceof UnsafeWebhookTarget) throw new UpstreamUnavailable(`the identity provider's address is not allowed: ${err.message}`);
       throw err;

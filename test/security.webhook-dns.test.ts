@@ -1,0 +1,61 @@
+// Resolving a webhook's host (30th review). The system resolver runs on libuv's thread pool, at
+// most two lookups at a time for the whole process, with no deadline of ours: a project pointing
+// its webhooks at a domain whose name server never answers held the attempt for 10 to 30 s, past
+// its timeout and the worker's stop, and held up every other lookup in the process (other
+// projects' deliveries, the SMTP server's name, identity providers). The guard now asks DNS
+// itself, on the event loop, within the attempt's deadline. A name server on loopback here.
+import { lookup } from "node:dns/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createSender } from "../src/delivery/sender.ts";
+import { assertSafeTarget, dnsResolver, UnsafeWebhookTarget } from "../src/webhooks/target-guard.ts";
+import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
+import { startNameServer, type NameServer } from "./support/dns-server.ts";
+
+describe("a webhook host's name, resolved by the guard", () => {
+  let ns: NameServer;
+  beforeAll(async () => {
+    ns = await startNameServer({ a: { "hooks.example.test": ["93.184.216.34"], "inside.example.test": ["10.1.2.3"] }, silent: ["hang.example.test"] });
+  });
+  afterAll(() => ns?.close());
+
+  const resolver = (timeoutMs = 300) => dnsResolver({ servers: [ns.address], timeoutMs, tries: 1 });
+
+  it("asks the name server for both families and checks every address it names", async () => {
+    expect(await resolver()("hooks.example.test")).toEqual([{ address: "93.184.216.34", family: 4 }]);
+    expect(ns.queries).toEqual(expect.arrayContaining(["A hooks.example.test", "AAAA hooks.example.test"]));
+    expect(await assertSafeTarget("https://hooks.example.test/hook", { allowPrivate: false, lookup: resolver() })).toEqual([{ address: "93.184.216.34", family: 4 }]);
+    await expect(assertSafeTarget("https://inside.example.test/hook", { allowPrivate: false, lookup: resolver() })).rejects.toThrow(/resolves to a private address \(10\.1\.2\.3\)/);
+    await expect(assertSafeTarget("https://nope.example.test/hook", { allowPrivate: false, lookup: resolver() })).rejects.toThrow(/could not be resolved \(ENOTFOUND\)/);
+  });
+
+  it("a name server that never answers is a refusal, and the system's lookups do not wait behind it", async () => {
+    const settled: string[] = [];
+    const hung = Array.from({ length: 6 }, () =>
+      assertSafeTarget("https://hang.example.test/hook", { allowPrivate: false, lookup: resolver(1_000) }).then(
+        () => settled.push("hang resolved"),
+        (err) => settled.push(err instanceof UnsafeWebhookTarget ? "hang refused" : `hang: ${err}`),
+      ),
+    );
+    // the process's own resolver (the thread pool) answers at once, before any of them gives up
+    await lookup("localhost");
+    settled.push("localhost");
+    await Promise.all(hung);
+    expect(settled).toEqual(["localhost", ...Array(6).fill("hang refused")]);
+  });
+
+  it("an attempt's deadline covers resolving: a host that does not resolve in time fails the attempt as a timeout", async () => {
+    const sender = createSender({ timeoutMs: 300, allowPrivate: false, lookup: resolver(60_000) });
+    try {
+      const input = { url: "https://hang.example.test/hook", body: "{}", eventId: "evt_1", eventType: "user.created", attempt: 1, secrets: { current: generateWebhookSecret() } };
+      const timedOut = await sender.send(input);
+      expect(timedOut).toMatchObject({ statusCode: null, reached: false, error: "timeout: the host did not resolve within 300 ms" });
+      // a worker that stops does not wait for the name server either
+      const stop = new AbortController();
+      const stopped = sender.send(input, stop.signal);
+      stop.abort();
+      expect(await stopped).toMatchObject({ reached: false, error: "aborted: the worker stopped before the host resolved" });
+    } finally {
+      await sender.close();
+    }
+  });
+});
