@@ -213,7 +213,7 @@ describe("docs: the hand-written verifiers run as printed", () => {
     expect(legacyOk(raw, { ...vectorHeaders, "x-service-signature": "é".repeat(64) }, vector.current_secret)).toBe(false);
   });
 
-  it("docs/receiver.md's Python snippet answers False for a timestamp of non-ASCII digits instead of raising", async () => {
+  it("docs/receiver.md's Python snippet answers False for a timestamp of non-ASCII digits, or a forged non-ASCII signature, instead of raising", async () => {
     const block = [...docs("receiver.md").matchAll(/^```python\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
     expect(block).toHaveLength(1);
     const driver = `
@@ -225,12 +225,15 @@ now = int(headers["webhook-timestamp"])
 out = [verify_standard(body, headers, [secret], now=now)]
 for ts in ["\\u00b2", "1\\u00b2", "\\u0661\\u0667\\u0669\\u0665", "\\uff11", "-1", ""]:
     out.append(verify_standard(body, {**headers, "webhook-timestamp": ts}, [secret], now=now))
+# a forged signature of non-ASCII text (Flask and Django decode headers as latin-1)
+out.append(verify_standard(body, {**headers, "webhook-signature": "v1," + "\\u00e9" * 44}, [secret], now=now))
+out.append(verify_legacy(body, {**headers, "x-service-signature": "\\u00e9" * 71}, [secret]))
 print(json.dumps(out))
 `;
     const file = path.join(work, "receiver-snippet.py");
     writeFileSync(file, `${block[0]}\n${driver}`);
     const { stdout } = await run("python3", [file]);
-    expect(JSON.parse(stdout)).toEqual([true, false, false, false, false, false, false]);
+    expect(JSON.parse(stdout)).toEqual([true, false, false, false, false, false, false, false, false]);
   });
 
   it("docs/receiver.md's express.json({ verify }) recipe answers 400 when the request had no JSON body to keep, and verifies one that had", async () => {
