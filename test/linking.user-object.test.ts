@@ -116,5 +116,10 @@ describe.each(backends)("the user object of events on %s", (backend) => {
       const data = sampleEventData(projectId, type);
       if ("user" in data) expect(Object.keys(data.user as object), type).toEqual(keys);
     }
+    // and the values docs/events.md gives each: no last sign-in yet in user.created, and the
+    // fields an exhausted code's alarm carries
+    expect(sampleEventData(projectId, "user.created").user).toMatchObject({ last_login: null });
+    expect(sampleEventData(projectId, "user.updated").user).toMatchObject({ last_login: expect.any(String) });
+    expect(Object.keys(sampleEventData(projectId, "security.suspicious_activity")).sort()).toEqual(["client_address", "purpose", "reason", "state_id", "user_id"]);
   });
 });

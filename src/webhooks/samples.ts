@@ -14,7 +14,8 @@ export function sampleEventData(projectId: string, type: EventType): Record<stri
       status: "active",
       createdAt: now,
       updatedAt: now,
-      lastLoginAt: now,
+      // as in the real one: a user.created goes out just before the sign-in completes
+      lastLoginAt: type === "user.created" ? null : now,
       identifiers: [{ kind: "email", origin: "own", createdAt: now, value: "test.user@example.com" }],
     },
     type === "user.deleted" ? "deleted" : "active",
@@ -27,7 +28,7 @@ export function sampleEventData(projectId: string, type: EventType): Record<stri
     case "user.unmerged":
       return { user, primary_user_id: user.user_id, secondary_user_id: "acc_test_secondary" };
     case "security.suspicious_activity":
-      return { reason: "otp_attempts_exhausted", purpose: "link", user_id: user.user_id };
+      return { reason: "otp_attempts_exhausted", purpose: "link", state_id: "otp_test_state", client_address: "203.0.113.7", user_id: user.user_id };
     case "user.authentication.success":
       return { user, method: "otp", identifier_type: "email" };
     case "user.passkey.registered":
