@@ -238,6 +238,27 @@ describe.each(backends)("external sign-in callbacks under attack and outage on %
       }
     });
 
+    // 30th review: every process kept each provider's whole discovery document (up to 256 KiB,
+    // unknown fields included) for ever, and a project's secret key can add providers
+    it("a discovery document with 200 KB of fields this gateway does not use still serves; more than 32 KiB of the ones it keeps is 502", async () => {
+      const padded = await startUpstreamOidc({ discovery: { x_pad: "x".repeat(200_000) } });
+      // a field it keeps (the upstream fixture computes the others itself)
+      const bloated = await startUpstreamOidc({ discovery: { mtls_endpoint_aliases: { token_endpoint: `https://mtls.example/${"t".repeat(40_000)}` } } });
+      try {
+        await addProvider(h, padded, `padded-${++seq}`);
+        const ok = await start(h, `padded-${seq}`, app.redirectUri);
+        expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+        await addProvider(h, bloated, `bloated-${seq}`);
+        const before = await snapshot(h);
+        const r = await start(h, `bloated-${seq}`, app.redirectUri);
+        expect(r.status).toBe(502);
+        expect(r.body).toEqual({ error: "UpstreamUnavailable", message: expect.stringContaining("more than 32 KiB of metadata") });
+        expect(await snapshot(h)).toEqual(before);
+      } finally {
+        await Promise.all([padded.stop(), bloated.stop()]);
+      }
+    });
+
     it("down between the sign-in and the callback (token endpoint): back to the app with error=UpstreamUnavailable at once, nothing written", async () => {
       google.loginAs(googleUser());
       const s = await start(h, "google", app.redirectUri);

@@ -63,6 +63,8 @@ type Options = {
   alg?: "RS256" | "ES256";
   users?: UpstreamUser[];
   redirectUris?: string[];
+  /** More fields in the discovery document (oidc-provider's `discovery` option) */
+  discovery?: Record<string, unknown>;
 };
 
 // oidc-provider ships no types; src/oidc/oidc-provider.d.ts declares the part linkgate uses.
@@ -213,6 +215,7 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
         },
       ],
       jwks: { keys: [keys.current, keys.next, ...keys.retired] }, // the first key signs
+      ...(opts.discovery ? { discovery: opts.discovery } : {}),
       cookies: { keys: [cookieKey], names: { session: SESSION_COOKIE } },
       scopes: ["openid", "email", "profile"],
       claims: { openid: ["sub"], email: ["email", "email_verified"], profile: ["name"] },

@@ -39,6 +39,36 @@ type Discovered = { version: number; at: number; metadata: oidc.ServerMetadata; 
 const DISCOVERY_TTL_MS = 60 * 60 * 1000;
 const discovered = new Map<string, Discovered>();
 
+// What is kept is bounded (30th review): a project's secret key can add providers, each of
+// whose answers may be up to UPSTREAM_BODY_LIMIT, and every process kept every provider's whole
+// discovery document (unknown fields included) and key set forever: 260 KB a provider.
+/** Providers whose discovery a process keeps; the one used longest ago is dropped first. */
+const DISCOVERED_MAX = 500;
+/** The most of a provider's metadata, or of its key set, kept between requests. Real ones are a few KiB. */
+const KEPT_MAX_CHARS = 32 * 1024;
+/** The metadata this gateway's flows use: the rest of a discovery document is not kept. */
+const METADATA_KEPT = [
+  "issuer", "authorization_endpoint", "token_endpoint", "jwks_uri", "userinfo_endpoint", "end_session_endpoint",
+  "response_types_supported", "response_modes_supported", "grant_types_supported", "scopes_supported", "claims_supported",
+  "subject_types_supported", "token_endpoint_auth_methods_supported", "token_endpoint_auth_signing_alg_values_supported",
+  "code_challenge_methods_supported", "id_token_signing_alg_values_supported", "authorization_response_iss_parameter_supported",
+  "pushed_authorization_request_endpoint", "require_pushed_authorization_requests", "mtls_endpoint_aliases",
+] as const;
+
+function keptMetadata(metadata: oidc.ServerMetadata): oidc.ServerMetadata {
+  const kept = Object.fromEntries(METADATA_KEPT.filter((k) => metadata[k] !== undefined).map((k) => [k, metadata[k]])) as oidc.ServerMetadata;
+  if (JSON.stringify(kept).length > KEPT_MAX_CHARS) {
+    throw new UpstreamUnavailable(`the identity provider's discovery document names more than ${KEPT_MAX_CHARS / 1024} KiB of metadata`);
+  }
+  return kept;
+}
+
+function remember(providerId: string, entry: Discovered): void {
+  discovered.delete(providerId);
+  discovered.set(providerId, entry);
+  while (discovered.size > DISCOVERED_MAX) discovered.delete(discovered.keys().next().value!);
+}
+
 type Guard = { allowPrivate: boolean; timeoutMs: number };
 const guardOf = (deps: Deps): Guard => ({ allowPrivate: deps.config.webhookAllowPrivate, timeoutMs: deps.config.upstreamTimeoutMs });
 
@@ -120,9 +150,12 @@ async function discoverMetadata(p: UpstreamProvider, guard: Guard): Promise<oidc
 async function discoveredFor(p: UpstreamProvider, guard: Guard): Promise<Discovered> {
   const version = p.updatedAt.getTime();
   const hit = discovered.get(p.id);
-  if (hit && hit.version === version && Date.now() - hit.at < DISCOVERY_TTL_MS) return hit;
-  const entry = { version, at: Date.now(), metadata: await upstreamCall(() => discoverMetadata(p, guard)) };
-  discovered.set(p.id, entry);
+  if (hit && hit.version === version && Date.now() - hit.at < DISCOVERY_TTL_MS) {
+    remember(p.id, hit);
+    return hit;
+  }
+  const entry = { version, at: Date.now(), metadata: keptMetadata(await upstreamCall(() => discoverMetadata(p, guard))) };
+  remember(p.id, entry);
   return entry;
 }
 
@@ -149,8 +182,8 @@ function configure(p: UpstreamProvider, guard: Guard, entry: Discovered): { conf
   if (entry.keys && handed) oidc.setJwksCache(config, { ...entry.keys, uat: handed });
   const keepKeys = () => {
     const now = oidc.getJwksCache(config);
-    // fetched during this request: the set and when
-    if (now && (!handed || now.uat > handed)) entry.keys = now;
+    // fetched during this request: the set and when (a set too large to keep is fetched again when needed)
+    if (now && (!handed || now.uat > handed) && JSON.stringify(now.jwks).length <= KEPT_MAX_CHARS) entry.keys = now;
   };
   return { config, keepKeys };
 }
