@@ -92,6 +92,22 @@ describe.each(backends)("external sign-in callbacks under attack and outage on %
     expect(await snapshot(h)).toEqual(before);
   });
 
+  // 30th review: both exchanged the code, and the loser's failure cancelled the winner's sign-in
+  it("the same callback twice at once (a reload, a form posted twice): the code goes to the provider once, and that sign-in completes", async () => {
+    google.loginAs(googleUser());
+    const s = await start(h, "google", app.redirectUri);
+    const cb = await google.followAuthorization(s.body.authorization_url);
+    const exchanges = () => google.requests.filter((r) => r.startsWith("POST /token")).length;
+    const before = exchanges();
+    const answers = await Promise.all([callback(h, cb), callback(h, cb)]);
+    expect(exchanges() - before).toBe(1);
+    expect(answers.map((a) => a.status).sort()).toEqual([303, 400]);
+    const landed = landing(answers.find((a) => a.status === 303)!);
+    expect(landed.code).toBeTruthy();
+    const done = await complete(h, s.body.state_id, landed.code!);
+    expect(done.status, JSON.stringify(done.body)).toBe(200);
+  });
+
   it("a nonce that is not this flow's: the ID token is refused", async () => {
     google.loginAs(googleUser());
     const s = await start(h, "google", app.redirectUri);

@@ -40,6 +40,8 @@ const FLOW_TTL_MS = 10 * 60 * 1000;
 export const EXTERNAL_FLOWS_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 };
 
 const hashOf = (secret: string) => sha256Hex(secret);
+/** The code hash of a flow whose callback is exchanging its code: no code hashes to it. */
+const EXCHANGING = "exchanging";
 
 /** The hosted pages of this gateway, which may always be returned to. */
 function hostedPage(deps: Deps, url: URL): boolean {
@@ -133,6 +135,11 @@ export async function finishCallback(deps: Deps, response: URLSearchParams, prov
     where: { stateHash: hashOf(state), codeHash: null, consumedAt: null, expiresAt: { gt: new Date() }, provider: cameTo(providerId) },
   });
   if (!flow) return EXPIRED;
+  // The callback takes its flow before the code goes to the provider: a callback repeated while
+  // the first is still exchanging (a reload, a form posted twice) finds it taken, where both sent
+  // the provider the same code and the loser's failure cancelled the winner's sign-in (30th review).
+  const { count: taken } = await deps.prisma.externalFlow.updateMany({ where: { id: flow.id, codeHash: null, consumedAt: null }, data: { codeHash: EXCHANGING } });
+  if (taken !== 1) return EXPIRED;
   const failed = async (error: string, description: string): Promise<CallbackAnswer> => {
     await deps.prisma.externalFlow.updateMany({ where: { id: flow.id, consumedAt: null }, data: { consumedAt: new Date() } });
     return { redirect: withParams(flow.redirectUri, { error, error_description: description }) };
@@ -148,7 +155,7 @@ export async function finishCallback(deps: Deps, response: URLSearchParams, prov
   }
   const code = randomToken();
   const { count } = await deps.prisma.externalFlow.updateMany({
-    where: { id: flow.id, codeHash: null, consumedAt: null },
+    where: { id: flow.id, codeHash: EXCHANGING, consumedAt: null },
     data: { codeHash: hashOf(code), issuer: identity.issuer, subject: identity.subject, email: identity.email, emailVerified: identity.emailVerified, name: identity.name },
   });
   if (count !== 1) return EXPIRED;
