@@ -32,6 +32,7 @@ export const RATE_LIMITS = [
   "notice_emails_per_project",
   "sign_in_options_per_address",
   "provider_pages_per_address",
+  "embedded_provider_pages_per_address",
   "external_flows_per_address",
   "registration_options_per_account",
   "profile_updates_per_account",

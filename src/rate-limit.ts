@@ -322,7 +322,12 @@ export async function consume(db: DbLike, count: Check[], peek: Check[] = []): P
  * Connect authorization or logout page) per client-address group, so nobody can fill a table from one place
  * (docs/security.md, "Abuse limits"); a refusal is counted under `name` in the metrics.
  */
-export async function consumePerAddress(db: DbLike, name: "sign_in_options_per_address" | "provider_pages_per_address" | "external_flows_per_address", clientAddress: string, limit: Limit): Promise<void> {
+export async function consumePerAddress(
+  db: DbLike,
+  name: "sign_in_options_per_address" | "provider_pages_per_address" | "embedded_provider_pages_per_address" | "external_flows_per_address",
+  clientAddress: string,
+  limit: Limit,
+): Promise<void> {
   await consumeNamed(db, name, `unauth:${name}:${addressGroup(clientAddress)}`, limit);
 }
 

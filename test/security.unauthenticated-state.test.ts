@@ -77,6 +77,25 @@ describe.each(backends)("state created without credentials, per client address, 
     expect((await authorize(`${v6}ffff`)).status).toBe(429);
   });
 
+  // 30th review: counted before anything was checked, sixty images on any web page locked the
+  // page's visitors out of signing in to every app for ten minutes
+  it("authorization requests a web page makes a visitor's browser send (images, frames) are counted apart from the ones it navigates to", async () => {
+    const app = await registerClient(h);
+    const config = await discover(h, app);
+    const from = "203.0.113.13";
+    const authorize = async (dest?: string) => {
+      const auth = await authorizationUrl(config, app);
+      return h.call("GET", `${auth.url.pathname}${auth.url.search}`, { from, headers: dest ? { "sec-fetch-dest": dest, "sec-fetch-site": "cross-site" } : {} });
+    };
+    for (let i = 0; i < 30; i++) expect((await h.call("GET", "/oauth/authorize", { from, headers: { "sec-fetch-dest": "image" } })).status).toBe(400);
+    for (let i = 0; i < 30; i++) expect((await authorize("iframe")).status).toBe(303);
+    expect((await authorize("image")).status).toBe(429);
+    // the visitor's own sign-in, a navigation, still starts
+    const own = await authorize("document");
+    expect(own.status).toBe(303);
+    expect(own.headers.get("location")).toMatch(/^\/oauth\/interaction\//);
+  });
+
   it("logout pages without a session (each stores a provider session for its form): the same bound, then a 429 page, nothing stored", async () => {
     const from = "203.0.113.12";
     const sessions = () => h.db.prisma.oidcPayload.count({ where: { kind: "Session" } });

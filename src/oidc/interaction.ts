@@ -32,9 +32,15 @@ export type Outcome = { redirectTo: string } | { consent: InteractionView };
  */
 export const PROVIDER_PAGES_PER_ADDRESS: Limit = { max: 60, windowSeconds: 600 };
 
-/** Counts a request for a provider page that stores state; throws RateLimited past the bound. */
-export async function countProviderPage(deps: Deps, clientAddress: string): Promise<void> {
-  await consumePerAddress(deps.db, "provider_pages_per_address", clientAddress, PROVIDER_PAGES_PER_ADDRESS);
+/**
+ * Counts a request for a provider page that stores state; throws RateLimited past the bound. A
+ * request a browser makes for another site's page (`embedded`: an image, a frame, a fetch;
+ * Sec-Fetch-Dest other than document) is counted apart from the pages a browser navigates to:
+ * any web page can make its visitors' browsers send sixty of those, and counted together that
+ * locked the visitor out of signing in to every app for ten minutes (30th review).
+ */
+export async function countProviderPage(deps: Deps, clientAddress: string, embedded: boolean): Promise<void> {
+  await consumePerAddress(deps.db, embedded ? "embedded_provider_pages_per_address" : "provider_pages_per_address", clientAddress, PROVIDER_PAGES_PER_ADDRESS);
 }
 
 export class InteractionExpired extends InvalidRequest {

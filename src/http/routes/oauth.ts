@@ -152,7 +152,8 @@ const origin = (c: C) => ({ clientAddress: c.get("clientAddress"), userAgent: c.
 async function boundedPage(c: C): Promise<Response> {
   if (c.req.method === "GET" || (c.req.method === "POST" && c.req.path === ROUTES.authorization)) {
     try {
-      await countProviderPage(c.get("deps"), c.get("clientAddress"));
+      const dest = c.req.header("sec-fetch-dest");
+      await countProviderPage(c.get("deps"), c.get("clientAddress"), dest !== undefined && dest !== "document");
     } catch (err) {
       if (!(err instanceof RateLimited)) throw err;
       return c.html(tooManyRequestsPage(err.retryAfterSeconds), 429, {
