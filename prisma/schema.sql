@@ -381,7 +381,8 @@ CREATE TABLE public.webhooks (
     previous_secret_sealed text,
     previous_secret_expires_at timestamp(3) without time zone,
     created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
-    updated_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL
+    updated_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
+    failures_counted_from timestamp(3) without time zone
 );
 
 -- Sequence owners

@@ -80,11 +80,16 @@ function preparedName(query: { sql: string }): string {
   return name;
 }
 
-const SET_UTC = "SET TIME ZONE 'UTC'";
-
-/** A connection's settings (openPostgres says why): jit off and UTC, unless the URL has options of its own. */
+/**
+ * A connection's settings (openPostgres says why): jit off and UTC. A URL's own `options` win
+ * over the driver's (pg lets the URL win), so there UTC is added to them, last, as it must hold.
+ */
 function connectionConfig(url: string): pg.PoolConfig {
-  return { connectionString: url, options: /[?&]options=/.test(url) ? undefined : "-c jit=off -c TimeZone=UTC" };
+  const parsed = URL.canParse(url) ? new URL(url) : null;
+  const own = parsed?.searchParams.get("options");
+  if (!parsed || own === null || own === undefined) return { connectionString: url, options: "-c jit=off -c TimeZone=UTC" };
+  parsed.searchParams.set("options", `${own} -c TimeZone=UTC`);
+  return { connectionString: parsed.toString() };
 }
 
 async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNECT_TIMEOUT_MS): Promise<Database> {
@@ -97,14 +102,12 @@ async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNE
   // TimeZone UTC always: the tables' times are `timestamp` without a time zone, read as UTC, and
   // the SQL writes now() and to_timestamp() into them. On a server whose time zone is not UTC
   // (initdb takes the machine's) every delivery time was off by the offset, and the delivery
-  // log rebuilt signatures with a timestamp that was never sent (30th review). A URL with its
-  // own options replaces these (pg lets the URL win), so those connections set it themselves.
-  const ownOptions = /[?&]options=/.test(url);
+  // log rebuilt signatures with a timestamp that was never sent (30th review).
+  //
   // A server that accepts connections but never answers (a partition, a hung host) must fail
   // requests within seconds, as 503s, not hold them until the OS gives up. In pg this also
   // bounds the wait for a free pool slot.
   const pool = new pg.Pool({ ...connectionConfig(url), max: poolSize, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
-  if (ownOptions) pool.on("connect", (client) => void client.query(SET_UTC).catch(() => {}));
   // An idle client dying with the server (restart, failover) must not crash the process;
   // the pool replaces it on the next checkout.
   pool.on("error", () => {});
