@@ -315,6 +315,33 @@ describe.each(backends)("what an unmerge gives back, on %s", (backend) => {
     expect(await h.db.prisma.session.count({ where: { accountId: primary.accountId, signedInWith: identity.id, endedAt: null } })).toBe(0);
   });
 
+  // 30th review: a passkey sign-in read its passkey on the primary before the unmerge gave it
+  // back, waited for the primary's lock, and opened a session there that nothing would end.
+  // Postgres only, as above.
+  it.runIf(backend === "postgres")("a sign-in with a given-back passkey racing the unmerge lands on the secondary, never on the primary", async () => {
+    const { secondary, primary, viaSecondary } = await mergedWithIntruder();
+    const theirs = new SoftAuthenticator(ORIGIN);
+    const passkeyId = await registerPasskey(h, viaSecondary.token, theirs);
+
+    const blocker = new pg.Client({ connectionString: h.db.url });
+    await blocker.connect();
+    try {
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT id FROM accounts WHERE id = $1 FOR UPDATE", [primary.accountId]);
+      const signIn = signInWithPasskey(h, theirs);
+      await waitingForLock(blocker);
+      // what the unmerge does to this pair, committed while the sign-in waits
+      await blocker.query("UPDATE sessions SET ended_at = now() WHERE account_id = $1 AND signed_in_with = $2", [primary.accountId, passkeyId]);
+      await blocker.query("UPDATE passkeys SET account_id = $1 WHERE id = $2", [secondary.accountId, passkeyId]);
+      await blocker.query("UPDATE accounts SET merged_with_id = NULL, merge_role = NULL, merged_at = NULL WHERE id = ANY($1)", [[primary.accountId, secondary.accountId]]);
+      await blocker.query("COMMIT");
+      expect(await viewerOf(await signIn)).toBe(secondary.accountId);
+    } finally {
+      await blocker.end();
+    }
+    expect(await h.db.prisma.session.count({ where: { accountId: primary.accountId, signedInWith: passkeyId, endedAt: null } })).toBe(0);
+  });
+
   // 27th review, second look: a confirmation waiting for the primary's lock read its address
   // before, and attached the identity proven by an address a removal had just taken away, which
   // then matched nothing on unmerge. Postgres only, as above.

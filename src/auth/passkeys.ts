@@ -7,7 +7,7 @@ import type { AuthenticationResponseJSON, AuthenticatorTransport, RegistrationRe
 import { z } from "zod";
 import type { Config } from "../config.ts";
 import type { Db, Tx } from "../db/client.ts";
-import { transaction } from "../db/transaction.ts";
+import { DecideAgain, transaction } from "../db/transaction.ts";
 import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
 import type { Actor, Deps, UserActor } from "../deps.ts";
 import { InvalidRequest, NotFound, PasskeyInvalid, RateLimited, ReauthenticationRequired } from "../errors.ts";
@@ -303,8 +303,7 @@ async function claimCounter(db: Db, passkeyId: string, seen: bigint): Promise<bi
 export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { response: unknown }): Promise<TokenResponse> {
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
-    const accountId = await primaryOf(tx, actor.projectId, passkey.accountId);
-    await assertPasskeyStays(tx, passkey.id);
+    const { primary: accountId } = await lockPasskeyAccount(tx, actor.projectId, passkey.id);
     const sessionId = await startSession(
       tx,
       actor,
@@ -328,8 +327,7 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
 export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, input: { response: unknown }): Promise<TokenResponse> {
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   await transaction(deps.prisma, async (tx) => {
-    if ((await primaryOf(tx, actor.projectId, passkey.accountId)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
-    await assertPasskeyStays(tx, passkey.id);
+    if ((await lockPasskeyAccount(tx, actor.projectId, passkey.id)).primary !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
     await markReauthenticated(tx, actor.user.sessionId, "passkey", passkey.id);
   });
   return reissueTokens(deps, actor);
@@ -353,12 +351,25 @@ async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id:
 }
 
 /**
- * Under its account's lock (primaryOf), which removePasskey takes first: a passkey removed while
- * this sign-in was being checked is gone now, and signs nothing in; one removed after this
- * commits finds the session this writes, and ends it (docs/security.md, "Stolen sessions").
+ * The account a passkey signs in to (its owner's primary), locked (primaryOf), with the passkey
+ * read again under that lock, which removePasskey and an unmerge take first. A passkey removed
+ * while the sign-in was being checked is gone now and signs nothing in; one an unmerge gave
+ * back to the secondary meanwhile is decided again from its new account: a sign-in that read
+ * it on the primary before opened a session there that nothing would end (30th review). One
+ * removed or given back after this commits finds the session this writes, and ends it
+ * (docs/security.md, "Stolen sessions").
  */
-export async function assertPasskeyStays(tx: Tx, passkeyId: string): Promise<void> {
-  if (!(await tx.passkey.count({ where: { id: passkeyId } }))) throw new PasskeyInvalid("that passkey is not registered here");
+export async function lockPasskeyAccount(tx: Tx, projectId: string, passkeyId: string): Promise<{ owner: string; primary: string }> {
+  const owner = await passkeyOwner(tx, passkeyId);
+  const primary = await primaryOf(tx, projectId, owner);
+  if ((await passkeyOwner(tx, passkeyId)) !== owner) throw new DecideAgain("the passkey moved to another account");
+  return { owner, primary };
+}
+
+async function passkeyOwner(tx: Tx, passkeyId: string): Promise<string> {
+  const row = await tx.passkey.findUnique({ where: { id: passkeyId }, select: { accountId: true } });
+  if (!row) throw new PasskeyInvalid("that passkey is not registered here");
+  return row.accountId;
 }
 
 /** The caller's own passkey, found within its account and project or not at all. */
@@ -378,7 +389,7 @@ export async function renamePasskey(deps: Deps, actor: UserActor, input: { id: s
 export async function removePasskey(deps: Deps, actor: UserActor, input: { id: string }) {
   await requireRecentAuth(deps, actor);
   await transaction(deps.prisma, async (tx) => {
-    // first, as a sign-in with it locks it (assertPasskeyStays): one of the two goes first
+    // first, as a sign-in with it locks it (lockPasskeyAccount): one of the two goes first
     await lockForSession(tx, actor);
     const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true, registeredWith: true } });
     if (!passkey) throw new NotFound("no such passkey");

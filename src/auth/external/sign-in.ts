@@ -18,7 +18,7 @@ import { externalValue, type Contact, type Identifier } from "../identifiers.ts"
 import { recordKnownPlaces } from "../known-places.ts";
 import { maskIdentifier } from "../notices.ts";
 import { consumeOtp, storedResult, storeResult } from "../otp.ts";
-import { assertPasskeyStays, verifyPasskeyAssertion } from "../passkeys.ts";
+import { lockPasskeyAccount, verifyPasskeyAssertion } from "../passkeys.ts";
 import { sendOtp, verifyOtp } from "../otp-flow.ts";
 import { assertLiveSession } from "../sessions.ts";
 import { issueTokens, primaryOf, startSession, type TokenResponse } from "../sign-in.ts";
@@ -213,7 +213,7 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
   if (!(await consumeOtp(tx, stateId))) {
     const done = (await storedResult(tx, stateId)) as SignedIn | null;
     if (!done) throw new OTPInvalid();
-    if (passkey) await assertPasskeyOf(tx, actor, passkey.accountId, await primaryOf(tx, actor.projectId, done.account_id));
+    if (passkey) await assertPasskeyOf(tx, actor, passkey.id, await primaryOf(tx, actor.projectId, done.account_id));
     return done;
   }
   const state = await tx.otpState.findUnique({ where: { id: stateId }, select: { externalFlowId: true } });
@@ -229,18 +229,16 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
   // unmerge's chain (27th review)
   const still = await tx.identifier.findUnique({ where: { id: holder.id }, select: { accountId: true } });
   if (still?.accountId !== holder.accountId) throw new DecideAgain("the address moved or went");
-  if (passkey) {
-    await assertPasskeyOf(tx, actor, passkey.accountId, accountId);
-    await assertPasskeyStays(tx, passkey.id);
-  }
+  if (passkey) await assertPasskeyOf(tx, actor, passkey.id, accountId);
   await attachIdentity(tx, actor, accountId, flow as ProvenFlow, passkey?.id ?? holder.id);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
   return signedIn;
 }
 
-async function assertPasskeyOf(tx: Tx, actor: Actor, passkeyAccount: string, accountId: string): Promise<void> {
-  if ((await primaryOf(tx, actor.projectId, passkeyAccount)) !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
+/** The passkey signs in to `accountId`, read under its account's lock (lockPasskeyAccount): not where it was before an unmerge gave it back. */
+async function assertPasskeyOf(tx: Tx, actor: Actor, passkeyId: string, accountId: string): Promise<void> {
+  if ((await lockPasskeyAccount(tx, actor.projectId, passkeyId)).primary !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
 }
 
 /**
