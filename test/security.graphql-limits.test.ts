@@ -183,6 +183,8 @@ describe.each(backends)("GraphQL operation limits on %s", (backend) => {
   it("refuses each limit on its own: aliases, depth, directives, cost, tokens", async () => {
     const aliases = `{ ${Array.from({ length: h.config.graphqlLimits.maxAliases + 1 }, (_, i) => `a${i}: eventTypes`).join(" ")} }`;
     expect((await expectRefused(aliases)).message).toMatch(/Aliases limit/);
+    const typenames = `{ ${Array.from({ length: h.config.graphqlLimits.maxAliases + 1 }, (_, i) => `t${i}: __typename`).join(" ")} }`;
+    expect((await expectRefused(typenames)).message).toMatch(/Aliases limit/);
 
     // Depth 200 on mergedSecondary, the recursion issue 10 hit: refused before any resolver.
     const deep = `{ viewer { ${"mergedSecondary { ".repeat(200)}id${" }".repeat(200)} } }`;

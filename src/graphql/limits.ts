@@ -168,7 +168,9 @@ export function limitPlugins(limits: Config["graphqlLimits"], lists: ListSizes):
   return [
     maxTokensPlugin({ n: limits.maxTokens, ...refuse }),
     maxDepthPlugin({ n: limits.maxDepth, flattenFragments: true, ignoreIntrospection: true, ...refuse }),
-    maxAliasesPlugin({ n: limits.maxAliases, ...refuse }),
+    // `__typename` aliases count too (graphql-armor lets them through by default): each costs
+    // nothing to resolve, but a document of thousands is work to validate and answer
+    maxAliasesPlugin({ n: limits.maxAliases, allowList: [], ...refuse }),
     maxDirectivesPlugin({ n: limits.maxDirectives, ...refuse }),
     costPlugin(limits.maxCost, lists),
     introspectionDepth,
