@@ -82,10 +82,10 @@ describe("endpoint breakers (the rules, on a clock of their own)", () => {
     expect(b.claimRooms(100_000)).toEqual({ webhookIds: ["wh_dead"], rooms: [1], otherwise: INITIAL_LIMIT });
   });
 
-  it("judges attempts: no answer, 429 and 5xx fail (stall past half the timeout); other answers count; attempts that never left say nothing", () => {
+  it("judges attempts: no answer, 429 and 5xx fail (stall past half the timeout); other answers count; attempts that never left say nothing, unless their host was that slow to resolve", () => {
     const v = (statusCode: number | null, durationMs = 5, reached = true) => verdictOf({ statusCode, durationMs, reached }, 1_000);
-    expect([v(null), v(429), v(503), v(null, 1_000), v(503, 600), v(200), v(404), v(410), v(200, 800), v(null, 0, false)]).toEqual([
-      "failed", "failed", "failed", "stalled", "stalled", "answered", "answered", "answered", "slow", "neutral",
+    expect([v(null), v(429), v(503), v(null, 1_000), v(503, 600), v(200), v(404), v(410), v(200, 800), v(null, 0, false), v(null, 600, false)]).toEqual([
+      "failed", "failed", "failed", "stalled", "stalled", "answered", "answered", "answered", "slow", "neutral", "stalled",
     ]);
   });
 });

@@ -20,7 +20,8 @@
 // to one delivery at a time by the halving and left to the retry schedule (opening on quick
 // failures would also delay retries the schedule promises, e.g. 1 s apart in the tests).
 // Other answers (2xx, 4xx, 410) mean the endpoint is there. Attempts that never reached it
-// (refused target, undecryptable secret) say nothing about it. None of this touches a
+// (refused target, undecryptable secret) say nothing about it, unless resolving its host took
+// more than half the timeout: that stalls as a receiver that never answers does. None of this touches a
 // delivery's own schedule: every attempt is recorded with its retry time as before; the
 // breaker only decides how many of the due ones this worker takes.
 //
@@ -68,7 +69,9 @@ type Entry = {
 
 /** The verdict of one attempt on its endpoint. `reached`: a request went out (SendResult.reached). */
 export function verdictOf(sent: { statusCode: number | null; durationMs: number; reached: boolean }, timeoutMs: number): Verdict {
-  if (!sent.reached) return "neutral";
+  // Before the request, only resolving the host takes time: a name that takes more than half
+  // the timeout holds a slot as a receiver that never answers does (30th review)
+  if (!sent.reached) return sent.durationMs > timeoutMs / 2 ? "stalled" : "neutral";
   const s = sent.statusCode;
   const slow = sent.durationMs > timeoutMs / 2;
   if (s === null || s === 429 || s >= 500) return slow ? "stalled" : "failed";
