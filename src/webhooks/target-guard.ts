@@ -108,7 +108,7 @@ const BLOCKED_NAMES = new Set(["metadata.google.internal", "localhost"]);
  * other lookup in the process, other projects' deliveries, codes' SMTP and identity providers
  * included (30th review). `servers` is for tests (a name server on loopback).
  */
-export function dnsResolver(opts: { timeoutMs?: number; tries?: number; servers?: string[]; systemFallback?: boolean } = {}): LookupFn {
+export function dnsResolver(opts: { timeoutMs?: number; tries?: number; servers?: string[] } = {}): LookupFn {
   const resolver = new Resolver({ timeout: opts.timeoutMs ?? 2_000, tries: opts.tries ?? 2 });
   if (opts.servers) resolver.setServers(opts.servers);
   return async (host) => {
@@ -119,16 +119,15 @@ export function dnsResolver(opts: { timeoutMs?: number; tries?: number; servers?
     ];
     if (addresses.length) return addresses;
     const failures = [v4, v6].flatMap((r) => (r.status === "rejected" ? [r.reason as NodeJS.ErrnoException] : []));
-    // DNS does not know the name: in local development it may be one only this machine knows
-    // (/etc/hosts, a search domain), and there the system resolver is asked. Elsewhere such a
-    // name could only lead to a private address, which the guard refuses anyway.
-    if (opts.systemFallback && failures.every((f) => f.code === "ENOTFOUND" || f.code === "ENODATA")) return dnsLookup(host, { all: true });
     throw failures.find((f) => f.code !== "ENODATA") ?? failures[0] ?? new Error("no addresses");
   };
 }
 
 const publicDns = dnsResolver();
-const localDns = dnsResolver({ systemFallback: true });
+// Local development (private targets allowed) asks the system resolver, as everything else on
+// the machine does: /etc/hosts, search domains, mDNS. Such names could only lead to private
+// addresses, which production refuses anyway, and one developer's machine has no other tenants.
+const systemDns: LookupFn = (host) => dnsLookup(host, { all: true });
 
 /** Resolves within `signal`'s life: a name server that never answers is a refusal, not a wait. */
 async function resolveWithin(lookup: LookupFn, host: string, signal: AbortSignal | undefined): Promise<ResolvedAddress[]> {
@@ -184,7 +183,7 @@ export async function assertSafeTarget(
     addresses = [{ address: host, family: literal }];
   } else {
     try {
-      addresses = await resolveWithin(opts.lookup ?? (opts.allowPrivate ? localDns : publicDns), host, opts.signal);
+      addresses = await resolveWithin(opts.lookup ?? (opts.allowPrivate ? systemDns : publicDns), host, opts.signal);
     } catch (err) {
       const code = (err as { code?: string }).code;
       throw new UnsafeWebhookTarget("unresolvable", `webhook host ${host} could not be resolved${code ? ` (${code})` : ""}`);
