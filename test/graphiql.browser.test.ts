@@ -242,4 +242,37 @@ describe.skipIf(chromiumMissing)(`GraphiQL in Chromium${chromiumMissing ? ` (ski
     await shots.take(page, "phone-390-answer");
     await context.close();
   });
+
+  // 30th review: yoga's GraphiQL kept the Headers tab (a secret key, a token) in localStorage for
+  // good, readable by any script of this origin, and the site that opened the tab could send it
+  // to a look-alike asking for the key again
+  it("keeps no header in the browser's storage, drops what an earlier version kept, and cannot be sent elsewhere by its opener", async () => {
+    const key = "lg_sk_test_typedIntoGraphiQL";
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${server.url}/graphql`);
+    await page.evaluate((k) => {
+      localStorage.setItem("graphiql:headers", JSON.stringify({ "X-API-Key": k }));
+      localStorage.setItem("graphiql:tabState", JSON.stringify({ tabs: [{ id: "t", hash: null, headers: JSON.stringify({ "X-API-Key": k }), query: "{ __typename }" }], activeTabIndex: 0 }));
+    }, key);
+    await page.reload();
+    await page.locator(".graphiql-query-editor .monaco-editor").first().waitFor({ timeout: 30_000 });
+    const stored = () => page.evaluate(() => Object.entries(localStorage).map(([k, v]) => `${k}=${v}`).join("\n"));
+    expect(await stored()).not.toContain(key);
+
+    // typed into the Headers tab now, and run
+    await page.getByRole("button", { name: /^Headers$/ }).click();
+    const headers = page.locator(".graphiql-editor-tool .monaco-editor").last();
+    await headers.click();
+    await page.keyboard.press("Control+A");
+    await page.keyboard.press("Delete");
+    await page.keyboard.type(`{"X-API-Key": "${key}"`);
+    await page.getByRole("button", { name: /Execute query/ }).click();
+    await expect.poll(() => page.locator(".graphiql-response").innerText()).toMatch(/errors|data/);
+    expect(await stored()).not.toContain(key);
+
+    const res = await fetch(`${server.url}/graphql`, { headers: { accept: "text/html" } });
+    expect(res.headers.get("cross-origin-opener-policy")).toBe("same-origin");
+    await context.close();
+  });
 });

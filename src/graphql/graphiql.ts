@@ -33,11 +33,15 @@ export const WELCOME_QUERY = `# linkgate's GraphQL API: sign-in, identifier link
 # With a key and a token:     { viewer { id email identifiers { value } } }
 `;
 
-const PAGE_OPTIONS: GraphiQLOptions = {
+const PAGE_OPTIONS: GraphiQLOptions & { shouldPersistHeaders: boolean } = {
   title: "linkgate API",
   defaultQuery: WELCOME_QUERY,
   // Header values must be ISO-8859-1 (fetch refuses anything else): no "…" here.
   headers: JSON.stringify({ "X-API-Key": "<your project's lg_sk_... or lg_pk_... key>" }, null, 2),
+  // The headers hold a secret key or a token: never in localStorage, where yoga's GraphiQL kept
+  // them for good, readable by any script of this origin's pages (30th review). The dashboard
+  // keeps its key in sessionStorage; /docs keeps none.
+  shouldPersistHeaders: false,
 };
 
 /** The yoga `graphiql` option (always false: see above) and the plugins for `config.graphiql`. */

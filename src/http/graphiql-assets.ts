@@ -33,6 +33,9 @@ export const GRAPHIQL_HEADERS: Record<string, string> = {
   "x-content-type-options": "nosniff",
   "referrer-policy": "no-referrer",
   "x-frame-options": "DENY",
+  // the page a secret key is typed into: the site that opened it must not be able to send this
+  // tab elsewhere (a look-alike asking for the key again), as on every other page
+  "cross-origin-opener-policy": "same-origin",
 };
 
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
@@ -74,6 +77,15 @@ const BOOT_JS = `"use strict";
       return base + (workers[label] || workers.editorWorkerService);
     },
   };
+  // headers an earlier version let GraphiQL keep (a key, a token): gone, tabs and all
+  try {
+    localStorage.removeItem("graphiql:headers");
+    var tabs = JSON.parse(localStorage.getItem("graphiql:tabState") || "null");
+    if (tabs && Array.isArray(tabs.tabs)) {
+      tabs.tabs.forEach(function (t) { t.headers = null; });
+      localStorage.setItem("graphiql:tabState", JSON.stringify(tabs));
+    }
+  } catch (e) {}
   document.addEventListener("DOMContentLoaded", function () {
     var options = JSON.parse(document.getElementById("graphiql-options").textContent);
     YogaGraphiQL.renderYogaGraphiQL(document.getElementById("root"), options);
