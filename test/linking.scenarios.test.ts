@@ -501,7 +501,11 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       expect(newcomer.accountId).not.toBe(a.accountId);
       // the phone over GraphQL, then another account attaches it
       expect(await gql(a, GQL.remove, { phone: tel.phone })).toEqual({ __typename: "MessagePayload", message: "Account unlinked successfully" });
-      await noticed(e164(tel.phone), /was removed from your account/);
+      await noticed(e164(tel.phone), /phone number was removed from your account/);
+      // the number that left learns what and when, not from where (30th review); the account's own learn all
+      const texts = (to: string) => h.mailbox.messages.filter((m) => m.to === to && /phone number was removed/.test(m.text)).map((m) => m.text);
+      expect(texts(e164(tel.phone))).toEqual([expect.stringMatching(/^When: [^\n]+ UTC\.$/m)]);
+      await noticed(e164((a.own as { phone: string }).phone), /phone number was removed from your account[\s\S]*When: [^\n]+ From: /);
       const c = await fresh();
       await linked(c, tel, "attached");
     });
@@ -571,6 +575,10 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       for (const to of [addr(b.own), e164(bTel.phone)]) {
         await noticed(to, /separated from the account it was merged with/);
       }
+      // the other side of the unmerge is not told where it was done from (30th review); the primary is
+      const separated = (to: string) => h.mailbox.messages.filter((m) => m.to === to && /separated/.test(m.text)).map((m) => m.text);
+      expect(separated(e164(bTel.phone)).at(-1)).toMatch(/^When: [^\n]+ UTC\.$/m);
+      await noticed(e164((a.own as { phone: string }).phone), /separated from the account[\s\S]*When: [^\n]+ From: /);
       const backB = await h.signIn(b.own);
       expect(backB.accountId).toBe(b.accountId);
       expect(await userinfo(backB)).toMatchObject({ sub: b.accountId, name: "Bo", phone_number: e164(bTel.phone) });

@@ -79,16 +79,18 @@ function describe(change: AccountChange): { subject: string; what: string; undo:
   }
 }
 
-export function noticeText(change: AccountChange, at: Date, clientAddress: string): { subject: string; text: string } {
+/** `clientAddress` null: the notice says when, not from where (announce's `leaving`). */
+export function noticeText(change: AccountChange, at: Date, clientAddress: string | null): { subject: string; text: string } {
   const { subject, what, undo } = describe(change);
   const when = at.toISOString().replace("T", " ").slice(0, 16) + " UTC";
+  const from = clientAddress === null ? "" : ` From: ${clientAddress === "local" ? "this service itself" : clientAddress}.`;
   return {
     subject,
     // texts have no subject line, so the body starts with it
     text: [
       `${subject}.`,
       `${what}`,
-      `When: ${when}. From: ${clientAddress === "local" ? "this service itself" : clientAddress}.`,
+      `When: ${when}.${from}`,
       `If this was you, there is nothing to do.`,
       `If it was not you: ${undo}.`,
     ].join("\n"),
@@ -118,9 +120,16 @@ export function others(ids: Identifier[], except?: Identifier): Identifier[] {
  * Queues the notices of one change, to be sent after it commits: call inside the change's
  * transaction with the identifiers to tell.
  */
-export async function announce(tx: Tx, actor: Actor, change: AccountChange, recipients: Identifier[]): Promise<void> {
-  const { subject, text } = noticeText(change, new Date(), actor.clientAddress);
+export async function announce(tx: Tx, actor: Actor, change: AccountChange, recipients: Identifier[], leaving: Identifier[] = []): Promise<void> {
+  const at = new Date();
+  const told = noticeText(change, at, actor.clientAddress);
+  // Whoever holds what is leaving the account (an address removed, the other side of an
+  // unmerge) learns what happened and when, not from where: an owner removing an intruder's
+  // address, or undoing a merge forced on them, sent the intruder their client address (30th review).
+  const toLeaving = noticeText(change, at, null);
   // an external identifier cannot be written to
-  const notices: Notice[] = others(recipients).filter(isContact).map((to) => ({ to, subject, text }));
+  const notices: Notice[] = others(recipients)
+    .filter(isContact)
+    .map((to) => ({ to, ...(leaving.some((l) => same(l, to)) ? toLeaving : told) }));
   await queueNotices(tx, actor.projectId, notices, actor.user?.accountId);
 }

@@ -232,7 +232,7 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
       ["user.identifier.unlinked", { identifier: { type: identifier.kind, value: identifier.value } }],
       ["user.updated", {}],
     ]);
-    await announce(tx, actor, { kind: "removed", identifier }, [identifier, ...(await signInIdentifiers(tx, me.id))]);
+    await announce(tx, actor, { kind: "removed", identifier }, [identifier, ...(await signInIdentifiers(tx, me.id))], [identifier]);
   });
   deps.notices.kick();
   return { message: "Account unlinked successfully" as const };
@@ -310,7 +310,8 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   // a receiver that follows identifiers by their events learns that those left the primary
   const left = identifiers.map((i): [EventType, object] => ["user.identifier.unlinked", { identifier: { type: i.kind, value: i.value } }]);
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ...left, ["user.updated", {}]]);
-  await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...(await identifiersOf(tx, secondaryId))]);
+  const theirs = await identifiersOf(tx, secondaryId);
+  await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...theirs], theirs);
 }
 
 /** The primary's events of one change: its user object is read once, all events written in one statement. */
