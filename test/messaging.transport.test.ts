@@ -1,0 +1,78 @@
+// The transports codes and notices go out by, against real receivers on loopback: an SMTP server
+// (smtp-server) and HTTP servers standing for an SMS gateway (30th review).
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { SMTPServer } from "smtp-server";
+import { afterEach, describe, expect, it } from "vitest";
+import { createLogger } from "../src/log.ts";
+import { createMessenger } from "../src/messaging/transport.ts";
+
+const logger = createLogger("silent");
+const closers: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (closers.length) await closers.pop()!();
+});
+
+async function httpServer(handler: http.RequestListener): Promise<{ url: string; hits: Array<{ path: string; headers: http.IncomingHttpHeaders; body: string }> }> {
+  const hits: Array<{ path: string; headers: http.IncomingHttpHeaders; body: string }> = [];
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      hits.push({ path: req.url ?? "", headers: req.headers, body });
+      handler(req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  closers.push(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits };
+}
+
+describe("the SMS webhook", () => {
+  it("takes its user and password from the URL as HTTP Basic credentials (fetch refuses them in the URL), and never logs them", async () => {
+    const gateway = await httpServer((_req, res) => res.writeHead(200).end());
+    const lines: string[] = [];
+    const url = new URL(gateway.url);
+    url.username = "sms";
+    url.password = "S3cret:Gateway Pass";
+    const messenger = createMessenger({ smsWebhookUrl: `${url.href}send`, smtpFrom: "x@example.com", logger: createLogger("info", { write: (l: string) => void lines.push(l) }) });
+    await messenger.send({ to: { kind: "phone", value: "+14155550143" }, subject: "s", text: "Your code is 123456" });
+    expect(gateway.hits).toHaveLength(1);
+    expect(gateway.hits[0].path).toBe("/send");
+    expect(gateway.hits[0].headers.authorization).toBe(`Basic ${Buffer.from("sms:S3cret:Gateway Pass").toString("base64")}`);
+    expect(JSON.parse(gateway.hits[0].body)).toEqual({ to: "+14155550143", body: "Your code is 123456" });
+    expect(lines.join("")).not.toContain("S3cret");
+  });
+
+  it("does not follow a redirect: the number and the text go nowhere else", async () => {
+    const elsewhere = await httpServer((_req, res) => res.writeHead(200).end());
+    const gateway = await httpServer((_req, res) => res.writeHead(307, { location: `${elsewhere.url}/steal` }).end());
+    const messenger = createMessenger({ smsWebhookUrl: `${gateway.url}/send`, smtpFrom: "x@example.com", logger });
+    await expect(messenger.send({ to: { kind: "phone", value: "+14155550143" }, subject: "s", text: "Your code is 123456" })).rejects.toThrow();
+    expect(elsewhere.hits).toEqual([]);
+  });
+});
+
+describe("SMTP", () => {
+  it("a relay that takes a message and never acknowledges it fails the send within the socket's deadline, and is not sent it again", async () => {
+    let received = 0;
+    const smtp = new SMTPServer({
+      authOptional: true,
+      disabledCommands: ["STARTTLS"],
+      logger: false,
+      onData(stream) {
+        // reads the whole message, then never answers
+        stream.on("data", () => {});
+        stream.on("end", () => void received++);
+      },
+    });
+    await new Promise<void>((resolve) => smtp.listen(0, "127.0.0.1", resolve));
+    closers.push(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
+    const port = (smtp.server.address() as AddressInfo).port;
+    // a shorter silence than the default 15 s, by the URL's own query, which wins
+    const messenger = createMessenger({ smtpUrl: `smtp://127.0.0.1:${port}?socketTimeout=500`, smtpFrom: "linkgate@example.com", logger });
+    closers.push(async () => messenger.close());
+    await expect(messenger.send({ to: { kind: "email", value: "ada@example.com" }, subject: "Your code", text: "Your code is 123456" })).rejects.toMatchObject({ code: "ETIMEDOUT" });
+    expect(received).toBe(1);
+  });
+});
