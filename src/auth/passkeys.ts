@@ -303,7 +303,7 @@ async function claimCounter(db: Db, passkeyId: string, seen: bigint): Promise<bi
 export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { response: unknown }): Promise<TokenResponse> {
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   const { accountId, sessionId } = await transaction(deps.prisma, async (tx) => {
-    const { primary: accountId } = await lockPasskeyAccount(tx, actor.projectId, passkey.id);
+    const accountId = await lockPasskeyAccount(tx, actor.projectId, passkey.id);
     const sessionId = await startSession(
       tx,
       actor,
@@ -327,7 +327,7 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
 export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, input: { response: unknown }): Promise<TokenResponse> {
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
   await transaction(deps.prisma, async (tx) => {
-    if ((await lockPasskeyAccount(tx, actor.projectId, passkey.id)).primary !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
+    if ((await lockPasskeyAccount(tx, actor.projectId, passkey.id)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
     await markReauthenticated(tx, actor.user.sessionId, "passkey", passkey.id);
   });
   return reissueTokens(deps, actor);
@@ -359,11 +359,11 @@ async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id:
  * removed or given back after this commits finds the session this writes, and ends it
  * (docs/security.md, "Stolen sessions").
  */
-export async function lockPasskeyAccount(tx: Tx, projectId: string, passkeyId: string): Promise<{ owner: string; primary: string }> {
+export async function lockPasskeyAccount(tx: Tx, projectId: string, passkeyId: string): Promise<string> {
   const owner = await passkeyOwner(tx, passkeyId);
   const primary = await primaryOf(tx, projectId, owner);
   if ((await passkeyOwner(tx, passkeyId)) !== owner) throw new DecideAgain("the passkey moved to another account");
-  return { owner, primary };
+  return primary;
 }
 
 async function passkeyOwner(tx: Tx, passkeyId: string): Promise<string> {

@@ -69,11 +69,11 @@ type Entry = {
 
 /** The verdict of one attempt on its endpoint. `reached`: a request went out (SendResult.reached). */
 export function verdictOf(sent: { statusCode: number | null; durationMs: number; reached: boolean }, timeoutMs: number): Verdict {
+  const slow = sent.durationMs > timeoutMs / 2;
   // Before the request, only resolving the host takes time: a name that takes more than half
   // the timeout holds a slot as a receiver that never answers does (30th review)
-  if (!sent.reached) return sent.durationMs > timeoutMs / 2 ? "stalled" : "neutral";
+  if (!sent.reached) return slow ? "stalled" : "neutral";
   const s = sent.statusCode;
-  const slow = sent.durationMs > timeoutMs / 2;
   if (s === null || s === 429 || s >= 500) return slow ? "stalled" : "failed";
   return slow ? "slow" : "answered";
 }

@@ -209,7 +209,7 @@ async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed:
  * of a state that already succeeded too: the stored sign-in goes only to a passkey of its account
  * (any passkey of the project, a stranger's own, used to get it).
  */
-async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkey?: { id: string; accountId: string }): Promise<SignedIn> {
+async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkey?: { id: string }): Promise<SignedIn> {
   if (!(await consumeOtp(tx, stateId))) {
     const done = (await storedResult(tx, stateId)) as SignedIn | null;
     if (!done) throw new OTPInvalid();
@@ -238,7 +238,7 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
 
 /** The passkey signs in to `accountId`, read under its account's lock (lockPasskeyAccount): not where it was before an unmerge gave it back. */
 async function assertPasskeyOf(tx: Tx, actor: Actor, passkeyId: string, accountId: string): Promise<void> {
-  if ((await lockPasskeyAccount(tx, actor.projectId, passkeyId)).primary !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
+  if ((await lockPasskeyAccount(tx, actor.projectId, passkeyId)) !== accountId) throw new PasskeyInvalid("that passkey does not sign in to the account of that address");
 }
 
 /**
