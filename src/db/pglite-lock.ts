@@ -62,8 +62,23 @@ function holderOf(file: string): { pid: number; token: string | undefined } | nu
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM"; // alive, owned by another user
+    return (err as NodeJS.ErrnoException).code === "EPERM" && !zombie(pid); // alive, owned by another user
+  }
+  return !zombie(pid);
+}
+
+/**
+ * A process that has exited but whose parent has not reaped it (a supervisor or a shell that
+ * never waits, a container's first process that does not reap) still answers signal 0, yet holds
+ * no file (31st review). Linux says so in /proc/<pid>/stat, whose third field follows the name in
+ * parentheses; elsewhere the check is signal 0 alone.
+ */
+function zombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
+  } catch {
+    return false;
   }
 }
