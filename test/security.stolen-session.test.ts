@@ -149,6 +149,17 @@ describe.concurrent.each(backends)("a stolen session on %s", (backend) => {
     }
     expect(await h.db.prisma.passkey.count({ where: { id: passkeyId } })).toBe(1);
 
+    // touched but not verified (no PIN, no biometrics): not a re-authentication
+    const unverifiedOpts = await h.gql(`mutation { startPasskeySignIn }`);
+    const unverified = await h.gql(
+      `mutation($r: JSON!) { reauthenticateWithPasskey(response: $r) { __typename } }`,
+      { r: auth.get(unverifiedOpts.body.data.startPasskeySignIn, undefined, { userVerified: false }) },
+      bearer(user.token),
+    );
+    expect(unverified.body.data.reauthenticateWithPasskey.__typename).toBe("PasskeyInvalid");
+    const stillStale = await h.gql(`mutation { removePasskey(id: "${passkeyId}") { __typename } }`, {}, bearer(user.token));
+    expect(stillStale.body.data.removePasskey.__typename).toBe("ReauthenticationRequired");
+
     const signOpts = await h.gql(`mutation { startPasskeySignIn }`);
     const re = await h.gql(
       `mutation($r: JSON!) { reauthenticateWithPasskey(response: $r) { __typename ... on SignInTokens { accessToken } } }`,

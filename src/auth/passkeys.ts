@@ -257,7 +257,7 @@ type Verified = { passkey: { id: string; accountId: string; name: string; counte
  * comparison happens here, after the signature proved the authenticator's word, so that a
  * cloned authenticator is reported.
  */
-export async function verifyPasskeyAssertion(deps: Deps, actor: Actor, raw: unknown): Promise<Verified> {
+export async function verifyPasskeyAssertion(deps: Deps, actor: Actor, raw: unknown, check: { userVerified: boolean } = { userVerified: false }): Promise<Verified> {
   const { projectId } = actor;
   const response = parseResponse(authenticationSchema, raw) as AuthenticationResponseJSON;
   const challenge = await signedChallenge(response.response.clientDataJSON, "webauthn.get");
@@ -271,9 +271,9 @@ export async function verifyPasskeyAssertion(deps: Deps, actor: Actor, raw: unkn
     expectedOrigin: party.origins,
     expectedRPID: party.id,
     credential: { id: passkey.credentialId, publicKey: new Uint8Array(passkey.publicKey), counter: 0, transports: passkey.transports as AuthenticatorTransport[] },
-    requireUserVerification: false,
+    requireUserVerification: check.userVerified,
   }).catch(() => null);
-  if (!verified?.verified) throw new PasskeyInvalid();
+  if (!verified?.verified) throw new PasskeyInvalid(check.userVerified ? "the passkey did not verify, or did not verify its user (a PIN or biometrics)" : undefined);
   const counter = BigInt(verified.authenticationInfo.newCounter);
   const stored = await claimCounter(deps.prisma, passkey.id, counter);
   if (stored !== null) {
@@ -322,10 +322,14 @@ export async function finishPasskeySignIn(deps: Deps, actor: Actor, input: { res
 
 /**
  * Re-authenticates the current session with a passkey that signs into its account (its own,
- * or its merged secondary's): the session and its `sid` stay, its auth_time moves.
+ * or its merged secondary's): the session and its `sid` stay, its auth_time moves. The
+ * authenticator must have verified its user (a PIN or biometrics), not only been touched: a
+ * re-authentication is asked for because the session alone is not trusted, and whoever sits at
+ * the session's device may have its security key too (31st review). Sign-in keeps "preferred",
+ * as the options say: a passkey there stands in for a code sent to a mailbox.
  */
 export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, input: { response: unknown }): Promise<TokenResponse> {
-  const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
+  const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response, { userVerified: true });
   await transaction(deps.prisma, async (tx) => {
     if ((await lockPasskeyAccount(tx, actor.projectId, passkey.id)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
     await markReauthenticated(tx, actor.user.sessionId, "passkey", passkey.id);

@@ -34,7 +34,8 @@ function coseKey(publicKey: KeyObject): Uint8Array {
 
 const FLAGS = { UP: 0x01, UV: 0x04, AT: 0x40 };
 
-export type Overrides = { origin?: string; rpId?: string; challenge?: string; type?: string; counter?: number };
+/** userVerified: false makes an assertion without the UV flag (a security key without a PIN, a skipped prompt). */
+export type Overrides = { origin?: string; rpId?: string; challenge?: string; type?: string; counter?: number; userVerified?: boolean };
 
 export class SoftAuthenticator {
   readonly credentials: Credential[] = [];
@@ -63,7 +64,7 @@ export class SoftAuthenticator {
   /** navigator.credentials.get() with a discoverable credential: no identifier typed */
   get(options: any, credential = this.credentials[this.credentials.length - 1], o: Overrides = {}) {
     credential.counter = o.counter ?? credential.counter + 1;
-    const authData = concat(sha256(o.rpId ?? credential.rpId), new Uint8Array([FLAGS.UP | FLAGS.UV]), u32(credential.counter));
+    const authData = concat(sha256(o.rpId ?? credential.rpId), new Uint8Array([FLAGS.UP | (o.userVerified === false ? 0 : FLAGS.UV)]), u32(credential.counter));
     const clientData = this.clientData(o.type ?? "webauthn.get", o.challenge ?? options.challenge, o.origin);
     const signature = sign("sha256", concat(authData, sha256(clientData)), credential.privateKey);
     return {
