@@ -175,9 +175,17 @@ export async function jsonBody(c: Context, allowed: readonly string[]): Promise<
   return checkFields(body as Record<string, unknown>, allowed);
 }
 
+/**
+ * Only the documented fields, and none of them null: no REST body field takes null (docs/rest.md),
+ * so `{"email": null, "phone": "+1…"}` is a body with both fields, one of the wrong type, not a
+ * phone alone (31st review). GraphQL differs on purpose: there an explicit null argument is how
+ * clients leave one out.
+ */
 function checkFields(body: Record<string, unknown>, allowed: readonly string[]) {
   const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
   if (unknown.length) throw new InvalidRequest(`unexpected field${unknown.length > 1 ? "s" : ""}: ${unknown.join(", ")}`);
+  const nulls = Object.keys(body).filter((k) => body[k] === null);
+  if (nulls.length) throw new InvalidRequest(`${nulls.join(", ")} cannot be null: leave ${nulls.length > 1 ? "them" : "it"} out instead`);
   return body;
 }
 
