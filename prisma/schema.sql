@@ -932,6 +932,11 @@ BEGIN
     RETURN NEXT;
     RETURN;
   END IF;
+  -- the identifier's turn (wrong_codes_turn, src/auth/sign-in.sql): the caps below read what the turns before left
+  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
+  IF FOUND THEN
+    PERFORM wrong_codes_turn(p_project, v_kind, v_value);
+  END IF;
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
       AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
@@ -957,6 +962,10 @@ BEGIN
   id_kind := v_kind::text;
   id_value := v_value;
   IF NOT v_ok THEN
+    -- counted in this turn; a gateway of the previous release (no cap_window) counts it itself
+    IF p ? 'cap_window' THEN
+      PERFORM wrong_code_counted(p_project, v_kind, v_value, p_cap_prefix, (p->>'cap_window')::integer, p_address_group, (p->>'address_window')::integer);
+    END IF;
     outcome := 'wrong';
     RETURN NEXT;
     RETURN;
@@ -1063,6 +1072,40 @@ BEGIN
   UPDATE otp_states SET consumed_at = v_now, result = p_merged_result::jsonb WHERE id = p_state;
   outcome := 'merged';
   stored := p_merged_result;
+  RETURN NEXT;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.otp_judge(p jsonb)
+ RETURNS TABLE(ok boolean, attempts integer, kind text, value text)
+ LANGUAGE plpgsql
+AS $function$
+#variable_conflict use_variable
+DECLARE
+  p_project text := p->>'project';
+  p_state text := p->>'state';
+  p_hash text := p->>'hash';
+  v_kind identifier_kind;
+  v_value text;
+BEGIN
+  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  PERFORM wrong_codes_turn(p_project, v_kind, v_value);
+  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
+    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = (p->>'purpose')::otp_purpose
+      AND s.account_id IS NOT DISTINCT FROM (p->>'account') AND s.session_id IS NOT DISTINCT FROM (p->>'session')
+      AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < (p->>'max_tries')::integer
+      AND sign_in_capped(s.project_id, s.kind, s.value, p->>'fail_prefix', (p->>'fail_max')::integer, link_text_array(p->'judge_places'), (p->>'known_days')::integer) IS NULL
+      AND sign_in_address_capped(s.project_id, s.kind, s.value, p->>'address_group', (p->>'address_max')::integer) IS NULL
+    RETURNING s.code_hash = p_hash, s.attempts, s.kind::text, s.value INTO ok, attempts, kind, value;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF NOT ok THEN
+    PERFORM wrong_code_counted(p_project, v_kind, v_value, p->>'fail_prefix', (p->>'fail_window')::integer, p->>'address_group', (p->>'address_window')::integer);
+  END IF;
   RETURN NEXT;
 END
 $function$;
@@ -1208,6 +1251,11 @@ DECLARE
   v_types text[];
   v_bodies text[];
 BEGIN
+  -- the identifier's turn (wrong_codes_turn): the caps below read what the turns before left
+  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
+  IF FOUND THEN
+    PERFORM wrong_codes_turn(p_project, v_kind, v_value);
+  END IF;
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
       consumed_at = CASE WHEN s.code_hash = p_hash THEN v_now END
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
@@ -1248,6 +1296,10 @@ BEGIN
     id_kind := v_kind::text;
     id_value := v_value;
     IF NOT v_ok THEN
+      -- counted in this turn; a gateway of the previous release (no fail_window) counts it itself
+      IF p ? 'fail_window' THEN
+        PERFORM wrong_code_counted(p_project, v_kind, v_value, p_fail_prefix, (p->>'fail_window')::integer, p_address_group, (p->>'address_window')::integer);
+      END IF;
       outcome := 'wrong';
       RETURN NEXT;
       RETURN;
@@ -1317,6 +1369,30 @@ BEGIN
     INTO name, updated_at_ms, email, phone
     FROM accounts a WHERE a.id = v_account;
   RETURN NEXT;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.wrong_code_counted(p_project text, p_kind public.identifier_kind, p_value text, p_prefix text, p_window integer, p_group text, p_address_window integer)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
+    VALUES (p_prefix || p_project || ':' || p_kind::text || ':' || p_value, now(), p_window, 1),
+           ('fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group, now(), p_address_window, 1)
+    ON CONFLICT (key) DO UPDATE SET
+      count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
+      window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
+      window_seconds = EXCLUDED.window_seconds;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.wrong_codes_turn(p_project text, p_kind public.identifier_kind, p_value text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  PERFORM pg_advisory_xact_lock(1818720099, hashtext(p_project || ':' || p_kind::text || ':' || p_value));
 END
 $function$;
 

@@ -377,6 +377,27 @@ export async function countFailures(db: DbLike, checks: Check[]): Promise<Counte
   });
 }
 
+const READ_COUNTERS = prepared<{ key: string; count: number; resets_in: number }>(
+  "read_counters",
+  { key: "text", count: "int4", resets_in: "int4" },
+  `SELECT key, count, ${RESETS_IN} AS resets_in FROM rate_limits
+   WHERE key = ANY ($1::text[]) AND window_start > now() - make_interval(secs => window_seconds)`,
+);
+
+/**
+ * Counters as they stand, counting nothing: one counted by a statement of its own (a wrong code,
+ * src/auth/sign-in.sql wrong_code_counted) that its caller alarms on. `tripped`: at exactly its
+ * maximum, which one count reaches once per window. A counter with no live window is left out.
+ */
+export async function readCounters(db: DbLike, checks: Check[]): Promise<Counter[]> {
+  const rows = await run(db, READ_COUNTERS, [checks.map((x) => x.key)]);
+  const limits = new Map(checks.map((x) => [x.key, x.limit.max]));
+  return rows.map((r) => {
+    const max = limits.get(r.key)!;
+    return { key: r.key, count: r.count, resetsIn: Math.max(1, r.resets_in), over: r.count >= max, tripped: r.count === max };
+  });
+}
+
 /**
  * The identifier of OTP state `s` took its hourly wrong codes from everywhere (its counter `r`
  * in rate_limits under the key `prefix` || project:kind:value has reached `max`) and the call

@@ -20,7 +20,7 @@ import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../me
 import type { Contact, Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
-import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, stateAddressCapped, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
+import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, readCounters, stateAddressCapped, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
 
 const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${addressGroup(address)}`;
 const FAIL_IDENTIFIER = "fail:id:";
@@ -201,7 +201,8 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   // is not judged (except from where it signed in before). The guard rides in the statement
   // that judges the code; only a code that was not judged asks why, so a sign-in costs nothing more.
   const places = placesHere(clientAddress);
-  const guard = { keyPrefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places, address: addressCap(deps, clientAddress) };
+  const { max, windowSeconds } = deps.limits.failuresPerIdentifier;
+  const guard = { keyPrefix: FAIL_IDENTIFIER, max, windowSeconds, places, address: addressCap(deps, clientAddress) };
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, fields.stateId, fields.otp, guard);
   } catch (err) {
@@ -216,8 +217,9 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
  * The identifier-wide wrong-code cap for a verify decided in one statement (src/auth/sign-in.sql):
  * the counter's key prefix and maximum; the statement reads the counter as refuseIfCapped does.
  */
-export function identifierCapGuard(deps: Deps): { fail_prefix: string; fail_max: number } {
-  return { fail_prefix: FAIL_IDENTIFIER, fail_max: deps.limits.failuresPerIdentifier.max };
+export function identifierCapGuard(deps: Deps): { fail_prefix: string; fail_max: number; fail_window: number } {
+  const { max, windowSeconds } = deps.limits.failuresPerIdentifier;
+  return { fail_prefix: FAIL_IDENTIFIER, fail_max: max, fail_window: windowSeconds };
 }
 
 /**
@@ -225,14 +227,15 @@ export function identifierCapGuard(deps: Deps): { fail_prefix: string; fail_max:
  * (src/auth/sign-in.sql sign_in_address_capped reads keys.failIdentifier's counter), not only
  * before one is sent: states opened first would each take their tries.
  */
-export function addressCap(deps: Deps, clientAddress: string): { group: string; max: number } {
-  return { group: addressGroup(clientAddress), max: deps.limits.failuresPerSubject.max };
+export function addressCap(deps: Deps, clientAddress: string): { group: string; max: number; windowSeconds: number } {
+  const { max, windowSeconds } = deps.limits.failuresPerSubject;
+  return { group: addressGroup(clientAddress), max, windowSeconds };
 }
 
 /** addressCap as sign_in_verify's fields. */
-export function addressCapGuard(deps: Deps, clientAddress: string): { address_group: string; address_max: number } {
-  const { group, max } = addressCap(deps, clientAddress);
-  return { address_group: group, address_max: max };
+export function addressCapGuard(deps: Deps, clientAddress: string): { address_group: string; address_max: number; address_window: number } {
+  const { group, max, windowSeconds } = addressCap(deps, clientAddress);
+  return { address_group: group, address_max: max, address_window: windowSeconds };
 }
 
 /** The statement did not judge the code because the identifier is capped: counted as a refusal, answered RateLimited. */
@@ -269,9 +272,9 @@ export type VerifyInStatement = {
   failKey: string;
   failMax: number;
   /** The identifier-wide cap, judged there as sign_in_verify judges it (src/auth/sign-in.sql sign_in_capped). */
-  cap: { prefix: string; max: number; places: string[]; knownDays: number };
+  cap: { prefix: string; max: number; windowSeconds: number; places: string[]; knownDays: number };
   /** The identifier's wrong codes from this address group (sign_in_address_capped). */
-  address: { group: string; max: number };
+  address: { group: string; max: number; windowSeconds: number };
 };
 
 export function verifyInStatement(
@@ -293,7 +296,7 @@ export function checkInStatement(deps: Deps, binding: OtpBinding & { accountId: 
     maxTries: OTP_MAX_TRIES,
     failKey: subjectKeys(binding)!.fail,
     failMax: deps.limits.failuresPerSubject.max,
-    cap: { prefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, places: placesHere(clientAddress), knownDays: KNOWN_FOR_DAYS },
+    cap: { prefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, windowSeconds: deps.limits.failuresPerIdentifier.windowSeconds, places: placesHere(clientAddress), knownDays: KNOWN_FOR_DAYS },
     address: addressCap(deps, clientAddress),
   };
 }
@@ -315,18 +318,18 @@ export async function wrongCode(deps: Deps, binding: OtpBinding, stateId: string
 // identifier at this address group (checked before every send and every verify), so opening
 // many states buys no extra guesses, and a stranger's guesses block the owner only where the
 // stranger is: in the owner's own address group (a shared IPv4 address, the same IPv6 /64),
-// for the rest of the hour (docs/security.md, "Wrong codes").
+// for the rest of the hour (docs/security.md, "Wrong codes"). The identifier's counters were
+// counted by the statement that judged the code (src/auth/sign-in.sql wrong_code_counted), in
+// the identifier's turn; the account's is counted here, and only for a code a state of the
+// account judged: made-up state ids, which no state judged, used to count too, so a stale token
+// could post fifteen of them and lock its owner out of linking for an hour (31st review).
 async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err: WrongCode, clientAddress: string) {
-  const failures: Check[] = [];
+  if (!err.identifier) return;
   const subject = subjectKeys(binding);
-  if (subject) failures.push({ key: subject.fail, limit: deps.limits.failuresPerSubject });
-  if (err.identifier) {
-    failures.push({ key: keys.failIdentifier(binding.projectId, err.identifier, clientAddress), limit: deps.limits.failuresPerSubject });
-    failures.push({ key: keys.failIdentifierAll(binding.projectId, err.identifier), limit: deps.limits.failuresPerIdentifier });
-  }
-  const counted = await countFailures(deps.db, failures);
+  if (subject) await countFailures(deps.db, [{ key: subject.fail, limit: deps.limits.failuresPerSubject }]);
   // the wrong code that reached the identifier-wide cap: the project hears of it once an hour
-  await raiseAlarms(deps, binding.projectId, counted.filter((c) => c.key.startsWith(FAIL_IDENTIFIER)), clientAddress, err.identifier?.kind ?? "email");
+  const identifierWide = { key: keys.failIdentifierAll(binding.projectId, err.identifier), limit: deps.limits.failuresPerIdentifier };
+  await raiseAlarms(deps, binding.projectId, await readCounters(deps.db, [identifierWide]), clientAddress, err.identifier.kind);
   if (!err.exhausted) return;
   await transaction(deps.prisma, (tx) =>
     enqueue(tx, {

@@ -8,9 +8,7 @@ import { hmacHex, safeEqual } from "../crypto.ts";
 import { OTPInvalid } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { Identifier } from "./identifiers.ts";
-import { Prisma } from "../generated/prisma/client.ts";
-import { withHoles } from "../db/fast.ts";
-import { identifierCappedCondition, type NewOtpState } from "../rate-limit.ts";
+import { KNOWN_FOR_DAYS, type NewOtpState } from "../rate-limit.ts";
 
 export const OTP_TTL_MS = 10 * 60 * 1000;
 export const OTP_MAX_TRIES = 5;
@@ -61,6 +59,9 @@ export function newOtpState(key: Buffer, binding: OtpBinding, identifier: Identi
 
 export type CheckedOtp = { identifier: Identifier; /** set when this state already succeeded */ result: unknown | null };
 
+/** The identifier-wide cap (spared at `places`), and the identifier's wrong codes from this address group, with their windows. */
+export type JudgeGuard = { keyPrefix: string; max: number; windowSeconds: number; places: string[]; address: { group: string; max: number; windowSeconds: number } };
+
 /**
  * Checks a code against a live state bound to `binding`. Wrong codes throw OTPInvalid with
  * `exhausted` telling whether this try killed the state. A correct code on a state that
@@ -72,28 +73,35 @@ export type CheckedOtp = { identifier: Identifier; /** set when this state alrea
  * the right code (a client retrying) never use up the state or count as failures. Comparing
  * in SQL is not constant-time, but what is compared are HMACs under a server key: timing can
  * at most reveal a prefix of an HMAC, which says nothing about the code.
+ *
+ * Judged by otp_judge (src/auth/sign-in.sql) in the identifier's turn: a state whose identifier
+ * took its hourly wrong codes from everywhere is not judged (nor its try counted) unless the
+ * call comes from a known place, nor one whose identifier took its wrong codes from this
+ * address group; a wrong code is counted against the identifier before the next code of it is
+ * judged, so parallel verifies cannot all be judged before any is counted (31st review).
  */
-/**
- * A state whose identifier took its hourly wrong codes from everywhere is not judged (nor its
- * try counted) unless the call comes from a known place: the key prefix and maximum of that
- * counter, and the call's places (src/rate-limit.ts identifierCappedCondition).
- */
-/** The identifier-wide cap (spared at `places`), and the identifier's wrong codes from this address group. */
-export type JudgeGuard = { keyPrefix: string; max: number; places: string[]; address: { group: string; max: number } };
-
-export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string, guard?: JudgeGuard): Promise<CheckedOtp> {
+export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string, guard: JudgeGuard): Promise<CheckedOtp> {
   if (!isSixDigits(code)) throw new OTPInvalid("the code is six digits");
   const hash = codeHash(key, stateId, code);
-  const uncapped = guard
-    ? Prisma.sql`AND NOT EXISTS (SELECT 1 FROM rate_limits r WHERE ${withHoles(identifierCappedCondition("\0", "\0", "\0"), guard.keyPrefix, guard.max, guard.places)})
-        AND sign_in_address_capped(s.project_id, s.kind, s.value, ${guard.address.group}, ${guard.address.max}::int) IS NULL`
-    : Prisma.empty;
+  const p = {
+    project: binding.projectId,
+    state: stateId,
+    hash,
+    purpose: binding.purpose,
+    account: binding.accountId,
+    session: binding.sessionId ?? null,
+    max_tries: OTP_MAX_TRIES,
+    fail_prefix: guard.keyPrefix,
+    fail_max: guard.max,
+    fail_window: guard.windowSeconds,
+    address_group: guard.address.group,
+    address_max: guard.address.max,
+    address_window: guard.address.windowSeconds,
+    judge_places: guard.places,
+    known_days: KNOWN_FOR_DAYS,
+  };
   const rows = await db.$queryRaw<{ ok: boolean; attempts: number; kind: Identifier["kind"]; value: string }[]>`
-    UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = ${hash} THEN 0 ELSE 1 END
-    WHERE s.id = ${stateId} AND s.project_id = ${binding.projectId} AND s.purpose = ${binding.purpose}::otp_purpose
-      AND s.account_id IS NOT DISTINCT FROM ${binding.accountId} AND s.session_id IS NOT DISTINCT FROM ${binding.sessionId ?? null}
-      AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < ${OTP_MAX_TRIES} ${uncapped}
-    RETURNING s.code_hash = ${hash} AS ok, s.attempts, s.kind::text AS kind, s.value`;
+    SELECT ok, attempts, kind, value FROM otp_judge(${JSON.stringify(p)}::jsonb)`;
   const live = rows[0];
   if (live?.ok) return { identifier: { kind: live.kind, value: live.value }, result: null };
   if (live) {

@@ -64,6 +64,82 @@ BEGIN
 END
 $$;
 
+-- Judging the codes of one identifier takes turns, and a wrong code is counted against the
+-- identifier (from this address group, and from everywhere) before the turn ends, in the
+-- transaction that judged it (31st review). The caps above read the counters when a code is
+-- judged; counted afterwards, in a statement of its own, parallel verifies were all judged
+-- before any of them was counted: 40 address groups with 5 states each had 1,000 wrong codes of
+-- one identifier judged in a burst, against a cap of 100 an hour. The turn is a transaction-level
+-- advisory lock on the identifier (class "lgwc", a hash of project, kind and value; two
+-- identifiers sharing a hash only take turns with each other): every statement after it in the
+-- transaction reads the counters as the turns before it left them. sign_in_verify,
+-- link_verify (src/linking/link-verify.sql) and otp_judge below take it first.
+CREATE OR REPLACE FUNCTION wrong_codes_turn(p_project text, p_kind identifier_kind, p_value text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock(1818720099, hashtext(p_project || ':' || p_kind::text || ':' || p_value));
+END
+$$;
+
+-- One wrong code of an identifier, counted in its turn (wrong_codes_turn): against the
+-- identifier from everywhere (p_prefix || project:kind:value, the cap of sign_in_capped) and
+-- from this address group (the key of sign_in_address_capped), each in its own window, as
+-- src/rate-limit.ts counts any counter.
+CREATE OR REPLACE FUNCTION wrong_code_counted(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_window integer, p_group text, p_address_window integer)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
+    VALUES (p_prefix || p_project || ':' || p_kind::text || ':' || p_value, now(), p_window, 1),
+           ('fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group, now(), p_address_window, 1)
+    ON CONFLICT (key) DO UPDATE SET
+      count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
+      window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
+      window_seconds = EXCLUDED.window_seconds;
+END
+$$;
+
+-- A code of a state that is not a sign-in's and not a link's (a re-authentication, an external
+-- sign-in's confirmation: src/auth/otp.ts checkOtp), judged as sign_in_verify judges one: in its
+-- identifier's turn, under the caps, the try counted under the state's row lock, a wrong code
+-- counted against the identifier. `p`: project, state, hash, purpose, account, session (the
+-- state's binding; null where the state has none), max_tries, fail_prefix, fail_max, fail_window,
+-- address_group, address_max, address_window, judge_places, known_days. No row: not judged (no
+-- live state of that binding, or a cap).
+CREATE OR REPLACE FUNCTION otp_judge(p jsonb)
+RETURNS TABLE (ok boolean, attempts integer, kind text, value text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  p_project text := p->>'project';
+  p_state text := p->>'state';
+  p_hash text := p->>'hash';
+  v_kind identifier_kind;
+  v_value text;
+BEGIN
+  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  PERFORM wrong_codes_turn(p_project, v_kind, v_value);
+  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
+    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = (p->>'purpose')::otp_purpose
+      AND s.account_id IS NOT DISTINCT FROM (p->>'account') AND s.session_id IS NOT DISTINCT FROM (p->>'session')
+      AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < (p->>'max_tries')::integer
+      AND sign_in_capped(s.project_id, s.kind, s.value, p->>'fail_prefix', (p->>'fail_max')::integer, link_text_array(p->'judge_places'), (p->>'known_days')::integer) IS NULL
+      AND sign_in_address_capped(s.project_id, s.kind, s.value, p->>'address_group', (p->>'address_max')::integer) IS NULL
+    RETURNING s.code_hash = p_hash, s.attempts, s.kind::text, s.value INTO ok, attempts, kind, value;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF NOT ok THEN
+    PERFORM wrong_code_counted(p_project, v_kind, v_value, p->>'fail_prefix', (p->>'fail_window')::integer, p->>'address_group', (p->>'address_window')::integer);
+  END IF;
+  RETURN NEXT;
+END
+$$;
+
 -- `p` holds named fields (src/auth/sign-in.ts SignInVerifyInput says what each is).
 --
 -- Outcomes: signed_in and replay (account_id, session_id and the facts tokens carry), wrong
@@ -106,6 +182,11 @@ DECLARE
   v_types text[];
   v_bodies text[];
 BEGIN
+  -- the identifier's turn (wrong_codes_turn): the caps below read what the turns before left
+  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
+  IF FOUND THEN
+    PERFORM wrong_codes_turn(p_project, v_kind, v_value);
+  END IF;
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
       consumed_at = CASE WHEN s.code_hash = p_hash THEN v_now END
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
@@ -146,6 +227,10 @@ BEGIN
     id_kind := v_kind::text;
     id_value := v_value;
     IF NOT v_ok THEN
+      -- counted in this turn; a gateway of the previous release (no fail_window) counts it itself
+      IF p ? 'fail_window' THEN
+        PERFORM wrong_code_counted(p_project, v_kind, v_value, p_fail_prefix, (p->>'fail_window')::integer, p_address_group, (p->>'address_window')::integer);
+      END IF;
       outcome := 'wrong';
       RETURN NEXT;
       RETURN;

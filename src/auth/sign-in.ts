@@ -51,9 +51,12 @@ type SignInVerifyInput = {
   max_tries: number;
   fail_prefix: string;
   fail_max: number;
+  /** The cap's window: a wrong code is counted in the statement that judged it (wrong_code_counted). */
+  fail_window: number;
   /** This request's address group and the wrong codes an identifier takes from one (sign_in_address_capped). */
   address_group: string;
   address_max: number;
+  address_window: number;
   /** The request's places (the cap spares them), and what a success records as known for KNOWN_FOR_DAYS. */
   judge_places: string[];
   record_places: string[];
@@ -122,8 +125,9 @@ const SIGN_IN_VERIFY = prepared<SignInVerifyRow>(
  *
  * The whole verify is one statement (src/auth/sign-in.sql sign_in_verify, a prepared statement
  * on the driver): the code judged under the state's row lock, the account found or created,
- * known places, session, events and the stored result, and what the tokens carry. Only a wrong
- * or unjudged code costs more statements (its counters and alarms, src/auth/otp-flow.ts).
+ * known places, session, events and the stored result, and what the tokens carry; a wrong code
+ * is counted against its identifier there too. Only a wrong or unjudged code costs more
+ * statements (its alarms, src/auth/otp-flow.ts).
  */
 export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId: string; otp: string }): Promise<TokenResponse> {
   const binding = { projectId: actor.projectId, accountId: null, purpose: "sign_in" as const };

@@ -143,6 +143,11 @@ BEGIN
     RETURN NEXT;
     RETURN;
   END IF;
+  -- the identifier's turn (wrong_codes_turn, src/auth/sign-in.sql): the caps below read what the turns before left
+  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
+  IF FOUND THEN
+    PERFORM wrong_codes_turn(p_project, v_kind, v_value);
+  END IF;
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
       AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
@@ -168,6 +173,10 @@ BEGIN
   id_kind := v_kind::text;
   id_value := v_value;
   IF NOT v_ok THEN
+    -- counted in this turn; a gateway of the previous release (no cap_window) counts it itself
+    IF p ? 'cap_window' THEN
+      PERFORM wrong_code_counted(p_project, v_kind, v_value, p_cap_prefix, (p->>'cap_window')::integer, p_address_group, (p->>'address_window')::integer);
+    END IF;
     outcome := 'wrong';
     RETURN NEXT;
     RETURN;

@@ -54,11 +54,14 @@ export type LinkVerifyInput = {
    */
   cap_prefix: string;
   cap_max: number;
+  /** The cap's window: a wrong code is counted in the statement that judged it (wrong_code_counted). */
+  cap_window: number;
   judge_places: string[];
   known_days: number;
   /** This request's address group and the wrong codes an identifier takes from one (sign_in_address_capped). */
   address_group: string;
   address_max: number;
+  address_window: number;
   /** The id an attached identifier gets. */
   identifier_id: string;
   /** The ids of the (two) events either change writes, and the channel that wakes the workers. */
