@@ -18,6 +18,8 @@ describe("a forwarded hop as a client address", () => {
     ["203.0.113.5:99999", "203.0.113.5"],
     ["2001:db8::1", "2001:db8::1"],
     ["::ffff:203.0.113.5", "203.0.113.5"],
+    ["::FFFF:203.0.113.5", "203.0.113.5"],
+    ["::ffff:0:203.0.113.5", "::ffff:0:203.0.113.5"], // SIIT: an address, grouped as its IPv4 one below
   ])("%s is %s", (hop, address) => {
     expect(normalize(hop)).toBe(address);
   });

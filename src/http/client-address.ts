@@ -6,7 +6,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
 import proxyaddr from "proxy-addr";
 import type { IncomingMessage } from "node:http";
-import { isIP } from "node:net";
+import { isIP, isIPv4 } from "node:net";
 import { DEVICE_COOKIE, DEVICE_COOKIE_MAX_AGE, withDevice } from "../auth/known-places.ts";
 
 /** Requests handed to app.fetch without a socket (tests, embedding) count as one local client. */
@@ -31,11 +31,17 @@ export function clientAddressResolver(trustedProxies: string[]) {
   };
 }
 
-/** A hop as an address: its port and brackets dropped, "::ffff:1.2.3.4" and "1.2.3.4" one client, anything else UNPARSED. */
+/**
+ * A hop as an address: its port and brackets dropped, "::ffff:1.2.3.4" and "1.2.3.4" one client,
+ * anything else UNPARSED. Only an IPv4 address after "::ffff:" is unwrapped: "::ffff:0:1.2.3.4"
+ * (SIIT) became "0:1.2.3.4", no address at all, a budget of its own that could never be a known
+ * place (31st review); it stays whole, and its group is the IPv4 address (rate-limit.ts).
+ */
 export function normalize(hop: string): string {
   const bare = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(hop)?.[1] ?? /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(hop)?.[1] ?? hop;
   if (!isIP(bare)) return UNPARSED;
-  return bare.startsWith("::ffff:") && bare.includes(".") ? bare.slice(7) : bare;
+  const mapped = /^::ffff:(.+)$/i.exec(bare)?.[1];
+  return mapped && isIPv4(mapped) ? mapped : bare;
 }
 
 /**
