@@ -28,6 +28,22 @@ describe.each(backends)("the price of unpaged lists on %s", (backend) => {
     expect(refused.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/Cost limit/), extensions: expect.objectContaining({ code: "QUERY_TOO_COMPLEX" }) })]);
   });
 
+  it("prices the deliveries narrowed only by a webhookId that may be null as every webhook's", async () => {
+    // null returns every webhook's delivery, so priced as one row it fetched a page of each (31st review)
+    const nullable = ONE_WEBHOOKS_PAGE.replace("$hook: ID!", "$hook: ID");
+    for (const [doc, variables] of [
+      [nullable, { id: "evt_anything", hook: null }],
+      [nullable, { id: "evt_anything", hook: "wh_anything" }],
+      [ONE_WEBHOOKS_PAGE.replace("$hook: ID!", "").replace("webhookId: $hook", "webhookId: null"), { id: "evt_anything" }],
+    ] as const) {
+      const refused = await h.gql(doc, variables);
+      expect(refused.status).toBe(400);
+      expect(refused.body.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: "QUERY_TOO_COMPLEX" }) })]);
+    }
+    const literal = await h.gql(ONE_WEBHOOKS_PAGE.replace("$hook: ID!", "").replace("webhookId: $hook", 'webhookId: "wh_anything"'), { id: "evt_anything" });
+    expect(literal.body).toEqual({ data: { event: null } });
+  });
+
   it("prices the deliveries narrowed to one webhook as one row, so the dashboard's event search still runs", async () => {
     const ran = await h.gql(ONE_WEBHOOKS_PAGE, { id: "evt_anything", hook: "wh_anything" });
     expect(ran.status).toBe(200);

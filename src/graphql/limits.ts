@@ -139,6 +139,7 @@ const pageArgument = (size: number): ArgumentNode => ({
  */
 function pricedPages(schema: GraphQLSchema, document: DocumentNode, lists: ListSizes): DocumentNode {
   const typeInfo = new TypeInfo(schema);
+  const narrows = narrowing(document);
   return visit(
     document,
     visitWithTypeInfo(typeInfo, {
@@ -146,13 +147,30 @@ function pricedPages(schema: GraphQLSchema, document: DocumentNode, lists: ListS
         const args = node.arguments ?? [];
         const parent = typeInfo.getParentType();
         const list = parent && lists[`${parent.name}.${node.name.value}`];
-        if (list) return list.unless && args.some((a) => a.name.value === list.unless) ? undefined : { ...node, arguments: [pageArgument(list.rows), ...args] };
+        if (list) return list.unless && args.some((a) => a.name.value === list.unless && narrows(a)) ? undefined : { ...node, arguments: [pageArgument(list.rows), ...args] };
         const pageArgs = typeInfo.getFieldDef()?.args.filter((a) => PAGE_ARGS.includes(a.name)) ?? [];
         if (pageArgs.length === 0) return undefined;
         return { ...node, arguments: [pageArgument(pageSizeOf(args, pageArgs)), ...args.filter((a) => !PAGE_ARGS.includes(a.name.value))] };
       },
     }),
   );
+}
+
+/**
+ * Whether an argument certainly holds a value: a literal other than null, or a variable that every
+ * operation of the document declares non-null. A list's `unless` argument narrows it to one row
+ * only then: `deliveries(webhookId: null)`, or `$hook: ID` sent as null, returns every webhook's
+ * delivery, and priced as one row it fetched a page of each webhook's deliveries for the price of
+ * one, 16.7 MB in 3 s (31st review).
+ */
+function narrowing(document: DocumentNode): (arg: ArgumentNode) => boolean {
+  const nullable = new Set<string>();
+  const nonNull = new Set<string>();
+  for (const def of document.definitions) {
+    if (def.kind !== Kind.OPERATION_DEFINITION) continue;
+    for (const v of def.variableDefinitions ?? []) (v.type.kind === Kind.NON_NULL_TYPE ? nonNull : nullable).add(v.variable.name.value);
+  }
+  return (arg) => (arg.value.kind === Kind.VARIABLE ? nonNull.has(arg.value.name.value) && !nullable.has(arg.value.name.value) : arg.value.kind !== Kind.NULL);
 }
 
 function costPlugin(maxCost: number, lists: ListSizes): Plugin {
