@@ -180,6 +180,13 @@ describe.each(backends)("delivery log on %s", (backend) => {
       await expect(pullEvents(world.db, asA, { master: masterKey, after: bCursor })).rejects.toBeInstanceOf(InvalidRequest);
       const legacy = Buffer.from(`v1:${seq}`).toString("base64url");
       expect((await pullEvents(world.db, asA, { master: masterKey, after: legacy, first: 3 })).events.map((e) => e.id)).toEqual(ids.slice(1, 4));
+      // but only one naming an event of the project, as every v1 cursor did: made-up ones let a
+      // binary search find where the project's events sit in the shared sequence (31st review)
+      const bEvent = (await pullEvents(world.db, asB, { master: masterKey, first: 1 })).events[0]!;
+      const bSeq = (await world.db.prisma.outboxEvent.findUniqueOrThrow({ where: { id: bEvent.id } })).seq;
+      for (const madeUp of [bSeq, 0n, 9_000_000_000n]) {
+        await expect(pullEvents(world.db, asA, { master: masterKey, after: Buffer.from(`v1:${madeUp}`).toString("base64url") })).rejects.toBeInstanceOf(InvalidRequest);
+      }
       for (const size of [0, 101, 1.5]) await expect(pullEvents(world.db, asA, { master: masterKey, first: size })).rejects.toBeInstanceOf(InvalidRequest);
     });
 

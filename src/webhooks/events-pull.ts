@@ -44,16 +44,33 @@ const MAX_SEQ = 2n ** 63n - 1n; // Postgres bigint
 
 /**
  * The seq a cursor of this project's stands for. A `v1:<seq>` cursor, issued before cursors were
- * sealed, is still taken, so a reader resumes where it stopped; it tells its holder nothing new.
- * Anything else (forged, altered, another project's) is InvalidRequest.
+ * sealed, is still taken, so a reader resumes where it stopped (`legacy`: pullEvents checks that
+ * it names one of the project's events). Anything else (forged, altered, another project's) is
+ * InvalidRequest.
  */
-export function decodeCursor(master: MasterKey, projectId: string, cursor: string): bigint {
+export function decodeCursor(master: MasterKey, projectId: string, cursor: string): { seq: bigint; legacy: boolean } {
   const text = Buffer.from(cursor, "base64url").toString("utf8");
   const legacy = /^v1:(\d{1,19})$/.exec(text);
   const digits = legacy ? legacy[1] : sealedSeq(master, projectId, text);
   const seq = digits === undefined ? -1n : BigInt(digits);
   if (seq < 0n || seq > MAX_SEQ) throw new InvalidRequest("invalid cursor");
-  return seq;
+  return { seq, legacy: legacy !== null };
+}
+
+/**
+ * A `v1:<seq>` cursor was always the seq of one of the project's own events (a page's last), so
+ * one is taken only when it still names one, or one retention has removed since (then the
+ * retention check decides). Any seq was taken before, and which of a project's events came after
+ * a made-up seq told the project where its events sat in the sequence every project shares:
+ * a binary search of 40 pulls per event counted the other projects' events between two of its own
+ * (31st review), as the visible cursors did before they were sealed.
+ */
+async function assertLegacyCursorIssued(db: DbLike, projectId: string, seq: bigint): Promise<void> {
+  const [own, mark] = await Promise.all([
+    db.prisma.outboxEvent.findFirst({ where: { projectId, seq, test: false }, select: { id: true } }),
+    db.prisma.eventRetention.findUnique({ where: { projectId }, select: { sweptSeq: true } }),
+  ]);
+  if (!own && !(mark && mark.sweptSeq >= seq)) throw new InvalidRequest("invalid cursor");
 }
 
 function sealedSeq(master: MasterKey, projectId: string, text: string): string | undefined {
@@ -91,7 +108,9 @@ export async function pullEvents(
   const { projectId } = requireSecretKey(actor);
   const limit = opts.first ?? MAX_PULL_LIMIT;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PULL_LIMIT) throw new InvalidRequest(`first must be between 1 and ${MAX_PULL_LIMIT}`);
-  const afterSeq = opts.after ? decodeCursor(opts.master, projectId, opts.after) : 0n;
+  const after = opts.after ? decodeCursor(opts.master, projectId, opts.after) : { seq: 0n, legacy: false };
+  if (after.legacy) await assertLegacyCursorIssued(db, projectId, after.seq);
+  const afterSeq = after.seq;
   const horizon = await writeHorizon(db);
   const rows = await db.prisma.outboxEvent.findMany({
     where: { projectId, test: false, seq: { gt: afterSeq } },
