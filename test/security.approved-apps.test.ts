@@ -127,23 +127,29 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
     expect(session?.endedAt).not.toBeNull();
   });
 
-  it("an app approved while first-party, then made third-party, can be withdrawn by the user", async () => {
-    const who = email("demoted");
-    await h.signIn({ email: who });
-    const app = await registerClient(h, { firstParty: true });
-    const { tokens, cfg, consentAsked } = await approveApp(h, app, who, "openid email offline_access");
-    expect(consentAsked).toBe(false);
+  // 31st review: kept, what a first-party app got went on reading userinfo under an app the user
+  // never approved as a third party, and "Apps you allowed" did not list it
+  it("an app made third-party loses what it got as a first-party app; what users approved on its consent page stays", async () => {
+    const asked = email("consented");
+    const unasked = email("unasked");
+    await h.signIn({ email: asked });
+    await h.signIn({ email: unasked });
+    const app = await registerClient(h, { firstParty: false });
+    const approved = await approveApp(h, app, asked, "openid email offline_access");
+    expect(approved.consentAsked).toBe(true);
+    await h.gql(`mutation($id: ID!) { updateOAuthClient(id: $id, input: { firstParty: true }) { __typename } }`, { id: app.id });
+    const given = await approveApp(h, app, unasked, "openid email offline_access");
+    expect(given.consentAsked).toBe(false);
+
     await h.gql(`mutation($id: ID!) { updateOAuthClient(id: $id, input: { firstParty: false }) { __typename } }`, { id: app.id });
+    await expect(client.refreshTokenGrant(given.cfg, given.tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    expect((await userinfo(given.tokens.access_token)).status).toBe(401);
+    const session = await h.db.prisma.session.findUnique({ where: { id: decodeJwt(given.tokens.access_token).sid as string } });
+    expect(session?.endedAt).not.toBeNull();
 
-    const owner = await h.signIn({ email: who });
-    const revoked = await h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: app.clientId }, asUser(owner.token));
-    expect(revoked.body.data.revokeOAuthConsent.__typename).toBe("RevokeOAuthConsentPayload");
-    await expect(client.refreshTokenGrant(cfg, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
-    expect((await userinfo(tokens.access_token)).status).toBe(401);
-
-    // nothing left: withdrawing again is NotFound
-    const again = await h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: app.clientId }, asUser(owner.token));
-    expect(again.body.data.revokeOAuthConsent.__typename).toBe("NotFound");
+    expect((await userinfo(approved.tokens.access_token)).status).toBe(200);
+    const refreshed = await client.refreshTokenGrant(approved.cfg, approved.tokens.refresh_token!);
+    expect((await userinfo(refreshed.access_token)).body).toMatchObject({ email: asked });
   });
 
   // 29th review: a re-authentication answered linkgate's own tokens for the session, which
@@ -164,11 +170,11 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
     expect((await userinfo(reissued)).body).toEqual({ sub: expect.any(String) });
     expect((await h.call("POST", "/users/link/request", { body: { email: email("added") }, headers: asApp(reissued) })).status).toBe(200);
 
+    // made third-party, it keeps nothing it got without a consent page: the session has ended
     await h.gql(`mutation($id: ID!) { updateOAuthClient(id: $id, input: { firstParty: false }) { __typename } }`, { id: app.id });
     for (const token of [tokens.access_token, reissued]) {
       const refused = await h.call("POST", "/users/link/request", { body: { email: email("later") }, headers: asApp(token) });
-      expect(refused.status).toBe(403);
-      expect(refused.body.error).toBe("InsufficientScope");
+      expect(refused.status).toBe(401);
     }
   });
 

@@ -118,8 +118,11 @@ describe.each(backends)("OAuth apps' tokens reach what the user granted, on %s",
   it("a first-party app keeps full access, and an app made third-party loses it on its tokens' next call", async () => {
     const who = email("first");
     await h.signIn({ email: who });
-    const app = await registerClient(h, { firstParty: true });
+    // approved on its consent page, so being made third-party again leaves the user's grant
+    // (one given without a consent page ends: security.approved-apps.test.ts)
+    const app = await registerClient(h, { firstParty: false });
     const tokens = await approve(app, who, "openid");
+    await h.gql(`mutation($id: ID!) { updateOAuthClient(id: $id, input: { firstParty: true }) { __typename } }`, { id: app.id });
     // userinfo still follows the scopes granted, whoever the app is
     expect(Object.keys((await userinfo(tokens.access_token)).body)).toEqual(["sub"]);
     const linked = await h.call("POST", "/users/link/request", { body: { email: email("added") }, headers: asApp(tokens.access_token) });

@@ -147,14 +147,18 @@ export async function updateClient(deps: Deps, actor: Actor, id: string, input: 
   return transaction(deps.prisma, async (tx) => {
     // locked, so that two updates (one making it first-party, one adding an app's scheme) cannot
     // each pass the first-party rule on the row the other is changing
-    const [row] = await tx.$queryRaw<{ type: ClientType; redirect_uris: string[]; first_party: boolean }[]>`
-      SELECT type::text AS type, redirect_uris, first_party FROM oauth_clients WHERE id = ${id} AND project_id = ${actor.projectId} FOR UPDATE`;
+    const [row] = await tx.$queryRaw<{ client_id: string; type: ClientType; redirect_uris: string[]; first_party: boolean }[]>`
+      SELECT client_id, type::text AS type, redirect_uris, first_party FROM oauth_clients WHERE id = ${id} AND project_id = ${actor.projectId} FOR UPDATE`;
     if (!row) throw new NotFound(NOT_FOUND);
     const firstParty = checkFirstParty({
       firstParty: input.firstParty ?? row.first_party,
       type: row.type,
       redirectUris: redirectUris ?? row.redirect_uris,
     }, deps.config.production);
+    // Made third-party: what it was given as a first-party app, where no consent page asked the
+    // user, ends. Kept, its refresh tokens went on reading userinfo under an app the user never
+    // approved as a third party, listed nowhere the user could withdraw it (31st review).
+    if (row.first_party && !firstParty) await endGrants(tx, { clientId: row.client_id, unconsented: true });
     return tx.oAuthClient.update({ where: { id }, data: { ...(name ? { name } : {}), ...(redirectUris ? { redirectUris } : {}), firstParty } });
   });
 }

@@ -7,14 +7,18 @@ import type { Tx } from "../db/client.ts";
  * the sessions they are bound to, so its access tokens stop working at their next call. Returns
  * how many grants there were. The sessions end in the grants' own statement: one update per
  * grant ran a popular client's deletion (40,000 grants) past the transaction's 15 s, so it failed
- * and deleted nothing (26th review).
+ * and deleted nothing (26th review). `unconsented`: only what it holds for accounts that never
+ * said yes on the consent page (or withdrew it), what it was given as a first-party app.
  */
-export async function endGrants(tx: Tx, of: { clientId: string; accountId?: string }): Promise<number> {
+export async function endGrants(tx: Tx, of: { clientId: string; accountId?: string; unconsented?: boolean }): Promise<number> {
   const account = of.accountId ?? null;
+  const unconsented = of.unconsented ?? false;
   const [row] = await tx.$queryRaw<{ grants: number }[]>`
     WITH grants AS (
-      DELETE FROM oidc_payloads WHERE kind = 'Grant' AND payload->>'clientId' = ${of.clientId}
+      DELETE FROM oidc_payloads g WHERE kind = 'Grant' AND payload->>'clientId' = ${of.clientId}
         AND (${account}::text IS NULL OR payload->>'accountId' = ${account}::text)
+        AND (NOT ${unconsented} OR NOT EXISTS (
+          SELECT 1 FROM oauth_consents c WHERE c.client_id = ${of.clientId} AND c.account_id = g.payload->>'accountId' AND c.revoked_at IS NULL))
       RETURNING session_id
     ), ended AS (
       UPDATE sessions SET ended_at = now() AT TIME ZONE 'UTC'
@@ -22,7 +26,9 @@ export async function endGrants(tx: Tx, of: { clientId: string; accountId?: stri
     )
     SELECT count(*)::int AS grants FROM grants`;
   await tx.$executeRaw`
-    DELETE FROM oidc_payloads WHERE kind <> 'Grant' AND payload->>'clientId' = ${of.clientId}
-      AND (${account}::text IS NULL OR payload->>'accountId' = ${account}::text)`;
+    DELETE FROM oidc_payloads t WHERE kind <> 'Grant' AND payload->>'clientId' = ${of.clientId}
+      AND (${account}::text IS NULL OR payload->>'accountId' = ${account}::text)
+      AND (NOT ${unconsented} OR NOT EXISTS (
+        SELECT 1 FROM oauth_consents c WHERE c.client_id = ${of.clientId} AND c.account_id = t.payload->>'accountId' AND c.revoked_at IS NULL))`;
   return row?.grants ?? 0;
 }
