@@ -60,4 +60,15 @@ describe.each(backends)("code sends to one identifier from many address groups, 
     expect(codesTo(victim)).toBe(PER_IDENTIFIER);
     expect((await start("someone-else@example.com", "2001:db8:77:1::1")).status).toBe(200);
   });
+
+  // 31st review: each spelling was counted apart, and most providers deliver ada+anything@ to ada@
+  it("are counted per inbox: sub-addresses and Gmail's dots reach one inbox and share its bound", async () => {
+    const spellings = (n: number) => (n % 2 ? `inbox.owner+${n}@gmail.com` : `inboxowner+${n}@googlemail.com`);
+    const statuses: number[] = [];
+    for (let n = 0; n < PER_IDENTIFIER + 5; n++) statuses.push((await start(spellings(n), `2001:db8:78:${n.toString(16)}::1`)).status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(PER_IDENTIFIER);
+    expect(statuses.slice(PER_IDENTIFIER).every((s) => s === 429)).toBe(true);
+    // another inbox of the same domain is not touched
+    expect((await start("inbox.other@gmail.com", "2001:db8:78:ffff::1")).status).toBe(200);
+  });
 });

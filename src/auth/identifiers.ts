@@ -39,6 +39,30 @@ export function normalizePhone(raw: string): string {
   return phone.number;
 }
 
+/** Domains whose mailboxes ignore dots in the local part: a.d.a@gmail.com is ada@gmail.com. */
+const DOTLESS_DOMAINS = new Set(["gmail.com", "googlemail.com"]);
+
+/**
+ * The mailbox a message to an identifier reaches, for counting what is sent there: an e-mail's
+ * sub-address (`ada+anything@`, which most providers deliver to `ada@`) is dropped, and so are
+ * Gmail's dots. Each spelling is an identifier of its own (it may sign up, be linked), but the
+ * codes sent to one inbox are bounded together: counted per spelling, `victim+1@`, `victim+2@`, …
+ * sent one inbox codes past the bound of 200 an hour (31st review). Phones are already one spelling.
+ */
+export function inboxOf(i: Identifier): string {
+  if (i.kind !== "email") return i.value;
+  const at = i.value.lastIndexOf("@");
+  let local = i.value.slice(0, at);
+  let domain = i.value.slice(at + 1);
+  const plus = local.indexOf("+");
+  if (plus > 0) local = local.slice(0, plus);
+  if (DOTLESS_DOMAINS.has(domain)) {
+    local = local.replaceAll(".", "");
+    domain = "gmail.com";
+  }
+  return `${local}@${domain}`;
+}
+
 /** Exactly one of email / phone, each a string when present. */
 export function parseIdentifier(input: { email?: unknown; phone?: unknown }): Contact {
   const hasEmail = input.email !== undefined && input.email !== null;

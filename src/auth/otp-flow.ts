@@ -17,7 +17,7 @@ import { enqueue } from "../webhooks/outbox.ts";
 import { InvalidIdentifier, OTPInvalid, RateLimited, ServiceUnavailable } from "../errors.ts";
 import { RecipientRefused } from "../messaging/transport.ts";
 import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
-import type { Contact, Identifier } from "./identifiers.ts";
+import { inboxOf, type Contact, type Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
 import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, readCounters, stateAddressCapped, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
@@ -25,13 +25,16 @@ import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, 
 const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${addressGroup(address)}`;
 const FAIL_IDENTIFIER = "fail:id:";
 
+/** Codes are counted per inbox (identifiers.ts inboxOf), wrong codes per identifier. */
+const inbox = (i: Identifier): Identifier => ({ kind: i.kind, value: inboxOf(i) });
+
 const keys = {
-  sendIdentifier: (p: string, i: Identifier, a: string) => `send:ida:${identifierAtAddress(p, i, a)}`,
+  sendIdentifier: (p: string, i: Identifier, a: string) => `send:ida:${identifierAtAddress(p, inbox(i), a)}`,
   sendAddress: (p: string, a: string) => `send:addr:${p}:${addressGroup(a)}`,
-  sendIdentifierAll: (p: string, i: Identifier) => `send:id:${p}:${i.kind}:${i.value}`,
+  sendIdentifierAll: (p: string, i: Identifier) => `send:id:${p}:${i.kind}:${inboxOf(i)}`,
   sendAccount: (accountId: string) => `send:acc:${accountId}`,
   sendProject: projectSendKey,
-  sendKnownIdentifier: (p: string, i: Identifier) => `send:known:id:${p}:${i.kind}:${i.value}`,
+  sendKnownIdentifier: (p: string, i: Identifier) => `send:known:id:${p}:${i.kind}:${inboxOf(i)}`,
   sendKnownProject: (p: string, kind: Identifier["kind"]) => `send:known:prj:${p}:${kind}`,
   failIdentifier: (p: string, i: Identifier, a: string) => `fail:ida:${identifierAtAddress(p, i, a)}`,
   failAccount: (accountId: string) => `fail:acc:${accountId}`,
