@@ -1,5 +1,6 @@
 // Configuration from the environment (docs/configuration.md). Parsed once, validated with zod,
 // and passed explicitly to buildApp so tests can build apps with their own settings.
+import { isSupportedCountry } from "libphonenumber-js/max";
 import proxyaddr from "proxy-addr";
 import { z } from "zod";
 
@@ -40,6 +41,14 @@ const origins = z.string().superRefine((value, ctx) => {
   for (const entry of list(value)) {
     const fault = originFault(entry);
     if (fault) ctx.addIssue({ code: "custom", message: `must list origins as browsers send them, like https://app.example.com: ${JSON.stringify(entry)} ${fault}` });
+  }
+});
+
+const countries = z.string().superRefine((value, ctx) => {
+  for (const entry of list(value)) {
+    if (!/^[A-Za-z]{2}$/.test(entry) || !isSupportedCountry(entry.toUpperCase())) {
+      ctx.addIssue({ code: "custom", message: `must list ISO 3166 country codes, like US,CA,GB: ${JSON.stringify(entry)} is not one` });
+    }
   }
 });
 
@@ -108,6 +117,7 @@ const envSchema = z.object({
   SMTP_URL: z.string().url({ error: "must be a URL" }).optional(),
   SMTP_FROM: z.string().default("linkgate <no-reply@localhost>"),
   SMS_WEBHOOK_URL: z.string().url({ error: "must be a URL" }).optional(),
+  LINKGATE_SMS_COUNTRIES: countries.optional(),
   LINKGATE_WEBHOOK_ALLOW_PRIVATE: z.enum(["0", "1", ""], { error: "must be 0 or 1" }).optional(),
   LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: csvMs.default([10000, 30000, 60000, 300000, 1800000]),
   LINKGATE_NOTICE_RETRY_SCHEDULE_MS: csvMs.default([30000, 120000, 600000, 3600000, 21600000]),
@@ -161,6 +171,8 @@ export type Config = {
   smtpUrl?: string;
   smtpFrom: string;
   smsWebhookUrl?: string;
+  /** The countries whose phones are texted codes (ISO 3166, upper case); empty: every country (docs/security.md, "Texts") */
+  smsCountries: string[];
   webhookAllowPrivate: boolean;
   retryScheduleMs: number[];
   webhookTimeoutMs: number;
@@ -248,6 +260,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     smtpUrl: e.SMTP_URL,
     smtpFrom: e.SMTP_FROM,
     smsWebhookUrl: e.SMS_WEBHOOK_URL,
+    smsCountries: list(e.LINKGATE_SMS_COUNTRIES).map((c) => c.toUpperCase()),
     webhookAllowPrivate: e.LINKGATE_WEBHOOK_ALLOW_PRIVATE === "1",
     retryScheduleMs: e.LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS,
     webhookTimeoutMs: e.LINKGATE_WEBHOOK_TIMEOUT_MS,

@@ -39,6 +39,22 @@ export function normalizePhone(raw: string): string {
   return phone.number;
 }
 
+/**
+ * Why no code is texted to a phone (E.164, as normalizePhone returns it), or null. Premium-rate
+ * and shared-cost numbers bill the sender, and numbers of no country (international networks,
+ * satellite services: +881, +882, +883) are where SMS pumping sends texts; each code sent there
+ * is paid by the operator and shared by whoever runs the number (31st review: all three were
+ * texted). `countries`: the ones the operator texts (LINKGATE_SMS_COUNTRIES); empty, every one.
+ */
+export function untextable(phone: string, countries: readonly string[]): string | null {
+  const parsed = parsePhoneNumberFromString(phone);
+  if (!parsed?.country) return "codes are not texted to numbers of no country (international networks, satellite services)";
+  const type = parsed.getType();
+  if (type === "PREMIUM_RATE" || type === "SHARED_COST") return "codes are not texted to premium-rate or shared-cost numbers";
+  if (countries.length > 0 && !countries.includes(parsed.country)) return `codes are not texted to numbers of this country (${parsed.country}) here`;
+  return null;
+}
+
 /** Domains whose mailboxes ignore dots in the local part: a.d.a@gmail.com is ada@gmail.com. */
 const DOTLESS_DOMAINS = new Set(["gmail.com", "googlemail.com"]);
 

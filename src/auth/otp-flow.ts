@@ -17,7 +17,7 @@ import { enqueue } from "../webhooks/outbox.ts";
 import { InvalidIdentifier, OTPInvalid, RateLimited, ServiceUnavailable } from "../errors.ts";
 import { RecipientRefused } from "../messaging/transport.ts";
 import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
-import { inboxOf, type Contact, type Identifier } from "./identifiers.ts";
+import { inboxOf, untextable, type Contact, type Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
 import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, readCounters, stateAddressCapped, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
@@ -106,6 +106,9 @@ export async function sendOtp(
   notOwnedBy?: { accountId: string; refuse: () => Error },
 ): Promise<{ stateId: string }> {
   const { projectId } = binding;
+  // refused before anything is counted: no budget is spent on a number that is never texted
+  const untexted = identifier.kind === "phone" ? untextable(identifier.value, deps.config.smsCountries) : null;
+  if (untexted) throw new InvalidIdentifier(untexted);
   const l = deps.limits;
   const count: Check[] = [
     { key: keys.sendIdentifier(projectId, identifier, clientAddress), limit: l.sendsPerIdentifier },
