@@ -55,16 +55,49 @@ export async function knownMigrations(): Promise<string[]> {
  *
  * Most starts find nothing pending, and asking that first spares loading and running Prisma's
  * schema engine (WebAssembly): about 0.2 s of a 2 s start on PGlite (bench/RESULTS.md, start).
- * When anything is missing the engine runs as always, under its own lock, so concurrent starts
- * still apply each migration once.
+ * When anything is missing the engine runs as always, in this process's migration turn
+ * (inMigrationTurn), so concurrent starts apply each migration once.
  */
 export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAdapterFactory): Promise<string[]> {
   const migrationsList = await readMigrations();
   const known = migrationsList.migrationDirectories.map((d) => d.path);
   const adapter = await adapterFactory.connect();
   const pending = await pendingMigrations(adapter, known).finally(() => adapter.dispose());
-  const applied = pending.length === 0 ? [] : await applyOrdinaryMigrations(adapterFactory, migrationsList);
+  const applied = pending.length === 0 ? [] : await inMigrationTurn(adapterFactory, () => applyOrdinaryMigrations(adapterFactory, migrationsList));
   return [...applied, ...(await applyRepeatable(adapterFactory, { knownMigrations: known }))];
+}
+
+/** The migration turn's advisory lock ("lgmg"); Prisma's engine takes 72707369 inside it. */
+const MIGRATION_TURN = 0x6c676d67;
+const TURN_POLL_MS = 200;
+/** Longer than any migration of this folder takes on a large database (docs/operations.md). */
+const TURN_WAIT_MS = 15 * 60_000;
+
+/**
+ * Runs `fn` (Prisma's engine) once no other process on this Postgres database is applying
+ * migrations. Processes waiting for their turn ask for it again every TURN_POLL_MS with
+ * pg_try_advisory_lock, so none waits inside a statement: one blocked in the engine's own
+ * `pg_advisory_lock`, as before, held a snapshot, and a CREATE INDEX CONCURRENTLY of the
+ * process applying migrations waits for every older snapshot: Postgres called it a deadlock and
+ * ended the waiting start (31st review: 2 of 3 servers started at once on a new database died
+ * with "deadlock detected"). The lock is held on a connection of the turn's own pool, released
+ * when that pool ends. PGlite has one process per folder (pglite-lock.ts) and no turn.
+ */
+async function inMigrationTurn<T>(adapterFactory: SqlMigrationAwareDriverAdapterFactory, fn: () => Promise<T>): Promise<T> {
+  if (adapterFactory.adapterName !== "@prisma/adapter-pg") return fn();
+  const adapter = await adapterFactory.connect();
+  try {
+    const deadline = Date.now() + TURN_WAIT_MS;
+    for (;;) {
+      const { rows } = await adapter.queryRaw({ sql: `SELECT pg_try_advisory_lock(${MIGRATION_TURN})`, args: [], argTypes: [] });
+      if (rows[0]?.[0] === true) break;
+      if (Date.now() > deadline) throw new MigrationFailed(`could not apply the database's migrations: another process has been applying them for ${TURN_WAIT_MS / 60_000} minutes`);
+      await new Promise((resolve) => setTimeout(resolve, TURN_POLL_MS));
+    }
+    return await fn();
+  } finally {
+    await adapter.dispose();
+  }
 }
 
 /**
