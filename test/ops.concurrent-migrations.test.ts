@@ -26,7 +26,7 @@ describe.runIf(serverUrl)("migrations started by three processes at once on a ne
   /** One `linkgate db migrate` process; the timeout only catches a hang. */
   const migrate = () =>
     new Promise<{ code: number; output: string }>((resolve) => {
-      const env = { ...process.env, DATABASE_URL: url };
+      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: url };
       for (const k of Object.keys(env)) if (k.startsWith("LINKGATE_")) delete env[k];
       execFile(process.execPath, [BIN, "db", "migrate"], { env, timeout: 120_000 }, (err, stdout, stderr) => {
         resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, output: stdout + stderr });
