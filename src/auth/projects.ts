@@ -3,7 +3,9 @@
 // Two kinds, like every hosted auth service: a publishable key (lg_pk_…) that front-end apps
 // ship and anyone may read, and a secret key (lg_sk_…) that administers the project.
 import { ConfigError } from "../config.ts";
-import type { Db } from "../db/client.ts";
+import type { Db, Tx } from "../db/client.ts";
+import { takeFirstRunTurn } from "../db/locks.ts";
+import { transaction } from "../db/transaction.ts";
 import { deriveKey, randomToken, sha256Hex, type MasterKey } from "../crypto.ts";
 import { createHmac } from "node:crypto";
 import type { KeyKind } from "../deps.ts";
@@ -16,7 +18,7 @@ export function newApiKey(kind: KeyKind): string {
   return `${PREFIX[kind]}${randomToken(32)}`;
 }
 
-async function storeKey(db: Db, projectId: string, key: string, kind: KeyKind) {
+async function storeKey(db: Db | Tx, projectId: string, key: string, kind: KeyKind) {
   return db.apiKey.create({ data: { id: newId("key"), projectId, keyHash: sha256Hex(key), prefix: key.slice(0, 10), kind } });
 }
 
@@ -32,7 +34,7 @@ export function projectName(given: string): string {
   return name;
 }
 
-export async function createProject(db: Db, givenName: string): Promise<NewProject> {
+export async function createProject(db: Db | Tx, givenName: string): Promise<NewProject> {
   const project = await db.project.create({ data: { id: newId("prj"), name: projectName(givenName) } });
   const secretKey = newApiKey("secret");
   const publishableKey = newApiKey("publishable");
@@ -63,7 +65,7 @@ export async function activeKeyKind(db: Db, key: string): Promise<KeyKind | null
  * again broke the key hash's uniqueness (every start after `keys revoke` crashed with a stack
  * trace: fourteenth review), and quietly making it valid again would undo the revocation.
  */
-async function keyExists(db: Db, key: string, setting: string): Promise<boolean> {
+async function keyExists(db: Db | Tx, key: string, setting: string): Promise<boolean> {
   const row = await db.apiKey.findFirst({ where: { keyHash: sha256Hex(key) }, select: { revokedAt: true } });
   if (row?.revokedAt) throw new ConfigError(`${setting} names a key that was revoked: unset it (or set a new key) and start again`);
   return !!row;
@@ -82,6 +84,14 @@ export type FirstProject = { projectId: string; publishableKey: string; secretKe
  * the operator then makes the secret key with the CLI, which prints it to their terminal.
  */
 export async function bootstrapProject(db: Db, keys: BootstrapKeys, opts: { secretKey: boolean }): Promise<FirstProject | null> {
+  // in the first-run turn (src/db/locks.ts): of servers starting at once, one creates, the others find
+  return transaction(db, async (tx) => {
+    await takeFirstRunTurn(tx);
+    return bootstrapInTurn(tx, keys, opts);
+  });
+}
+
+async function bootstrapInTurn(db: Tx, keys: BootstrapKeys, opts: { secretKey: boolean }): Promise<FirstProject | null> {
   const wanted = (
     [
       ["secret", keys.secret],

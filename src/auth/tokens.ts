@@ -3,7 +3,9 @@
 // primary account and carry the session id (`sid`) that every authenticated call checks.
 import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify, SignJWT, type JWK } from "jose";
 import { LRUCache } from "lru-cache";
-import type { Db } from "../db/client.ts";
+import type { Db, Tx } from "../db/client.ts";
+import { takeFirstRunTurn } from "../db/locks.ts";
+import { transaction } from "../db/transaction.ts";
 import { seal, unseal, type MasterKey } from "../crypto.ts";
 import { Unauthenticated } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -17,10 +19,15 @@ const CLOCK_SKEW_SECONDS = 60;
 export type { Claims, KeyStore };
 
 export async function openKeyStore(db: Db, master: MasterKey, issuer: string): Promise<KeyStore> {
-  let rows = await db.signingKey.findMany({ where: { retiredAt: null }, orderBy: { createdAt: "desc" } });
+  const activeKeys = () => db.signingKey.findMany({ where: { retiredAt: null }, orderBy: { createdAt: "desc" } });
+  let rows = await activeKeys();
   if (rows.length === 0) {
-    await createSigningKey(db, master);
-    rows = await db.signingKey.findMany({ where: { retiredAt: null }, orderBy: { createdAt: "desc" } });
+    // in the first-run turn: of gateways starting at once, one creates the key, the others find it
+    await transaction(db, async (tx) => {
+      await takeFirstRunTurn(tx);
+      if ((await tx.signingKey.count({ where: { retiredAt: null } })) === 0) await createSigningKey(tx, master);
+    });
+    rows = await activeKeys();
   }
   const current = rows[0];
   const privateKey = await importJWK(JSON.parse(unseal(master, current.privateSealed)) as JWK, ALG);
@@ -110,7 +117,7 @@ export async function signingJwks(db: Db, master: MasterKey): Promise<JWK[]> {
   return rows.map((r) => ({ ...(JSON.parse(unseal(master, r.privateSealed)) as JWK), kid: r.id, alg: r.alg, use: "sig" }));
 }
 
-async function createSigningKey(db: Db, master: MasterKey): Promise<void> {
+async function createSigningKey(db: Db | Tx, master: MasterKey): Promise<void> {
   const { publicKey, privateKey } = await generateKeyPair(ALG, { extractable: true });
   await db.signingKey.create({
     data: {

@@ -22,3 +22,17 @@ export async function lockAccounts(tx: Tx, projectId: string, ids: string[]): Pr
 export async function lockProject(tx: Tx, projectId: string): Promise<void> {
   await tx.$queryRaw`SELECT 1 FROM projects WHERE id = ${projectId} FOR UPDATE`;
 }
+
+/** The first-run turn's advisory lock ("lgfr"). */
+const FIRST_RUN_LOCK = 0x6c676672;
+
+/**
+ * What a first start creates (the signing key, the bootstrap project and its keys) is checked
+ * and created in this turn, which processes starting at once take one after another: each found
+ * nothing and created its own, so gateways signed with keys the others did not publish (their
+ * tokens were 401 elsewhere until every gateway restarted) and bootstrap keys failed their
+ * uniqueness with a stack trace (31st review). Held until the transaction ends.
+ */
+export async function takeFirstRunTurn(tx: Tx): Promise<void> {
+  await tx.$queryRaw`SELECT 1 AS taken FROM (SELECT pg_advisory_xact_lock(${FIRST_RUN_LOCK}::bigint)) AS turn`;
+}
