@@ -8,6 +8,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { claimIssuer, IssuerNotShared } from "../src/auth/issuer.ts";
 import { openTestDatabase, serverUrl, type TestDatabase } from "./support/db.ts";
 import { MAIN } from "./support/server-entry.ts";
 
@@ -96,5 +97,28 @@ describe.skipIf(!serverUrl)(`gateways on one Postgres database${serverUrl ? "" :
     expect(await Promise.all([a.exited, b.exited])).toEqual([0, 0]);
     const alone = gateway();
     expect(await alone.listening, alone.output()).toBe(true);
+  });
+
+  // 31st review: after a restart of the server (or its connection ended), the lock was gone for
+  // good, and a gateway with another issuer started beside this one unrefused
+  it("a gateway whose lock connection the server ended takes its issuer's lock again", async () => {
+    for (const g of running) if (g.child.exitCode === null) g.child.kill("SIGTERM");
+    await Promise.all(running.map((g) => g.exited));
+    const issuer = "https://kept.example";
+    const claim = await claimIssuer(db.url!, issuer, true);
+    try {
+      const holders = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'linkgate issuer ${issuer}'`;
+      await db.prisma.$executeRawUnsafe(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'linkgate issuer ${issuer}'`);
+      // taken again within a few reclaim intervals (every second); bounded at 15 s
+      let back = false;
+      for (let i = 0; i < 150 && !back; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        back = (await db.prisma.$queryRawUnsafe<{ n: number }[]>(holders))[0].n === 1;
+      }
+      expect(back).toBe(true);
+      await expect(claimIssuer(db.url!, "https://other.example", true)).rejects.toBeInstanceOf(IssuerNotShared);
+    } finally {
+      await claim.release();
+    }
   });
 });

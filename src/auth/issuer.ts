@@ -41,14 +41,56 @@ const OTHER_ISSUER = `
  * (PGlite belongs to one process: nothing to share.)
  */
 export async function claimIssuer(databaseUrl: string, issuer: string, named: boolean): Promise<IssuerClaim> {
+  let held = await lockIssuer(databaseUrl, issuer, named, true);
+  let released = false;
+  let timer: NodeJS.Timeout | undefined;
+  // The locks end with their connection. One the server ended (a restart, a failover,
+  // pg_terminate_backend) is taken again on a new connection: lost for good, a gateway with
+  // another issuer started beside this one unrefused (31st review).
+  const watch = (client: pg.Client) =>
+    client.once("end", () => {
+      if (!released) again();
+    });
+  const again = () => {
+    timer = setTimeout(async () => {
+      if (released) return;
+      try {
+        held = await lockIssuer(databaseUrl, issuer, named, false);
+        if (released) await held.end().catch(() => {});
+        else watch(held);
+      } catch {
+        again();
+      }
+    }, RECLAIM_MS);
+    timer.unref();
+  };
+  watch(held);
+  return {
+    release: async () => {
+      released = true;
+      clearTimeout(timer);
+      await held.end().catch(() => {});
+    },
+  };
+}
+
+/** How often a lost issuer lock is asked for again. */
+const RECLAIM_MS = 1_000;
+
+/**
+ * A connection holding the issuer's locks. `refuse`: at start, when another gateway's issuer
+ * (or, unnamed, another unnamed gateway) refuses this one; taken again later, the locks are
+ * simply held again (this gateway already serves: a conflict then was refused at the other's start).
+ */
+async function lockIssuer(databaseUrl: string, issuer: string, named: boolean, refuse: boolean): Promise<pg.Client> {
   const client = new pg.Client({ connectionString: databaseUrl, application_name: `linkgate issuer ${issuer}`.slice(0, 63) });
-  await client.connect();
-  // The locks end with the connection; a broken connection has nothing left to release.
+  // a broken connection has nothing left to release; its "end" takes the locks again
   client.on("error", () => {});
   try {
+    await client.connect();
     if (!named) {
       const { rows } = await client.query<{ held: boolean }>("SELECT pg_try_advisory_lock($1) AS held", [DEFAULT_ISSUER_LOCK]);
-      if (!rows[0]?.held) {
+      if (!rows[0]?.held && refuse) {
         throw new IssuerNotShared(
           `another linkgate gateway already serves this database without LINKGATE_ISSUER, so this one (${issuer}) would reject its tokens and it would reject ours; ` +
             "set LINKGATE_ISSUER to the public URL clients use, the same on every gateway",
@@ -56,7 +98,7 @@ export async function claimIssuer(databaseUrl: string, issuer: string, named: bo
       }
     }
     await client.query("SELECT pg_advisory_lock_shared($1, hashtext($2))", [ISSUER_CLASS, issuer]);
-    const { rows } = await client.query<{ issuer: string }>(OTHER_ISSUER, [ISSUER_CLASS, issuer]);
+    const { rows } = refuse ? await client.query<{ issuer: string }>(OTHER_ISSUER, [ISSUER_CLASS, issuer]) : { rows: [] };
     if (rows[0]) {
       throw new IssuerNotShared(
         `a linkgate gateway serving this database names its tokens' issuer ${rows[0].issuer}, and this one would name them ${issuer}${named ? "" : " (LINKGATE_ISSUER is unset)"}: ` +
@@ -67,5 +109,5 @@ export async function claimIssuer(databaseUrl: string, issuer: string, named: bo
     await client.end().catch(() => {});
     throw err;
   }
-  return { release: () => client.end().catch(() => {}) };
+  return client;
 }
