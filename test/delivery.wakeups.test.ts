@@ -97,6 +97,27 @@ describe.each(backends)("waking the delivery workers on %s", (backend) => {
     await received(before + 42, "the delivery after the burst");
   });
 
+  // 31st review: the worker's pool replaced its dead connections quietly, no query failed, and
+  // the LISTEN was never set up again: every event waited for the poll
+  it.runIf(backend === "postgres")("a worker whose LISTEN connection the server ended listens again and is woken by the next commit", async () => {
+    const { projectId } = await seedWebhook(world.db, masterKey, { url: receiver.url });
+    const before = receiver.receipts.length;
+    worker();
+    await enqueueEvents(world.db, projectId);
+    await received(before + 1, "the first delivery");
+    await eventually(async () => (await promises()).length === 0, 5_000, "the promise withdrawn");
+    const listeners = async () =>
+      (await world.db.prisma.$queryRawUnsafe<{ pid: number }[]>(
+        `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %' AND pid <> pg_backend_pid()`,
+      )).map((r) => r.pid);
+    const ended = await listeners();
+    expect(ended.length).toBeGreaterThan(0);
+    await world.db.prisma.$executeRawUnsafe(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = ANY ($1::int[])`, ended);
+    await eventually(async () => (await listeners()).some((pid) => !ended.includes(pid)), 5_000, "a new LISTEN");
+    await enqueueEvents(world.db, projectId);
+    await received(before + 2, "the delivery after the LISTEN came back");
+  });
+
   /**
    * A worker kept busy by 400 deliveries from 80 commits, enough back to back that consecutive
    * claims find deliveries, and a count of notifications from before the burst; resolves once

@@ -26,8 +26,11 @@ export type Database = {
   kind: "postgres" | "pglite";
   driver: Driver;
   adapterFactory: SqlMigrationAwareDriverAdapterFactory;
-  /** LISTEN on a channel; returns an unsubscribe function. */
-  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  /**
+   * LISTEN on a channel; returns an unsubscribe function. `onLost`: the connection holding the
+   * LISTEN ended without being unsubscribed (a restart of the server, its backend terminated).
+   */
+  listen(channel: string, onNotify: (payload: string) => void, onLost?: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 };
 
@@ -119,13 +122,18 @@ async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNE
     kind: "postgres",
     driver: { kind: "postgres", pool },
     adapterFactory: new PrismaPg(connectionConfig(url)),
-    async listen(channel, onNotify) {
+    async listen(channel, onNotify, onLost) {
       const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
       client.on("error", () => {});
       await client.connect();
       client.on("notification", (n) => n.channel === channel && onNotify(n.payload ?? ""));
       await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      let unsubscribed = false;
+      client.once("end", () => {
+        if (!unsubscribed) onLost?.();
+      });
       return async () => {
+        unsubscribed = true;
         await client.end().catch(() => {});
       };
     },

@@ -260,7 +260,10 @@ export class ClaimLoop {
 
 /**
  * LISTEN on the delivery channel. Any failed query may mean the connection holding the LISTEN
- * went too, so after one it is set up again (the poll covers the meantime).
+ * went too, so after one it is set up again (the poll covers the meantime); so does the end of
+ * that connection, which no query of the worker's may see: its pool replaces dead connections
+ * quietly, and a worker whose LISTEN connection alone was ended waited for its 1 s poll for
+ * every event from then on, without a word in the log (31st review).
  */
 class Subscription {
   private unlisten: (() => Promise<void>) | null = null;
@@ -285,7 +288,7 @@ class Subscription {
       this.unlisten = null;
       if (old) await old().catch(() => {});
       try {
-        const off = await this.o.db.listen(DELIVERY_CHANNEL, this.notified);
+        const off = await this.o.db.listen(DELIVERY_CHANNEL, this.notified, () => this.lost());
         if (!this.o.lifecycle.running) await off().catch(() => {});
         else this.unlisten = off;
         this.relisten = false;
@@ -295,6 +298,14 @@ class Subscription {
       }
     })().finally(() => (this.subscribing = null));
     return this.subscribing;
+  }
+
+  /** The LISTEN's connection ended: listen again at once (the server may be back already), and claim meanwhile. */
+  private lost(): void {
+    this.relisten = true;
+    this.o.log.warn({ workerId: this.o.workerId }, "delivery worker: the LISTEN connection ended; listening again");
+    this.notified();
+    if (this.o.lifecycle.running) void this.subscribe();
   }
 
   stopRetrying(): void {
