@@ -4,10 +4,18 @@ import { isSupportedCountry } from "libphonenumber-js/max";
 import proxyaddr from "proxy-addr";
 import { z } from "zod";
 
+/**
+ * The longest delay a retry schedule may give: 7 days. Delays are stored as milliseconds in a
+ * 32-bit integer with up to 20 % of jitter on top, and a 30-day entry was accepted, then failed
+ * every record of an attempt for as long as the worker ran (31st review).
+ */
+const MAX_RETRY_DELAY_MS = 7 * 24 * 3600_000;
+
 const csvMs = z
   .string()
   .regex(/^\d+(,\d+)*$/, "must be a comma-separated list of milliseconds")
-  .transform((s) => s.split(",").map(Number));
+  .transform((s) => s.split(",").map(Number))
+  .refine((delays) => delays.every((ms) => ms <= MAX_RETRY_DELAY_MS), `must give no delay over ${MAX_RETRY_DELAY_MS} (7 days)`);
 
 const list = (s: string | undefined) =>
   (s ?? "")
@@ -111,7 +119,8 @@ const envSchema = z.object({
   LINKGATE_RETENTION_DELIVERY_LOG_DAYS: whole(1, 3650).default(30),
   LINKGATE_RETENTION_SWEEP_SECONDS: whole(0, 86400).default(60),
   LINKGATE_RECENT_AUTH_SECONDS: whole(1).default(600),
-  LINKGATE_SHUTDOWN_TIMEOUT_MS: whole(1).default(30000),
+  // bounded: past Node's timer limit (about 24.8 days) a timeout fires at once (31st review)
+  LINKGATE_SHUTDOWN_TIMEOUT_MS: whole(1, 3_600_000).default(30000),
   LINKGATE_ADMIN_TOKEN: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
   LINKGATE_ISSUER: z.string().url({ error: "must be a URL" }).optional(),
   SMTP_URL: z.string().url({ error: "must be a URL" }).optional(),
@@ -121,12 +130,13 @@ const envSchema = z.object({
   LINKGATE_WEBHOOK_ALLOW_PRIVATE: z.enum(["0", "1", ""], { error: "must be 0 or 1" }).optional(),
   LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: csvMs.default([10000, 30000, 60000, 300000, 1800000]),
   LINKGATE_NOTICE_RETRY_SCHEDULE_MS: csvMs.default([30000, 120000, 600000, 3600000, 21600000]),
-  LINKGATE_WEBHOOK_TIMEOUT_MS: whole(1).default(10000),
+  // bounded: a lease is this plus 30 s, stored as milliseconds in a 32-bit integer (31st review)
+  LINKGATE_WEBHOOK_TIMEOUT_MS: whole(1, 300_000).default(10000),
   LINKGATE_WEBHOOKS_PER_PROJECT: whole(1).default(DEFAULT_WEBHOOKS_PER_PROJECT),
   LINKGATE_UPSTREAM_TIMEOUT_MS: whole(1, 60000).default(5000),
   LINKGATE_WEBHOOK_BREAKER_FAILURES: whole(1).default(5),
-  LINKGATE_WEBHOOK_BREAKER_OPEN_MS: whole(1).default(1000),
-  LINKGATE_WEBHOOK_BREAKER_MAX_OPEN_MS: whole(1).default(60000),
+  LINKGATE_WEBHOOK_BREAKER_OPEN_MS: whole(1, 86_400_000).default(1000),
+  LINKGATE_WEBHOOK_BREAKER_MAX_OPEN_MS: whole(1, 86_400_000).default(60000),
   LINKGATE_WORKER: z.enum(["0", "1"], { error: "must be 0 or 1" }).default("1"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"], { error: "must be one of fatal, error, warn, info, debug, trace, silent" }).default("info"),
 });

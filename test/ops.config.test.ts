@@ -18,6 +18,20 @@ const refusal = (env: Record<string, string>): string => {
 };
 
 describe("configuration from the environment", () => {
+  // 31st review: taken, each broke the worker or the shutdown (a 32-bit column, Node's timer limit)
+  it("refuses milliseconds the worker cannot use, in one line naming them", () => {
+    for (const [name, value, said] of [
+      ["LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS", "10000,2592000000", "must give no delay over 604800000 (7 days)"],
+      ["LINKGATE_NOTICE_RETRY_SCHEDULE_MS", "99999999999999999999999", "must give no delay over 604800000 (7 days)"],
+      ["LINKGATE_WEBHOOK_TIMEOUT_MS", "3000000000", "must be a whole number from 1 to 300000"],
+      ["LINKGATE_SHUTDOWN_TIMEOUT_MS", "3000000000", "must be a whole number from 1 to 3600000"],
+      ["LINKGATE_WEBHOOK_BREAKER_MAX_OPEN_MS", "86400001", "must be a whole number from 1 to 86400000"],
+    ] as const) {
+      expect(refusal({ [name]: value })).toBe(`invalid configuration: ${name} ${said}`);
+    }
+    expect(loadConfig({ LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: "1000,604800000", LINKGATE_WEBHOOK_TIMEOUT_MS: "300000" }).webhookTimeoutMs).toBe(300_000);
+  });
+
   it("refuses a trusted proxy that is not an address or range, in one line naming it", () => {
     for (const value of ["notacidr", "10.0.0.0/33", "10.0.0.1, example.com"]) {
       const message = refusal({ LINKGATE_TRUSTED_PROXIES: value });
