@@ -32,9 +32,10 @@ server.once("error", onListenFault);
 
 stopOnSignals(logger, config.shutdownTimeoutMs, {
   async drain() {
-    // Stop accepting connections; close() resolves once in-flight requests have finished.
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    await worker?.stop();
+    // Stop accepting connections (close() resolves once in-flight requests have finished) and
+    // stop claiming deliveries, both at once: stopped only after HTTP had drained, the worker
+    // went on claiming behind a slow request, and its sends ran into the deadline (31st review).
+    await Promise.all([new Promise<void>((resolve) => server.close(() => resolve())), worker?.stop()]);
     await app.close();
     await issuerClaim?.release();
   },

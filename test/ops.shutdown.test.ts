@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { connect } from "node:net";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseMasterKey } from "../src/crypto.ts";
@@ -185,4 +186,41 @@ describe.skipIf(!postgres)(`the shutdown deadline${postgres ? "" : " (skipped: n
     },
     90_000,
   );
+
+  // 31st review: npm start stopped its worker only once HTTP had drained, so with a slow request
+  // in flight the worker went on claiming (36 attempts after "draining", 12 before)
+  it("npm start: stops claiming at SIGTERM while a request still drains", async () => {
+    const receiver = await TestReceiver.start({ status: 200 });
+    cleanup.push(() => receiver.close());
+    const hook = await seedWebhook(db, masterKey, { url: receiver.url });
+    const p = start(MAIN, { ...baseEnv(), DATABASE_URL: db.url!, LINKGATE_SECRET_KEY: secretKey, LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1", LINKGATE_SHUTDOWN_TIMEOUT_MS: "20000" });
+    procs.push(p);
+    await p.waitFor("linkgate listening");
+    const port = Number(/listening on http:\/\/[^:]+:(\d+)/.exec(p.output())![1]);
+
+    // a request whose body is still arriving (/graphql reads it before any credential): the
+    // server's close waits for it
+    const body = JSON.stringify({ query: "{ __typename }" });
+    const socket = connect(port, "127.0.0.1");
+    await new Promise((resolve) => socket.once("connect", resolve));
+    socket.write(`POST /graphql HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    const answered = new Promise<string>((resolve) => {
+      let text = "";
+      socket.on("data", (c) => (text += c));
+      socket.on("close", () => resolve(text));
+    });
+
+    p.child.kill("SIGTERM");
+    await p.waitFor("draining");
+    const [eventId] = await enqueueEvents(db, hook.projectId, 1);
+    await new Promise((r) => setTimeout(r, 1_000)); // the window in which a worker still claiming would send it
+    socket.write(body.slice(5));
+    expect(await answered).toMatch(/^HTTP\/1\.1 \d{3}/);
+    expect(await p.exited, p.output()).toBe(0);
+
+    expect(receiver.receipts).toHaveLength(0);
+    const d = await db.prisma.delivery.findUniqueOrThrow({ where: { eventId_webhookId: { eventId, webhookId: hook.webhookId } }, include: { attemptLog: true } });
+    expect(d).toMatchObject({ status: "pending", attempts: 0, leasedBy: null });
+    expect(d.attemptLog).toEqual([]);
+  }, 60_000);
 });
