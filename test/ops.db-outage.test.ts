@@ -17,7 +17,7 @@ import { openDatabase, type Database } from "../src/db/client.ts";
 import { isConnectionFailure } from "../src/db/faults.ts";
 import { InvalidRequest } from "../src/errors.ts";
 import { createLogger } from "../src/log.ts";
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { adminQuery, backends, openTestDatabase, serverUrl, withDatabase, type TestDatabase } from "./support/db.ts";
 import { startMailbox, type Mailbox } from "./support/mailbox.ts";
 
 /**
@@ -259,6 +259,26 @@ describe("isConnectionFailure, on the errors the drivers really raise", () => {
     } finally {
       await pool.end();
       await silent.close();
+    }
+  });
+
+  it.runIf(postgres)("a database closed to connections for maintenance (55000), through pg and Prisma", async () => {
+    const name = `lg_closed_${randomBytes(4).toString("hex")}`;
+    const url = withDatabase(serverUrl!, name);
+    await adminQuery(`CREATE DATABASE ${name}`);
+    await adminQuery(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+    try {
+      const err = await rejection(new pg.Client({ connectionString: url }).connect());
+      expect((err as { code?: string }).code).toBe("55000");
+      expect(isConnectionFailure(err)).toBe(true);
+      const prisma = await openDatabase({ databaseUrl: url, dataDir: "" });
+      try {
+        expect(isConnectionFailure(await rejection(prisma.prisma.$queryRaw`SELECT 1`))).toBe(true);
+      } finally {
+        await prisma.close();
+      }
+    } finally {
+      await adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
     }
   });
 

@@ -23,6 +23,13 @@ const PRISMA_CODES = new Set(["P1001", "P1002", "P1008", "P1017", "P2024"]);
 /** What @prisma/adapter-pg turns socket errors into. */
 const ADAPTER_KINDS = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
 
+/**
+ * 55000 (object not in prerequisite state) is many things; with this message it is a database
+ * its operator closed to connections (ALTER DATABASE … ALLOW_CONNECTIONS false, for maintenance):
+ * a 500 for every request before (31st review), where the server being away is a 503.
+ */
+const CLOSED_TO_CONNECTIONS = /is not currently accepting connections/;
+
 /** pg's own errors for a broken or unobtainable connection carry no code, only these messages. */
 const PG_MESSAGES = /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended unexpectedly)/;
 
@@ -55,6 +62,7 @@ export function isConnectionFailure(err: unknown): boolean {
 function isConnectionFailureItself(e: Wrapped): boolean {
   const code = typeof e.code === "string" ? e.code : undefined;
   if (code && (SOCKET_CODES.has(code) || SQLSTATES.test(code) || PRISMA_CODES.has(code))) return true;
+  if (code === "55000" && typeof e.message === "string" && CLOSED_TO_CONNECTIONS.test(e.message)) return true;
   if (typeof e.errorCode === "string" && PRISMA_CODES.has(e.errorCode)) return true;
   if (typeof e.kind === "string" && ADAPTER_KINDS.has(e.kind)) return true;
   if (typeof e.originalCode === "string" && SQLSTATES.test(e.originalCode)) return true;
