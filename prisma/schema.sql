@@ -932,17 +932,14 @@ BEGIN
     RETURN NEXT;
     RETURN;
   END IF;
-  -- the identifier's turn (wrong_codes_turn, src/auth/sign-in.sql): the caps below read what the turns before left
-  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
-  IF FOUND THEN
-    PERFORM wrong_codes_turn(p_project, v_kind, v_value);
-  END IF;
-  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
-    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
-      AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
-      AND sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days) IS NULL
-      AND sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max) IS NULL
-    RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
+  -- judged as every code is (otp_judge, src/auth/sign-in.sql); null fields (no cap_window from a
+  -- gateway of the previous release) are left out, not passed as null
+  SELECT j.ok, j.attempts, j.kind::identifier_kind, j.value INTO v_ok, tries, v_kind, v_value
+    FROM otp_judge(jsonb_strip_nulls(jsonb_build_object(
+      'project', p_project, 'state', p_state, 'hash', p_hash, 'purpose', 'link', 'account', p_account,
+      'max_tries', p_max_tries, 'fail_prefix', p_cap_prefix, 'fail_max', p_cap_max, 'fail_window', p->'cap_window',
+      'address_group', p_address_group, 'address_max', p_address_max, 'address_window', p->'address_window',
+      'judge_places', p->'judge_places', 'known_days', p_known_days))) j;
   IF NOT FOUND THEN
     SELECT s.result::text INTO stored FROM otp_states s
       WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
@@ -962,10 +959,6 @@ BEGIN
   id_kind := v_kind::text;
   id_value := v_value;
   IF NOT v_ok THEN
-    -- counted in this turn; a gateway of the previous release (no cap_window) counts it itself
-    IF p ? 'cap_window' THEN
-      PERFORM wrong_code_counted(p_project, v_kind, v_value, p_cap_prefix, (p->>'cap_window')::integer, p_address_group, (p->>'address_window')::integer);
-    END IF;
     outcome := 'wrong';
     RETURN NEXT;
     RETURN;
@@ -1093,7 +1086,8 @@ BEGIN
     RETURN;
   END IF;
   PERFORM wrong_codes_turn(p_project, v_kind, v_value);
-  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
+  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
+      consumed_at = CASE WHEN s.code_hash = p_hash AND (p->>'consume')::boolean THEN now() AT TIME ZONE 'UTC' ELSE s.consumed_at END
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = (p->>'purpose')::otp_purpose
       AND s.account_id IS NOT DISTINCT FROM (p->>'account') AND s.session_id IS NOT DISTINCT FROM (p->>'session')
       AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < (p->>'max_tries')::integer
@@ -1103,7 +1097,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN;
   END IF;
-  IF NOT ok THEN
+  IF NOT ok AND p ? 'fail_window' THEN
     PERFORM wrong_code_counted(p_project, v_kind, v_value, p->>'fail_prefix', (p->>'fail_window')::integer, p->>'address_group', (p->>'address_window')::integer);
   END IF;
   RETURN NEXT;
@@ -1224,7 +1218,6 @@ DECLARE
   p_project text := p->>'project';
   p_state text := p->>'state';
   p_hash text := p->>'hash';
-  p_max_tries integer := (p->>'max_tries')::integer;
   p_fail_prefix text := p->>'fail_prefix';
   p_fail_max integer := (p->>'fail_max')::integer;
   p_address_group text := p->>'address_group';
@@ -1251,18 +1244,9 @@ DECLARE
   v_types text[];
   v_bodies text[];
 BEGIN
-  -- the identifier's turn (wrong_codes_turn): the caps below read what the turns before left
-  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
-  IF FOUND THEN
-    PERFORM wrong_codes_turn(p_project, v_kind, v_value);
-  END IF;
-  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
-      consumed_at = CASE WHEN s.code_hash = p_hash THEN v_now END
-    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
-      AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
-      AND sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days) IS NULL
-      AND sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max) IS NULL
-    RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
+  -- judged as every code is (otp_judge), and the state used up by a right one
+  SELECT j.ok, j.attempts, j.kind::identifier_kind, j.value INTO v_ok, tries, v_kind, v_value
+    FROM otp_judge(p || jsonb_build_object('purpose', 'sign_in', 'account', NULL, 'session', NULL, 'consume', true)) j;
 
   IF NOT FOUND THEN
     -- a retried verify of a state that succeeded: the same sign-in while its session lives
@@ -1296,10 +1280,6 @@ BEGIN
     id_kind := v_kind::text;
     id_value := v_value;
     IF NOT v_ok THEN
-      -- counted in this turn; a gateway of the previous release (no fail_window) counts it itself
-      IF p ? 'fail_window' THEN
-        PERFORM wrong_code_counted(p_project, v_kind, v_value, p_fail_prefix, (p->>'fail_window')::integer, p_address_group, (p->>'address_window')::integer);
-      END IF;
       outcome := 'wrong';
       RETURN NEXT;
       RETURN;

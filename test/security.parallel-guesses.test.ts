@@ -10,6 +10,7 @@
 // Also here: made-up state ids count against nothing. A stale token posting them counted against
 // its account's wrong codes, which locked the owner out of linking for an hour.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { codeHash } from "../src/auth/otp.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 
@@ -25,6 +26,7 @@ describe.each(backends)("wrong codes sent at once on %s", (backend) => {
   afterAll(() => h?.close());
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+  const codeHashOf = (stateId: string, code: string) => codeHash(h.app.deps.otpKey, stateId, code);
   /** The identifier's wrong codes counted from everywhere: one per code judged wrong. */
   const counted = async (email: string) => {
     const row = await h.db.prisma.rateLimit.findFirst({ where: { key: { startsWith: "fail:id:" }, AND: { key: { endsWith: `:email:${email}` } } } });
@@ -79,6 +81,37 @@ describe.each(backends)("wrong codes sent at once on %s", (backend) => {
     const answers = await allAtOnce(states, (s, otp) => h.call("POST", "/auth/reauthenticate/verify", { body: { state_id: s.id, otp }, headers: bearer(user.token), from: s.from }));
     expect(tally(answers)["400 OTPInvalid"]).toBe(CAP - before);
     expect(await counted(email)).toBe(CAP);
+  });
+
+  // During a rolling upgrade, gateways of the previous release call these functions without the
+  // windows (and count a wrong code themselves): their wrong codes are judged, not counted twice,
+  // and nothing fails on a window that is not there.
+  it("a call of the previous release, without the windows, is judged and counts nothing itself", async () => {
+    const email = "parallel-previous@example.com";
+    const start = await h.call("POST", "/auth/otp/start", { body: { email } });
+    const code = await h.mailbox.otp(email);
+    const wrong = String((Number(code) + 1) % 1_000_000).padStart(6, "0");
+    const checks = { max_tries: 5, fail_prefix: "fail:id:", fail_max: CAP, address_group: "192.0.2.1", address_max: 15, judge_places: [], known_days: 30 };
+    const [signIn] = await h.db.prisma.$queryRawUnsafe<{ outcome: string; tries: number }[]>(
+      `SELECT outcome, tries FROM sign_in_verify($1::jsonb)`,
+      JSON.stringify({ project: h.projectId, state: start.body.state_id, hash: codeHashOf(start.body.state_id, wrong), ...checks }),
+    );
+    expect(signIn).toEqual({ outcome: "wrong", tries: 1 });
+
+    const user = await h.signIn({ email: "parallel-previous-linker@example.com" });
+    const target = "parallel-previous-target@example.com";
+    const request = await h.call("POST", "/users/link/request", { body: { email: target }, headers: bearer(user.token) });
+    const linkCode = await h.mailbox.otp(target);
+    const [link] = await h.db.prisma.$queryRawUnsafe<{ outcome: string; tries: number }[]>(
+      `SELECT outcome, tries FROM link_verify($1::jsonb)`,
+      JSON.stringify({
+        project: h.projectId, account: user.accountId, state: request.body.state_id, hash: codeHashOf(request.body.state_id, String((Number(linkCode) + 1) % 1_000_000).padStart(6, "0")),
+        max_tries: 5, fail_key: `fail:acc:${user.accountId}`, fail_max: 15, cap_prefix: "fail:id:", cap_max: CAP, judge_places: [], known_days: 30, address_group: "192.0.2.1", address_max: 15,
+      }),
+    );
+    expect(link).toEqual({ outcome: "wrong", tries: 1 });
+    expect(await counted(email)).toBe(0);
+    expect(await counted(target)).toBe(0);
   });
 
   it("made-up state ids count against nothing: a stale token cannot lock its owner out of linking", async () => {

@@ -143,17 +143,14 @@ BEGIN
     RETURN NEXT;
     RETURN;
   END IF;
-  -- the identifier's turn (wrong_codes_turn, src/auth/sign-in.sql): the caps below read what the turns before left
-  SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
-  IF FOUND THEN
-    PERFORM wrong_codes_turn(p_project, v_kind, v_value);
-  END IF;
-  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
-    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
-      AND s.session_id IS NULL AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries
-      AND sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days) IS NULL
-      AND sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max) IS NULL
-    RETURNING s.code_hash = p_hash, s.attempts, s.kind, s.value INTO v_ok, tries, v_kind, v_value;
+  -- judged as every code is (otp_judge, src/auth/sign-in.sql); null fields (no cap_window from a
+  -- gateway of the previous release) are left out, not passed as null
+  SELECT j.ok, j.attempts, j.kind::identifier_kind, j.value INTO v_ok, tries, v_kind, v_value
+    FROM otp_judge(jsonb_strip_nulls(jsonb_build_object(
+      'project', p_project, 'state', p_state, 'hash', p_hash, 'purpose', 'link', 'account', p_account,
+      'max_tries', p_max_tries, 'fail_prefix', p_cap_prefix, 'fail_max', p_cap_max, 'fail_window', p->'cap_window',
+      'address_group', p_address_group, 'address_max', p_address_max, 'address_window', p->'address_window',
+      'judge_places', p->'judge_places', 'known_days', p_known_days))) j;
   IF NOT FOUND THEN
     SELECT s.result::text INTO stored FROM otp_states s
       WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
@@ -173,10 +170,6 @@ BEGIN
   id_kind := v_kind::text;
   id_value := v_value;
   IF NOT v_ok THEN
-    -- counted in this turn; a gateway of the previous release (no cap_window) counts it itself
-    IF p ? 'cap_window' THEN
-      PERFORM wrong_code_counted(p_project, v_kind, v_value, p_cap_prefix, (p->>'cap_window')::integer, p_address_group, (p->>'address_window')::integer);
-    END IF;
     outcome := 'wrong';
     RETURN NEXT;
     RETURN;
