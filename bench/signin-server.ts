@@ -41,7 +41,10 @@ async function linkgate(a: ServerArgs): Promise<{ port: number; close: () => Pro
     SMTP_URL: a.smtpUrl,
   });
   const big = { max: 1e9, windowSeconds: 3600 };
-  const limits = { sendsPerIdentifier: big, sendsPerAddress: big, sendsPerAccount: big, smsPerProject: big, emailsPerProject: big, failuresPerSubject: big };
+  // lifted: the benchmark measures throughput, and its returning users sign in from one known
+  // place far more than the 10 codes an hour a known place gets (68275ae added that budget after
+  // the last recorded run; the first run after it refused 4 to 88 of them)
+  const limits = { sendsPerIdentifier: big, sendsPerAddress: big, sendsPerAccount: big, smsPerProject: big, emailsPerProject: big, failuresPerSubject: big, knownPlaceSendsPerIdentifier: big };
   const app = await buildApp(config, { logger: createLogger("silent"), limits });
   const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
   await new Promise((r) => server.once("listening", r));
