@@ -1244,9 +1244,15 @@ DECLARE
   v_types text[];
   v_bodies text[];
 BEGIN
-  -- judged as every code is (otp_judge), and the state used up by a right one
+  -- judged as every code is (otp_judge), and the state used up by a right one; only the fields
+  -- the judge reads are passed (p carries the events' bodies), and none as null (no fail_window
+  -- from a gateway of the previous release)
   SELECT j.ok, j.attempts, j.kind::identifier_kind, j.value INTO v_ok, tries, v_kind, v_value
-    FROM otp_judge(p || jsonb_build_object('purpose', 'sign_in', 'account', NULL, 'session', NULL, 'consume', true)) j;
+    FROM otp_judge(jsonb_strip_nulls(jsonb_build_object(
+      'project', p_project, 'state', p_state, 'hash', p_hash, 'purpose', 'sign_in', 'consume', true,
+      'max_tries', p->'max_tries', 'fail_prefix', p_fail_prefix, 'fail_max', p_fail_max, 'fail_window', p->'fail_window',
+      'address_group', p_address_group, 'address_max', p_address_max, 'address_window', p->'address_window',
+      'judge_places', p->'judge_places', 'known_days', p_known_days))) j;
 
   IF NOT FOUND THEN
     -- a retried verify of a state that succeeded: the same sign-in while its session lives
