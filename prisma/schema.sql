@@ -1085,7 +1085,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN;
   END IF;
-  PERFORM wrong_codes_turn(p_project, v_kind, v_value);
+  PERFORM pg_advisory_xact_lock(1818720099, hashtext(p_project || ':' || v_kind::text || ':' || v_value));
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
       consumed_at = CASE WHEN s.code_hash = p_hash AND (p->>'consume')::boolean THEN now() AT TIME ZONE 'UTC' ELSE s.consumed_at END
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = (p->>'purpose')::otp_purpose
@@ -1370,15 +1370,6 @@ BEGIN
       count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
       window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
       window_seconds = EXCLUDED.window_seconds;
-END
-$function$;
-
-CREATE OR REPLACE FUNCTION public.wrong_codes_turn(p_project text, p_kind public.identifier_kind, p_value text)
- RETURNS void
- LANGUAGE plpgsql
-AS $function$
-BEGIN
-  PERFORM pg_advisory_xact_lock(1818720099, hashtext(p_project || ':' || p_kind::text || ':' || p_value));
 END
 $function$;
 

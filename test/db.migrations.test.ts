@@ -131,7 +131,6 @@ describe("repeatable migrations", () => {
           "public.sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)",
           "public.sign_in_verify(p jsonb)",
           "public.wrong_code_counted(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_window integer, p_group text, p_address_window integer)",
-          "public.wrong_codes_turn(p_project text, p_kind identifier_kind, p_value text)",
         ]);
       } finally {
         await db.close();

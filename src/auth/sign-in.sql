@@ -64,25 +64,7 @@ BEGIN
 END
 $$;
 
--- Judging the codes of one identifier takes turns, and a wrong code is counted against the
--- identifier (from this address group, and from everywhere) before the turn ends, in the
--- transaction that judged it (31st review). The caps above read the counters when a code is
--- judged; counted afterwards, in a statement of its own, parallel verifies were all judged
--- before any of them was counted: 40 address groups with 5 states each had 1,000 wrong codes of
--- one identifier judged in a burst, against a cap of 100 an hour. The turn is a transaction-level
--- advisory lock on the identifier (class "lgwc", a hash of project, kind and value; two
--- identifiers sharing a hash only take turns with each other): every statement after it in the
--- transaction reads the counters as the turns before it left them. sign_in_verify,
--- link_verify (src/linking/link-verify.sql) and otp_judge below take it first.
-CREATE OR REPLACE FUNCTION wrong_codes_turn(p_project text, p_kind identifier_kind, p_value text)
-RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM pg_advisory_xact_lock(1818720099, hashtext(p_project || ':' || p_kind::text || ':' || p_value));
-END
-$$;
-
--- One wrong code of an identifier, counted in its turn (wrong_codes_turn): against the
+-- One wrong code of an identifier, counted in its turn (otp_judge): against the
 -- identifier from everywhere (p_prefix || project:kind:value, the cap of sign_in_capped) and
 -- from this address group (the key of sign_in_address_capped), each in its own window, as
 -- src/rate-limit.ts counts any counter.
@@ -101,8 +83,20 @@ END
 $$;
 
 -- Every code is judged here: a sign-in's (sign_in_verify), a link's (link_verify), a
--- re-authentication's and an external sign-in's confirmation (src/auth/otp.ts checkOtp). In its
--- identifier's turn (wrong_codes_turn), under the caps (sign_in_capped, sign_in_address_capped),
+-- re-authentication's and an external sign-in's confirmation (src/auth/otp.ts checkOtp).
+--
+-- Judging the codes of one identifier takes turns, and a wrong code is counted against the
+-- identifier (from this address group, and from everywhere) before the turn ends, in the
+-- transaction that judged it (31st review). The caps above read the counters when a code is
+-- judged; counted afterwards, in a statement of its own, parallel verifies were all judged
+-- before any of them was counted: 40 address groups with 5 states each had 1,000 wrong codes of
+-- one identifier judged in a burst, against a cap of 100 an hour. The turn is a transaction-level
+-- advisory lock on the identifier (class "lgwc", a hash of project, kind and value; two
+-- identifiers sharing a hash only take turns with each other), taken once the state is found:
+-- every statement after it in the transaction reads the counters as the turns before it left
+-- them. Verifies of different identifiers never wait for each other.
+--
+-- In its identifier's turn, under the caps (sign_in_capped, sign_in_address_capped),
 -- the try counted under the state's row lock, a wrong code counted against the identifier. `p`:
 -- project, state, hash, purpose, account, session (the state's binding; absent or null where the
 -- state has none), max_tries, fail_prefix, fail_max, fail_window, address_group, address_max,
@@ -124,7 +118,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN;
   END IF;
-  PERFORM wrong_codes_turn(p_project, v_kind, v_value);
+  PERFORM pg_advisory_xact_lock(1818720099, hashtext(p_project || ':' || v_kind::text || ':' || v_value));
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
       consumed_at = CASE WHEN s.code_hash = p_hash AND (p->>'consume')::boolean THEN now() AT TIME ZONE 'UTC' ELSE s.consumed_at END
     WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = (p->>'purpose')::otp_purpose
