@@ -15,6 +15,8 @@ export type GraphQLContext = {
   secret(): Promise<KeyActor>;
   user(): Promise<UserActor>;
   admin: boolean;
+  /** Forgets the credentials read so far: the next call reads them again (each root mutation field, schema/index.ts). */
+  afresh(): void;
 };
 
 /** What the HTTP layer hands yoga besides the request. */
@@ -40,12 +42,21 @@ export function createContext(deps: Deps, request: Request, server: ServerContex
   const bearer = bearerToken(request.headers.get("authorization"));
   const { clientAddress } = server;
   const userAgent = request.headers.get("user-agent");
-  const project = once(() => authenticateProject(deps, { apiKey, clientAddress, userAgent }));
+  const read = () => {
+    const project = once(() => authenticateProject(deps, { apiKey, clientAddress, userAgent }));
+    return {
+      project,
+      secret: once(async () => requireSecretKey(await project())),
+      user: once(() => authenticateUser(deps, { apiKey, bearer, clientAddress, userAgent })),
+    };
+  };
+  let credentials = read();
   return {
     deps,
-    project,
-    secret: once(async () => requireSecretKey(await project())),
-    user: once(() => authenticateUser(deps, { apiKey, bearer, clientAddress, userAgent })),
+    project: () => credentials.project(),
+    secret: () => credentials.secret(),
+    user: () => credentials.user(),
     admin: isAdmin(deps, request.headers.get("x-admin-token")),
+    afresh: () => (credentials = read()),
   };
 }
