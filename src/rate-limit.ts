@@ -369,7 +369,11 @@ const COUNT_FAILURES = prepared<{ key: string; count: number; resets_in: number 
 /** Counts one failure against each key (wrong codes), in one statement; `tripped` marks the failure that reached a limit. */
 export async function countFailures(db: DbLike, checks: Check[]): Promise<Counter[]> {
   if (!checks.length) return [];
-  const rows = await run(db, COUNT_FAILURES, [checks.map((x) => x.key), checks.map((x) => x.limit.windowSeconds)]);
+  return failureCounters(await run(db, COUNT_FAILURES, [checks.map((x) => x.key), checks.map((x) => x.limit.windowSeconds)]), checks);
+}
+
+/** Failure counters as their checks read them: over at the limit, `tripped` by the failure that reached it. */
+function failureCounters(rows: { key: string; count: number; resets_in: number }[], checks: Check[]): Counter[] {
   const limits = new Map(checks.map((x) => [x.key, x.limit.max]));
   return rows.map((r) => {
     const max = limits.get(r.key)!;
@@ -390,12 +394,7 @@ const READ_COUNTERS = prepared<{ key: string; count: number; resets_in: number }
  * maximum, which one count reaches once per window. A counter with no live window is left out.
  */
 export async function readCounters(db: DbLike, checks: Check[]): Promise<Counter[]> {
-  const rows = await run(db, READ_COUNTERS, [checks.map((x) => x.key)]);
-  const limits = new Map(checks.map((x) => [x.key, x.limit.max]));
-  return rows.map((r) => {
-    const max = limits.get(r.key)!;
-    return { key: r.key, count: r.count, resetsIn: Math.max(1, r.resets_in), over: r.count >= max, tripped: r.count === max };
-  });
+  return failureCounters(await run(db, READ_COUNTERS, [checks.map((x) => x.key)]), checks);
 }
 
 /**

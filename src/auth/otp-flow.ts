@@ -207,8 +207,7 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   // is not judged (except from where it signed in before). The guard rides in the statement
   // that judges the code; only a code that was not judged asks why, so a sign-in costs nothing more.
   const places = placesHere(clientAddress);
-  const { max, windowSeconds } = deps.limits.failuresPerIdentifier;
-  const guard = { keyPrefix: FAIL_IDENTIFIER, max, windowSeconds, places, address: addressCap(deps, clientAddress) };
+  const guard = { ...identifierCap(deps), places, address: addressCap(deps, clientAddress) };
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, fields.stateId, fields.otp, guard);
   } catch (err) {
@@ -224,8 +223,14 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
  * the counter's key prefix and maximum; the statement reads the counter as refuseIfCapped does.
  */
 export function identifierCapGuard(deps: Deps): { fail_prefix: string; fail_max: number; fail_window: number } {
+  const { prefix, max, windowSeconds } = identifierCap(deps);
+  return { fail_prefix: prefix, fail_max: max, fail_window: windowSeconds };
+}
+
+/** The identifier-wide wrong-code cap: its counter's key prefix, maximum and window. */
+function identifierCap(deps: Deps): { prefix: string; max: number; windowSeconds: number } {
   const { max, windowSeconds } = deps.limits.failuresPerIdentifier;
-  return { fail_prefix: FAIL_IDENTIFIER, fail_max: max, fail_window: windowSeconds };
+  return { prefix: FAIL_IDENTIFIER, max, windowSeconds };
 }
 
 /**
@@ -302,7 +307,7 @@ export function checkInStatement(deps: Deps, binding: OtpBinding & { accountId: 
     maxTries: OTP_MAX_TRIES,
     failKey: subjectKeys(binding)!.fail,
     failMax: deps.limits.failuresPerSubject.max,
-    cap: { prefix: FAIL_IDENTIFIER, max: deps.limits.failuresPerIdentifier.max, windowSeconds: deps.limits.failuresPerIdentifier.windowSeconds, places: placesHere(clientAddress), knownDays: KNOWN_FOR_DAYS },
+    cap: { ...identifierCap(deps), places: placesHere(clientAddress), knownDays: KNOWN_FOR_DAYS },
     address: addressCap(deps, clientAddress),
   };
 }

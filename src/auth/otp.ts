@@ -60,7 +60,7 @@ export function newOtpState(key: Buffer, binding: OtpBinding, identifier: Identi
 export type CheckedOtp = { identifier: Identifier; /** set when this state already succeeded */ result: unknown | null };
 
 /** The identifier-wide cap (spared at `places`), and the identifier's wrong codes from this address group, with their windows. */
-export type JudgeGuard = { keyPrefix: string; max: number; windowSeconds: number; places: string[]; address: { group: string; max: number; windowSeconds: number } };
+export type JudgeGuard = { prefix: string; max: number; windowSeconds: number; places: string[]; address: { group: string; max: number; windowSeconds: number } };
 
 /**
  * Checks a code against a live state bound to `binding`. Wrong codes throw OTPInvalid with
@@ -91,7 +91,7 @@ export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId
     account: binding.accountId,
     session: binding.sessionId ?? null,
     max_tries: OTP_MAX_TRIES,
-    fail_prefix: guard.keyPrefix,
+    fail_prefix: guard.prefix,
     fail_max: guard.max,
     fail_window: guard.windowSeconds,
     address_group: guard.address.group,
