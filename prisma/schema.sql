@@ -984,7 +984,7 @@ BEGIN
   -- attached an address to the owner's account after the owner removed the intruder's way in
   -- (24th review). Absent for a caller of the previous build during an upgrade. What it proved
   -- last is what an attach records (identifiers.linked_with): one attached by way of a merged
-  -- secondary leaves with it on unmerge (26th review).
+  -- secondary is removed on unmerge (26th review).
   IF p->>'session' IS NOT NULL THEN
     SELECT coalesce(ss.reauthenticated_with, ss.signed_in_with) INTO v_proof FROM sessions ss
       WHERE ss.id = p->>'session' AND ss.account_id = p_account AND ss.ended_at IS NULL AND ss.expires_at > now();

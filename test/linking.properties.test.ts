@@ -1,6 +1,6 @@
 // Model-based property test of linking: random sequences of sign-in, link (request + verify),
 // remove and unmerge over a small pool of identifiers, run against the real app and against a
-// small model of docs/rest.md and of what an unmerge gives back (docs/security.md). Every answer
+// small model of docs/rest.md and of what an unmerge removes (docs/security.md). Every answer
 // must be the one the model predicts, and after every step the database must satisfy the
 // invariants below and match the model.
 import { randomBytes } from "node:crypto";
@@ -47,9 +47,10 @@ let world = 0;
 
 /**
  * The linking rules of docs/rest.md (POST /users/link/verify) over identifiers and accounts, and
- * what an unmerge gives back (docs/security.md, "Sessions"): an address attached by a session
+ * what an unmerge removes (docs/security.md, "Sessions"): an address attached by a session
  * remembers what that session signed in with (`via`), and one attached by way of the merged
- * secondary's identifiers, followed to the end, goes back with it. One session per account: the
+ * secondary's identifiers, followed to the end, is removed from the primary; the secondary keeps
+ * exactly its own. One session per account: the
  * latest sign-in that landed on it, which signed in with `proof`.
  */
 class Model {
@@ -123,7 +124,7 @@ class Model {
 
   separate(acc: string) {
     const other = this.partner.get(acc)!;
-    for (const y of this.leavingOnUnmerge(acc)) this.holder.set(y, { acc: other, origin: "attached", via: null });
+    for (const y of this.leavingOnUnmerge(acc)) this.holder.delete(y);
     for (const a of [acc, other]) this.partner.delete(a), this.role.delete(a);
   }
 }

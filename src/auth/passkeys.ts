@@ -140,8 +140,8 @@ export const REGISTRATION_OPTIONS_PER_ACCOUNT: Limit = { max: 30, windowSeconds:
  * registered from a session signed in with the one before is a link of that chain, and
  * registering needs no mailbox. Checked when registration starts, so that no authenticator stores
  * a passkey the account cannot take (they are discoverable credentials), and again under the
- * account's lock when it finishes. An account can hold more (the passkeys an unmerge gives back
- * are not counted, nor those from before the cap); it registers none until it holds fewer.
+ * account's lock when it finishes. An account can hold more (those from before the cap); it
+ * registers none until it holds fewer.
  */
 export const PASSKEYS_PER_ACCOUNT = 20;
 
@@ -217,7 +217,7 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
         backedUp: credentialBackedUp,
         name,
         // what made the session recent: a passkey added by whoever signed in with a merged
-        // secondary's address leaves with the secondary on unmerge (src/linking/service.ts)
+        // secondary's address is removed on unmerge (src/linking/service.ts)
         registeredWith: lastProof,
       },
     });
@@ -357,10 +357,10 @@ async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id:
 /**
  * The account a passkey signs in to (its owner's primary), locked (primaryOf), with the passkey
  * read again under that lock, which removePasskey and an unmerge take first. A passkey removed
- * while the sign-in was being checked is gone now and signs nothing in; one an unmerge gave
- * back to the secondary meanwhile is decided again from its new account: a sign-in that read
- * it on the primary before opened a session there that nothing would end (30th review). One
- * removed or given back after this commits finds the session this writes, and ends it
+ * while the sign-in was being checked (by the owner, or by an unmerge) is gone now and signs
+ * nothing in: a sign-in that read it on the primary before an unmerge opened a session there
+ * that nothing would end (30th review). One removed after this commits finds the session this
+ * writes, and ends it
  * (docs/security.md, "Stolen sessions").
  */
 export async function lockPasskeyAccount(tx: Tx, projectId: string, passkeyId: string): Promise<string> {

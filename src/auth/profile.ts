@@ -32,7 +32,7 @@ export async function updateProfile(deps: Deps, actor: UserActor, input: { name:
   await consumePerAccount(deps.db, "profile_updates_per_account", user.accountId, PROFILE_UPDATES_PER_ACCOUNT);
   return transaction(deps.prisma, async (tx) => {
     // a merge that ended this session while the request ran goes first: renaming a secondary
-    // would break the unmerge's promise to give it back as it was (24th review)
+    // would break the unmerge's promise to restore it as it was (24th review)
     await lockForSession(tx, actor);
     const differs = name === null ? { name: { not: null } } : { OR: [{ name: null }, { name: { not: name } }] };
     const changed = await tx.account.updateMany({ where: { id: user.accountId, projectId, ...differs }, data: { name } });

@@ -1,7 +1,7 @@
 -- Repeatable migration (src/db/repeatable.ts): re-created whenever this file changes.
 
--- What an unmerge gives back to the secondary (docs/security.md, "Sessions"): the secondary's
--- own identifiers and passkeys ('own'), and everything on the primary proven with them, followed
+-- What an unmerge separates (docs/security.md, "Sessions"): the secondary's own identifiers and
+-- passkeys ('own'), which stay with it, and everything on the primary proven with them, followed
 -- to the end: an identifier attached by a session that had proved one of them last
 -- (identifiers.linked_with), an external identity confirmed with one (external_identities.
 -- proven_by), a passkey registered by such a session (passkeys.registered_with), and what was

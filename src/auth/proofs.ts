@@ -2,8 +2,9 @@
 // session had proved last (identifiers.linked_with), a passkey what its registering session had
 // (passkeys.registered_with), an external identity the address or passkey that confirmed it
 // (external_identities.proven_by). An unmerge follows these from the merged secondary's own
-// identifiers and passkeys, and gives back all it reaches (provenThroughSecondary below, which
-// the unmerge in src/linking/service.ts calls; docs/security.md "Sessions").
+// identifiers and passkeys, and removes from the primary all it reaches there
+// (provenThroughSecondary below, which the unmerge in src/linking/service.ts calls;
+// docs/security.md "Sessions").
 import type { Tx } from "../db/client.ts";
 import type { Identifier } from "./identifiers.ts";
 
@@ -26,14 +27,16 @@ export async function handOnProofs(tx: Tx, accountId: string, removedId: string,
 type Proven = { id: string; what: "own" | "identifier" | "passkey"; kind: string | null; value: string | null };
 
 /**
- * What goes back to the secondary on unmerge, besides its own identifiers and passkeys: what was
- * proven through them on the primary while merged. The external identities that joined it
+ * What an unmerge removes from the primary: what was proven through the secondary's own
+ * identifiers and passkeys while merged (those never left the secondary, and stay with it). The external identities that joined it
  * confirmed through the secondary's address (src/auth/external/sign-in.ts joinOnce); the
  * identifiers attached and the passkeys registered by sessions that had proved them last
  * (`linkedWith`, `registeredWith`). Whoever held the secondary's address kept a way into the
  * primary otherwise: a passkey (24th review), or an address attached first and a passkey
- * registered from a session signed in with it (26th). Followed to the end, in one statement
- * (src/auth/proofs.sql says why). `proofs`: all of it, whose sessions on the primary end.
+ * registered from a session signed in with it (26th). Handed to the secondary, they gave it what
+ * it never had; removed, the secondary comes back exactly as it was. Followed to the end, in one
+ * statement (src/auth/proofs.sql says why). `proofs`: all of it with the secondary's own, whose
+ * sessions on the primary end.
  */
 export async function provenThroughSecondary(tx: Tx, primaryId: string, secondaryId: string) {
   const rows = await tx.$queryRaw<Proven[]>`SELECT id, what, kind, value FROM proven_through_secondary(${primaryId}, ${secondaryId})`;

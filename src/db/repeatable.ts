@@ -57,7 +57,7 @@ export const REPEATABLE = [
   "webhooks/outbox.sql", // outbox_enqueue (link_enqueue calls it)
   "webhooks/event-accounts.sql", // dashboard.event_account, dashboard.event_secondary_account (indexed)
   "auth/sign-in-identifiers.sql", // account_sign_in_identifiers (link_verify calls it)
-  "auth/proofs.sql", // proven_through_secondary (what an unmerge gives back)
+  "auth/proofs.sql", // proven_through_secondary (what an unmerge separates)
   "linking/link-verify.sql", // link_user_object, link_enqueue, link_verify
   "auth/sign-in.sql", // sign_in_capped, sign_in_verify (they call link_user_object, link_text_array, outbox_enqueue)
   "delivery/dashboard-rollups.sql", // the dashboard's hourly attempt counts and their trigger

@@ -270,7 +270,7 @@ export async function unmergeOnBehalf(deps: Deps, actor: UserActor, secondaryId:
 /**
  * The account's identifiers other than `removed` that can still sign in and stay: an external
  * one whose provider was deleted cannot sign in, and one proven through the merged secondary
- * leaves with it on unmerge (counted, removing the account's own last address then unmerging
+ * is removed on unmerge (counted, removing the account's own last address then unmerging
  * left it none: 21st review).
  */
 async function signInCapableBesides(tx: Tx, me: LockedAccount, removed: string): Promise<number> {
@@ -280,7 +280,7 @@ async function signInCapableBesides(tx: Tx, me: LockedAccount, removed: string):
   });
 }
 
-/** The identifiers of a primary that an unmerge would give to its secondary (none for any other account). */
+/** The identifiers of a primary that an unmerge would remove (none for any other account). */
 export async function leavingOnUnmerge(tx: Tx, account: Pick<LockedAccount, "id" | "merge_role" | "merged_with_id">): Promise<Set<string>> {
   if (account.merge_role !== "primary" || !account.merged_with_id) return new Set();
   const { identifiers } = await provenThroughSecondary(tx, account.id, account.merged_with_id);
@@ -291,18 +291,15 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   const { projectId, user } = actor;
   await lockAccounts(tx, projectId, [user.accountId, secondaryId]);
   const { identifiers, passkeys, proofs } = await provenThroughSecondary(tx, user.accountId, secondaryId);
-  const returned = identifiers.map((i) => i.id);
   // the sessions they opened on the primary end, the one making this change too. Kept, it would
   // stay on an account it holds no proof for: an intruder's session that unmerged, or the owner's
   // on the account she just left (seventeenth review).
   await endSessionsSignedInWith(tx, user.accountId, proofs);
-  if (returned.length) {
-    await tx.identifier.updateMany({ where: { id: { in: returned } }, data: { accountId: secondaryId, linkedWith: null } });
-    await tx.externalIdentity.updateMany({ where: { identifierId: { in: returned } }, data: { provenBy: null } });
-  }
-  if (passkeys.length) {
-    await tx.passkey.updateMany({ where: { id: { in: passkeys } }, data: { accountId: secondaryId, registeredWith: null } });
-  }
+  // What was added on the primary by way of the secondary is removed, not handed to it: the
+  // secondary comes back exactly as it was, and nothing moves between accounts (docs/security.md,
+  // "Sessions"). Left on the primary, it would keep whoever held the secondary's address in.
+  if (identifiers.length) await tx.identifier.deleteMany({ where: { accountId: user.accountId, id: { in: identifiers.map((i) => i.id) } } });
+  if (passkeys.length) await tx.passkey.deleteMany({ where: { accountId: user.accountId, id: { in: passkeys } } });
   // the primary's remembered app consents go too: a sign-in with the secondary's address landed
   // here while the two were merged, so the other person may have given them, and an app would
   // then skip the consent page for this account (twenty-third review); each app asks again
@@ -312,8 +309,9 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   // a receiver that follows identifiers by their events learns that those left the primary
   const left = identifiers.map((i): [EventType, object] => ["user.identifier.unlinked", { identifier: { type: i.kind, value: i.value } }]);
   await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ...left, ["user.updated", {}]]);
-  const theirs = await identifiersOf(tx, secondaryId);
-  await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...theirs], theirs);
+  // the removed addresses are told as the secondary's are: without the client address
+  const leaving = [...(await identifiersOf(tx, secondaryId)), ...identifiers];
+  await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...leaving], leaving);
 }
 
 /** The primary's events of one change: its user object is read once, all events written in one statement. */

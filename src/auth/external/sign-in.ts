@@ -72,9 +72,9 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
   let accountId: string;
   if (known) {
     accountId = await primaryOf(tx, actor.projectId, known.accountId);
-    // read again under the lock: an unmerge that committed meanwhile may have given the identity
-    // back to the secondary, and a session opened here would stay on the primary, signed in with
-    // what it no longer holds (24th review)
+    // read again under the lock: an unmerge that committed meanwhile may have removed the
+    // identity, and a session opened here would stay on the primary, signed in with what it no
+    // longer holds (24th review)
     const still = await tx.identifier.findUnique({ where: { id: known.id }, select: { accountId: true } });
     if (still?.accountId !== known.accountId) throw new DecideAgain("the identity moved to another account");
     await saveClaims(tx, known.id, flow);
@@ -201,7 +201,7 @@ async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed:
 /**
  * Under the state's row lock: signs into the primary account of the e-mail and attaches the
  * identity to it, remembering what proved it (`provenBy`: the address its code went to, or the
- * passkey): one proven through a merged secondary goes back to it on unmerge (src/auth/proofs.ts).
+ * passkey): one proven through a merged secondary is removed on unmerge (src/auth/proofs.ts).
  * It stayed on the primary after the unmerge before (seventeenth review), and so did one proven
  * with an address or passkey the secondary's holder had added to the primary (27th); attached to
  * the secondary itself, it could not be removed without unmerging, nor re-authenticate the

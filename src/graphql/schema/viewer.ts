@@ -51,7 +51,7 @@ builder.prismaObject("Identifier", {
     origin: t.expose("origin", { type: IdentifierOrigin, description: "Whether the account signed up with it or it was added by linking." }),
     leavesOnUnmerge: t.boolean({
       description:
-        "True for one proven through the merged secondary: an external sign-in confirmed through its address, or an identifier added by a session signed in with it. An unmerge gives it to the secondary, and it does not count as the account's own last way to sign in.",
+        "True for one proven through the merged secondary: an external sign-in confirmed through its address, or an identifier added by a session signed in with it. An unmerge removes it, and it does not count as the account's own last way to sign in.",
       select: { account: { select: { id: true, mergeRole: true, mergedWithId: true } } },
       resolve: async (i, _, ctx) => (await leavingOf(ctx, i.account)).has(i.id),
     }),
@@ -81,7 +81,7 @@ function leavingOf(ctx: GraphQLContext, account: { id: string; mergeRole: string
 const MergedAccount = builder.prismaObject("Account", {
   variant: "MergedAccount",
   description:
-    "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back so, with what was proven through it while merged (the viewer's identifiers mark those leavesOnUnmerge). It has no way back to the viewer.",
+    "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back exactly so, and removes from the viewer's account what was proven through it while merged (the viewer's identifiers mark those leavesOnUnmerge). It has no way back to the viewer.",
   fields: (t) => ({
     id: t.exposeID("id", { description: "The secondary's own account id, which it keeps." }),
     name: t.exposeString("name", accountField.name),
