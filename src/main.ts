@@ -5,7 +5,7 @@ import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
 import type { FirstProject } from "./auth/projects.ts";
 import { claimIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
-import { answerBeforeTheApp, serverOptions } from "./http/server.ts";
+import { answerBeforeTheApp, answerHalfClosedClients, serverOptions } from "./http/server.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
@@ -26,6 +26,7 @@ const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.po
   logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)} (${pages.join(", ")})`);
 }) as Server;
 answerBeforeTheApp(server, logger);
+answerHalfClosedClients(server);
 // A port already taken (or not ours to bind) is said in one line, after everything started is
 // let go; once listening, a server error is not a start-up fault.
 server.once("error", onListenFault);

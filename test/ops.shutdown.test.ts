@@ -1,15 +1,18 @@
 // Stopping `npm start` and `npm run worker` for real: SIGTERM still stops a process whose
-// stdout and stderr readers have gone away, and a drain stuck on a receiver that never
-// answers ends at LINKGATE_SHUTDOWN_TIMEOUT_MS with the delivery handed back in the database.
+// stdout and stderr readers have gone away, a request in flight is answered even to a client
+// that half-closed its connection, and a drain stuck on a receiver that never answers ends at
+// LINKGATE_SHUTDOWN_TIMEOUT_MS with the delivery handed back in the database.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { connect } from "node:net";
+import { createServer, type ServerResponse } from "node:http";
+import { connect, type AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseMasterKey } from "../src/crypto.ts";
 import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { lastAnswer } from "./support/raw-http.ts";
 import { enqueueEvents, eventually, seedWebhook, TestReceiver } from "./support/receiver.ts";
 import { MAIN, migratedDataDir, WORKER } from "./support/server-entry.ts";
 
@@ -115,6 +118,95 @@ function start(entry: string, env: Record<string, string>): Proc {
   };
   return { child, exited, output: () => out, waitFor };
 }
+
+/** An SMS gateway that holds every text until the test answers it: a request kept in flight, on cue. */
+async function heldSmsGateway() {
+  const held: ServerResponse[] = [];
+  let arrived: (() => void) | undefined;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => (held.push(res), arrived?.()));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/sms`,
+    /** The next text to arrive, unanswered. */
+    async nextText(): Promise<ServerResponse> {
+      if (!held.length) await new Promise<void>((resolve) => (arrived = resolve));
+      return held.shift()!;
+    },
+    close: () => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
+  };
+}
+
+/**
+ * Writes the whole request, then half-closes (FIN) and goes on reading, as `socket.end(request)`
+ * does: `sent` once the FIN has left, `answer` with all the server wrote until it closed.
+ */
+function sendThenHalfClose(port: number, request: string): { sent: Promise<void>; answer: Promise<string> } {
+  const socket = connect(port, "127.0.0.1");
+  socket.setEncoding("latin1");
+  socket.on("error", () => {}); // a reset ends the answer as a close does
+  let raw = "";
+  socket.on("data", (c: string) => (raw += c));
+  const answer = new Promise<string>((resolve) => socket.on("close", () => resolve(raw)));
+  const sent = new Promise<void>((resolve) => socket.once("connect", () => socket.end(request, () => resolve())));
+  return { sent, answer };
+}
+
+// Node's HTTP server ends its side of a connection as soon as the client's side ends, answer or
+// not: a client that half-closed after its request (socket.end()) was cut off, with nothing,
+// whenever its request was still being served, and a drain is when a request still is.
+describe("a client that half-closes its connection after its request (docs/rest.md, Conventions)", () => {
+  const apiKey = `lg_sk_test_${randomBytes(24).toString("base64url")}`;
+  const procs: Proc[] = [];
+  const cleanup: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    for (const p of procs.splice(0)) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
+    for (const c of cleanup.splice(0)) await c();
+  });
+
+  /** `npm start` whose texts go to a gateway that holds them: a sign-in by phone is in flight until the test answers its text. */
+  async function startWithHeldTexts() {
+    const gateway = await heldSmsGateway();
+    cleanup.push(() => gateway.close());
+    const p = start(MAIN, { ...baseEnv(), LINKGATE_BOOTSTRAP_API_KEY: apiKey, SMS_WEBHOOK_URL: gateway.url, LINKGATE_SHUTDOWN_TIMEOUT_MS: "20000" });
+    procs.push(p);
+    await p.waitFor("linkgate listening");
+    const port = Number(/listening on http:\/\/[^:]+:(\d+)/.exec(p.output())![1]);
+    const body = JSON.stringify({ phone: "+14155550143" });
+    const signIn = () =>
+      sendThenHalfClose(port, `POST /auth/otp/start HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    return { p, gateway, signIn };
+  }
+
+  function expectSignInStarted(raw: string) {
+    const answer = lastAnswer(raw);
+    expect(answer.status, raw || "(the connection closed with no answer)").toBe(200);
+    expect(Buffer.byteLength(answer.body, "latin1"), raw).toBe(Number(answer.headers["content-length"]));
+    expect(JSON.parse(answer.body)).toEqual({ state_id: expect.stringMatching(/^otp_/) });
+  }
+
+  it("npm start: gets the whole answer of a request served after its FIN arrived", async () => {
+    const { gateway, signIn } = await startWithHeldTexts();
+    const { sent, answer } = signIn();
+    await sent;
+    (await gateway.nextText()).writeHead(202).end();
+    expectSignInStarted(await answer);
+  }, 60_000);
+
+  it("npm start: gets the whole answer of a request in flight when SIGTERM arrives, and the process exits 0", async () => {
+    const { p, gateway, signIn } = await startWithHeldTexts();
+    const { sent, answer } = signIn();
+    await sent;
+    const text = await gateway.nextText();
+    p.child.kill("SIGTERM");
+    await p.waitFor("draining");
+    text.writeHead(202).end();
+    expectSignInStarted(await answer);
+    expect(await p.exited, p.output()).toBe(0);
+  }, 60_000);
+});
 
 const postgres = backends.includes("postgres");
 

@@ -32,6 +32,18 @@ export function answerBeforeTheApp(server: Server, logger: Logger, deadlines: De
 }
 
 /**
+ * A client may half-close its connection once its request is sent (docs/rest.md, "Conventions"),
+ * and still reads the answer. Node's server ends its own side as soon as the client's ends,
+ * unless `httpAllowHalfOpen` (a property, not a createServer option): the answer of a request
+ * still being served then went to a closed socket, and the client had nothing, not even in a
+ * drain, which waits for such requests. With it, Node closes the connection once that answer is
+ * written, and at once when no request is in progress.
+ */
+export function answerHalfClosedClients(server: Server): void {
+  (server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+}
+
+/**
  * `Expect: 100-continue` asks before sending the body. Node says yes to every such request
  * unless told otherwise, and a client then sent megabytes only to be answered 413: the app
  * refuses a declared length over the limit from its header (src/http/body.ts), so the body is
