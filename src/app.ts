@@ -8,6 +8,7 @@ import { defaultIssuer, type Config } from "./config.ts";
 import { deriveKey } from "./crypto.ts";
 import { InvalidRequest } from "./errors.ts";
 import { openDatabase, type Database } from "./db/client.ts";
+import { watchClock } from "./db/clock.ts";
 import { withConnectionShare } from "./db/connection-share.ts";
 import { applyMigrations, knownMigrations } from "./db/migrations.ts";
 import type { Deps } from "./deps.ts";
@@ -38,6 +39,9 @@ import { createLogger, inRequest, type Logger } from "./log.ts";
 import { startNoticeSender } from "./auth/notices.ts";
 import { startSweeper } from "./retention/sweep.ts";
 import { createMessenger, type Messenger } from "./messaging/transport.ts";
+
+/** What a gateway whose clock is off breaks (src/db/clock.ts). */
+const TOKENS_BREAK = "tokens carry this gateway's time, and apps refuse an ID token issued in the future";
 
 export type BuildOptions = {
   /** an already open database (tests); otherwise one is opened from the config */
@@ -83,6 +87,7 @@ export async function buildApp(config: Config, opts: BuildOptions = {}): Promise
   const created = await bootstrapProject(db.prisma, { secret: config.bootstrapApiKey, publishable: config.bootstrapPublishableKey }, { secretKey: !config.production });
   await warnSharedCallbacks(deps);
   await warnReceivableFirstParty(deps);
+  await watchClock(db, deps.logger, TOKENS_BREAK).check();
   const app = routes(deps, migrations, await resolvePagesKey(config, db.prisma, master));
   return {
     fetch: (req, env) => Promise.resolve(app.fetch(req, env)),

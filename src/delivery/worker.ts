@@ -37,6 +37,7 @@ import { randomBytes } from "node:crypto";
 import type { Config } from "../config.ts";
 import type { MasterKey } from "../crypto.ts";
 import type { Database } from "../db/client.ts";
+import { watchClock } from "../db/clock.ts";
 import type { LookupFn } from "../webhooks/target-guard.ts";
 import { disableDeadWebhooks } from "./dead-webhooks.ts";
 import type { BreakerSettings } from "./breaker.ts";
@@ -80,11 +81,13 @@ export type WorkerOptions = {
    * nothing. Default 100 ms (claim-loop.ts says why).
    */
   idleAfterMs?: number;
-  /** How often disableDeadWebhooks runs; 0 turns it off. Default 60 s. */
+  /** How often disableDeadWebhooks and the clock check (src/db/clock.ts) run; 0 turns them off after the first clock check. Default 60 s. */
   maintenanceIntervalMs?: number;
   /** For tests: DNS for the target check, and the jitter source. */
   lookup?: LookupFn;
   random?: () => number;
+  /** For tests: this machine's clock as the clock check reads it (src/db/clock.ts). */
+  clock?: () => number;
 };
 
 export type { WorkerStats };
@@ -152,7 +155,8 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       pool.take(claimed);
     },
   });
-  const maintenance = startMaintenance(db, opts.maintenanceIntervalMs ?? 60_000, { lifecycle, backoff, log, stats });
+  const clock = watchClock(db, log, SIGNATURES_BREAK, opts.clock);
+  const maintenance = startMaintenance(db, opts.maintenanceIntervalMs ?? 60_000, { lifecycle, backoff, log, stats, clock });
   const parts: Parts = { lifecycle, claims, pool, recorder, maintenance };
 
   claims.start();
@@ -206,24 +210,33 @@ function newStats(parts: () => Parts): WorkerStats {
   };
 }
 
-/** disableDeadWebhooks (log.ts) every `everyMs`, one run at a time; 0 turns it off. */
+/** What a worker whose clock is off breaks (src/db/clock.ts). */
+const SIGNATURES_BREAK = "webhook signatures carry this worker's time, and receivers refuse one more than 5 minutes off";
+
+/**
+ * The clock check at start, then with disableDeadWebhooks every `everyMs`, one run at a time; 0
+ * turns both off after the first check. A check that cannot read the database says nothing: the
+ * claims report the database's faults.
+ */
 function startMaintenance(
   db: Database,
   everyMs: number,
-  o: { lifecycle: Lifecycle; backoff: DbBackoff; log: Logger; stats: WorkerStats },
+  o: { lifecycle: Lifecycle; backoff: DbBackoff; log: Logger; stats: WorkerStats; clock: ReturnType<typeof watchClock> },
 ): { stop(): void } {
+  const checkClock = () => o.clock.check().catch(() => undefined);
+  void checkClock();
   if (everyMs <= 0) return { stop() {} };
   let maintaining = false;
   const timer = setInterval(() => {
     if (maintaining || !o.lifecycle.running) return;
     maintaining = true;
-    disableDeadWebhooks(db, new Date())
+    const disabling = disableDeadWebhooks(db, new Date())
       .then((disabled) => {
         o.stats.webhooksDisabled += disabled.length;
         for (const w of disabled) o.log.warn({ event: "webhook.disabled", webhookId: w.webhookId, projectId: w.projectId, reason: w.reason }, "webhook.disabled");
       })
-      .catch((err) => o.backoff.failed("disabling dead webhooks", err))
-      .finally(() => (maintaining = false));
+      .catch((err) => o.backoff.failed("disabling dead webhooks", err));
+    void Promise.all([disabling, checkClock()]).finally(() => (maintaining = false));
   }, everyMs);
   timer.unref();
   return { stop: () => clearInterval(timer) };
