@@ -7,7 +7,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type Provider from "oidc-provider";
 import type { Actor, Deps } from "../deps.ts";
 import { consumePerAddress, type Limit } from "../rate-limit.ts";
-import { endSessions } from "../auth/sessions.ts";
+import { assertLiveSession, endSessions } from "../auth/sessions.ts";
+import type { Tx } from "../db/client.ts";
+import { lockAccounts } from "../db/locks.ts";
+import { transaction } from "../db/transaction.ts";
 import type { TokenResponse } from "../auth/sign-in.ts";
 import { InvalidRequest } from "../errors.ts";
 import { bindGrantToSession } from "./adapter.ts";
@@ -106,11 +109,28 @@ export async function answerConsent(deps: Deps, provider: Provider, http: Intera
     return { redirectTo };
   }
   const scopes = requestedScopes(details);
-  await rememberConsent(deps, projectOf(client), pending.accountId, client.clientId, scopes);
+  const projectId = projectOf(client);
+  await transaction(deps.prisma, async (tx) => {
+    // The page may have been answered long after the sign-in: an unmerge, a merge or a sign-out
+    // that ended the session since withdrew the account's consents, and a yes written now put one
+    // back, so that the owner's next sign-in skipped the page for an app the other person
+    // allowed (32nd review). Checked under the account's lock, which those changes hold.
+    await lockAccounts(tx, projectId, [pending.accountId]);
+    await liveOrExpired(tx, projectId, pending);
+    await rememberConsent(tx, projectId, pending.accountId, client.clientId, scopes);
+  });
   return { redirectTo: await finish(deps, provider, http, client, pending, scopes) };
 }
 
+/** The interaction's session, still live (not ended, not expired, its account not merged away); else InteractionExpired. */
+async function liveOrExpired(db: Deps["prisma"] | Tx, projectId: string, user: SignedIn): Promise<void> {
+  await assertLiveSession(db, projectId, user.sessionId, user.accountId).catch(() => {
+    throw new InteractionExpired();
+  });
+}
+
 async function finish(deps: Deps, provider: Provider, http: InteractionHttp, client: Client, user: SignedIn, scopes: string[]): Promise<string> {
+  await liveOrExpired(deps.prisma, projectOf(client), user);
   const session = await deps.prisma.session.findUnique({ where: { id: user.sessionId }, select: { authTime: true, authMethod: true } });
   if (!session) throw new InteractionExpired();
   const grant = new provider.Grant({ accountId: user.accountId, clientId: client.clientId });
@@ -130,10 +150,10 @@ async function consentRemembered(deps: Deps, accountId: string, clientId: string
   return !!row && !row.revokedAt && scopes.every((s) => row.scopes.includes(s));
 }
 
-async function rememberConsent(deps: Deps, projectId: string, accountId: string, clientId: string, scopes: string[]): Promise<void> {
-  const row = await deps.prisma.oAuthConsent.findUnique({ where: { accountId_clientId: { accountId, clientId } } });
+async function rememberConsent(tx: Tx, projectId: string, accountId: string, clientId: string, scopes: string[]): Promise<void> {
+  const row = await tx.oAuthConsent.findUnique({ where: { accountId_clientId: { accountId, clientId } } });
   const all = [...new Set([...(row && !row.revokedAt ? row.scopes : []), ...scopes])];
-  await deps.prisma.oAuthConsent.upsert({
+  await tx.oAuthConsent.upsert({
     where: { accountId_clientId: { accountId, clientId } },
     create: { accountId, clientId, projectId, scopes: all },
     update: { scopes: all, revokedAt: null },
