@@ -298,12 +298,12 @@ describe.each(backends)("delivery log on %s", (backend) => {
 
   describe("disableDeadWebhooks", () => {
     // Attempt history is written directly: 24 hours cannot pass in a test.
-    async function history(webhookId: string, projectId: string, attempts: [hoursAgo: number, status: number | null][], now: Date) {
+    async function history(webhookId: string, projectId: string, attempts: [hoursAgo: number, status: number | null][], now: Date, createdHoursAgo = 30) {
       const eventId = newId("evt");
       await world.db.prisma.outboxEvent.create({ data: { id: eventId, projectId, eventType: "user.deleted", body: "{}" } });
       const deliveryId = newId("dlv");
       await world.db.prisma.delivery.create({
-        data: { id: deliveryId, eventId, webhookId, projectId, eventType: "user.deleted", status: "failed", createdAt: new Date(now.getTime() - 30 * HOUR), attempts: attempts.length },
+        data: { id: deliveryId, eventId, webhookId, projectId, eventType: "user.deleted", status: "failed", createdAt: new Date(now.getTime() - createdHoursAgo * HOUR), attempts: attempts.length },
       });
       let n = 0;
       for (const [hoursAgo, statusCode] of attempts) {
@@ -341,6 +341,23 @@ describe.each(backends)("delivery log on %s", (backend) => {
 
       // Idempotent.
       expect(await disableDeadWebhooks(world.db, now)).toEqual([]);
+    });
+
+    // 32nd review: a success of a delivery created before the 3 days judged was not seen
+    it("a success on an older delivery (redelivered, replayed) ends the run of failures as any success does", async () => {
+      const now = new Date();
+      const taking = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      await history(taking.webhookId, taking.projectId, [[30, 500], [10, 500], [0.2, 500]], now);
+      await history(taking.webhookId, taking.projectId, [[96, 500], [1, 200]], now, 96);
+      // the older delivery went through before this run of failures began: failing since 27 hours
+      const failing = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      await history(failing.webhookId, failing.projectId, [[40, 500], [27, 500], [1, 500]], now);
+      await history(failing.webhookId, failing.projectId, [[96, 500], [28, 200]], now, 96);
+
+      const disabled = await disableDeadWebhooks(world.db, now);
+      expect(disabled.map((d) => d.webhookId)).toEqual([failing.webhookId]);
+      expect(disabled[0].failingSince.getTime()).toBe(now.getTime() - 27 * HOUR);
+      expect((await world.db.prisma.webhook.findUniqueOrThrow({ where: { id: taking.webhookId } })).enabled).toBe(true);
     });
 
     it("runs from the worker and logs a webhook.disabled notice", async () => {

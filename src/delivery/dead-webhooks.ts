@@ -10,7 +10,8 @@ export type DisabledWebhook = { webhookId: string; projectId: string; failingSin
 
 /**
  * Disables every enabled webhook whose deliveries have all failed for 24 hours: it has failed
- * attempts in the last 24 hours, no successful attempt (delivery_ok: 200/201/202) in that time, and its
+ * attempts in the last 24 hours, no successful attempt (delivery_ok: 200/201/202, of any of its
+ * deliveries) in that time, and its
  * unbroken run of failures began at least 24 hours before `now`. Attempts of the last 3 days
  * are considered (so a webhook with no traffic for days is not judged on ancient failures),
  * and none from before its failuresCountedFrom (a webhook enabled again or given a new URL is
@@ -34,10 +35,32 @@ export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): P
     last_ok AS (
       SELECT webhook_id, max(started_at) AS at FROM att WHERE ok GROUP BY webhook_id
     ),
-    dead AS (
+    candidates AS (
       SELECT att.webhook_id, min(att.started_at) AS failing_since
       FROM att LEFT JOIN last_ok USING (webhook_id)
       WHERE NOT att.ok AND att.started_at > coalesce(last_ok.at, '-infinity'::timestamp)
+      GROUP BY att.webhook_id
+      HAVING min(att.started_at) <= ${at}::timestamptz - interval '24 hours'
+         AND max(att.started_at) >= ${at}::timestamptz - interval '24 hours'
+    ),
+    -- A success since then on a delivery created before the 3 days (a redelivery, or a replay
+    -- of an older event) ends the run of failures too: att leaves those deliveries out, and a
+    -- webhook taking them was disabled as failing (32nd review). Looked up only for the few
+    -- webhooks about to be disabled, through their older deliveries.
+    late_ok AS (
+      SELECT c.webhook_id, max(a.started_at) AS at
+      FROM candidates c
+      JOIN deliveries d ON d.webhook_id = c.webhook_id AND d.created_at < ${at}::timestamptz - interval '3 days'
+      JOIN delivery_attempts a ON a.delivery_id = d.id
+      WHERE a.started_at > c.failing_since AND a.started_at <= ${at}::timestamptz AND delivery_ok(a.status_code)
+      GROUP BY c.webhook_id
+    ),
+    dead AS (
+      SELECT att.webhook_id, min(att.started_at) AS failing_since
+      FROM candidates c
+      JOIN att ON att.webhook_id = c.webhook_id
+      LEFT JOIN late_ok ON late_ok.webhook_id = c.webhook_id
+      WHERE NOT att.ok AND att.started_at >= c.failing_since AND att.started_at > coalesce(late_ok.at, '-infinity'::timestamp)
       GROUP BY att.webhook_id
       HAVING min(att.started_at) <= ${at}::timestamptz - interval '24 hours'
          AND max(att.started_at) >= ${at}::timestamptz - interval '24 hours'
