@@ -317,7 +317,8 @@ CREATE TABLE public.passkeys (
     name text NOT NULL,
     created_at timestamp(3) without time zone DEFAULT CURRENT_TIMESTAMP NOT NULL,
     last_used_at timestamp(3) without time zone,
-    registered_with text
+    registered_with text,
+    registered_by text
 );
 
 CREATE TABLE public.projects (

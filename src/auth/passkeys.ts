@@ -11,7 +11,7 @@ import { DecideAgain, transaction } from "../db/transaction.ts";
 import { enqueue, enqueueAll } from "../webhooks/outbox.ts";
 import type { Actor, Deps, UserActor } from "../deps.ts";
 import { InvalidRequest, NotFound, PasskeyInvalid, RateLimited, ReauthenticationRequired } from "../errors.ts";
-import { newId } from "../ids.ts";
+import { isIdShaped, newId } from "../ids.ts";
 import { loadAccount, preferred, userEventData } from "./accounts.ts";
 import { announce, signInIdentifiers } from "./change-notices.ts";
 import { consumePerAccount, consumePerAddress, type Limit } from "../rate-limit.ts";
@@ -219,6 +219,9 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
         // what made the session recent: a passkey added by whoever signed in with a merged
         // secondary's address is removed on unmerge (src/linking/service.ts)
         registeredWith: lastProof,
+        // the userID of the options above (the challenge bound them to this account): what
+        // every assertion's userHandle must name
+        registeredBy: actor.user.accountId,
       },
     });
     await enqueue(tx, {
@@ -251,6 +254,43 @@ export async function startPasskeySignIn(deps: Deps, actor: Actor) {
 
 type Verified = { passkey: { id: string; accountId: string; name: string; counter: bigint } };
 
+const NOT_REGISTERED = "that passkey is not registered here";
+
+/**
+ * The account whose id (UTF-8) was the user.id given to the authenticator when the passkey was
+ * registered (startPasskeyRegistration), which it returns as each assertion's userHandle. Stored
+ * since registered_by was added; for a passkey registered before, the account that holds it
+ * while registered_with is set: only an unmerge of an earlier build moved a passkey, and it
+ * cleared registered_with (unmerges now remove, never move, what they separate).
+ * Null when it cannot be known: a passkey from before registered_with, or one an unmerge of an
+ * older build moved (it then holds the secondary, but its authenticator the primary's id).
+ */
+function registeringAccount(passkey: { accountId: string; registeredWith: string | null; registeredBy: string | null }): string | null {
+  return passkey.registeredBy ?? (passkey.registeredWith !== null ? passkey.accountId : null);
+}
+
+/**
+ * A userHandle, when the authenticator gives one, must name the account that registered the
+ * passkey (docs/authentication.md, passkeys). The passkey is found by its credential id, never by
+ * the handle, so a credential that answers for another account is a mix-up, or a client that
+ * rewrote the handle (no signature covers it), and is refused as a passkey not registered here.
+ * When the registering account is unknown, a handle shaped like an account id (linkgate never
+ * gave anything else as user.id) is taken at its word and returned, to be remembered once the
+ * assertion has passed, so that the assertions after it are checked.
+ */
+function checkUserHandle(passkey: Parameters<typeof registeringAccount>[0], userHandle: string | undefined): string | null {
+  if (userHandle === undefined) return null;
+  const handle = Buffer.from(userHandle, "base64url");
+  const expected = registeringAccount(passkey);
+  if (expected !== null) {
+    if (!handle.equals(Buffer.from(expected, "utf8"))) throw new PasskeyInvalid(NOT_REGISTERED);
+    return null;
+  }
+  const named = handle.toString("utf8");
+  if (!isIdShaped(named, "acc")) throw new PasskeyInvalid(NOT_REGISTERED);
+  return named;
+}
+
 /**
  * Checks an assertion against a project-bound sign-in challenge and the stored credential. The
  * library refuses a counter that did not grow, but silently: given 0 it checks nothing, and the
@@ -263,7 +303,7 @@ export async function verifyPasskeyAssertion(deps: Deps, actor: Actor, raw: unkn
   const challenge = await signedChallenge(response.response.clientDataJSON, "webauthn.get");
   await consumeChallenge(deps.prisma, challenge, { projectId, purpose: "authentication" });
   const passkey = await deps.prisma.passkey.findUnique({ where: { projectId_credentialId: { projectId, credentialId: response.id } } });
-  if (!passkey) throw new PasskeyInvalid("that passkey is not registered here");
+  if (!passkey) throw new PasskeyInvalid(NOT_REGISTERED);
   const party = rp(deps);
   const verified = await (await webauthn()).verifyAuthenticationResponse({
     response,
@@ -274,12 +314,16 @@ export async function verifyPasskeyAssertion(deps: Deps, actor: Actor, raw: unkn
     requireUserVerification: check.userVerified,
   }).catch(() => null);
   if (!verified?.verified) throw new PasskeyInvalid(check.userVerified ? "the passkey did not verify, or did not verify its user (a PIN or biometrics)" : undefined);
+  // after the signature: checked before it, a made-up assertion would tell from the message
+  // which account a credential id belongs to; before the counter, so a refusal changes nothing
+  const learned = checkUserHandle(passkey, response.response.userHandle);
   const counter = BigInt(verified.authenticationInfo.newCounter);
   const stored = await claimCounter(deps.prisma, passkey.id, counter);
   if (stored !== null) {
     await reportClonedPasskey(deps, projectId, { ...passkey, counter: stored }, counter, actor.clientAddress);
     throw new PasskeyInvalid("this passkey's signature counter went backwards; it may have been cloned");
   }
+  if (learned !== null) await deps.prisma.passkey.updateMany({ where: { id: passkey.id, registeredBy: null }, data: { registeredBy: learned } });
   return { passkey };
 }
 
@@ -296,7 +340,7 @@ async function claimCounter(db: Db, passkeyId: string, seen: bigint): Promise<bi
     WHERE id = ${passkeyId} AND (counter < ${seen}::bigint OR (counter = 0 AND ${seen}::bigint = 0))`;
   if (claimed === 1) return null;
   const row = await db.passkey.findUnique({ where: { id: passkeyId }, select: { counter: true } });
-  if (!row) throw new PasskeyInvalid("that passkey is not registered here"); // removed meanwhile
+  if (!row) throw new PasskeyInvalid(NOT_REGISTERED); // removed meanwhile
   return row.counter;
 }
 
@@ -372,7 +416,7 @@ export async function lockPasskeyAccount(tx: Tx, projectId: string, passkeyId: s
 
 async function passkeyOwner(tx: Tx, passkeyId: string): Promise<string> {
   const row = await tx.passkey.findUnique({ where: { id: passkeyId }, select: { accountId: true } });
-  if (!row) throw new PasskeyInvalid("that passkey is not registered here");
+  if (!row) throw new PasskeyInvalid(NOT_REGISTERED);
   return row.accountId;
 }
 
