@@ -217,6 +217,7 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
   let phone: Device;
   const ada = `ada-${backend}@example.com`;
   const bob = `bob-${backend}@example.com`;
+  const bobWork = `bob-work-${backend}@example.com`;
   const adaPhone = "+12025550143";
   let adaId = "";
   let bobId = "";
@@ -382,15 +383,22 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
     expect((await session(phone.page))!.accountId).toBe(adaId);
     await phone.page.locator(`li[data-identifier="${ada}"]`).waitFor();
     await phone.page.getByRole("region", { name: "Merged account" }).locator(`li[data-identifier="${bob}"]`).waitFor();
+    // Bob's phone, signed in to Ada's account with Bob's passkey, adds an address of his
+    await link(phone.page, bobWork);
+    await status(phone.page, `${bobWork} is now attached to your account.`).waitFor();
   });
 
   it.sequential("Ada unmerges after a question naming both accounts (and her passkey confirming it is her); Bob's passkey lands on Bob's account again", async () => {
     const { page } = laptop;
+    await page.reload();
+    await page.locator(`li[data-identifier="${bobWork}"]`).waitFor();
     const merged = page.getByRole("region", { name: "Merged account" });
     await merged.getByRole("button", { name: "Unmerge…" }).click();
     const question = merged.getByRole("group");
     await question.waitFor();
     expect(await question.textContent()).toMatch(new RegExp(`Separate ${bob} from your account ${ada}\\?`));
+    // what Bob's phone added while signed in with his passkey is named: the unmerge removes it
+    expect(await question.textContent()).toContain(`these are removed from your account, with any passkey added that way: ${bobWork}.`);
     expect(await page.evaluate(() => document.activeElement?.textContent)).toBe("Cancel");
     await checkLayout(page, `${backend}-account-unmerge-question`);
     // An hour later, a passkey confirms it is her.
@@ -404,6 +412,7 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
     await dialog.waitFor({ state: "detached" });
     await status(page, `Unmerged: the account of ${bob} is an account of its own again`).waitFor();
     await page.getByText("No other account is merged into yours.").waitFor();
+    expect(await page.locator(`li[data-identifier="${bobWork}"]`).count()).toBe(0);
 
     // Bob's phone signed in with Bob's passkey while that signed into Ada's account: the unmerge
     // gave the passkey back to Bob and ended that session, so the phone is sent to /login.
@@ -457,8 +466,12 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
     const pair = { primary_user_id: adaId, secondary_user_id: bobId };
     expect(of("user.merged").map((e) => e.data)).toEqual([expect.objectContaining(pair)]);
     expect(of("user.unmerged").map((e) => e.data)).toEqual([expect.objectContaining(pair)]);
-    expect(of("user.identifier.linked", user(adaId)).map((e) => (e.data as any).identifier)).toEqual([{ type: "phone", value: adaPhone }]);
-    expect(of("user.identifier.unlinked", user(adaId)).map((e) => (e.data as any).identifier)).toEqual([{ type: "phone", value: adaPhone }]);
+    const added = [
+      { type: "phone", value: adaPhone },
+      { type: "email", value: bobWork },
+    ];
+    expect(of("user.identifier.linked", user(adaId)).map((e) => (e.data as any).identifier)).toEqual(added);
+    expect(of("user.identifier.unlinked", user(adaId)).map((e) => (e.data as any).identifier)).toEqual(added);
     expect(of("user.updated", (d) => user(adaId)(d) && d.passkey_removed)).toHaveLength(1);
   });
 

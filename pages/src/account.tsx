@@ -492,6 +492,27 @@ function ExternalSignIns(props: { viewer: Viewer; reload: Reload }) {
 
 // ---- the merged account -------------------------------------------------------------------------
 
+/**
+ * What the unmerge removes from this account: what was added while signed in with the other
+ * account's addresses, which the other person may hold (docs/security.md, "Sessions").
+ */
+function Removed(props: { identifiers: Identifier[] }) {
+  if (props.identifiers.length === 0) return null;
+  return (
+    <>
+      {" "}
+      Added while signed in with its addresses, these are removed from your account, with any passkey added that way:{" "}
+      {props.identifiers.map((i, n) => (
+        <span key={i.id}>
+          {n > 0 ? ", " : ""}
+          <strong class="value">{shownValue(i)}</strong>
+        </span>
+      ))}
+      .
+    </>
+  );
+}
+
 function Merged(props: { viewer: Viewer; reload: Reload }) {
   const secondary = props.viewer.mergedSecondary;
   const [asking, setAsking] = useState(false);
@@ -535,6 +556,7 @@ function Merged(props: { viewer: Viewer; reload: Reload }) {
                 <>
                   Separate <strong class="value">{accountLabel(secondary)}</strong> from your account <strong class="value">{accountLabel(props.viewer)}</strong>?{" "}
                   {accountLabel(secondary)} becomes an account of its own again: its e-mail addresses, phone numbers and passkeys will sign in there, not here.
+                  <Removed identifiers={props.viewer.identifiers.filter((i) => i.leavesOnUnmerge)} />
                 </>
               }
               action="Unmerge"

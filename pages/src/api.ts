@@ -113,7 +113,15 @@ export const needsReauthentication = (err: unknown) => err instanceof ApiError &
 export type SignInTokens = { accessToken: string; idToken: string; accountId: string; expiresIn: number };
 /** What an external identity provider said of the user; it decides nothing, it only names the sign-in. */
 export type ExternalProfile = { providerName: string | null; email: string | null; name: string | null };
-export type Identifier = { id: string; kind: "email" | "phone" | "external"; value: string; origin: "own" | "attached"; externalProfile: ExternalProfile | null };
+export type Identifier = {
+  id: string;
+  kind: "email" | "phone" | "external";
+  value: string;
+  origin: "own" | "attached";
+  externalProfile: ExternalProfile | null;
+  /** the viewer's only: added by way of the merged account, removed by the unmerge (docs/security.md, "Sessions") */
+  leavesOnUnmerge?: boolean;
+};
 export type Passkey = { id: string; name: string; createdAt: string; lastUsedAt: string | null; backedUp: boolean };
 type AccountBase = { id: string; name: string | null; email: string | null; phoneNumber: string | null; identifiers: Identifier[] };
 export type MergedAccount = AccountBase & { mergedAt: string | null };

@@ -29,7 +29,7 @@ export const OPERATIONS = {
   Viewer: `query Viewer {
     viewer {
       id name email phoneNumber
-      identifiers { ${IDENTIFIER} }
+      identifiers { ${IDENTIFIER} leavesOnUnmerge }
       mergedSecondary { id name email phoneNumber mergedAt identifiers { ${IDENTIFIER} } }
       passkeys(first: 50) { edges { node { id name createdAt lastUsedAt backedUp } } }
       sessions(first: 50) { edges { node { id createdAt authMethod lastUsedAt clientAddress userAgent current } } }
