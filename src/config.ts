@@ -81,7 +81,13 @@ export const DEFAULT_WEBHOOKS_PER_PROJECT = 20;
 const envSchema = z.object({
   PORT: whole(0, 65535).default(4000),
   HOST: z.string().default("127.0.0.1"),
-  DATABASE_URL: z.string().url({ error: "must be a URL" }).optional(),
+  // the scheme checked here: a URL without its `//` (postgres:/user:pw@host) carries its
+  // password in the path, where neither the driver nor the start-up error's masking looks for it
+  DATABASE_URL: z
+    .string()
+    .url({ error: "must be a URL" })
+    .refine((url) => /^postgres(ql)?:\/\/[^/?#]/i.test(url), "must be postgres://user:password@host:port/database (or postgresql://)")
+    .optional(),
   LINKGATE_DATA_DIR: z.string().default("./.data"),
   // anything else would run as development (codes in the log, a generated master key): a
   // staging server set to "prod" or "staging" must say what it means
@@ -122,7 +128,9 @@ const envSchema = z.object({
   // bounded: past Node's timer limit (about 24.8 days) a timeout fires at once (31st review)
   LINKGATE_SHUTDOWN_TIMEOUT_MS: whole(1, 3_600_000).default(30000),
   LINKGATE_ADMIN_TOKEN: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
-  LINKGATE_ISSUER: z.string().url({ error: "must be a URL" }).optional(),
+  // every endpoint is the issuer followed by its path, and the issuer is every token's `iss`:
+  // with a trailing slash, a query or a fragment, discovery named endpoints that answered 404
+  LINKGATE_ISSUER: z.string().url({ error: "must be a URL" }).refine(isIssuer, "must be http(s)://host[:port][/path] with no trailing slash, query or fragment").optional(),
   SMTP_URL: z.string().url({ error: "must be a URL" }).optional(),
   SMTP_FROM: z.string().default("linkgate <no-reply@localhost>"),
   SMS_WEBHOOK_URL: z.string().url({ error: "must be a URL" }).optional(),
@@ -342,6 +350,16 @@ export function assertProductionReady(config: Config): void {
   if (!config.smtpUrl) missing.push("SMTP_URL");
   if (!config.smsWebhookUrl) missing.push("SMS_WEBHOOK_URL");
   if (missing.length) throw new ConfigError(`NODE_ENV=production needs ${missing.join(", ")}`);
+  // it turns off the guard against webhooks and identity providers on private addresses (cloud
+  // metadata, the operator's own network) for every holder of a secret key: a development .env
+  // carried into production did so silently
+  if (config.webhookAllowPrivate) throw new ConfigError("LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 is for local development and tests only: unset it with NODE_ENV=production");
+}
+
+/** An issuer every endpoint can follow with its path: http(s), a host, an optional path, nothing after. */
+function isIssuer(url: string): boolean {
+  const u = new URL(url);
+  return (u.protocol === "https:" || u.protocol === "http:") && !url.endsWith("/") && !url.includes("?") && !url.includes("#");
 }
 
 const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|::1|\[::1\])$/i;

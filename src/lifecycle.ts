@@ -59,6 +59,8 @@ export function redactUrl(url: string): string {
   } catch {
     return "(an unparseable URL)";
   }
+  // without a host, credentials would sit in the path, which nothing below masks
+  if (!u.host) return `(a ${u.protocol} URL without //host)`;
   if (u.password) u.password = "***";
   for (const key of [...u.searchParams.keys()]) {
     if (/pass|secret|key|token/i.test(key)) u.searchParams.set(key, "***");

@@ -17,6 +17,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/cli/program.ts";
+import { keyPrefix } from "../src/auth/projects.ts";
 import { sha256Hex } from "../src/crypto.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { adminQuery, backends, serverUrl, TEST_CONNECT_TIMEOUT_MS, withDatabase, type Backend } from "./support/db.ts";
@@ -155,6 +156,17 @@ describe("linkgate CLI usage errors", () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("--kind <kind>");
     expect(version).toMatchObject({ code: 0, stdout: "0.1.0\n" });
+  });
+});
+
+describe("what lists show of a key", () => {
+  // 32nd review: a bootstrap key is the operator's own text, as short as 16 characters, and
+  // `keys list` showed its first 10
+  it("a generated key's kind and 4 of its random characters; 4 characters of any other, stored before or since", () => {
+    expect(keyPrefix("lg_sk_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abc")).toBe("lg_sk_AbCd");
+    expect(keyPrefix("lg_pk_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abc")).toBe("lg_pk_AbCd");
+    expect(keyPrefix("mysupersecretkey1")).toBe("mysu");
+    expect(keyPrefix("mysupersec")).toBe("mysu");
   });
 });
 

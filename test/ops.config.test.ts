@@ -41,6 +41,32 @@ describe("configuration from the environment", () => {
     expect(loadConfig({ LINKGATE_TRUSTED_PROXIES: "10.0.0.0/8, fd00::/8, 192.0.2.7, loopback" }).trustedProxies).toEqual(["10.0.0.0/8", "fd00::/8", "192.0.2.7", "loopback"]);
   });
 
+  // 32nd review: each was taken, and broke something quietly
+  it("refuses an issuer with a trailing slash, a query or a fragment: discovery named endpoints that answered 404", () => {
+    for (const value of ["https://auth.example.com/", "https://auth.example.com/base/", "https://auth.example.com/base?x=1", "https://auth.example.com#frag", "ftp://auth.example.com"]) {
+      expect(refusal({ LINKGATE_ISSUER: value })).toBe("invalid configuration: LINKGATE_ISSUER must be http(s)://host[:port][/path] with no trailing slash, query or fragment");
+    }
+    expect(loadConfig({ LINKGATE_ISSUER: "https://example.com/auth" }).issuer).toBe("https://example.com/auth");
+    expect(loadConfig({ LINKGATE_ISSUER: "http://localhost:4000" }).issuer).toBe("http://localhost:4000");
+  });
+
+  it("refuses a database URL that is not postgres://host…, without repeating it: one missing its // carried the password in its path", () => {
+    for (const value of ["postgres:/u:S3cretPW@127.0.0.1:5999/db", "postgres:S3cretPW@x", "mysql://u:S3cretPW@127.0.0.1/db"]) {
+      const message = refusal({ DATABASE_URL: value });
+      expect(message).toBe("invalid configuration: DATABASE_URL must be postgres://user:password@host:port/database (or postgresql://)");
+    }
+    expect(loadConfig({ DATABASE_URL: "postgresql://u:pw@db.internal/linkgate" }).databaseUrl).toBe("postgresql://u:pw@db.internal/linkgate");
+  });
+
+  it("refuses LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 in production: it turns off the guard against private targets for every secret key", () => {
+    const production = { NODE_ENV: "production", LINKGATE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"), SMTP_URL: "smtp://127.0.0.1:2525", SMS_WEBHOOK_URL: "https://sms.example/send" };
+    expect(refusal({ ...production, LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1" })).toBe(
+      "LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 is for local development and tests only: unset it with NODE_ENV=production",
+    );
+    expect(loadConfig({ ...production, LINKGATE_WEBHOOK_ALLOW_PRIVATE: "0" }).webhookAllowPrivate).toBe(false);
+    expect(loadConfig({ LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1" }).webhookAllowPrivate).toBe(true);
+  });
+
   it("refuses a NODE_ENV other than production, development or test", () => {
     for (const value of ["prod", "staging", "Production"]) {
       expect(refusal({ NODE_ENV: value })).toBe("invalid configuration: NODE_ENV must be production, development or test (only production runs with production's safeguards)");

@@ -233,5 +233,7 @@ describe("redactUrl", () => {
     );
     expect(redactUrl("postgres://db.internal/linkgate")).toBe("postgres://db.internal/linkgate");
     expect(redactUrl("not a url with a s3cret")).toBe("(an unparseable URL)");
+    // 32nd review: without its //, the credentials are in the path
+    expect(redactUrl("postgres:/u:S3cretPW@127.0.0.1:5999/db")).toBe("(a postgres: URL without //host)");
   });
 });

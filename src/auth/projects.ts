@@ -19,7 +19,16 @@ export function newApiKey(kind: KeyKind): string {
 }
 
 async function storeKey(db: Db | Tx, projectId: string, key: string, kind: KeyKind) {
-  return db.apiKey.create({ data: { id: newId("key"), projectId, keyHash: sha256Hex(key), prefix: key.slice(0, 10), kind } });
+  return db.apiKey.create({ data: { id: newId("key"), projectId, keyHash: sha256Hex(key), prefix: keyPrefix(key), kind } });
+}
+
+/**
+ * What lists show of a key to recognise it (docs/cli.md): a generated key's kind and 4 of its 43
+ * random characters. A bootstrap key is the operator's own text, as short as 16 characters, and
+ * its first 10 were most of it: 4 only. Applied to a stored prefix too, for rows stored before.
+ */
+export function keyPrefix(key: string): string {
+  return key.startsWith(PREFIX.secret) || key.startsWith(PREFIX.publishable) ? key.slice(0, 10) : key.slice(0, 4);
 }
 
 export type NewProject = { project: { id: string; name: string; createdAt: Date }; secretKey: string; secretKeyId: string; publishableKey: string; publishableKeyId: string };
@@ -134,7 +143,7 @@ export async function developmentPagesKey(db: Db, master: MasterKey): Promise<{ 
   const key = `${PREFIX.publishable}${mac}`;
   const keyHash = sha256Hex(key);
   // Two processes may start at once on one database: the unique hash lets only one row in.
-  await db.apiKey.createMany({ data: [{ id: newId("key"), projectId: project.id, keyHash, prefix: key.slice(0, 10), kind: "publishable" }], skipDuplicates: true });
+  await db.apiKey.createMany({ data: [{ id: newId("key"), projectId: project.id, keyHash, prefix: keyPrefix(key), kind: "publishable" }], skipDuplicates: true });
   const row = await db.apiKey.findUnique({ where: { keyHash }, select: { revokedAt: true } });
   return row && !row.revokedAt ? { key, projectId: project.id } : null;
 }

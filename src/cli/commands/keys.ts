@@ -1,5 +1,5 @@
 import { Option, type Command } from "commander";
-import { createApiKey, revokeApiKey } from "../../auth/projects.ts";
+import { createApiKey, keyPrefix, revokeApiKey } from "../../auth/projects.ts";
 import type { Db } from "../../db/client.ts";
 import type { KeyKind } from "../../deps.ts";
 import { idOf } from "../args.ts";
@@ -42,8 +42,8 @@ export function registerKeys(program: Command, io: Io): void {
     .option("--project <id>", "only this project's keys", idOf("prj"))
     .option("--json", "print JSON")
     .action(async (opts: { project?: string; json?: boolean }) => {
-      const rows: KeyRow[] = await withDatabase(io.env, (db) =>
-        db.prisma.apiKey.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
+      const rows: KeyRow[] = await withDatabase(io.env, async (db) =>
+        (await db.prisma.apiKey.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] })).map(recognisable),
       );
       emit(io, !!opts.json, rows, () =>
         table<KeyRow>(
@@ -75,5 +75,8 @@ async function revoke(prisma: Db, id: string): Promise<KeyRow> {
   const before = await prisma.apiKey.findUnique({ where: { id }, select: shown });
   if (before?.revokedAt) throw new CliFailure(`key ${id} was already revoked at ${when(before.revokedAt)}`);
   await revokeApiKey(prisma, id);
-  return prisma.apiKey.findUniqueOrThrow({ where: { id }, select: shown });
+  return recognisable(await prisma.apiKey.findUniqueOrThrow({ where: { id }, select: shown }));
 }
+
+/** A row as lists show it: a bootstrap key stored with 10 characters before shows 4 (keyPrefix). */
+const recognisable = (k: KeyRow): KeyRow => ({ ...k, prefix: keyPrefix(k.prefix) });
