@@ -46,6 +46,10 @@ describe("the words for a return from a provider with ?error=", () => {
     expect(returnError("ExternalSignInFailed", null)).toBe("The sign-in at the other service did not succeed. Try again.");
     expect(returnError("UpstreamUnavailable", null)).toBe("The other service did not answer. Try again in a moment.");
     expect(returnError("Your account is suspended. Call +1 900 555 0100", null)).toBe("The sign-in at the other service did not succeed. Try again.");
+    // 32nd review: a code named like an object's own property showed "[object Undefined]" or nothing
+    for (const code of ["toString", "constructor", "__proto__", "hasOwnProperty"]) {
+      expect(returnError(code, null), code).toBe("The sign-in at the other service did not succeed. Try again.");
+    }
   });
 
   it("the tab's own trip shows the gateway's description", () => {

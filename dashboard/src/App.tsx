@@ -29,6 +29,15 @@ import { FieldError, StateBadge, fmtRate, message, usePoll, type SecretNotice } 
 
 type Route = { kind: "home" } | { kind: "new" } | { kind: "webhook"; id: string } | { kind: "users"; accountId: string | null } | { kind: "apps" } | { kind: "providers" };
 
+/** A hash segment as written, or null when it is not valid percent-encoding (a crafted link blanked the console). */
+function segment(raw: string): string | null {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return null;
+  }
+}
+
 function parseRoute(): Route {
   const h = location.hash.replace(/^#/, "");
   if (h === "/new") return { kind: "new" };
@@ -36,9 +45,11 @@ function parseRoute(): Route {
   if (h === "/apps") return { kind: "apps" };
   if (h === "/providers") return { kind: "providers" };
   const user = /^\/users\/([^/]+)$/.exec(h);
-  if (user) return { kind: "users", accountId: decodeURIComponent(user[1]) };
+  const accountId = user ? segment(user[1]) : null;
+  if (accountId !== null) return { kind: "users", accountId };
   const m = /^\/webhooks\/([^/]+)$/.exec(h);
-  return m ? { kind: "webhook", id: decodeURIComponent(m[1]) } : { kind: "home" };
+  const id = m ? segment(m[1]) : null;
+  return id !== null ? { kind: "webhook", id } : { kind: "home" };
 }
 
 function useRoute(): Route {

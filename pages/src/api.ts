@@ -372,7 +372,8 @@ const RETURN_FAILED = "The sign-in at the other service did not succeed. Try aga
  */
 export function returnError(error: string, description: string | null): string {
   if (description) return sentence(description.slice(0, 300));
-  return RETURN_ERRORS[error] ?? RETURN_FAILED;
+  // own keys only: ?error=toString found Object's
+  return Object.hasOwn(RETURN_ERRORS, error) ? RETURN_ERRORS[error] : RETURN_FAILED;
 }
 
 /**

@@ -53,7 +53,9 @@ const NOTICES: Record<string, string> = {
 };
 
 function LoginPage(props: { returned: ExternalReturn | null }) {
-  const notice = NOTICES[new URLSearchParams(location.search).get("why") ?? ""];
+  const why = new URLSearchParams(location.search).get("why") ?? "";
+  // own keys only: ?why=constructor found Object's
+  const notice = Object.hasOwn(NOTICES, why) ? NOTICES[why] : undefined;
   return (
     <Frame title="sign in">
       {publishableKey() ? <SignInCard via={ON_ITS_OWN} returned={props.returned} notice={notice} onDone={() => location.assign(returnTo())} /> : <NotConfigured />}

@@ -10,7 +10,7 @@ import { completeSignIn, startSignIn } from "../../auth/sign-in.ts";
 import { publicProviders } from "../../auth/external/providers.ts";
 import { completeExternalSignIn, confirmExternalSignIn, confirmExternalSignInWithPasskey, startExternalSignIn } from "../../auth/external/sign-in.ts";
 import { answerConsent, countProviderPage, describeInteraction, interactionActor, signedIn, type InteractionHttp } from "../../oidc/interaction.ts";
-import { errorPage, logoutForm, logoutPage, pageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
+import { errorPage, logoutForm, logoutPage, pageSecurityHeaders, scriptPageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor, ROUTES } from "../../oidc/provider.ts";
 import { foreignResource } from "../../oidc/token-request.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
@@ -85,7 +85,29 @@ type ServedContext = {
 /** Hands the request to oidc-provider inside the app's request context. */
 async function serveProtocol(c: C): Promise<Response> {
   const request = await withLength(c);
-  return request instanceof Response ? request : handOver(c, await providerFor(c.get("deps")), request);
+  if (request instanceof Response) return request;
+  if (c.req.path === ROUTES.authorization && (await otherResponseMode(request))) {
+    return c.html(errorPage("invalid_request", "response_mode must be query, the only mode this server answers in", "app"), 400, {
+      "cache-control": "no-store",
+      ...pageSecurityHeaders(),
+    });
+  }
+  return handOver(c, await providerFor(c.get("deps")), request);
+}
+
+/**
+ * An authorization request asking for an answer other than in the query. oidc-provider refuses
+ * it, but answers the refusal in the mode asked for: form_post's page posts itself to the client
+ * by inline script, so anyone's link made a visitor's browser post a form to an app with a state
+ * of the link's choosing, from a page of this origin with no script policy (32nd review). Refused
+ * here as a page of our own (docs/oidc.md, "Flow"), in either method.
+ */
+async function otherResponseMode(request: Request): Promise<boolean> {
+  const query = new URL(request.url).searchParams.get("response_mode");
+  if (query !== null && query !== "query") return true;
+  if (request.method !== "POST") return false;
+  const form = new URLSearchParams(await request.clone().text()).get("response_mode");
+  return form !== null && form !== "query";
 }
 
 /** The token endpoint, which first refuses a resource that is not the client's project's (src/oidc/token-request.ts). */
@@ -114,9 +136,10 @@ async function handOver(c: C, provider: Provider, request: Request): Promise<Res
  * Its pages are never framed by another site. The logout pages and the errors run no script
  * and get the strict policy of pageSecurityHeaders (docs/oidc.md, "Revocation and logout"):
  * with no signed-in session oidc-provider would answer logout with a page that submits itself
- * by inline script, so that one is replaced by the confirmation page. The pages that hand a
- * response to the client by form_post carry oidc-provider's own inline script and keep
- * frame-ancestors only.
+ * by inline script, so that one is replaced by the confirmation page. A page of oidc-provider's
+ * own with an inline script (it submits the previous user's logout when another signs in on the
+ * browser) runs that script only, by its hash; a form_post answer to a client is refused before
+ * the request is handed over.
  */
 async function securePage(response: Response, koa: ServedContext | undefined): Promise<Response> {
   const oidc = koa?.oidc;
@@ -126,13 +149,9 @@ async function securePage(response: Response, koa: ServedContext | undefined): P
   }
   const headers = new Headers(response.headers);
   headers.delete("content-length");
-  if (/<script[\s>]/i.test(body)) {
-    headers.set("x-frame-options", "DENY");
-    headers.set("content-security-policy", "frame-ancestors 'none'");
-  } else {
-    const target = oidc?.route === "end_session" ? oidc.params?.post_logout_redirect_uri : undefined;
-    for (const [k, v] of Object.entries(pageSecurityHeaders(typeof target === "string" ? [target] : []))) headers.set(k, v);
-  }
+  const target = oidc?.route === "end_session" ? oidc.params?.post_logout_redirect_uri : undefined;
+  const policy = /<script[\s>]/i.test(body) ? scriptPageSecurityHeaders(body) : pageSecurityHeaders(typeof target === "string" ? [target] : []);
+  for (const [k, v] of Object.entries(policy)) headers.set(k, v);
   return new Response(body, { status: response.status, statusText: response.statusText, headers });
 }
 
