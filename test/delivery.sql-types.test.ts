@@ -3,4 +3,4 @@
 import "../src/delivery/sql.ts"; // declares the delivery engine's statements
 import { describeRowTypes } from "./support/sql-types.ts";
 
-describeRowTypes("delivery engine", ["claim_due", "record_results", "release_leases", "renew_leases"]);
+describeRowTypes("delivery engine", ["claim_due", "record_results", "release_leases", "renew_leases", "webhooks_now"]);

@@ -30,7 +30,7 @@ export type RecorderOptions = {
   /** A batch this full is recorded at once. */
   batchSize: number;
   log: Logger;
-  stats: Pick<WorkerStats, "recorded" | "succeeded" | "retried" | "failed" | "gone" | "lostLeases" | "breakerReleased">;
+  stats: Pick<WorkerStats, "recorded" | "succeeded" | "retried" | "failed" | "gone" | "lostLeases" | "breakerReleased" | "webhookReleased">;
   backoff: DbBackoff;
   lifecycle: Lifecycle;
   /** Sends in flight now: with none, a result is recorded at once. */
@@ -83,12 +83,14 @@ export class Recorder {
 
   /**
    * Gives back leases without an attempt: the deliveries stay due, first in line, for whoever
-   * may send to their endpoint. Should the release fail, the leases are no longer renewed and
-   * run out instead.
+   * may send to their endpoint (a disabled webhook's wait, pending, until it is enabled; a
+   * deleted one's are gone, and there is nothing to release). Should the release fail, the
+   * leases are no longer renewed and run out instead.
    */
-  handBack(deliveryIds: string[]): void {
+  handBack(deliveryIds: string[], why: "breaker" | "webhook"): void {
     for (const d of deliveryIds) this.held.delete(d);
-    this.o.stats.breakerReleased += deliveryIds.length;
+    if (why === "breaker") this.o.stats.breakerReleased += deliveryIds.length;
+    else this.o.stats.webhookReleased += deliveryIds.length;
     releaseLeases(this.o.db, this.o.workerId, deliveryIds).catch((err) => this.o.backoff.failed("handing back claims", err));
   }
 

@@ -15,7 +15,20 @@ import { errorSummary, type Logger } from "./failures.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import { decide } from "./schedule.ts";
 import { createSender, secretRef, type Sender, type SendResult } from "./sender.ts";
-import type { ClaimedDelivery, DeliveryResult, ProjectLoads } from "./sql.ts";
+import type { ClaimedDelivery, DeliveryResult, ProjectLoads, WebhookNow } from "./sql.ts";
+
+/**
+ * A claimed delivery that has waited longer than this for a send slot has its webhook read again
+ * before it starts (recheck below): the claim's copy of the URL and secrets may be out of date
+ * by then, and the webhook deleted or disabled. Waits that long come only from sends that hold
+ * their slots (slow receivers, up to the webhook timeout), which allow a few hundred sends a
+ * second at most: a read per pump is nothing beside them. A drain at full speed (the delivery
+ * benchmark: 10,000 deliveries at ~10,000/s, 50 in flight, a batch of 50 waiting) starts each
+ * delivery a few milliseconds after its claim and must not pay a read per delivery, so the bound
+ * is two orders of magnitude above that wait. A delivery that starts within this of its claim
+ * goes as claimed, as one already sending does.
+ */
+export const RECHECK_AFTER_MS = 250;
 
 export type SendPoolOptions = {
   /** Most sends in flight. */
@@ -32,8 +45,15 @@ export type SendPoolOptions = {
   lifecycle: Lifecycle;
   /** An attempt's result, to be recorded. */
   result(result: DeliveryResult): void;
-  /** Claimed deliveries given back unsent: their endpoint's breaker opened meanwhile. */
-  handBack(deliveryIds: string[]): void;
+  /**
+   * Claimed deliveries given back unsent: their endpoint's breaker opened meanwhile, or their
+   * webhook was deleted or disabled (`why`).
+   */
+  handBack(deliveryIds: string[], why: "breaker" | "webhook"): void;
+  /** Queued longer than this, a delivery's webhook is read again before it starts (RECHECK_AFTER_MS by default). */
+  recheckAfterMs: number;
+  /** The webhooks of these deliveries as they are now (sql.ts webhooksNow); null when the read failed (reported by the caller). */
+  webhooksNow(claimed: ClaimedDelivery[]): Promise<Map<string, WebhookNow> | null>;
   /** A send has finished: its slot is free. */
   slotFreed(): void;
   /** An endpoint's breaker opened: its probe may go in `openMs`. */
@@ -58,6 +78,8 @@ export class SendPool {
   abandonedSends = 0;
   /** Claimed, leased, not started yet: the next sends start from here without a round trip. */
   private readonly queued: ClaimedDelivery[] = [];
+  /** Taken from the queue, each with its send slot, while their webhooks are read again (recheck). */
+  private checking: ClaimedDelivery[] = [];
   /** In flight, by delivery id. */
   private readonly sending = new Map<string, ClaimedDelivery>();
   private readonly sender: Sender;
@@ -79,18 +101,18 @@ export class SendPool {
   }
 
   get waiting(): number {
-    return this.queued.length;
+    return this.queued.length + this.checking.length;
   }
 
   /** How many more deliveries the pool can take on: its free slots and one batch to wait. */
   get room(): number {
-    return this.o.concurrency + this.o.prefetch - this.sending.size - this.queued.length;
+    return this.o.concurrency + this.o.prefetch - this.sending.size - this.waiting;
   }
 
   /** The deliveries this worker holds per project, sending or waiting for a slot: what its next turns in a claim start after (sql.ts claimDue). */
   projectLoads(): ProjectLoads {
     const loads = new Map<string, number>();
-    for (const c of [...this.sending.values(), ...this.queued]) loads.set(c.projectId, (loads.get(c.projectId) ?? 0) + 1);
+    for (const c of [...this.sending.values(), ...this.checking, ...this.queued]) loads.set(c.projectId, (loads.get(c.projectId) ?? 0) + 1);
     return { projectIds: [...loads.keys()], loads: [...loads.values()] };
   }
 
@@ -105,7 +127,10 @@ export class SendPool {
     this.pump();
   }
 
-  /** On the way out: the queued deliveries are never started (their leases are released). */
+  /**
+   * On the way out: the queued deliveries are never started (their leases are released), nor
+   * are those being checked when their read comes back (recheck).
+   */
   dropQueued(): void {
     this.queued.length = 0;
   }
@@ -131,20 +156,75 @@ export class SendPool {
 
   /**
    * Starts queued deliveries while send slots are free (never once stopping). Those whose
-   * endpoint's breaker opened since they were claimed are handed back instead.
+   * endpoint's breaker opened since they were claimed are handed back instead. Those that
+   * waited longer than `recheckAfterMs` take their slots and start once their webhooks have
+   * been read again, all in one read (recheck); while that read is under way, no other one
+   * starts: it pumps again when it is in. The queue is in claim order, so the deliveries
+   * that waited that long are at its head.
    */
   private pump(): void {
     const now = Date.now();
+    const at = performance.now();
     const back: string[] = [];
-    while (this.o.lifecycle.running && this.sending.size < this.o.concurrency && this.queued.length > 0) {
+    const stale: ClaimedDelivery[] = [];
+    while (this.o.lifecycle.running && this.sending.size + this.checking.length + stale.length < this.o.concurrency && this.queued.length > 0) {
+      const waited = at - this.queued[0].claimedAt > this.o.recheckAfterMs;
+      if (waited && this.checking.length > 0) break;
       const c = this.queued.shift()!;
-      if (this.breakers.mayStart(c.webhookId, now)) this.start(c);
+      if (waited) stale.push(c);
+      else if (this.breakers.mayStart(c.webhookId, now)) this.start(c);
       else {
         this.breakers.finished(c.webhookId, null, now);
         back.push(c.deliveryId);
       }
     }
-    if (back.length > 0) this.o.handBack(back);
+    if (back.length > 0) this.o.handBack(back, "breaker");
+    if (stale.length > 0) void this.recheck(stale);
+  }
+
+  /**
+   * Starts deliveries that waited long for a slot with their webhooks as they are now: to the
+   * URL they have now, signed with the secrets they have now. Those of a webhook deleted meanwhile
+   * (the deliveries went with it) or disabled (they wait, pending, until it is enabled again:
+   * docs/webhooks.md) are handed back unsent, and so are those whose breaker opened during the
+   * read, as in pump(). Should the read fail, they go as claimed, as they did before the read
+   * was made: a database outage must not hold up deliveries.
+   */
+  private async recheck(claimed: ClaimedDelivery[]): Promise<void> {
+    this.checking = claimed;
+    const webhooks = await this.o.webhooksNow(claimed).catch(() => null);
+    this.checking = [];
+    // Stopping: they are still held, and the shutdown releases them with the worker's other leases.
+    if (!this.o.lifecycle.running) return;
+    const now = Date.now();
+    const off: string[] = [];
+    const back: string[] = [];
+    for (const c of claimed) {
+      const w = webhooks?.get(c.webhookId);
+      if (webhooks && !w?.enabled) {
+        this.breakers.finished(c.webhookId, null, now);
+        off.push(c.deliveryId);
+      } else if (!this.breakers.mayStart(c.webhookId, now)) {
+        this.breakers.finished(c.webhookId, null, now);
+        back.push(c.deliveryId);
+      } else {
+        if (w) {
+          c.url = w.url;
+          c.secretSealed = w.secretSealed;
+          c.previousSecretSealed = w.previousSecretSealed;
+          c.previousSecretExpiresAt = w.previousSecretExpiresAt;
+        }
+        this.start(c);
+      }
+    }
+    if (off.length > 0) {
+      this.o.log.debug({ workerId: this.o.workerId, deliveries: off.length }, "delivery worker: handing back claims whose webhook was deleted or disabled since");
+      this.o.handBack(off, "webhook");
+    }
+    if (back.length > 0) this.o.handBack(back, "breaker");
+    this.pump();
+    // Slots the hand-backs left free may be worth a claim.
+    if (off.length + back.length > 0) this.o.slotFreed();
   }
 
   private start(c: ClaimedDelivery): void {

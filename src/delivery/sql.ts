@@ -65,6 +65,8 @@ export type ClaimedDelivery = {
   secretSealed: string;
   previousSecretSealed: string | null;
   previousSecretExpiresAt: Date | null;
+  /** performance.now() when the claim came back: how long the delivery has waited for a send slot since (send-pool.ts). */
+  claimedAt: number;
 };
 
 export type ClaimOptions = {
@@ -257,6 +259,7 @@ export async function claimDue(db: DbLike, opts: ClaimOptions): Promise<ClaimedD
   const rooms = opts.endpointRooms ?? { webhookIds: [], rooms: [], otherwise: perWebhookCap };
   const loads = opts.projectLoads ?? { projectIds: [], loads: [] };
   const rows = await run(db, claimStatementFor(perWebhookCap), [limit, leaseMs, workerId, rooms.webhookIds, rooms.rooms, rooms.otherwise, loads.projectIds, loads.loads]);
+  const claimedAt = performance.now();
   return rows.map((r) => ({
     deliveryId: r.delivery_id,
     attempt: r.attempt,
@@ -270,7 +273,56 @@ export async function claimDue(db: DbLike, opts: ClaimOptions): Promise<ClaimedD
     secretSealed: r.secret_sealed,
     previousSecretSealed: r.previous_secret_sealed,
     previousSecretExpiresAt: r.previous_secret_expires_ms === null ? null : new Date(r.previous_secret_expires_ms),
+    claimedAt,
   }));
+}
+
+/** A webhook as it is now, for a claimed delivery that waited for a send slot (webhooksNow). */
+export type WebhookNow = Pick<ClaimedDelivery, "url" | "secretSealed" | "previousSecretSealed" | "previousSecretExpiresAt"> & { enabled: boolean };
+
+type WebhookNowRow = {
+  id: string;
+  enabled: boolean;
+  url: string;
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_secret_expires_ms: number | null;
+};
+
+const webhooksNowSql = prepared<WebhookNowRow>(
+  "webhooks_now",
+  { id: "text", enabled: "bool", url: "text", secret_sealed: "text", previous_secret_sealed: "text", previous_secret_expires_ms: "float8" },
+  `SELECT w.id, w.enabled, w.url, w.secret_sealed, w.previous_secret_sealed,
+          (extract(epoch FROM w.previous_secret_expires_at) * 1000)::float8 AS previous_secret_expires_ms
+   FROM unnest($1::text[], $2::text[]) AS k(id, project_id)
+   JOIN webhooks w ON w.id = k.id AND w.project_id = k.project_id`,
+);
+
+/**
+ * The webhooks of `claimed` as they are now, by id; a webhook deleted since the claim is missing.
+ *
+ * Why: the claim copies each webhook's URL and secrets into its deliveries, and a delivery can
+ * wait in the worker's queue for up to a send's timeout before a slot frees. Sent from that copy,
+ * it went to a webhook deleted or disabled meanwhile, to the URL it had been moved from, or
+ * signed with a secret a second rotation had dropped (docs/webhooks.md, "Managing endpoints").
+ * One statement for all the deliveries a pump starts, by primary key, in each delivery's project.
+ */
+export async function webhooksNow(db: DbLike, claimed: Pick<ClaimedDelivery, "webhookId" | "projectId">[]): Promise<Map<string, WebhookNow>> {
+  const keys = new Map(claimed.map((c) => [c.webhookId, c.projectId]));
+  if (keys.size === 0) return new Map();
+  const rows = await run(db, webhooksNowSql, [[...keys.keys()], [...keys.values()]]);
+  return new Map(
+    rows.map((r) => [
+      r.id,
+      {
+        enabled: r.enabled,
+        url: r.url,
+        secretSealed: r.secret_sealed,
+        previousSecretSealed: r.previous_secret_sealed,
+        previousSecretExpiresAt: r.previous_secret_expires_ms === null ? null : new Date(r.previous_secret_expires_ms),
+      },
+    ]),
+  );
 }
 
 const renewLeasesSql = prepared<{ id: string }>(

@@ -21,4 +21,6 @@ export type WorkerStats = {
   readonly queued: number;
   /** Claimed deliveries handed back unsent because their endpoint's breaker had opened. */
   breakerReleased: number;
+  /** Claimed deliveries handed back unsent because their webhook was deleted or disabled while they waited for a slot. */
+  webhookReleased: number;
 };

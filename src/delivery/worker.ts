@@ -21,10 +21,11 @@
 //
 // Pipelining: sending, claiming and recording overlap. Up to one batch of claimed deliveries
 // waits in a local queue while `concurrency` sends are in flight, so a finished send is
-// replaced at once, without a database round trip; results are recorded in the background and
-// do not hold a send slot. In lockstep instead (claim → send all → record → claim), one worker
-// idled through two round trips per batch: 1,240 events/s in the first benchmark run, on a
-// loaded machine; see bench/RESULTS.md for where it stands now.
+// replaced at once, without a database round trip (unless the delivery waited long enough for
+// its webhook to have changed since the claim: send-pool.ts reads it again then); results are
+// recorded in the background and do not hold a send slot. In lockstep instead (claim → send
+// all → record → claim), one worker idled through two round trips per batch: 1,240 events/s in
+// the first benchmark run, on a loaded machine; see bench/RESULTS.md for where it stands now.
 //
 // Failure model: a failed query is logged and retried after a growing pause (100 ms … 5 s,
 // failures.ts); reconnecting is the pg Pool's job. Results that cannot be recorded stay in
@@ -45,8 +46,8 @@ import { ClaimLoop, IDLE_AFTER_MS } from "./claim-loop.ts";
 import { DbBackoff, silent, type Logger } from "./failures.ts";
 import { Lifecycle, type WorkerState } from "./lifecycle.ts";
 import { Recorder } from "./recorder.ts";
-import { SendPool } from "./send-pool.ts";
-import { DEFAULT_PER_WEBHOOK_CAP } from "./sql.ts";
+import { RECHECK_AFTER_MS, SendPool } from "./send-pool.ts";
+import { DEFAULT_PER_WEBHOOK_CAP, webhooksNow } from "./sql.ts";
 import type { WorkerStats } from "./stats.ts";
 
 export type { Logger } from "./failures.ts";
@@ -83,6 +84,11 @@ export type WorkerOptions = {
   idleAfterMs?: number;
   /** How often disableDeadWebhooks and the clock check (src/db/clock.ts) run; 0 turns them off after the first clock check. Default 60 s. */
   maintenanceIntervalMs?: number;
+  /**
+   * A claimed delivery that waits longer than this for a send slot has its webhook read again
+   * before it starts. Default RECHECK_AFTER_MS (send-pool.ts says why); tests set 0.
+   */
+  recheckAfterMs?: number;
   /** For tests: DNS for the target check, and the jitter source. */
   lookup?: LookupFn;
   random?: () => number;
@@ -135,8 +141,14 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
   });
   const pool = new SendPool({
     concurrency, prefetch: batchSize, perWebhookCap, config, masterKey, lookup: opts.lookup, random: opts.random ?? Math.random, workerId: id, log, lifecycle,
+    recheckAfterMs: opts.recheckAfterMs ?? RECHECK_AFTER_MS,
+    webhooksNow: (claimed) =>
+      webhooksNow(db, claimed).then(
+        (webhooks) => (backoff.ok(), webhooks),
+        (err) => (backoff.failed("reading the webhooks of queued deliveries again", err), null),
+      ),
     result: (r) => recorder.add(r),
-    handBack: (ids) => recorder.handBack(ids),
+    handBack: (ids, why) => recorder.handBack(ids, why),
     slotFreed: () => claims.slotFreed(),
     probeIn: (ms) => claims.wakeAt(ms),
   });
@@ -197,7 +209,7 @@ async function shutDown(p: Parts, workerId: string, log: Logger, webhookTimeoutM
 /** Counters the parts add to; the gauges read the parts (which exist by the time anyone reads). */
 function newStats(parts: () => Parts): WorkerStats {
   return {
-    claimed: 0, recorded: 0, succeeded: 0, retried: 0, failed: 0, gone: 0, lostLeases: 0, dbErrors: 0, webhooksDisabled: 0, breakerReleased: 0,
+    claimed: 0, recorded: 0, succeeded: 0, retried: 0, failed: 0, gone: 0, lostLeases: 0, dbErrors: 0, webhooksDisabled: 0, breakerReleased: 0, webhookReleased: 0,
     get inFlight() {
       return parts().pool.inFlight;
     },

@@ -15,6 +15,8 @@ export type Behaviour = {
   status?: number;
   /** Wait this long before answering (the request is recorded at once). */
   delayMs?: number;
+  /** Answer once this settles, after delayMs if both are given (the request is recorded at once): holds a send slot as long as the test needs. */
+  until?: Promise<unknown>;
   headers?: Record<string, string>;
   body?: string | Buffer;
   /** Drop the connection without answering. */
@@ -77,8 +79,9 @@ export class TestReceiver {
           res.writeHead(b.status ?? 200, { "content-type": "text/plain", ...b.headers });
           res.end(b.body ?? "ok");
         };
-        if (b.delayMs) setTimeout(answer, b.delayMs).unref();
-        else answer();
+        const delayed = () => (b.delayMs ? void setTimeout(answer, b.delayMs).unref() : answer());
+        if (b.until) void b.until.then(delayed, delayed);
+        else delayed();
       });
     });
     server.keepAliveTimeout = 5_000;
