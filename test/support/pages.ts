@@ -36,6 +36,11 @@ export async function openDevice(browser: Browser, viewport = { width: 1280, hei
   context.on("request", (r) => requests.push(r.url()));
   const page = await context.newPage();
   page.setDefaultTimeout(10_000);
+  // A navigation starts a renderer and loads the page's modules from the in-process server: 1.1 s
+  // cold with nothing else running here, and past 10 s in a full CI run on a slow 2-core machine
+  // (both test workers, Postgres and Chromium busy), where the first /login of a new device timed
+  // out and every later step of its story failed with it. Steps keep their 10 s.
+  page.setDefaultNavigationTimeout(30_000);
   page.on("console", (m) => {
     if (m.type() === "error") problems.push(m.text());
   });
