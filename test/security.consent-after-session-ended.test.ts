@@ -55,14 +55,17 @@ describe.each(backends)("a consent page answered after its session ended, on %s"
     expect((await approveApp(h, app, ownerMail, SCOPE)).consentAsked).toBe(true);
   });
 
-  it("after a sign-out of that session: refused, nothing remembered; a live one is remembered", async () => {
+  it("after the user ended that session: refused, nothing remembered; a live one is remembered", async () => {
     const address = email("user");
     const app = await registerClient(h, { firstParty: false });
     const user = await h.signIn({ email: address });
 
     const page = await consentPageOf(app, address);
+    // the user ends that session from the one she signed in with first, as /account does
     const session = await h.db.prisma.session.findFirstOrThrow({ where: { accountId: user.accountId, endedAt: null }, orderBy: { createdAt: "desc" } });
-    await h.db.prisma.session.update({ where: { id: session.id }, data: { endedAt: new Date() } });
+    const ended = await h.gql(`mutation($id: ID!) { endSession(id: $id) { __typename } }`, { id: session.id }, { ...bearer(user.token), "x-api-key": h.publishableKey });
+    expect(ended.body.errors, JSON.stringify(ended.body)).toBeUndefined();
+    expect(await h.db.prisma.session.findUniqueOrThrow({ where: { id: session.id } })).toMatchObject({ endedAt: expect.any(Date) });
     const late = await page.allow();
     expect([late.status, late.body.error], JSON.stringify(late.body)).toEqual([400, "InvalidRequest"]);
     expect(await liveConsents(user.accountId)).toBe(0);
