@@ -23,12 +23,21 @@ const list = (s: string | undefined) =>
     .map((x) => x.trim())
     .filter(Boolean);
 
-/** A whole number from min to max, refused in plain words ("must be a whole number from 1 to 3650"). */
+/**
+ * A whole number from min to max, written in decimal digits, refused in plain words ("must be a
+ * whole number from 1 to 3650"). Only digits: Number() also reads `0x50`, `8e1` and `0b1`, and
+ * PORT=0x50 listened on port 80 (32nd review).
+ */
 function whole(min: number, max?: number) {
   const range = max === undefined ? `of at least ${min}` : `from ${min} to ${max}`;
   const error = `must be a whole number ${range}`;
-  const n = z.coerce.number({ error }).int({ error }).min(min, { error });
-  return max === undefined ? n : n.max(max, { error });
+  const n = z.number({ error }).int({ error }).min(min, { error });
+  return z
+    .string({ error })
+    .trim()
+    .regex(/^\d+$/, { error })
+    .transform(Number)
+    .pipe(max === undefined ? n : n.max(max, { error }));
 }
 
 /** Each comma-separated entry must be an address or CIDR range proxy-addr understands (or one of its names: loopback, linklocal, uniquelocal). */
@@ -59,6 +68,38 @@ const countries = z.string().superRefine((value, ctx) => {
     }
   }
 });
+
+/**
+ * The passkey relying party id is a host name: browsers compare it with the page's host, so a
+ * URL or a port in it fails every ceremony (it was only warned about once the pages started).
+ */
+const rpId = z.string().superRefine((value, ctx) => {
+  const id = value.trim();
+  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(id)) {
+    const hint = /^[a-z]+:\/\//i.test(id) ? `, like ${safeHost(id) ?? "example.com"}` : ", like example.com";
+    ctx.addIssue({ code: "custom", message: `must be a host name in lower case with no scheme, port or path${hint}: ${JSON.stringify(id)} is not one` });
+  }
+});
+
+/**
+ * Passkey origins: web origins as browsers send them, or an Android app's
+ * `android:apk-key-hash:<hash>` (the origin its passkey responses carry).
+ */
+const passkeyOrigins = z.string().superRefine((value, ctx) => {
+  for (const entry of list(value)) {
+    if (/^android:apk-key-hash:[A-Za-z0-9_-]+$/.test(entry)) continue;
+    const fault = originFault(entry);
+    if (fault) ctx.addIssue({ code: "custom", message: `must list origins as browsers send them, like https://example.com: ${JSON.stringify(entry)} ${fault}` });
+  }
+});
+
+function safeHost(url: string): string | undefined {
+  try {
+    return new URL(url).hostname || undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 function originFault(entry: string): string | undefined {
   if (entry.includes("*")) return "has a wildcard, which never matches: list each origin";
@@ -117,8 +158,8 @@ const envSchema = z.object({
   LINKGATE_GRAPHQL_MAX_DIRECTIVES: whole(1).default(20),
   LINKGATE_GRAPHQL_MAX_COST: whole(1).default(5000),
   LINKGATE_GRAPHIQL: z.enum(["0", "1"], { error: "must be 0 or 1" }).optional(),
-  LINKGATE_WEBAUTHN_RP_ID: z.string().optional(),
-  LINKGATE_WEBAUTHN_ORIGINS: z.string().optional(),
+  LINKGATE_WEBAUTHN_RP_ID: rpId.optional(),
+  LINKGATE_WEBAUTHN_ORIGINS: passkeyOrigins.optional(),
   LINKGATE_PAGES_PUBLISHABLE_KEY: z.string().optional(),
   LINKGATE_METRICS_TOKEN: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
   LINKGATE_RETENTION_EVENTS_DAYS: whole(1, 3650).default(30),
@@ -263,7 +304,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     graphiql: e.LINKGATE_GRAPHIQL ? e.LINKGATE_GRAPHIQL === "1" : e.NODE_ENV !== "production",
     shutdownTimeoutMs: e.LINKGATE_SHUTDOWN_TIMEOUT_MS,
-    webauthnRpId: e.LINKGATE_WEBAUTHN_RP_ID,
+    webauthnRpId: e.LINKGATE_WEBAUTHN_RP_ID?.trim(),
     webauthnOrigins: list(e.LINKGATE_WEBAUTHN_ORIGINS),
     recentAuthSeconds: e.LINKGATE_RECENT_AUTH_SECONDS,
     metricsToken: e.LINKGATE_METRICS_TOKEN,

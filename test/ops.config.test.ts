@@ -101,6 +101,34 @@ describe("configuration from the environment", () => {
     expect(refusal({ LINKGATE_RETENTION_EVENTS_DAYS: "1.5" })).toBe("invalid configuration: LINKGATE_RETENTION_EVENTS_DAYS must be a whole number from 1 to 3650");
   });
 
+  // 33rd session: PORT=0x50 listened on port 80 (Number() reads hexadecimal, binary and exponents)
+  it("takes numbers in decimal digits only", () => {
+    for (const value of ["0x50", "0b1010000", "8e1", "80.0", "1e3"]) {
+      expect(refusal({ PORT: value })).toBe("invalid configuration: PORT must be a whole number from 0 to 65535");
+    }
+    expect(refusal({ LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: "99999999999999999999" })).toBe("invalid configuration: LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY must be a whole number of at least 1");
+    expect(loadConfig({ PORT: " 8080 " }).port).toBe(8080);
+    expect(loadConfig({}).port).toBe(4000);
+  });
+
+  // 33rd session: these were warned about only once the hosted pages started, and passkeys failed
+  // in the API too
+  it("refuses a passkey relying party id that is not a host name, and passkey origins that are not origins", () => {
+    expect(refusal({ LINKGATE_WEBAUTHN_RP_ID: "https://auth.example.com" })).toBe(
+      'invalid configuration: LINKGATE_WEBAUTHN_RP_ID must be a host name in lower case with no scheme, port or path, like auth.example.com: "https://auth.example.com" is not one',
+    );
+    for (const value of ["example.com:443", "Example.com", "example.com/", ".example.com"]) {
+      expect(refusal({ LINKGATE_WEBAUTHN_RP_ID: value })).toMatch(/^invalid configuration: LINKGATE_WEBAUTHN_RP_ID must be a host name in lower case/);
+    }
+    expect(refusal({ LINKGATE_WEBAUTHN_ORIGINS: "https://example.com/login" })).toBe(
+      'invalid configuration: LINKGATE_WEBAUTHN_ORIGINS must list origins as browsers send them, like https://example.com: "https://example.com/login" is not one (did you mean https://example.com?)',
+    );
+    const android = "android:apk-key-hash:2mp1VFgXzT3x1Vdwu4Fv0E6d9n1qjIFf3yXf4qXxqG8";
+    const config = loadConfig({ LINKGATE_WEBAUTHN_RP_ID: "example.com", LINKGATE_WEBAUTHN_ORIGINS: `https://auth.example.com, ${android}` });
+    expect(config.webauthnRpId).toBe("example.com");
+    expect(config.webauthnOrigins).toEqual(["https://auth.example.com", android]);
+  });
+
   it("warns about a LINKGATE_ variable it does not know, with the setting it is closest to", () => {
     const config = loadConfig({ LINKGATE_LIMIT_SEND_PER_ADDRESS_HOURLY: "3", LINKGATE_NOT_A_THING_AT_ALL: "1", LINKGATE_TEST_PG_TEMPLATE: "x" });
     expect(config.abuse.sendsPerAddressHourly).toBe(30);

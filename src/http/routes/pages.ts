@@ -44,17 +44,11 @@ export function pagesProblems(config: Config, issuer: string, { key, held }: Pag
     return problems;
   }
   const rp = relyingParty(config, issuer);
-  for (const origin of rp.origins) {
-    let url: URL;
-    try {
-      url = new URL(origin);
-    } catch {
-      problems.push(`LINKGATE_WEBAUTHN_ORIGINS: ${origin} is not an origin`);
-      continue;
-    }
-    const host = url.hostname;
+  // every entry is an origin or an Android app's (src/config.ts checked them); the pages are web pages
+  for (const origin of rp.origins.filter((o) => !o.startsWith("android:"))) {
+    const host = new URL(origin).hostname;
     // Browsers offer WebAuthn only in a secure context: https, or http on localhost.
-    if (url.protocol !== "https:" && !(host === "localhost" || host.endsWith(".localhost"))) {
+    if (!origin.startsWith("https:") && !(host === "localhost" || host.endsWith(".localhost"))) {
       problems.push(`passkeys need https: browsers refuse them at ${origin} (LINKGATE_ISSUER, LINKGATE_WEBAUTHN_ORIGINS)`);
     } else if (host !== rp.id && !host.endsWith(`.${rp.id}`)) {
       problems.push(`the passkey relying party ${rp.id} is not ${host} or a parent of it, so browsers refuse passkeys at ${origin} (LINKGATE_WEBAUTHN_RP_ID)`);
