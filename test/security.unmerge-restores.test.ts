@@ -213,6 +213,29 @@ describe.each(backends)("an unmerge restores the secondary exactly, on %s", (bac
     expect(await passkeySignIn(mine)).toBe(primary.accountId);
   });
 
+  // 33rd review: the unmerge removed such a passkey and said nothing of it. Its events named
+  // every identifier that left the primary but no passkey, so a receiver that keeps the
+  // account's passkeys from user.passkey.registered and passkey_removed kept it for good.
+  it("each passkey the unmerge removes is announced as a removed passkey is, to the webhooks", async () => {
+    const { primary, viaSecondary } = await mergedWithIntruder();
+    const theirs = new SoftAuthenticator(ORIGIN);
+    const theirIds = [await registerPasskey(h, viaSecondary.token, theirs), await registerPasskey(h, viaSecondary.token, theirs)];
+    const myId = await registerPasskey(h, primary.token, new SoftAuthenticator(ORIGIN));
+
+    const before = (await h.db.prisma.outboxEvent.findFirst({ orderBy: { seq: "desc" } }))?.seq ?? 0n;
+    const unmerged = await h.gql("mutation { unmerge { __typename } }", {}, bearer(primary.token));
+    expect(unmerged.body.data.unmerge.__typename).toBe("MessagePayload");
+    const events = (await h.db.prisma.outboxEvent.findMany({ where: { seq: { gt: before } }, orderBy: { seq: "asc" } })).map((e) => ({
+      type: e.eventType,
+      data: JSON.parse(e.body).data,
+    }));
+    expect(events.map((e) => e.type)).toEqual(["user.unmerged", "user.updated", "user.updated", "user.updated"]);
+    const removed = events.flatMap((e) => (e.data.passkey_removed ? [e.data.passkey_removed.id] : []));
+    expect(removed.sort()).toEqual([...theirIds].sort());
+    expect(removed).not.toContain(myId);
+    for (const e of events) expect(e.data.user.user_id).toBe(primary.accountId);
+  });
+
   // 26th review: the passkey's give-back was dodged by attaching an address first (the session
   // signed in with the secondary's address) and registering the passkey from a session signed in
   // with that address: both stayed on the primary after the unmerge

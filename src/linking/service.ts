@@ -306,9 +306,12 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   await tx.oAuthConsent.updateMany({ where: { accountId: user.accountId, revokedAt: null }, data: { revokedAt: new Date() } });
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
-  // a receiver that follows identifiers by their events learns that those left the primary
+  // a receiver that follows identifiers and passkeys by their events learns that those left the
+  // primary: each passkey as removePasskey announces one (src/auth/passkeys.ts), or it kept a
+  // passkey the unmerge had removed (docs/events.md)
   const left = identifiers.map((i): [EventType, object] => ["user.identifier.unlinked", { identifier: { type: i.kind, value: i.value } }]);
-  await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ...left, ["user.updated", {}]]);
+  const removed = passkeys.map((id): [EventType, object] => ["user.updated", { passkey_removed: { id } }]);
+  await emit(tx, projectId, user.accountId, [["user.unmerged", { ...pair, ...record }], ...left, ...removed, ["user.updated", {}]]);
   // the removed addresses are told as the secondary's are: without the client address
   const leaving = [...(await identifiersOf(tx, secondaryId)), ...identifiers];
   await announce(tx, actor, { kind: "unmerged", secondaryId }, [...(await identifiersOf(tx, user.accountId)), ...leaving], leaving);
