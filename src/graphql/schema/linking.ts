@@ -61,7 +61,7 @@ builder.mutationFields((t) => ({
   unmerge: t.field({
     type: MessagePayload,
     authScopes: { user: true },
-    description: `Separates the account from its merged secondary, which comes back as it was (id, identifiers, profile, passkeys), with the external sign-ins confirmed through its addresses while merged; emits user.unmerged, user.updated, and user.identifier.unlinked for each sign-in that goes with it. ${NEEDS.recentUser}`,
+    description: `Separates the account from its merged secondary, which comes back exactly as it was (id, identifiers, profile, passkeys). What was added to this account by way of the secondary while merged (an external sign-in confirmed through its address, an address attached or a passkey registered by a session whose last proof was the secondary's, and what was proven through those) is removed, never handed to either side; the sessions signed in or re-authenticated with the secondary's identifiers or passkeys end, the caller's included. Emits user.unmerged, user.identifier.unlinked for each identifier removed, user.updated with passkey_removed for each passkey removed, then user.updated. ${NEEDS.recentUser}`,
     errors: { types: [...LINK_ERRORS.unmerge], union: resultOf("The MessagePayload") },
     resolve: async (_, __, ctx) => unmerge(ctx.deps, await ctx.user()),
   }),
