@@ -24,7 +24,7 @@ import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxDirectivesPlugin } from "@escape.tech/graphql-armor-max-directives";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
-import { Kind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type GraphQLArgument, type GraphQLError, type GraphQLSchema } from "graphql";
+import { GraphQLError, Kind, Lexer, Source, TokenKind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type GraphQLArgument, type GraphQLSchema } from "graphql";
 import { createGraphQLError, type Plugin } from "graphql-yoga";
 import { DEFAULT_WEBHOOKS_PER_PROJECT, type Config } from "../config.ts";
 import { MAX_PAGE } from "./pages.ts";
@@ -86,6 +86,46 @@ const noSuggestions: Plugin = {
     }
   },
 };
+
+/**
+ * How deeply a document may nest brackets (`{`, `[`, `(`) at once, in selections and literals
+ * alike. graphql-js parses a nested list or object literal by recursion, a few stack frames per
+ * bracket: `{ eventTypes(x: [[[…]]]) }` nested about 2,000 deep, a document the token limit
+ * refuses, ran out of stack before its 2,001st token was counted, and was answered 500
+ * `INTERNAL_SERVER_ERROR` with an error logged, by anyone without a key. 500 levels parse with
+ * room to spare and leave the depth limit to refuse deep selections with its own message; no
+ * operation needs more than a few dozen (GraphiQL's introspection nests about 20).
+ */
+export const MAX_NESTING = 500;
+
+const OPENING: readonly string[] = [TokenKind.BRACE_L, TokenKind.BRACKET_L, TokenKind.PAREN_L];
+const CLOSING: readonly string[] = [TokenKind.BRACE_R, TokenKind.BRACKET_R, TokenKind.PAREN_R];
+
+/**
+ * Refuses a document nested deeper than MAX_NESTING before the parser sees it, reading its tokens
+ * in a loop (the lexer does not recurse). Only the first `maxTokens` are read: past them the
+ * token limit refuses the document. A lexing error is left to the parser, which reports it.
+ */
+function nestingLimit(maxTokens: number): Plugin {
+  return {
+    onParse({ params }) {
+      const source = typeof params.source === "string" ? new Source(params.source) : params.source;
+      const lexer = new Lexer(source);
+      let depth = 0;
+      try {
+        for (let n = 0, token = lexer.advance(); token.kind !== TokenKind.EOF && n <= maxTokens; n++, token = lexer.advance()) {
+          if (OPENING.includes(token.kind)) depth++;
+          else if (CLOSING.includes(token.kind)) depth--;
+          if (depth > MAX_NESTING) break;
+        }
+      } catch (err) {
+        if (err instanceof GraphQLError) return;
+        throw err;
+      }
+      if (depth > MAX_NESTING) tooComplex(new GraphQLError(`Nesting limit of ${MAX_NESTING} exceeded.`));
+    },
+  };
+}
 
 const PAGE_ARGS = ["first", "last"];
 
@@ -184,6 +224,7 @@ function costPlugin(maxCost: number, lists: ListSizes): Plugin {
 
 export function limitPlugins(limits: Config["graphqlLimits"], lists: ListSizes): Plugin[] {
   return [
+    nestingLimit(limits.maxTokens),
     maxTokensPlugin({ n: limits.maxTokens, ...refuse }),
     maxDepthPlugin({ n: limits.maxDepth, flattenFragments: true, ignoreIntrospection: true, ...refuse }),
     // `__typename` aliases count too (graphql-armor lets them through by default): each costs
