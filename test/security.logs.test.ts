@@ -17,6 +17,21 @@ describe.each(backends)("logs on %s", (backend) => {
   });
   afterAll(() => h?.close());
 
+  it("a GraphQL request refused for its own input or limits is no error line: a negative first, a page out of range, an abuse limit", async () => {
+    const from = lines.length;
+    const user = { authorization: `Bearer ${(await h.signIn({ email: "refused@example.com" })).token}`, "x-api-key": h.publishableKey };
+    const negative = await h.gql(`{ viewer { sessions(first: -1) { edges { cursor } } } }`, {}, user);
+    expect(negative.body.errors[0].extensions.code).toBe("BAD_USER_INPUT");
+    const outOfRange = await h.gql(`{ lookupAccount(email: "refused@example.com") { ... on AccountLookup { account { recentEvents(first: 1000) { id } } } } }`);
+    expect(outOfRange.body.errors[0].extensions.code).toBe("BAD_USER_INPUT");
+    let limited;
+    for (let i = 0; i < 61; i++) limited = await h.gql(`mutation { startPasskeySignIn }`, {}, { "x-api-key": h.publishableKey });
+    expect(limited!.body.errors[0].extensions.code).toBe("RATE_LIMITED");
+
+    const errors = lines.slice(from).filter((l) => JSON.parse(l).level >= 50);
+    expect(errors.map((l) => JSON.parse(l).err?.message)).toEqual([]);
+  });
+
   it("a sign-in, a link, a webhook's life and its deliveries log no credential", async () => {
     const secrets: string[] = [h.apiKey, h.adminToken, h.config.secretKey!];
     const a = await h.signIn({ email: "quiet@example.com" });

@@ -33,6 +33,24 @@ export const maskError: MaskError = (error, message, isDev) => {
   return yogaMaskError(error, message, isDev);
 };
 
+/**
+ * Whether maskError answers `error` as a refusal of the client's own request (an abuse limit, its
+ * credentials, its input) rather than a fault. yoga logs every error maskError replaces at error
+ * level with its stack: a negative `first`, or the 61st startPasskeySignIn of a client address, wrote
+ * one such line per request, as many as any signed-in user cared to send. REST logs the same
+ * refusals in the request's line only; these are logged at debug (src/graphql/yoga.ts).
+ */
+export function isClientRefusal(error: unknown): boolean {
+  const original = (error as { originalError?: unknown } | undefined)?.originalError;
+  return (
+    original instanceof RateLimited ||
+    original instanceof Unauthenticated ||
+    original instanceof Forbidden ||
+    original instanceof InvalidRequest ||
+    original instanceof PothosValidationError
+  );
+}
+
 /** A top-level error in place of `error`, keeping where it happened (path, locations) as yoga's own masking does. */
 function replaced(error: unknown, message: string, extensions: Record<string, unknown>) {
   const { nodes, source, positions, path } = error as Partial<GraphQLError>;

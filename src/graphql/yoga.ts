@@ -7,7 +7,7 @@ import { createContext, type ServerContext } from "./context.ts";
 import { graphiqlOptions } from "./graphiql.ts";
 import { inputGuardPlugin } from "./input-guard.ts";
 import { limitPlugins, listSizes } from "./limits.ts";
-import { maskError } from "./mask.ts";
+import { isClientRefusal, maskError } from "./mask.ts";
 import { metricsPlugin } from "./metrics-plugin.ts";
 import { schema } from "./schema/index.ts";
 
@@ -31,7 +31,12 @@ export function createGraphQL(deps: Deps) {
       debug: (...args) => deps.logger.debug(logFields(args), "graphql"),
       info: (...args) => deps.logger.info(logFields(args), "graphql"),
       warn: (...args) => deps.logger.warn(logFields(args), "graphql"),
-      error: (...args) => deps.logger.error(logFields(args), "graphql"),
+      // a refusal of the client's own request is no fault of ours (src/graphql/mask.ts)
+      error: (...args) => {
+        const fields = logFields(args);
+        if (fields.err && isClientRefusal(fields.err)) deps.logger.debug({ refused: (fields.err as Error).message }, "graphql request refused");
+        else deps.logger.error(fields, "graphql");
+      },
     },
     maskedErrors: { maskError },
   });
