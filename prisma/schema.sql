@@ -912,7 +912,6 @@ DECLARE
   p_merged_result text := p->>'merged_result';
 
   v_now timestamp := now() AT TIME ZONE 'UTC';
-  v_over boolean;
   v_ok boolean;
   v_kind identifier_kind;
   v_value text;
@@ -925,29 +924,30 @@ DECLARE
   v_n integer;
   v_proof text;
 BEGIN
-  SELECT r.count >= p_fail_max, ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
-    INTO v_over, retry_after FROM rate_limits r
-    WHERE r.key = p_fail_key AND r.window_start > now() - make_interval(secs => r.window_seconds);
-  IF v_over THEN
-    outcome := 'rate_limited';
-    RETURN NEXT;
-    RETURN;
-  END IF;
-  -- judged as every code is (otp_judge, src/auth/sign-in.sql); null fields (no cap_window from a
-  -- gateway of the previous release) are left out, not passed as null
+  -- judged as every code is (otp_judge, src/auth/sign-in.sql), in the account's turn and under
+  -- its wrong codes (fail_key, counted there); null fields (no cap_window nor fail_window from a
+  -- gateway of the previous release, which counts them itself) are left out, not passed as null
   SELECT j.ok, j.attempts, j.kind::identifier_kind, j.value INTO v_ok, tries, v_kind, v_value
     FROM otp_judge(jsonb_strip_nulls(jsonb_build_object(
       'project', p_project, 'state', p_state, 'hash', p_hash, 'purpose', 'link', 'account', p_account,
       'max_tries', p_max_tries, 'fail_prefix', p_cap_prefix, 'fail_max', p_cap_max, 'fail_window', p->'cap_window',
       'address_group', p_address_group, 'address_max', p_address_max, 'address_window', p->'address_window',
-      'judge_places', p->'judge_places', 'known_days', p_known_days))) j;
+      'judge_places', p->'judge_places', 'known_days', p_known_days,
+      'subject_key', p_fail_key, 'subject_max', p_fail_max, 'subject_window', p->'fail_window'))) j;
   IF NOT FOUND THEN
     SELECT s.result::text INTO stored FROM otp_states s
       WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
         AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
         AND s.result IS NOT NULL AND s.code_hash = p_hash;
     IF stored IS NULL THEN
-      -- not judged: the identifier-wide cap, this address's wrong codes, or no live state at all
+      -- not judged: the account's wrong codes, reached while this verify waited for its turn
+      retry_after := rate_limit_resets_in(p_fail_key, p_fail_max);
+      IF retry_after IS NOT NULL THEN
+        outcome := 'rate_limited';
+        RETURN NEXT;
+        RETURN;
+      END IF;
+      -- the identifier-wide cap, this address's wrong codes, or no live state at all
       SELECT coalesce(sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days),
                       sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
@@ -1079,12 +1079,19 @@ DECLARE
   p_project text := p->>'project';
   p_state text := p->>'state';
   p_hash text := p->>'hash';
+  p_subject text := p->>'subject_key';
   v_kind identifier_kind;
   v_value text;
 BEGIN
   SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
   IF NOT FOUND THEN
     RETURN;
+  END IF;
+  IF p_subject IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(1818720115, hashtext(p_subject));
+    IF rate_limit_resets_in(p_subject, (p->>'subject_max')::integer) IS NOT NULL THEN
+      RETURN;
+    END IF;
   END IF;
   PERFORM pg_advisory_xact_lock(1818720099, hashtext(p_project || ':' || v_kind::text || ':' || v_value));
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
@@ -1100,6 +1107,9 @@ BEGIN
   END IF;
   IF NOT ok AND p ? 'fail_window' THEN
     PERFORM wrong_code_counted(p_project, v_kind, v_value, p->>'fail_prefix', (p->>'fail_window')::integer, p->>'address_group', (p->>'address_window')::integer);
+  END IF;
+  IF NOT ok AND p_subject IS NOT NULL AND p ? 'subject_window' THEN
+    PERFORM rate_limit_counted(p_subject, (p->>'subject_window')::integer);
   END IF;
   RETURN NEXT;
 END
@@ -1168,6 +1178,20 @@ AS $function$
     JOIN reached r ON e.proof = r.id
   )
   SELECT reached.id, reached.what, reached.kind, reached.value FROM reached
+$function$;
+
+CREATE OR REPLACE FUNCTION public.rate_limit_counted(p_key text, p_window integer)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
+    VALUES (p_key, now(), p_window, 1)
+    ON CONFLICT (key) DO UPDATE SET
+      count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
+      window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
+      window_seconds = EXCLUDED.window_seconds;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_resets_in(p_key text, p_max integer)
@@ -1364,13 +1388,8 @@ CREATE OR REPLACE FUNCTION public.wrong_code_counted(p_project text, p_kind publ
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
-    VALUES (p_prefix || p_project || ':' || p_kind::text || ':' || p_value, now(), p_window, 1),
-           ('fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group, now(), p_address_window, 1)
-    ON CONFLICT (key) DO UPDATE SET
-      count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
-      window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
-      window_seconds = EXCLUDED.window_seconds;
+  PERFORM rate_limit_counted(p_prefix || p_project || ':' || p_kind::text || ':' || p_value, p_window);
+  PERFORM rate_limit_counted('fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group, p_address_window);
 END
 $function$;
 

@@ -359,19 +359,6 @@ export async function assertUnder(db: DbLike, peek: Check[]): Promise<void> {
   await consume(db, [], peek);
 }
 
-const COUNT_FAILURES = prepared<{ key: string; count: number; resets_in: number }>(
-  "count_failures",
-  { key: "text", count: "int4", resets_in: "int4" },
-  // wrong codes count wherever they come from: no known place (the upsert reads `known`)
-  `WITH known AS (SELECT 1 WHERE false), bumped AS (${UPSERT("$1", "$2", "true")}) SELECT key, count, ${RESETS_IN} AS resets_in FROM bumped`,
-);
-
-/** Counts one failure against each key (wrong codes), in one statement; `tripped` marks the failure that reached a limit. */
-export async function countFailures(db: DbLike, checks: Check[]): Promise<Counter[]> {
-  if (!checks.length) return [];
-  return failureCounters(await run(db, COUNT_FAILURES, [checks.map((x) => x.key), checks.map((x) => x.limit.windowSeconds)]), checks);
-}
-
 /** Failure counters as their checks read them: over at the limit, `tripped` by the failure that reached it. */
 function failureCounters(rows: { key: string; count: number; resets_in: number }[], checks: Check[]): Counter[] {
   const limits = new Map(checks.map((x) => [x.key, x.limit.max]));

@@ -126,6 +126,7 @@ describe("repeatable migrations", () => {
           "public.link_verify(p jsonb)",
           "public.otp_judge(p jsonb)",
           "public.proven_through_secondary(p_primary text, p_secondary text)",
+          "public.rate_limit_counted(p_key text, p_window integer)",
           "public.rate_limit_resets_in(p_key text, p_max integer)",
           "public.sign_in_address_capped(p_project text, p_kind identifier_kind, p_value text, p_group text, p_max integer)",
           "public.sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)",

@@ -6,4 +6,4 @@ import "../src/linking/service.ts";
 import "../src/auth/notices.ts";
 import { describeRowTypes } from "./support/sql-types.ts";
 
-describeRowTypes("link flow", ["authenticate_user", "claim_notices", "count_all", "count_failures", "link_state", "link_verify", "record_notices_sent"]);
+describeRowTypes("link flow", ["authenticate_user", "claim_notices", "count_all", "link_state", "link_verify", "read_counters", "record_notices_sent"]);

@@ -112,6 +112,8 @@ describe.each(backends)("wrong codes sent at once on %s", (backend) => {
     expect(link).toEqual({ outcome: "wrong", tries: 1 });
     expect(await counted(email)).toBe(0);
     expect(await counted(target)).toBe(0);
+    // nor against the account, without its window (fail_window): that gateway counts it itself
+    expect(await h.db.prisma.rateLimit.count({ where: { key: `fail:acc:${user.accountId}` } })).toBe(0);
   });
 
   it("made-up state ids count against nothing: a stale token cannot lock its owner out of linking", async () => {

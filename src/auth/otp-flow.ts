@@ -20,7 +20,7 @@ import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../me
 import { inboxOf, untextable, type Contact, type Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
-import { addressGroup, projectSendKey, assertNoneOver, countAll, countAndWrite, countFailures, KNOWN_FOR_DAYS, readCounters, stateAddressCapped, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
+import { addressGroup, projectSendKey, assertNoneOver, countAndWrite, KNOWN_FOR_DAYS, readCounters, stateAddressCapped, stateIdentifierCapped, type Check, type Counter } from "../rate-limit.ts";
 
 const identifierAtAddress = (projectId: string, i: Identifier, address: string) => `${projectId}:${i.kind}:${i.value}@${addressGroup(address)}`;
 const FAIL_IDENTIFIER = "fail:id:";
@@ -201,18 +201,29 @@ async function raiseAlarms(deps: Deps, projectId: string, counters: Counter[], c
 
 export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknown, otp: unknown, clientAddress: string): Promise<CheckedOtp> {
   const fields = requireCodeFields(stateId, otp);
+  // The subject's wrong codes (a re-authentication's session) are read and counted in its turn,
+  // by the statement that judges the code (otp_judge): read before it and counted after, verifies
+  // of states for different identifiers sent at once were all judged before any was counted.
   const subject = subjectKeys(binding);
-  if (subject) refuseIfOver(await countAll(deps.db, { count: [], peek: [{ key: subject.fail, limit: deps.limits.failuresPerSubject }] }));
+  const failures = subject && { key: subject.fail, limit: deps.limits.failuresPerSubject };
   // Guesses spread over many addresses: once the identifier took its hourly wrong codes, a code
   // is not judged (except from where it signed in before). The guard rides in the statement
   // that judges the code; only a code that was not judged asks why, so a sign-in costs nothing more.
   const places = placesHere(clientAddress);
-  const guard = { ...identifierCap(deps), places, address: addressCap(deps, clientAddress) };
+  const guard = {
+    ...identifierCap(deps),
+    places,
+    address: addressCap(deps, clientAddress),
+    subject: failures && { key: failures.key, max: failures.limit.max, windowSeconds: failures.limit.windowSeconds },
+  };
   try {
     return await checkOtp(deps.prisma, deps.otpKey, binding, fields.stateId, fields.otp, guard);
   } catch (err) {
     if (!(err instanceof OTPInvalid)) throw err;
-    if (!(err as WrongCode).identifier) await refuseIfCapped(deps, binding, fields.stateId, places, guard.address);
+    if (!(err as WrongCode).identifier) {
+      if (failures) refuseIfOver(await readCounters(deps.db, [failures]));
+      await refuseIfCapped(deps, binding, fields.stateId, places, guard.address);
+    }
     await onWrongCode(deps, binding, fields.stateId, err as WrongCode, clientAddress);
     throw err;
   }
@@ -282,6 +293,8 @@ export type VerifyInStatement = {
   maxTries: number;
   failKey: string;
   failMax: number;
+  /** The window of `failKey`: a wrong code is counted against it in the statement that judged it (otp_judge). */
+  failWindow: number;
   /** The identifier-wide cap, judged there as sign_in_verify judges it (src/auth/sign-in.sql sign_in_capped). */
   cap: { prefix: string; max: number; windowSeconds: number; places: string[]; knownDays: number };
   /** The identifier's wrong codes from this address group (sign_in_address_capped). */
@@ -307,6 +320,7 @@ export function checkInStatement(deps: Deps, binding: OtpBinding & { accountId: 
     maxTries: OTP_MAX_TRIES,
     failKey: subjectKeys(binding)!.fail,
     failMax: deps.limits.failuresPerSubject.max,
+    failWindow: deps.limits.failuresPerSubject.windowSeconds,
     cap: { ...identifierCap(deps), places: placesHere(clientAddress), knownDays: KNOWN_FOR_DAYS },
     address: addressCap(deps, clientAddress),
   };
@@ -325,19 +339,17 @@ export async function wrongCode(deps: Deps, binding: OtpBinding, stateId: string
   throw err;
 }
 
-// Wrong codes count against the account (checked before every verify) and against the
-// identifier at this address group (checked before every send and every verify), so opening
-// many states buys no extra guesses, and a stranger's guesses block the owner only where the
-// stranger is: in the owner's own address group (a shared IPv4 address, the same IPv6 /64),
-// for the rest of the hour (docs/security.md, "Wrong codes"). The identifier's counters were
-// counted by the statement that judged the code (src/auth/sign-in.sql wrong_code_counted), in
-// the identifier's turn; the account's is counted here, and only for a code a state of the
-// account judged: made-up state ids, which no state judged, used to count too, so a stale token
-// could post fifteen of them and lock its owner out of linking for an hour (31st review).
+// Wrong codes count against the account or session (checked when every code is judged) and
+// against the identifier at this address group (checked before every send and every verify), so
+// opening many states buys no extra guesses, and a stranger's guesses block the owner only where
+// the stranger is: in the owner's own address group (a shared IPv4 address, the same IPv6 /64),
+// for the rest of the hour (docs/security.md, "Wrong codes"). All of them were counted by the
+// statement that judged the code (src/auth/sign-in.sql otp_judge), in the subject's and the
+// identifier's turn, and only for a code a state judged: made-up state ids, which no state
+// judged, used to count against the account, so a stale token could post fifteen of them and
+// lock its owner out of linking for an hour (31st review).
 async function onWrongCode(deps: Deps, binding: OtpBinding, stateId: string, err: WrongCode, clientAddress: string) {
   if (!err.identifier) return;
-  const subject = subjectKeys(binding);
-  if (subject) await countFailures(deps.db, [{ key: subject.fail, limit: deps.limits.failuresPerSubject }]);
   // the wrong code that reached the identifier-wide cap: the project hears of it once an hour
   const identifierWide = { key: keys.failIdentifierAll(binding.projectId, err.identifier), limit: deps.limits.failuresPerIdentifier };
   await raiseAlarms(deps, binding.projectId, await readCounters(deps.db, [identifierWide]), clientAddress, err.identifier.kind);

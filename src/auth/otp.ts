@@ -59,8 +59,18 @@ export function newOtpState(key: Buffer, binding: OtpBinding, identifier: Identi
 
 export type CheckedOtp = { identifier: Identifier; /** set when this state already succeeded */ result: unknown | null };
 
-/** The identifier-wide cap (spared at `places`), and the identifier's wrong codes from this address group, with their windows. */
-export type JudgeGuard = { prefix: string; max: number; windowSeconds: number; places: string[]; address: { group: string; max: number; windowSeconds: number } };
+/**
+ * The identifier-wide cap (spared at `places`), the identifier's wrong codes from this address
+ * group, and the signed-in subject's (a re-authentication's session; null: none), with their windows.
+ */
+export type JudgeGuard = {
+  prefix: string;
+  max: number;
+  windowSeconds: number;
+  places: string[];
+  address: { group: string; max: number; windowSeconds: number };
+  subject: { key: string; max: number; windowSeconds: number } | null;
+};
 
 /**
  * Checks a code against a live state bound to `binding`. Wrong codes throw OTPInvalid with
@@ -78,7 +88,9 @@ export type JudgeGuard = { prefix: string; max: number; windowSeconds: number; p
  * took its hourly wrong codes from everywhere is not judged (nor its try counted) unless the
  * call comes from a known place, nor one whose identifier took its wrong codes from this
  * address group; a wrong code is counted against the identifier before the next code of it is
- * judged, so parallel verifies cannot all be judged before any is counted (31st review).
+ * judged, so parallel verifies cannot all be judged before any is counted (31st review). A code
+ * of a signed-in subject (`guard.subject`) is judged in the subject's turn as well, under its
+ * wrong codes, and counted against it there (33rd review).
  */
 export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string, guard: JudgeGuard): Promise<CheckedOtp> {
   if (!isSixDigits(code)) throw new OTPInvalid("the code is six digits");
@@ -99,6 +111,7 @@ export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId
     address_window: guard.address.windowSeconds,
     judge_places: guard.places,
     known_days: KNOWN_FOR_DAYS,
+    ...(guard.subject ? { subject_key: guard.subject.key, subject_max: guard.subject.max, subject_window: guard.subject.windowSeconds } : {}),
   };
   const rows = await db.$queryRaw<{ ok: boolean; attempts: number; kind: Identifier["kind"]; value: string }[]>`
     SELECT ok, attempts, kind, value FROM otp_judge(${JSON.stringify(p)}::jsonb)`;

@@ -64,21 +64,30 @@ BEGIN
 END
 $$;
 
--- One wrong code of an identifier, counted in its turn (otp_judge): against the
--- identifier from everywhere (p_prefix || project:kind:value, the cap of sign_in_capped) and
--- from this address group (the key of sign_in_address_capped), each in its own window, as
--- src/rate-limit.ts counts any counter.
-CREATE OR REPLACE FUNCTION wrong_code_counted(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_window integer, p_group text, p_address_window integer)
+-- One count against the counter `p_key` of rate_limits in its window of `p_window` seconds, as
+-- src/rate-limit.ts counts any counter (a window that ended starts again at 1).
+CREATE OR REPLACE FUNCTION rate_limit_counted(p_key text, p_window integer)
 RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
-    VALUES (p_prefix || p_project || ':' || p_kind::text || ':' || p_value, now(), p_window, 1),
-           ('fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group, now(), p_address_window, 1)
+    VALUES (p_key, now(), p_window, 1)
     ON CONFLICT (key) DO UPDATE SET
       count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
       window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
       window_seconds = EXCLUDED.window_seconds;
+END
+$$;
+
+-- One wrong code of an identifier, counted in its turn (otp_judge): against the
+-- identifier from everywhere (p_prefix || project:kind:value, the cap of sign_in_capped) and
+-- from this address group (the key of sign_in_address_capped), each in its own window.
+CREATE OR REPLACE FUNCTION wrong_code_counted(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_window integer, p_group text, p_address_window integer)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM rate_limit_counted(p_prefix || p_project || ':' || p_kind::text || ':' || p_value, p_window);
+  PERFORM rate_limit_counted('fail:ida:' || p_project || ':' || p_kind::text || ':' || p_value || '@' || p_group, p_address_window);
 END
 $$;
 
@@ -96,13 +105,24 @@ $$;
 -- every statement after it in the transaction reads the counters as the turns before it left
 -- them. Verifies of different identifiers never wait for each other.
 --
--- In its identifier's turn, under the caps (sign_in_capped, sign_in_address_capped),
--- the try counted under the state's row lock, a wrong code counted against the identifier. `p`:
--- project, state, hash, purpose, account, session (the state's binding; absent or null where the
--- state has none), max_tries, fail_prefix, fail_max, fail_window, address_group, address_max,
--- address_window, judge_places, known_days; `consume`: a right code uses the state up. Without
--- fail_window (a gateway of the previous release, which counts it itself) a wrong code is not
--- counted here. No row: not judged (no live state of that binding, or a cap).
+-- A code judged for a signed-in subject (a link's account, a re-authentication's session) also
+-- takes the subject's turn, before the identifier's (every caller takes them in that order, so
+-- they cannot wait for each other in a circle): a transaction-level advisory lock of class "lgws"
+-- on the subject's counter key. Under it the subject's wrong codes are read, and a wrong code is
+-- counted against the subject too, before the turn ends (33rd review: read before judging and
+-- counted afterwards in a statement of its own, the identifier's turn kept only the codes of one
+-- identifier apart, and one account with link states for four addresses had 20 wrong codes
+-- judged in one burst against 15 an hour).
+--
+-- In its subject's and its identifier's turn, under the caps (the subject's, sign_in_capped,
+-- sign_in_address_capped), the try counted under the state's row lock, a wrong code counted
+-- against the identifier and the subject. `p`: project, state, hash, purpose, account, session
+-- (the state's binding; absent or null where the state has none), max_tries, fail_prefix,
+-- fail_max, fail_window, address_group, address_max, address_window, judge_places, known_days;
+-- subject_key, subject_max, subject_window (absent: no subject); `consume`: a right code uses the
+-- state up. Without fail_window (a gateway of the previous release, which counts it itself) a
+-- wrong code is not counted against the identifier here, nor without subject_window against the
+-- subject. No row: not judged (no live state of that binding, the subject's limit, or a cap).
 CREATE OR REPLACE FUNCTION otp_judge(p jsonb)
 RETURNS TABLE (ok boolean, attempts integer, kind text, value text)
 LANGUAGE plpgsql AS $$
@@ -111,12 +131,19 @@ DECLARE
   p_project text := p->>'project';
   p_state text := p->>'state';
   p_hash text := p->>'hash';
+  p_subject text := p->>'subject_key';
   v_kind identifier_kind;
   v_value text;
 BEGIN
   SELECT s.kind, s.value INTO v_kind, v_value FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
   IF NOT FOUND THEN
     RETURN;
+  END IF;
+  IF p_subject IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(1818720115, hashtext(p_subject));
+    IF rate_limit_resets_in(p_subject, (p->>'subject_max')::integer) IS NOT NULL THEN
+      RETURN;
+    END IF;
   END IF;
   PERFORM pg_advisory_xact_lock(1818720099, hashtext(p_project || ':' || v_kind::text || ':' || v_value));
   UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END,
@@ -132,6 +159,9 @@ BEGIN
   END IF;
   IF NOT ok AND p ? 'fail_window' THEN
     PERFORM wrong_code_counted(p_project, v_kind, v_value, p->>'fail_prefix', (p->>'fail_window')::integer, p->>'address_group', (p->>'address_window')::integer);
+  END IF;
+  IF NOT ok AND p_subject IS NOT NULL AND p ? 'subject_window' THEN
+    PERFORM rate_limit_counted(p_subject, (p->>'subject_window')::integer);
   END IF;
   RETURN NEXT;
 END

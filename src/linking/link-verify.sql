@@ -67,7 +67,7 @@ $$;
 -- TargetAlreadyLinked; the account is already merged -> AlreadyLinked; otherwise -> merged.
 --
 -- `p` holds named fields (src/linking/sql.ts LinkVerifyInput says what each is): the checks
--- (project, account, state, hash, max_tries, fail_key, fail_max), and what both possible changes
+-- (project, account, state, hash, max_tries, fail_key, fail_max, fail_window), and what both possible changes
 -- write, made in TypeScript before the call: identifier_id, event_ids, channel, the events'
 -- types and bodies for an attach (attach_types, attach_bodies) and a merge (merge_types,
 -- merge_bodies), the notices' subjects and texts ([1] attached, [2] merged, [3] merged away),
@@ -122,7 +122,6 @@ DECLARE
   p_merged_result text := p->>'merged_result';
 
   v_now timestamp := now() AT TIME ZONE 'UTC';
-  v_over boolean;
   v_ok boolean;
   v_kind identifier_kind;
   v_value text;
@@ -135,29 +134,30 @@ DECLARE
   v_n integer;
   v_proof text;
 BEGIN
-  SELECT r.count >= p_fail_max, ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
-    INTO v_over, retry_after FROM rate_limits r
-    WHERE r.key = p_fail_key AND r.window_start > now() - make_interval(secs => r.window_seconds);
-  IF v_over THEN
-    outcome := 'rate_limited';
-    RETURN NEXT;
-    RETURN;
-  END IF;
-  -- judged as every code is (otp_judge, src/auth/sign-in.sql); null fields (no cap_window from a
-  -- gateway of the previous release) are left out, not passed as null
+  -- judged as every code is (otp_judge, src/auth/sign-in.sql), in the account's turn and under
+  -- its wrong codes (fail_key, counted there); null fields (no cap_window nor fail_window from a
+  -- gateway of the previous release, which counts them itself) are left out, not passed as null
   SELECT j.ok, j.attempts, j.kind::identifier_kind, j.value INTO v_ok, tries, v_kind, v_value
     FROM otp_judge(jsonb_strip_nulls(jsonb_build_object(
       'project', p_project, 'state', p_state, 'hash', p_hash, 'purpose', 'link', 'account', p_account,
       'max_tries', p_max_tries, 'fail_prefix', p_cap_prefix, 'fail_max', p_cap_max, 'fail_window', p->'cap_window',
       'address_group', p_address_group, 'address_max', p_address_max, 'address_window', p->'address_window',
-      'judge_places', p->'judge_places', 'known_days', p_known_days))) j;
+      'judge_places', p->'judge_places', 'known_days', p_known_days,
+      'subject_key', p_fail_key, 'subject_max', p_fail_max, 'subject_window', p->'fail_window'))) j;
   IF NOT FOUND THEN
     SELECT s.result::text INTO stored FROM otp_states s
       WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
         AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
         AND s.result IS NOT NULL AND s.code_hash = p_hash;
     IF stored IS NULL THEN
-      -- not judged: the identifier-wide cap, this address's wrong codes, or no live state at all
+      -- not judged: the account's wrong codes, reached while this verify waited for its turn
+      retry_after := rate_limit_resets_in(p_fail_key, p_fail_max);
+      IF retry_after IS NOT NULL THEN
+        outcome := 'rate_limited';
+        RETURN NEXT;
+        RETURN;
+      END IF;
+      -- the identifier-wide cap, this address's wrong codes, or no live state at all
       SELECT coalesce(sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days),
                       sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account

@@ -189,6 +189,7 @@ function linkVerifyArguments(actor: UserActor, check: VerifyInStatement, identif
     max_tries: check.maxTries,
     fail_key: check.failKey,
     fail_max: check.failMax,
+    fail_window: check.failWindow,
     cap_prefix: check.cap.prefix,
     cap_max: check.cap.max,
     cap_window: check.cap.windowSeconds,

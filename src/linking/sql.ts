@@ -48,6 +48,8 @@ export type LinkVerifyInput = {
   max_tries: number;
   fail_key: string;
   fail_max: number;
+  /** The account's window: a wrong code is counted against it in the statement that judged it (otp_judge). */
+  fail_window: number;
   /**
    * The identifier-wide wrong-code cap (docs/security.md, "Abuse limits"): its counter's key
    * prefix and maximum, the request's places and how long a place stays known.
