@@ -8,7 +8,7 @@ import { disableDeadWebhooks } from "../src/delivery/dead-webhooks.ts";
 import { pullEvents } from "../src/webhooks/events-pull.ts";
 import { redeliver, replayFailed } from "../src/delivery/redelivery.ts";
 import { deliveryChart, webhooksStats } from "../src/delivery/charts.ts";
-import { claimDue } from "../src/delivery/sql.ts";
+import { claimDue, recordResults, releaseLeases } from "../src/delivery/sql.ts";
 import type { DeliveryWorker, WorkerOptions } from "../src/delivery/worker.ts";
 import { DeliveryNotFound, InvalidRequest, SecretKeyRequired, WebhookNotFound } from "../src/errors.ts";
 import { newId } from "../src/ids.ts";
@@ -341,6 +341,31 @@ describe.each(backends)("delivery log on %s", (backend) => {
 
       // Idempotent.
       expect(await disableDeadWebhooks(world.db, now)).toEqual([]);
+    });
+
+    it("fails the pending deliveries a worker holds at that moment too: given back unsent or recorded as a retry, none stays pending", async () => {
+      const now = new Date();
+      const dead = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", events: ["user.deleted"] });
+      await history(dead.webhookId, dead.projectId, [[26, 500], [1, 503]], now);
+      const [unsent, retried] = await enqueueEvents(world.db, dead.projectId, 2, { eventType: "user.deleted" });
+      const claimed = await claimDue(world.db, { workerId: "w1", limit: 10, leaseMs: 30_000, perWebhookCap: 10 });
+      const held = (eventId: string) => claimed.find((c) => c.eventId === eventId)!;
+      expect(claimed).toHaveLength(2);
+
+      expect((await disableDeadWebhooks(world.db, now)).map((d) => d.webhookId)).toEqual([dead.webhookId]);
+      // the worker gives one back unsent (its breaker opened, it stops, or the webhook is off) …
+      await releaseLeases(world.db, "w1", [held(unsent).deliveryId]);
+      // … and records the other's attempt, which failed, as a retry
+      const attemptId = newId("att");
+      await recordResults(world.db, "w1", [
+        { deliveryId: held(retried).deliveryId, attemptId, attempt: 1, status: "pending", delayMs: 10_000, statusCode: 503, error: null, startedAt: new Date(), durationMs: 5, responseExcerpt: null, signedWith: [] },
+      ]);
+
+      for (const eventId of [unsent, retried]) {
+        expect(await deliveryOf(eventId, dead.webhookId)).toMatchObject({ status: "failed", lastError: expect.stringMatching(/^webhook disabled/), leasedBy: null });
+      }
+      // the attempt that was on its way is in the log all the same
+      expect((await deliveryOf(retried, dead.webhookId)).attemptLog.map((a) => [a.id, a.statusCode])).toEqual([[attemptId, 503]]);
     });
 
     // 32nd review: a success of a delivery created before the 3 days judged was not seen

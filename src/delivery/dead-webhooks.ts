@@ -1,8 +1,6 @@
 // Disabling webhooks whose deliveries have all failed for a day, run periodically by every
 // worker (docs/webhooks.md).
 import type { Database } from "../db/client.ts";
-import { Prisma } from "../generated/prisma/client.ts";
-import { leaseFree } from "./pending.ts";
 
 type DbLike = Pick<Database, "prisma">;
 
@@ -16,9 +14,17 @@ export type DisabledWebhook = { webhookId: string; projectId: string; failingSin
  * are considered (so a webhook with no traffic for days is not judged on ancient failures),
  * and none from before its failuresCountedFrom (a webhook enabled again or given a new URL is
  * judged on what happened since).
- * Sets disabledReason, marks its pending deliveries that no worker holds as `failed` (they can
- * be replayed with replayFailed once it works again), and returns what it disabled; the caller
- * logs the `webhook.disabled` notice. Idempotent and safe to run from every worker at once.
+ * Sets disabledReason, marks its pending deliveries as `failed` (they can be replayed with
+ * replayFailed once it works again), and returns what it disabled; the caller logs the
+ * `webhook.disabled` notice. Idempotent and safe to run from every worker at once.
+ *
+ * Those a worker holds at that moment are failed too. Left to their workers, none of them ever
+ * became `failed`: the worker gave it back unsent (its breaker opened, it stopped, the webhook
+ * was off when its send slot freed) or recorded its attempt as a retry, or its lease ran out
+ * (the worker died), and it stayed pending, since no claim takes a disabled webhook's deliveries.
+ * Their leases end with them (only a pending delivery is ever leased): their worker's record and
+ * release find the delivery no longer theirs, and an attempt on its way is still logged but
+ * changes nothing, as after any lost lease.
  */
 export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): Promise<DisabledWebhook[]> {
   const at = now.toISOString();
@@ -76,9 +82,9 @@ export async function disableDeadWebhooks(db: DbLike, now: Date = new Date()): P
     ),
     abandoned AS (
       UPDATE deliveries
-      SET status = 'failed', completed_at = now(), last_error = 'webhook disabled: every delivery attempt failed for 24 hours'
+      SET status = 'failed', completed_at = now(), last_error = 'webhook disabled: every delivery attempt failed for 24 hours',
+          lease_until = NULL, leased_by = NULL
       WHERE webhook_id IN (SELECT id FROM disabled) AND status = 'pending'
-        AND ${Prisma.raw(leaseFree("deliveries"))}
     )
     SELECT id, project_id, failing_since, reason FROM disabled`;
   return rows.map((r) => ({ webhookId: r.id, projectId: r.project_id, failingSince: r.failing_since, reason: r.reason }));

@@ -1,7 +1,7 @@
 // What "pending" and "leased" mean in SQL, written once for every statement that reads the
 // backlog: the claim (sql.ts), the /metrics backlog gauges (backlogStatement below, read by
 // src/metrics.ts), the webhook list's counts (charts.ts), and the statements that must not
-// touch a delivery a worker holds (redelivery.ts, dead-webhooks.ts). Fragments are plain text, so both
+// touch a delivery a worker holds (redelivery.ts). Fragments are plain text, so both
 // the prepared statements of the fast path (src/db/fast.ts, SQL text) and Prisma.sql statements
 // (through Prisma.raw) embed them; none takes a value, so none can carry user input.
 import type { Db } from "../db/client.ts";
@@ -28,7 +28,7 @@ export const PENDING_WEBHOOKS = `hooks(webhook_id) AS (
 /**
  * A delivery (row alias `d`) that no live lease holds: never leased, released, or its lease ran
  * out (its worker died). What a claim may take; what the backlog counts as waiting, not in flight;
- * what a redelivery may reset and a disabled webhook's failing may end. A lease writes
+ * what a redelivery may reset. A lease writes
  * lease_until and leased_by together (sql.ts), so lease_until alone tells.
  */
 export const leaseFree = (d: string) => `(${d}.lease_until IS NULL OR ${d}.lease_until <= now())`;
