@@ -1383,6 +1383,21 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.webhook_changed_notify()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF TG_OP = 'UPDATE'
+     AND (NEW.url, NEW.enabled, NEW.secret_sealed, NEW.previous_secret_sealed, NEW.previous_secret_expires_at)
+         IS NOT DISTINCT FROM (OLD.url, OLD.enabled, OLD.secret_sealed, OLD.previous_secret_sealed, OLD.previous_secret_expires_at) THEN
+    RETURN NULL;
+  END IF;
+  PERFORM pg_notify('linkgate_deliveries', 'webhook:' || OLD.id);
+  RETURN NULL;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.wrong_code_counted(p_project text, p_kind public.identifier_kind, p_value text, p_prefix text, p_window integer, p_group text, p_address_window integer)
  RETURNS void
  LANGUAGE plpgsql
@@ -1402,3 +1417,5 @@ CREATE TRIGGER deliveries_dashboard_states_insert_finished AFTER INSERT ON publi
 CREATE TRIGGER deliveries_dashboard_states_update AFTER UPDATE ON public.deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_updated_deliveries();
 
 CREATE TRIGGER delivery_attempts_dashboard_hours AFTER INSERT ON public.delivery_attempts REFERENCING NEW TABLE AS logged FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_logged_attempts();
+
+CREATE TRIGGER webhooks_changed_notify AFTER DELETE OR UPDATE OF url, enabled, secret_sealed, previous_secret_sealed, previous_secret_expires_at ON public.webhooks FOR EACH ROW EXECUTE FUNCTION public.webhook_changed_notify();

@@ -90,7 +90,12 @@ describe("repeatable migrations", () => {
         const history = await catalog(db);
         expect(await applyRepeatable(db.adapterFactory, { knownMigrations: await known() })).toEqual([...REPEATABLE]);
         const now = await catalog(db);
-        expect(now.triggers).toEqual(history.triggers);
+        // one trigger more, the one the history never had: the delivery workers hear of a webhook's
+        // change (20261129234500_webhook_changes_notify)
+        expect(now.triggers).toEqual([
+          ...history.triggers,
+          "CREATE TRIGGER webhooks_changed_notify AFTER DELETE OR UPDATE OF url, enabled, secret_sealed, previous_secret_sealed, previous_secret_expires_at ON public.webhooks FOR EACH ROW EXECUTE FUNCTION webhook_changed_notify()",
+        ]);
         // changed since by a release of their own, each with its migration: the two rollup triggers
         // return at once for the worker's record statement, which stages its numbers instead
         // (20261125180000_dashboard_staged_outcomes)
@@ -131,6 +136,7 @@ describe("repeatable migrations", () => {
           "public.sign_in_address_capped(p_project text, p_kind identifier_kind, p_value text, p_group text, p_max integer)",
           "public.sign_in_capped(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_max integer, p_places text[], p_known_days integer)",
           "public.sign_in_verify(p jsonb)",
+          "public.webhook_changed_notify()",
           "public.wrong_code_counted(p_project text, p_kind identifier_kind, p_value text, p_prefix text, p_window integer, p_group text, p_address_window integer)",
         ]);
       } finally {

@@ -10,6 +10,7 @@ import { secretRef } from "../src/delivery/sender.ts";
 import type { DeliveryWorker } from "../src/delivery/worker.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { generateWebhookSecret } from "../src/webhooks/secrets.ts";
+import { DELIVERY_CHANNEL } from "../src/webhooks/outbox.ts";
 import { TRANSITION_MS } from "../src/webhooks/service.ts";
 import { backends } from "./support/db.ts";
 import { deliveryWorld } from "./support/delivery-world.ts";
@@ -33,14 +34,14 @@ describe.each(backends)("deliveries claimed before their webhook changed, on %s"
   type Queued = { r: TestReceiver; hook: SeededWebhook; w: DeliveryWorker; first: string; second: { id: string; eventId: string } };
 
   /** The first delivery sending (its request held until `release()`), the second claimed and waiting for the one slot. */
-  async function oneQueued(): Promise<Queued> {
+  async function oneQueued(recheckAfterMs = 0): Promise<Queued> {
     const held = new Promise<void>((resolve) => (release = resolve));
     const r = await world.receiver();
     r.enqueue({ status: 200, until: held });
     const hook = await seedWebhook(world.db, masterKey, { url: r.url });
     // recheckAfterMs 0: every queued delivery is checked, however short its wait (the default
     // only spares a drain at full speed the read)
-    const w = world.worker({ masterKey, logger: world.logger, config: CONFIG, concurrency: 1, batchSize: 1, pollMs: 50, maintenanceIntervalMs: 0, recheckAfterMs: 0 });
+    const w = world.worker({ masterKey, logger: world.logger, config: CONFIG, concurrency: 1, batchSize: 1, pollMs: 50, maintenanceIntervalMs: 0, recheckAfterMs });
     await enqueueEvents(world.db, hook.projectId, 2, { perTx: 2 });
     const [got] = await r.waitFor(1);
     await eventually(async () => w.stats.queued === 1, 10_000, "the second delivery to be claimed");
@@ -48,6 +49,19 @@ describe.each(backends)("deliveries claimed before their webhook changed, on %s"
     const first = String(got.headers["x-service-event-id"]);
     const second = await world.db.prisma.delivery.findFirstOrThrow({ where: { webhookId: hook.webhookId, NOT: { eventId: first } } });
     return { r, hook, w, first, second };
+  }
+
+  /** What rotateWebhookSecret writes (src/webhooks/service.ts), twice: the claimed secret is dropped. Returns the two new secrets. */
+  async function rotateTwice(hook: SeededWebhook): Promise<[string, string]> {
+    const s1 = generateWebhookSecret();
+    const s2 = generateWebhookSecret();
+    for (const [now, before] of [[s1, hook.secret], [s2, s1]]) {
+      await world.db.prisma.webhook.update({
+        where: { id: hook.webhookId },
+        data: { secretSealed: seal(masterKey, now), previousSecretSealed: seal(masterKey, before), previousSecretExpiresAt: new Date(Date.now() + TRANSITION_MS) },
+      });
+    }
+    return [s1, s2];
   }
 
   /**
@@ -103,15 +117,7 @@ describe.each(backends)("deliveries claimed before their webhook changed, on %s"
 
   it("a webhook rotated twice: the queued delivery is signed with the secrets it has now, not the one dropped", async () => {
     const { r, hook, w, second } = await oneQueued();
-    // what rotateWebhookSecret writes (src/webhooks/service.ts), twice: the claimed secret is dropped
-    const s1 = generateWebhookSecret();
-    const s2 = generateWebhookSecret();
-    for (const [now, before] of [[s1, hook.secret], [s2, s1]]) {
-      await world.db.prisma.webhook.update({
-        where: { id: hook.webhookId },
-        data: { secretSealed: seal(masterKey, now), previousSecretSealed: seal(masterKey, before), previousSecretExpiresAt: new Date(Date.now() + TRANSITION_MS) },
-      });
-    }
+    const [s1, s2] = await rotateTwice(hook);
     release();
     await settled(w);
     const [, got] = r.receipts;
@@ -122,5 +128,73 @@ describe.each(backends)("deliveries claimed before their webhook changed, on %s"
     expect(verifyWebhook(got.body, headers, hook.secret).ok).toBe(false);
     const d = await world.db.prisma.delivery.findUniqueOrThrow({ where: { id: second.id }, include: { attemptLog: true } });
     expect(d.attemptLog.map((a) => a.signedWith)).toEqual([`${secretRef(s2)} ${secretRef(s1)}`]);
+  });
+
+  // A delivery whose wait is too short to read its webhook again for that alone (recheckAfterMs:
+  // a minute here, a quarter second by default) is read again once its worker has heard that the
+  // webhook changed since the claim (src/webhooks/changes.sql NOTIFYs every change as it commits).
+  describe("claimed the moment before the change", () => {
+    const A_MINUTE = 60_000;
+    /** The worker has heard of `n` changes: the change is known before the first send's slot frees. */
+    const heard = (w: DeliveryWorker, n = 1) => eventually(async () => w.stats.webhookChanges >= n, 10_000, "the worker to hear of the change");
+
+    it("a deleted webhook: the queued delivery is not sent", async () => {
+      const { r, hook, w, second } = await oneQueued(A_MINUTE);
+      await world.db.prisma.webhook.delete({ where: { id: hook.webhookId } });
+      await heard(w);
+      release();
+      await settled(w);
+      expect(r.receipts).toHaveLength(1);
+      expect(w.stats).toMatchObject({ recorded: 1, webhookReleased: 1 });
+      expect(await world.db.prisma.delivery.findUnique({ where: { id: second.id } })).toBeNull();
+    });
+
+    it("a disabled webhook: the queued delivery is not sent and stays pending", async () => {
+      const { r, hook, w, second } = await oneQueued(A_MINUTE);
+      await world.db.prisma.webhook.update({ where: { id: hook.webhookId }, data: { enabled: false, disabledReason: "disabled by the project" } });
+      await heard(w);
+      release();
+      await settled(w);
+      expect(r.receipts).toHaveLength(1);
+      expect(w.stats).toMatchObject({ recorded: 1, webhookReleased: 1 });
+      expect(await world.db.prisma.delivery.findUniqueOrThrow({ where: { id: second.id } })).toMatchObject({ status: "pending", attempts: 0 });
+    });
+
+    it("a moved webhook: the queued delivery goes to the new URL", async () => {
+      const { r, hook, w, second } = await oneQueued(A_MINUTE);
+      const moved = await world.receiver();
+      await world.db.prisma.webhook.update({ where: { id: hook.webhookId }, data: { url: moved.url } });
+      await heard(w);
+      release();
+      await settled(w);
+      expect(r.receipts).toHaveLength(1);
+      expect(moved.receipts.map((x) => x.headers["x-service-event-id"])).toEqual([second.eventId]);
+    });
+
+    it("a webhook rotated twice: the queued delivery is not signed with the secret dropped", async () => {
+      const { r, hook, w } = await oneQueued(A_MINUTE);
+      const [, s2] = await rotateTwice(hook);
+      await heard(w, 2);
+      release();
+      await settled(w);
+      const got = r.receipts[1];
+      expect(verifyWebhook(got.body, got.headers as Record<string, string>, s2).ok).toBe(true);
+      expect(verifyWebhook(got.body, got.headers as Record<string, string>, hook.secret).ok).toBe(false);
+    });
+
+    it("only a change that a delivery carries is told: a description or an event list is not", async () => {
+      const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/" });
+      const told: string[] = [];
+      const unlisten = await world.db.listen(DELIVERY_CHANNEL, (payload) => told.push(payload));
+      try {
+        await world.db.prisma.webhook.update({ where: { id: hook.webhookId }, data: { description: "renamed", events: ["user.deleted"] } });
+        await world.db.prisma.webhook.update({ where: { id: hook.webhookId }, data: { url: "http://127.0.0.1:9/moved" } });
+        // notices arrive in commit order: once the second change's is in, the first's would be too
+        await eventually(async () => told.length > 0, 10_000, "the notice of the new URL");
+        expect(told).toEqual([`webhook:${hook.webhookId}`]);
+      } finally {
+        await unlisten();
+      }
+    });
   });
 });

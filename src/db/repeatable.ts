@@ -56,6 +56,7 @@ import { unknownMigrations } from "./applied-migrations.ts";
 export const REPEATABLE = [
   "webhooks/outbox.sql", // outbox_enqueue (link_enqueue calls it)
   "webhooks/event-accounts.sql", // dashboard.event_account, dashboard.event_secondary_account (indexed)
+  "webhooks/changes.sql", // webhook_changed_notify and its trigger (the delivery workers hear of a webhook's change)
   "auth/sign-in-identifiers.sql", // account_sign_in_identifiers (link_verify calls it)
   "auth/proofs.sql", // proven_through_secondary (what an unmerge separates)
   "linking/link-verify.sql", // link_user_object, link_enqueue, link_verify

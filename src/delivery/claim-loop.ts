@@ -100,7 +100,14 @@ export type ClaimLoopOptions = {
   leased(claimed: ClaimedDelivery[]): void;
   /** The same deliveries, to be sent; only while the worker runs. */
   take(claimed: ClaimedDelivery[]): void;
+  /** A webhook changed (src/webhooks/changes.sql): its claimed deliveries are read again before they start. */
+  webhookChanged(webhookId: string): void;
+  /** The LISTEN is up (true: every change from now on is heard) or down (changes go unheard). */
+  listening(up: boolean): void;
 };
+
+/** The payload of a webhook's change on the delivery channel (src/webhooks/changes.sql); an enqueue's is empty. */
+const WEBHOOK_CHANGED = "webhook:";
 
 export class ClaimLoop {
   private readonly kick = new Signal();
@@ -129,7 +136,11 @@ export class ClaimLoop {
   constructor(private readonly o: ClaimLoopOptions) {
     this.claimGapFactor = o.db.driver.kind === "pglite" ? PGLITE_CLAIM_GAP_FACTOR : 0;
     this.promises = o.db.driver.kind === "postgres";
-    this.listening = new Subscription(o, () => this.kick.notify());
+    this.listening = new Subscription(o, (payload) => {
+      if (payload.startsWith(WEBHOOK_CHANGED)) o.webhookChanged(payload.slice(WEBHOOK_CHANGED.length));
+      // a webhook enabled again has deliveries to claim; any other change costs one claim at most
+      this.kick.notify();
+    });
   }
 
   start(): void {
@@ -272,8 +283,8 @@ class Subscription {
   private readonly timer: NodeJS.Timeout;
 
   constructor(
-    private readonly o: Pick<ClaimLoopOptions, "db" | "lifecycle" | "backoff" | "log" | "workerId">,
-    private readonly notified: () => void,
+    private readonly o: Pick<ClaimLoopOptions, "db" | "lifecycle" | "backoff" | "log" | "workerId" | "listening">,
+    private readonly notified: (payload: string) => void,
   ) {
     o.backoff.onFailure(() => (this.relisten = true));
     this.timer = setInterval(() => {
@@ -286,11 +297,17 @@ class Subscription {
     this.subscribing ??= (async () => {
       const old = this.unlisten;
       this.unlisten = null;
-      if (old) await old().catch(() => {});
+      if (old) {
+        this.o.listening(false);
+        await old().catch(() => {});
+      }
       try {
         const off = await this.o.db.listen(DELIVERY_CHANNEL, this.notified, () => this.lost());
         if (!this.o.lifecycle.running) await off().catch(() => {});
-        else this.unlisten = off;
+        else {
+          this.unlisten = off;
+          this.o.listening(true);
+        }
         this.relisten = false;
       } catch (err) {
         this.relisten = true;
@@ -303,8 +320,9 @@ class Subscription {
   /** The LISTEN's connection ended: listen again at once (the server may be back already), and claim meanwhile. */
   private lost(): void {
     this.relisten = true;
+    this.o.listening(false);
     this.o.log.warn({ workerId: this.o.workerId }, "delivery worker: the LISTEN connection ended; listening again");
-    this.notified();
+    this.notified("");
     if (this.o.lifecycle.running) void this.subscribe();
   }
 

@@ -25,8 +25,16 @@ import type { ClaimedDelivery, DeliveryResult, ProjectLoads, WebhookNow } from "
  * second at most: a read per pump is nothing beside them. A drain at full speed (the delivery
  * benchmark: 10,000 deliveries at ~10,000/s, 50 in flight, a batch of 50 waiting) starts each
  * delivery a few milliseconds after its claim and must not pay a read per delivery, so the bound
- * is two orders of magnitude above that wait. A delivery that starts within this of its claim
- * goes as claimed, as one already sending does.
+ * is two orders of magnitude above that wait.
+ *
+ * A shorter wait is covered by the change's notice instead: every change of a webhook that
+ * matters here NOTIFYs the workers as it commits (src/webhooks/changes.sql), and a delivery
+ * claimed before its worker heard that its webhook changed is read again whatever its wait.
+ * Webhooks change a few times a day, so a drain reads nothing. What still goes as claimed (or
+ * as last read): a delivery started before the notice reached its worker (a few milliseconds
+ * after the commit), as one already sending does, or whose webhook was being read again as the
+ * change committed (the read's round trip), and, while the worker's LISTEN is down (it logs a
+ * warning), one that waited less than this.
  */
 export const RECHECK_AFTER_MS = 250;
 
@@ -87,6 +95,17 @@ export class SendPool {
   private readonly abort = new AbortController();
   private abandoned = false;
   private drained: (() => void) | null = null;
+  /**
+   * performance.now() since when this worker hears every webhook change (its LISTEN is up); null
+   * while it is down. A delivery claimed before then may have missed a change: read again.
+   */
+  private listeningSince: number | null = null;
+  /**
+   * performance.now() when this worker last heard that a webhook changed, by webhook. Kept for
+   * recheckAfterMs: a delivery claimed before an older notice has waited long enough to be read
+   * again anyway.
+   */
+  private readonly changedAt = new Map<string, number>();
 
   constructor(private readonly o: SendPoolOptions) {
     const { config } = o;
@@ -127,6 +146,26 @@ export class SendPool {
     this.pump();
   }
 
+  /** A webhook changed (src/webhooks/changes.sql): its deliveries claimed before now are read again before they start. */
+  webhookChanged(webhookId: string): void {
+    const now = performance.now();
+    for (const [id, at] of this.changedAt) if (now - at > this.o.recheckAfterMs) this.changedAt.delete(id);
+    this.changedAt.set(webhookId, now);
+  }
+
+  /** The worker's LISTEN is up (every change from now on is heard) or down. */
+  listening(up: boolean): void {
+    this.listeningSince = up ? performance.now() : null;
+  }
+
+  /** Whether `c`'s webhook may have changed since its claim, as of `at` (performance.now()): then it is read again before `c` starts. */
+  private mayHaveChanged(c: ClaimedDelivery, at: number): boolean {
+    if (at - c.claimedAt > this.o.recheckAfterMs) return true;
+    if (this.listeningSince !== null && c.claimedAt < this.listeningSince) return true;
+    const changed = this.changedAt.get(c.webhookId);
+    return changed !== undefined && changed >= c.claimedAt;
+  }
+
   /**
    * On the way out: the queued deliveries are never started (their leases are released), nor
    * are those being checked when their read comes back (recheck).
@@ -156,11 +195,11 @@ export class SendPool {
 
   /**
    * Starts queued deliveries while send slots are free (never once stopping). Those whose
-   * endpoint's breaker opened since they were claimed are handed back instead. Those that
-   * waited longer than `recheckAfterMs` take their slots and start once their webhooks have
-   * been read again, all in one read (recheck); while that read is under way, no other one
-   * starts: it pumps again when it is in. The queue is in claim order, so the deliveries
-   * that waited that long are at its head.
+   * endpoint's breaker opened since they were claimed are handed back instead. Those whose
+   * webhook may have changed since their claim (mayHaveChanged: they waited longer than
+   * `recheckAfterMs`, or the worker heard of a change) take their slots and start once their
+   * webhooks have been read again, all in one read (recheck); while that read is under way,
+   * nothing behind them starts: it pumps again when it is in.
    */
   private pump(): void {
     const now = Date.now();
@@ -168,10 +207,10 @@ export class SendPool {
     const back: string[] = [];
     const stale: ClaimedDelivery[] = [];
     while (this.o.lifecycle.running && this.sending.size + this.checking.length + stale.length < this.o.concurrency && this.queued.length > 0) {
-      const waited = at - this.queued[0].claimedAt > this.o.recheckAfterMs;
-      if (waited && this.checking.length > 0) break;
+      const changed = this.mayHaveChanged(this.queued[0], at);
+      if (changed && this.checking.length > 0) break;
       const c = this.queued.shift()!;
-      if (waited) stale.push(c);
+      if (changed) stale.push(c);
       else if (this.breakers.mayStart(c.webhookId, now)) this.start(c);
       else {
         this.breakers.finished(c.webhookId, null, now);
@@ -183,7 +222,7 @@ export class SendPool {
   }
 
   /**
-   * Starts deliveries that waited long for a slot with their webhooks as they are now: to the
+   * Starts deliveries whose webhooks may have changed with their webhooks as they are now: to the
    * URL they have now, signed with the secrets they have now. Those of a webhook deleted meanwhile
    * (the deliveries went with it) or disabled (they wait, pending, until it is enabled again:
    * docs/webhooks.md) are handed back unsent, and so are those whose breaker opened during the

@@ -65,7 +65,11 @@ export type ClaimedDelivery = {
   secretSealed: string;
   previousSecretSealed: string | null;
   previousSecretExpiresAt: Date | null;
-  /** performance.now() when the claim came back: how long the delivery has waited for a send slot since (send-pool.ts). */
+  /**
+   * performance.now() when the claim was sent: how long the delivery has waited for a send slot
+   * since, and which changes of its webhook the claim may not have seen (those the worker heard
+   * of after it: send-pool.ts).
+   */
   claimedAt: number;
 };
 
@@ -258,8 +262,8 @@ export async function claimDue(db: DbLike, opts: ClaimOptions): Promise<ClaimedD
   if (limit <= 0) return [];
   const rooms = opts.endpointRooms ?? { webhookIds: [], rooms: [], otherwise: perWebhookCap };
   const loads = opts.projectLoads ?? { projectIds: [], loads: [] };
-  const rows = await run(db, claimStatementFor(perWebhookCap), [limit, leaseMs, workerId, rooms.webhookIds, rooms.rooms, rooms.otherwise, loads.projectIds, loads.loads]);
   const claimedAt = performance.now();
+  const rows = await run(db, claimStatementFor(perWebhookCap), [limit, leaseMs, workerId, rooms.webhookIds, rooms.rooms, rooms.otherwise, loads.projectIds, loads.loads]);
   return rows.map((r) => ({
     deliveryId: r.delivery_id,
     attempt: r.attempt,

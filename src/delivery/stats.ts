@@ -23,4 +23,6 @@ export type WorkerStats = {
   breakerReleased: number;
   /** Claimed deliveries handed back unsent because their webhook was deleted or disabled while they waited for a slot. */
   webhookReleased: number;
+  /** Notices heard that a webhook changed (src/webhooks/changes.sql): its deliveries claimed before are read again before they start. */
+  webhookChanges: number;
 };

@@ -22,8 +22,9 @@
 // Pipelining: sending, claiming and recording overlap. Up to one batch of claimed deliveries
 // waits in a local queue while `concurrency` sends are in flight, so a finished send is
 // replaced at once, without a database round trip (unless the delivery waited long enough for
-// its webhook to have changed since the claim: send-pool.ts reads it again then); results are
-// recorded in the background and do not hold a send slot. In lockstep instead (claim → send
+// its webhook to have changed since the claim, or the worker heard that it did: send-pool.ts
+// reads it again then); results are recorded in the background and do not hold a send slot.
+// In lockstep instead (claim → send
 // all → record → claim), one worker idled through two round trips per batch: 1,240 events/s in
 // the first benchmark run, on a loaded machine; see bench/RESULTS.md for where it stands now.
 //
@@ -166,6 +167,11 @@ export function startWorker(opts: WorkerOptions): DeliveryWorker {
       stats.claimed += claimed.length;
       pool.take(claimed);
     },
+    webhookChanged: (webhookId) => {
+      stats.webhookChanges++;
+      pool.webhookChanged(webhookId);
+    },
+    listening: (up) => pool.listening(up),
   });
   const clock = watchClock(db, log, SIGNATURES_BREAK, opts.clock);
   const maintenance = startMaintenance(db, opts.maintenanceIntervalMs ?? 60_000, { lifecycle, backoff, log, stats, clock });
@@ -209,7 +215,7 @@ async function shutDown(p: Parts, workerId: string, log: Logger, webhookTimeoutM
 /** Counters the parts add to; the gauges read the parts (which exist by the time anyone reads). */
 function newStats(parts: () => Parts): WorkerStats {
   return {
-    claimed: 0, recorded: 0, succeeded: 0, retried: 0, failed: 0, gone: 0, lostLeases: 0, dbErrors: 0, webhooksDisabled: 0, breakerReleased: 0, webhookReleased: 0,
+    claimed: 0, recorded: 0, succeeded: 0, retried: 0, failed: 0, gone: 0, lostLeases: 0, dbErrors: 0, webhooksDisabled: 0, breakerReleased: 0, webhookReleased: 0, webhookChanges: 0,
     get inFlight() {
       return parts().pool.inFlight;
     },

@@ -1,0 +1,5 @@
+-- No table changes. This migration ships src/webhooks/changes.sql (the trigger that tells the
+-- delivery workers which webhook changed), so that a process of the previous build restarting
+-- during the upgrade finds a migration it does not know and leaves the repeatable files alone
+-- (docs/operations.md, "Expand, then contract"). The previous build's workers ignore the payload
+-- of the notices on their channel, and take them as a wake-up.
