@@ -333,7 +333,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     noticeRetryScheduleMs: e.LINKGATE_NOTICE_RETRY_SCHEDULE_MS,
     worker: e.LINKGATE_WORKER === "1",
     logLevel: e.LOG_LEVEL,
-    warnings: unknownSettings(env),
+    warnings: [...unknownSettings(env), ...retentionTooShortForDisabling(e)],
   };
   assertKeysOfTheirKind(e);
   assertProductionReady(config);
@@ -353,6 +353,19 @@ function assertKeysOfTheirKind(e: z.infer<typeof envSchema>): void {
   if (e.LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY?.trim().startsWith("lg_sk_")) {
     throw new ConfigError("LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY is a secret key (lg_sk_…), and a publishable key is written into pages anyone can read: set it as LINKGATE_BOOTSTRAP_API_KEY");
   }
+}
+
+/**
+ * A webhook is disabled once every attempt has failed for 24 hours, which the worker reads from
+ * the delivery attempts (src/delivery/dead-webhooks.ts). Kept one day, the attempt that proves
+ * the 24 hours is swept within a minute of becoming old enough, so a dead webhook was seldom
+ * disabled (33rd review). Said at start rather than refused: a start that works today keeps
+ * working.
+ */
+function retentionTooShortForDisabling(e: z.infer<typeof envSchema>): string[] {
+  return (["LINKGATE_RETENTION_DELIVERY_LOG_DAYS", "LINKGATE_RETENTION_EVENTS_DAYS"] as const)
+    .filter((name) => e[name] < 2)
+    .map((name) => `${name}=1 keeps delivery attempts no longer than the 24 hours of failures that disable a webhook, so a webhook failing every delivery is seldom disabled: set 2 or more`);
 }
 
 /** LINKGATE_ variables of `env` that no setting has, each with the nearest known name when one is close. */

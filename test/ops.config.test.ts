@@ -138,6 +138,16 @@ describe("configuration from the environment", () => {
     ]);
   });
 
+  // 33rd review: the attempt that proves 24 hours of failures was swept within a minute of
+  // becoming old enough, so a dead webhook was seldom disabled
+  it("warns that one day of retention leaves too little of the delivery log to disable a dead webhook", () => {
+    expect(loadConfig({ LINKGATE_RETENTION_DELIVERY_LOG_DAYS: "1" }).warnings).toEqual([
+      "LINKGATE_RETENTION_DELIVERY_LOG_DAYS=1 keeps delivery attempts no longer than the 24 hours of failures that disable a webhook, so a webhook failing every delivery is seldom disabled: set 2 or more",
+    ]);
+    expect(loadConfig({ LINKGATE_RETENTION_EVENTS_DAYS: "1" }).warnings?.[0]).toMatch(/^LINKGATE_RETENTION_EVENTS_DAYS=1 keeps delivery attempts/);
+    expect(loadConfig({ LINKGATE_RETENTION_DELIVERY_LOG_DAYS: "2", LINKGATE_RETENTION_EVENTS_DAYS: "2" }).warnings).toEqual([]);
+  });
+
   it("refuses a bootstrap key of the other kind, naming the variable that was set", () => {
     const key = (kind: "pk" | "sk") => `lg_${kind}_${"A".repeat(43)}`;
     expect(refusal({ LINKGATE_BOOTSTRAP_API_KEY: key("pk") })).toMatch(/^LINKGATE_BOOTSTRAP_API_KEY is a publishable key/);
