@@ -234,6 +234,9 @@ describe.each(backends)("the dashboard's users view on %s", (backend) => {
     };
     expect(await noticed(adaEmail)).toBe(true);
     expect(await noticed(bobPhone)).toBe(true);
+    // They say support acted, not from the address of the tool support used (33rd review).
+    const toAda = h.mailbox.messages.slice(sent).find((m) => m.to === adaEmail && /separated/.test(m.text))!;
+    expect(toAda.text).toContain("From: the service's support staff.");
 
     // The user's own unmerge, after merging again with a fresh sign-in: the same events, without `by`.
     await h.db.prisma.session.updateMany({ where: { accountId: ada.accountId }, data: { authTime: new Date() } });

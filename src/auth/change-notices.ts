@@ -79,11 +79,18 @@ function describe(change: AccountChange): { subject: string; what: string; undo:
   }
 }
 
+/**
+ * The client address of a change support staff made on the user's behalf (src/linking/support.ts):
+ * its notices say who acted rather than the address of the tool support used, which told users
+ * that a stranger's machine had separated their accounts (33rd review).
+ */
+export const SUPPORT_STAFF = "support";
+
 /** `clientAddress` null: the notice says when, not from where (announce's `leaving`). */
 export function noticeText(change: AccountChange, at: Date, clientAddress: string | null): { subject: string; text: string } {
   const { subject, what, undo } = describe(change);
   const when = at.toISOString().replace("T", " ").slice(0, 16) + " UTC";
-  const from = clientAddress === null ? "" : ` From: ${clientAddress === "local" ? "this service itself" : clientAddress}.`;
+  const from = clientAddress === null ? "" : ` From: ${clientAddress === "local" ? "this service itself" : clientAddress === SUPPORT_STAFF ? "the service's support staff" : clientAddress}.`;
   return {
     subject,
     // texts have no subject line, so the body starts with it
