@@ -1,14 +1,14 @@
 // `npm run db:migrate`: applies pending migrations to the configured database and exits.
 import { ensureDatabaseReachable, loadConfigOrDie, orDie } from "../lifecycle.ts";
 import { openDatabase } from "./client.ts";
-import { applyMigrations } from "./migrations.ts";
+import { applyMigrations, describeApplied } from "./migrations.ts";
 
 const config = await loadConfigOrDie();
 await ensureDatabaseReachable(config);
 const db = await orDie(openDatabase(config));
 try {
   const applied = await orDie(applyMigrations(db.adapterFactory));
-  console.log(applied.length ? `applied: ${applied.join(", ")}` : "database is up to date");
+  console.log(describeApplied(applied));
 } finally {
   await db.close();
 }

@@ -67,6 +67,14 @@ export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAda
   return [...applied, ...(await applyRepeatable(adapterFactory, { knownMigrations: known }))];
 }
 
+/**
+ * What `npm run db:migrate` and `npx linkgate db migrate` print: one wording for one command
+ * (docs/cli.md). `applied` holds the migrations and the repeatable SQL files applied.
+ */
+export function describeApplied(applied: string[]): string {
+  return applied.length ? `applied ${applied.length} migration(s):\n${applied.map((m) => `  ${m}`).join("\n")}` : "the database is up to date";
+}
+
 /** The migration turn's advisory lock ("lgmg"); Prisma's engine takes 72707369 inside it. */
 const MIGRATION_TURN = 0x6c676d67;
 const TURN_POLL_MS = 200;

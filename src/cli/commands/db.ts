@@ -9,7 +9,7 @@ export function registerDb(program: Command, io: Io): void {
     .description("apply this version's pending migrations (what `npm start` does on start)")
     .option("--json", "print JSON")
     .action(async (opts: { json?: boolean }) => {
-      const { applyMigrations } = await import("../../db/migrations.ts");
+      const { applyMigrations, describeApplied } = await import("../../db/migrations.ts");
       const database = await openConfiguredDatabase(io.env, { create: true });
       let applied: string[];
       try {
@@ -17,6 +17,6 @@ export function registerDb(program: Command, io: Io): void {
       } finally {
         await database.close();
       }
-      emit(io, !!opts.json, { applied }, () => (applied.length ? `applied ${applied.length} migration(s):\n${applied.map((m) => `  ${m}`).join("\n")}` : "the database is up to date"));
+      emit(io, !!opts.json, { applied }, () => describeApplied(applied));
     });
 }
