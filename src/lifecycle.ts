@@ -130,6 +130,36 @@ function reason(err: unknown): string {
 
 const oneLine = (s: string) => s.replace(/\s+/g, " ").trim();
 
+/**
+ * Runs `fn` with SIGTERM and SIGINT held back, then lets a signal that arrived meanwhile take its
+ * course (the process's own handlers, or Node's default: the process ends). For work that a kill
+ * in its middle leaves for a person to repair: Prisma's engine records a migration as failed when
+ * its process dies before the migration is finished, and every later start then refuses until
+ * someone recovers it by hand (docs/operations.md, "A migration that failed"). A supervisor's
+ * SIGTERM during a start (a roll-out called off, a Ctrl-C of `npm run db:migrate`) did exactly
+ * that. SIGKILL cannot be held.
+ */
+export async function withSignalsHeld<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  let held: NodeJS.Signals | undefined;
+  const hold = (signal: NodeJS.Signals) => {
+    if (held) return;
+    held = signal;
+    try {
+      process.stderr.write(`linkgate: ${signal} received while ${what}; stopping once that is done (a kill -9 now would leave it half done)\n`);
+    } catch {
+      // stderr is gone: the signal is still held
+    }
+  };
+  const signals = ["SIGTERM", "SIGINT"] as const;
+  for (const signal of signals) process.on(signal, hold);
+  try {
+    return await fn();
+  } finally {
+    for (const signal of signals) process.off(signal, hold);
+    if (held) process.kill(process.pid, held);
+  }
+}
+
 export type Stoppable = {
   /** Stops gracefully: stop taking work, finish what is running, close. */
   drain(): Promise<void>;

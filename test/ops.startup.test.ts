@@ -6,6 +6,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import path from "node:path";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
 import { checkMasterKey } from "../src/auth/master-key.ts";
@@ -224,6 +225,61 @@ describe.skipIf(!serverUrl)("a migration that failed", () => {
       await db.close();
     }
   }, 120_000);
+});
+
+describe.skipIf(!serverUrl)("a SIGTERM while a migration is being applied", () => {
+  // 34th review: npm start, npm run worker and npm run db:migrate died at once, mid-migration;
+  // Prisma had recorded the migration as started, so it stayed failed and every later start
+  // refused until someone repaired it by hand (docs/operations.md, "A migration that failed")
+  it.each([
+    { name: "npm start", entry: MAIN },
+    { name: "npm run db:migrate", entry: MIGRATE },
+  ])("$name finishes the migration, then stops; the next start finds nothing to repair", async ({ entry }) => {
+    const db = await openTestDatabase("postgres");
+    const blocker = new pg.Client({ connectionString: db.url });
+    await blocker.connect();
+    try {
+      // the database as it was before one migration, which then waits for a lock held here
+      const migration = "20261129205132_passkeys_registered_by";
+      await db.prisma.$executeRawUnsafe(`ALTER TABLE passkeys DROP COLUMN registered_by`);
+      await db.prisma.$executeRawUnsafe(`DELETE FROM _prisma_migrations WHERE migration_name = '${migration}'`);
+      await blocker.query("BEGIN");
+      await blocker.query("LOCK TABLE passkeys IN ACCESS SHARE MODE");
+
+      const env = { DATABASE_URL: db.url!, LINKGATE_SECRET_KEY: randomBytes(32).toString("base64"), LINKGATE_ISSUER: "http://localhost:1" };
+      const starting = start(entry, env);
+      let stderr = "";
+      starting.child.stderr.on("data", (c) => (stderr += c));
+      const waiting = `SELECT count(*)::int AS n FROM pg_locks WHERE relation = 'passkeys'::regclass AND NOT granted`;
+      for (let i = 0; i < 600 && (await blocker.query(waiting)).rows[0].n === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      const started = await db.prisma.$queryRawUnsafe<{ n: number }[]>(
+        `SELECT count(*)::int AS n FROM _prisma_migrations WHERE migration_name = '${migration}' AND finished_at IS NULL`,
+      );
+      expect(started[0].n).toBe(1); // in the middle of it
+
+      starting.child.kill("SIGTERM");
+      // it says it holds the signal, or (the fault) it has already died
+      await new Promise<void>((resolve) => {
+        starting.child.stderr.on("data", () => stderr.includes("SIGTERM received") && resolve());
+        void starting.closed.then(() => resolve());
+      });
+      await blocker.query("COMMIT");
+      const r = await starting.closed;
+
+      const unfinished = await db.prisma.$queryRawUnsafe<{ n: number }[]>(
+        `SELECT count(*)::int AS n FROM _prisma_migrations WHERE finished_at IS NULL AND rolled_back_at IS NULL`,
+      );
+      expect(unfinished[0].n).toBe(0);
+      const again = await run(MIGRATE, env);
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout).toContain("database is up to date");
+      expect(stderr).toMatch(/^linkgate: SIGTERM received while applying the database's migrations; stopping once that is done/);
+      expect(starting.child.signalCode ?? r.code).toBe("SIGTERM"); // it stops, without listening first
+    } finally {
+      await blocker.end().catch(() => {});
+      await db.close();
+    }
+  }, 180_000);
 });
 
 describe("redactUrl", () => {

@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { MigrationList } from "@prisma/schema-engine-wasm";
 import { ConfigError } from "../config.ts";
+import { withSignalsHeld } from "../lifecycle.ts";
 import { pendingMigrations } from "./applied-migrations.ts";
 import { applyRepeatable } from "./repeatable.ts";
 import { withSchemaEngine } from "./schema-engine.ts";
@@ -125,10 +126,13 @@ export async function applyOrdinaryMigrations(
   const list = migrationsList;
   const schema = await readSchema();
   try {
-    return await withSchemaEngine(schema, adapterFactory, async (engine) => {
-      const out = await engine.applyMigrations({ migrationsList: list, filters: noFilter });
-      return out.appliedMigrationNames;
-    });
+    // a SIGTERM in the middle of a migration would leave it failed, refusing every later start
+    return await withSignalsHeld("applying the database's migrations", () =>
+      withSchemaEngine(schema, adapterFactory, async (engine) => {
+        const out = await engine.applyMigrations({ migrationsList: list, filters: noFilter });
+        return out.appliedMigrationNames;
+      }),
+    );
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     const lines = message.split("\n").map((l) => l.trim());
