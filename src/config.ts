@@ -172,9 +172,20 @@ const envSchema = z.object({
   // every endpoint is the issuer followed by its path, and the issuer is every token's `iss`:
   // with a trailing slash, a query or a fragment, discovery named endpoints that answered 404
   LINKGATE_ISSUER: z.string().url({ error: "must be a URL" }).refine(isIssuer, "must be http(s)://host[:port][/path] with no trailing slash, query or fragment").optional(),
-  SMTP_URL: z.string().url({ error: "must be a URL" }).optional(),
+  // nodemailer takes smtp: and smtps: URLs only: any other string it took for a transport object,
+  // and the start died with a stack trace that spelled out the URL, password included
+  SMTP_URL: z
+    .string()
+    .url({ error: "must be a URL" })
+    .refine((url) => /^smtps?:\/\/[^/?#]/i.test(url), "must be smtp://user:password@host:port (or smtps://)")
+    .optional(),
   SMTP_FROM: z.string().default("linkgate <no-reply@localhost>"),
-  SMS_WEBHOOK_URL: z.string().url({ error: "must be a URL" }).optional(),
+  // texts are POSTed with fetch, which sends http(s) only: any other scheme failed every text
+  SMS_WEBHOOK_URL: z
+    .string()
+    .url({ error: "must be a URL" })
+    .refine((url) => /^https?:\/\/[^/?#]/i.test(url), "must be an http:// or https:// URL")
+    .optional(),
   LINKGATE_SMS_COUNTRIES: countries.optional(),
   LINKGATE_WEBHOOK_ALLOW_PRIVATE: z.enum(["0", "1", ""], { error: "must be 0 or 1" }).optional(),
   LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS: csvMs.default([10000, 30000, 60000, 300000, 1800000]),

@@ -58,6 +58,22 @@ describe("configuration from the environment", () => {
     expect(loadConfig({ DATABASE_URL: "postgresql://u:pw@db.internal/linkgate" }).databaseUrl).toBe("postgresql://u:pw@db.internal/linkgate");
   });
 
+  // 34th review: SMTP_URL=http://… passed, and the start died in nodemailer with a stack trace
+  // that spelled out the URL and its password; SMS_WEBHOOK_URL=ftp://… passed and failed every text
+  it("refuses an SMTP URL that is not smtp:// or smtps://, and an SMS webhook that is not http(s)://, without repeating them", () => {
+    for (const value of ["http://u:S3cretPW@mail.internal", "https://u:S3cretPW@mail.internal:587", "smtp:/u:S3cretPW@mail.internal", "mailto:S3cretPW@x"]) {
+      expect(refusal({ SMTP_URL: value })).toBe("invalid configuration: SMTP_URL must be smtp://user:password@host:port (or smtps://)");
+    }
+    for (const value of ["ftp://u:S3cretPW@sms.internal/send", "file:///etc/S3cretPW", "smtp://u:S3cretPW@sms.internal"]) {
+      expect(refusal({ SMS_WEBHOOK_URL: value })).toBe("invalid configuration: SMS_WEBHOOK_URL must be an http:// or https:// URL");
+    }
+    expect(loadConfig({ SMTP_URL: "smtps://u:pw@mail.internal:465", SMS_WEBHOOK_URL: "https://u:pw@sms.internal/send" })).toMatchObject({
+      smtpUrl: "smtps://u:pw@mail.internal:465",
+      smsWebhookUrl: "https://u:pw@sms.internal/send",
+    });
+    expect(loadConfig({ SMTP_URL: "smtp://mail.internal:587?connectionTimeout=5000" }).smtpUrl).toBe("smtp://mail.internal:587?connectionTimeout=5000");
+  });
+
   it("refuses LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 in production: it turns off the guard against private targets for every secret key", () => {
     const production = { NODE_ENV: "production", LINKGATE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"), SMTP_URL: "smtp://127.0.0.1:2525", SMS_WEBHOOK_URL: "https://sms.example/send" };
     expect(refusal({ ...production, LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1" })).toBe(

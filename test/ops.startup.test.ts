@@ -144,6 +144,13 @@ describe("other faults at start", () => {
     }
   }, 120_000);
 
+  it("an SMTP URL of another scheme: one line naming the variable, and never its password", async () => {
+    const r = await run(MAIN, { SMTP_URL: `http://mailer:${PASSWORD}@mail.internal` });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe("linkgate: invalid configuration: SMTP_URL must be smtp://user:password@host:port (or smtps://)\n");
+    expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+  }, 120_000);
+
   it("a master key too short: one line naming the variable", async () => {
     const r = await run(MAIN, { LINKGATE_SECRET_KEY: Buffer.alloc(16, 7).toString("base64") });
     expect(r.code).toBe(1);
