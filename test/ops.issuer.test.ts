@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -121,4 +122,56 @@ describe.skipIf(!serverUrl)(`gateways on one Postgres database${serverUrl ? "" :
       await claim.release();
     }
   });
+
+  // 34th review: a reconnection that met a server accepting connections and never answering
+  // (a partition, a proxy in front of a database that is down) waited for ever; once the database
+  // answered again nothing asked for the lock, and a gateway with another issuer started unrefused
+  it("a gateway whose reconnection met a silent server takes its issuer's lock again once the database answers", async () => {
+    for (const g of running) if (g.child.exitCode === null) g.child.kill("SIGTERM");
+    await Promise.all(running.map((g) => g.exited));
+    const target = new URL(db.url!);
+    let forward = true;
+    let silentConnections = 0;
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      sockets.add(client);
+      client.on("error", () => {});
+      client.on("close", () => sockets.delete(client));
+      if (!forward) return void silentConnections++; // accepted, never answered
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      sockets.add(upstream);
+      upstream.on("error", () => {});
+      upstream.on("close", () => (sockets.delete(upstream), client.destroy()));
+      client.on("close", () => upstream.destroy());
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", () => resolve()));
+    const viaProxy = new URL(db.url!);
+    viaProxy.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+
+    const issuer = "https://partitioned.example";
+    const claim = await claimIssuer(viaProxy.toString(), issuer, true, { connectTimeoutMs: 500 });
+    try {
+      const holders = `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'linkgate issuer ${issuer}'`;
+      const held = async () => (await db.prisma.$queryRawUnsafe<{ n: number }[]>(holders))[0].n === 1;
+      expect(await held()).toBe(true);
+      // the partition: the lock's connection is cut, and its reconnection meets silence
+      forward = false;
+      for (const s of sockets) s.destroy();
+      while (silentConnections === 0) await new Promise((r) => setTimeout(r, 50));
+      forward = true;
+      // taken again once the database answers (bounded at 30 s; it takes a second or so)
+      let back = false;
+      for (let i = 0; i < 300 && !back; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        back = await held();
+      }
+      expect(back).toBe(true);
+      await expect(claimIssuer(db.url!, "https://other.example", true)).rejects.toBeInstanceOf(IssuerNotShared);
+    } finally {
+      await claim.release();
+      proxy.close();
+      for (const s of sockets) s.destroy();
+    }
+  }, 60_000);
 });

@@ -40,8 +40,9 @@ const OTHER_ISSUER = `
  * gateways with different issuers starting at the same moment may both refuse, never both run.
  * (PGlite belongs to one process: nothing to share.)
  */
-export async function claimIssuer(databaseUrl: string, issuer: string, named: boolean): Promise<IssuerClaim> {
-  let held = await lockIssuer(databaseUrl, issuer, named, true);
+export async function claimIssuer(databaseUrl: string, issuer: string, named: boolean, opts: { connectTimeoutMs?: number } = {}): Promise<IssuerClaim> {
+  const connect = { databaseUrl, connectTimeoutMs: opts.connectTimeoutMs ?? CONNECT_TIMEOUT_MS };
+  let held = await lockIssuer(connect, issuer, named, true);
   let released = false;
   let timer: NodeJS.Timeout | undefined;
   // The locks end with their connection. One the server ended (a restart, a failover,
@@ -55,7 +56,7 @@ export async function claimIssuer(databaseUrl: string, issuer: string, named: bo
     timer = setTimeout(async () => {
       if (released) return;
       try {
-        held = await lockIssuer(databaseUrl, issuer, named, false);
+        held = await lockIssuer(connect, issuer, named, false);
         if (released) await held.end().catch(() => {});
         else watch(held);
       } catch {
@@ -76,14 +77,33 @@ export async function claimIssuer(databaseUrl: string, issuer: string, named: bo
 
 /** How often a lost issuer lock is asked for again. */
 const RECLAIM_MS = 1_000;
+/**
+ * How long connecting for the lock may take. Without a bound, a reconnection that met a server
+ * accepting connections and never answering (a partition, a proxy whose database is down) waited
+ * for ever, and no other was tried once the database was back: the gateway ran on without its
+ * issuer's lock, and a gateway with another issuer started beside it unrefused (34th review).
+ */
+const CONNECT_TIMEOUT_MS = 5_000;
 
 /**
  * A connection holding the issuer's locks. `refuse`: at start, when another gateway's issuer
  * (or, unnamed, another unnamed gateway) refuses this one; taken again later, the locks are
  * simply held again (this gateway already serves: a conflict then was refused at the other's start).
  */
-async function lockIssuer(databaseUrl: string, issuer: string, named: boolean, refuse: boolean): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: databaseUrl, application_name: `linkgate issuer ${issuer}`.slice(0, 63) });
+async function lockIssuer(
+  { databaseUrl, connectTimeoutMs }: { databaseUrl: string; connectTimeoutMs: number },
+  issuer: string,
+  named: boolean,
+  refuse: boolean,
+): Promise<pg.Client> {
+  // keepAlive, as the pool's and the LISTEN connections: a peer gone silent ends the connection,
+  // and its "end" takes the locks again
+  const client = new pg.Client({
+    connectionString: databaseUrl,
+    application_name: `linkgate issuer ${issuer}`.slice(0, 63),
+    connectionTimeoutMillis: connectTimeoutMs,
+    keepAlive: true,
+  });
   // a broken connection has nothing left to release; its "end" takes the locks again
   client.on("error", () => {});
   try {
