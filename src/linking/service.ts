@@ -28,6 +28,7 @@ import type { OtpBinding } from "../auth/otp.ts";
 import { refuseCapped, refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
 import { endSessionsSignedInWith, lockForSession } from "../auth/sessions.ts";
 import { handOnProofs, provenThroughSecondary } from "../auth/proofs.ts";
+import { withdrawConsentsOnUnmerge } from "../oidc/consents.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
@@ -303,8 +304,9 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   if (passkeys.length) await tx.passkey.deleteMany({ where: { accountId: user.accountId, id: { in: passkeys } } });
   // the primary's remembered app consents go too: a sign-in with the secondary's address landed
   // here while the two were merged, so the other person may have given them, and an app would
-  // then skip the consent page for this account (twenty-third review); each app asks again
-  await tx.oAuthConsent.updateMany({ where: { accountId: user.accountId, revokedAt: null }, data: { revokedAt: new Date() } });
+  // then skip the consent page for this account (twenty-third review); each app asks again, and
+  // what the third-party apps hold for the account on their strength ends
+  await withdrawConsentsOnUnmerge(tx, projectId, user.accountId);
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   // a receiver that follows identifiers and passkeys by their events learns that those left the

@@ -2,6 +2,7 @@
 // until the user revokes it. Revoking also ends what the client holds for the user: its grants,
 // and with them their refresh tokens and sessions (src/oidc/grants.ts).
 import type { Deps, UserActor } from "../deps.ts";
+import type { Tx } from "../db/client.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { NotFound } from "../errors.ts";
 import { transaction } from "../db/transaction.ts";
@@ -48,4 +49,24 @@ export async function authorizedApps(deps: Deps, actor: UserActor): Promise<Auth
     const name = names.get(c.clientId);
     return name ? [{ clientId: c.clientId, name, scopes: c.scopes, allowedAt: c.createdAt }] : [];
   });
+}
+
+/**
+ * An unmerge withdraws every consent the primary remembers (a sign-in with the secondary's address
+ * landed on the primary while merged, so the other person may have given them) and ends what the
+ * third-party apps hold for the account on their strength: the grants, refresh tokens and the
+ * sessions they are bound to, as revokeConsent does. Kept, an app the other person approved went
+ * on reading the owner's claims with a refresh token taken at the owner's own sign-in (no page
+ * asked, the consent was remembered), while "Apps you allowed" no longer listed it (34th review).
+ * First-party apps keep theirs: no consent page gave them anything.
+ */
+export async function withdrawConsentsOnUnmerge(tx: Tx, projectId: string, accountId: string): Promise<void> {
+  const consents = await tx.oAuthConsent.findMany({ where: { accountId, projectId, revokedAt: null }, select: { clientId: true } });
+  if (consents.length === 0) return;
+  await tx.oAuthConsent.updateMany({ where: { accountId, projectId, revokedAt: null }, data: { revokedAt: new Date() } });
+  const thirdParty = await tx.oAuthClient.findMany({
+    where: { projectId, firstParty: false, clientId: { in: consents.map((c) => c.clientId) } },
+    select: { clientId: true },
+  });
+  for (const { clientId } of thirdParty) await endGrants(tx, { clientId, accountId });
 }

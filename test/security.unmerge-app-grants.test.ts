@@ -1,0 +1,55 @@
+// An unmerge withdraws the primary's remembered app consents (docs/oidc.md, "Clients"): while
+// merged, a sign-in with the secondary's address lands on the primary, so the other person may
+// have given them. The attack (34th review): the secondary's holder approves a third-party app;
+// the owner later signs in to that app with her own address and is not asked (the consent is
+// remembered), so the app holds a refresh token on her account that no consent page of hers gave.
+// The unmerge withdrew the consent, and "Apps you allowed" no longer listed the app, but its
+// refresh token went on reading her e-mail address. Now the unmerge ends what third-party apps
+// hold for the account on those consents; first-party apps keep theirs.
+import * as client from "openid-client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { backends } from "./support/db.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { approveApp, ORIGIN, registerClient } from "./support/oidc.ts";
+
+describe.each(backends)("an unmerge ends what third-party apps hold on the consents it withdraws, on %s", (backend) => {
+  let h: Harness;
+  let n = 0;
+  const email = (who: string) => `${who}.${++n}@example.com`;
+
+  beforeAll(async () => {
+    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
+  });
+  afterAll(() => h?.close());
+
+  const asUser = (token: string) => ({ authorization: `Bearer ${token}` });
+  const userinfo = (token: string) => h.call("GET", "/oauth/userinfo", { headers: asUser(token) });
+
+  it("an app the secondary's holder approved loses the owner's refresh token; the owner's first-party app keeps hers", async () => {
+    const p = email("owner");
+    const q = email("other");
+    const owner = await h.signIn({ email: p });
+    await h.signIn({ email: q });
+    const req = await h.call("POST", "/users/link/request", { body: { email: q }, headers: asUser(owner.token) });
+    const done = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(q) }, headers: asUser(owner.token) });
+    expect(done.body.outcome).toBe("merged");
+
+    const partner = await registerClient(h, { firstParty: false, name: "Partner" });
+    expect((await approveApp(h, partner, q, "openid email offline_access")).consentAsked).toBe(true);
+    const taken = await approveApp(h, partner, p, "openid email offline_access");
+    expect(taken.consentAsked).toBe(false);
+    const own = await approveApp(h, await registerClient(h, { firstParty: true, name: "Our app" }), p, "openid email offline_access");
+
+    expect((await h.call("POST", "/users/link/unmerge", { body: {}, headers: asUser(owner.token) })).status).toBe(200);
+
+    await expect(client.refreshTokenGrant(taken.cfg, taken.tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    expect((await userinfo(taken.tokens.access_token)).status).toBe(401);
+    const kept = await client.refreshTokenGrant(own.cfg, own.tokens.refresh_token!);
+    expect((await userinfo(kept.access_token)).body).toMatchObject({ email: p });
+
+    // the owner is asked again, and what she allows then is listed and works
+    const again = await approveApp(h, partner, p, "openid email offline_access");
+    expect(again.consentAsked).toBe(true);
+    expect((await userinfo(again.tokens.access_token)).body).toMatchObject({ email: p });
+  });
+});
