@@ -119,6 +119,8 @@ function originFault(entry: string): string | undefined {
 /** Webhooks a project may hold unless LINKGATE_WEBHOOKS_PER_PROJECT says otherwise (src/webhooks/service.ts says why). */
 export const DEFAULT_WEBHOOKS_PER_PROJECT = 20;
 
+// Tokens are compared with what a request's header carries, which HTTP trims: a token set with
+// a space around it (a quoted .env line, a copied value) never matched (33rd review).
 const envSchema = z.object({
   PORT: whole(0, 65535).default(4000),
   HOST: z.string().default("127.0.0.1"),
@@ -161,14 +163,14 @@ const envSchema = z.object({
   LINKGATE_WEBAUTHN_RP_ID: rpId.optional(),
   LINKGATE_WEBAUTHN_ORIGINS: passkeyOrigins.optional(),
   LINKGATE_PAGES_PUBLISHABLE_KEY: z.string().optional(),
-  LINKGATE_METRICS_TOKEN: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
+  LINKGATE_METRICS_TOKEN: z.string().trim().min(16, { error: "must be at least 16 characters" }).optional(),
   LINKGATE_RETENTION_EVENTS_DAYS: whole(1, 3650).default(30),
   LINKGATE_RETENTION_DELIVERY_LOG_DAYS: whole(1, 3650).default(30),
   LINKGATE_RETENTION_SWEEP_SECONDS: whole(0, 86400).default(60),
   LINKGATE_RECENT_AUTH_SECONDS: whole(1).default(600),
   // bounded: past Node's timer limit (about 24.8 days) a timeout fires at once (31st review)
   LINKGATE_SHUTDOWN_TIMEOUT_MS: whole(1, 3_600_000).default(30000),
-  LINKGATE_ADMIN_TOKEN: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
+  LINKGATE_ADMIN_TOKEN: z.string().trim().min(16, { error: "must be at least 16 characters" }).optional(),
   // every endpoint is the issuer followed by its path, and the issuer is every token's `iss`:
   // with a trailing slash, a query or a fragment, discovery named endpoints that answered 404
   LINKGATE_ISSUER: z.string().url({ error: "must be a URL" }).refine(isIssuer, "must be http(s)://host[:port][/path] with no trailing slash, query or fragment").optional(),

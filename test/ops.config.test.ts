@@ -164,6 +164,14 @@ describe("configuration from the environment", () => {
     expect(loadConfig({ LINKGATE_RETENTION_DELIVERY_LOG_DAYS: "2", LINKGATE_RETENTION_EVENTS_DAYS: "2" }).warnings).toEqual([]);
   });
 
+  // 33rd review: a request's header is trimmed, so a token set with spaces around it never matched
+  it("takes the admin and metrics tokens without the spaces around them", () => {
+    const config = loadConfig({ LINKGATE_ADMIN_TOKEN: " admin-token-0123456789 ", LINKGATE_METRICS_TOKEN: "\tmetrics-token-0123456789\n" });
+    expect(config.adminToken).toBe("admin-token-0123456789");
+    expect(config.metricsToken).toBe("metrics-token-0123456789");
+    expect(refusal({ LINKGATE_ADMIN_TOKEN: "   short   token   " })).toBe("invalid configuration: LINKGATE_ADMIN_TOKEN must be at least 16 characters");
+  });
+
   it("refuses a bootstrap key of the other kind, naming the variable that was set", () => {
     const key = (kind: "pk" | "sk") => `lg_${kind}_${"A".repeat(43)}`;
     expect(refusal({ LINKGATE_BOOTSTRAP_API_KEY: key("pk") })).toMatch(/^LINKGATE_BOOTSTRAP_API_KEY is a publishable key/);
