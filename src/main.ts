@@ -5,7 +5,7 @@ import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
 import type { FirstProject } from "./auth/projects.ts";
 import { claimIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
-import { answerBeforeTheApp, answerHalfClosedClients, serverOptions } from "./http/server.ts";
+import { answerBeforeTheApp, answerHalfClosedClients, closeConnectionsWhenDraining, serverOptions } from "./http/server.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
@@ -27,12 +27,14 @@ const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.po
 }) as Server;
 answerBeforeTheApp(server, logger);
 answerHalfClosedClients(server);
+const closeConnections = closeConnectionsWhenDraining(server);
 // A port already taken (or not ours to bind) is said in one line, after everything started is
 // let go; once listening, a server error is not a start-up fault.
 server.once("error", onListenFault);
 
 stopOnSignals(logger, config.shutdownTimeoutMs, {
   async drain() {
+    closeConnections();
     // Stop accepting connections (close() resolves once in-flight requests have finished) and
     // stop claiming deliveries, both at once: stopped only after HTTP had drained, the worker
     // went on claiming behind a slow request, and its sends ran into the deadline (31st review).

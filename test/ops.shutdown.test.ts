@@ -177,7 +177,7 @@ describe("a client that half-closes its connection after its request (docs/rest.
     const body = JSON.stringify({ phone: "+14155550143" });
     const signIn = () =>
       sendThenHalfClose(port, `POST /auth/otp/start HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-    return { p, gateway, signIn };
+    return { p, gateway, signIn, port };
   }
 
   function expectSignInStarted(raw: string) {
@@ -204,6 +204,28 @@ describe("a client that half-closes its connection after its request (docs/rest.
     await p.waitFor("draining");
     text.writeHead(202).end();
     expectSignInStarted(await answer);
+    expect(await p.exited, p.output()).toBe(0);
+  }, 60_000);
+
+  // 33rd review: Node ends the connection after that answer, which said keep-alive, so a client
+  // that sent its next request on it had it cut off with nothing
+  it("npm start: a keep-alive client's request in flight when SIGTERM arrives is answered with Connection: close", async () => {
+    const { p, gateway, port } = await startWithHeldTexts();
+    const body = JSON.stringify({ phone: "+14155550143" });
+    const socket = connect(port, "127.0.0.1");
+    socket.setEncoding("latin1");
+    socket.on("error", () => {});
+    let raw = "";
+    socket.on("data", (c: string) => (raw += c));
+    const answer = new Promise<string>((resolve) => socket.on("close", () => resolve(raw)));
+    socket.write(`POST /auth/otp/start HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: ${apiKey}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    const text = await gateway.nextText();
+    p.child.kill("SIGTERM");
+    await p.waitFor("draining");
+    text.writeHead(202).end();
+    const got = await answer;
+    expectSignInStarted(got);
+    expect(lastAnswer(got).headers["connection"], got).toBe("close");
     expect(await p.exited, p.output()).toBe(0);
   }, 60_000);
 });
