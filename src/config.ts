@@ -1,6 +1,7 @@
 // Configuration from the environment (docs/configuration.md). Parsed once, validated with zod,
 // and passed explicitly to buildApp so tests can build apps with their own settings.
 import { isSupportedCountry } from "libphonenumber-js/max";
+import addressparser from "nodemailer/lib/addressparser";
 import proxyaddr from "proxy-addr";
 import { z } from "zod";
 
@@ -181,7 +182,9 @@ const envSchema = z.object({
     .url({ error: "must be a URL" })
     .refine((url) => /^smtps?:\/\/[^/?#]/i.test(url), "must be smtp://user:password@host:port (or smtps://)")
     .optional(),
-  SMTP_FROM: z.string().default("linkgate <no-reply@localhost>"),
+  // one sender with an address: a mail server refuses a MAIL FROM without one, and every e-mailed
+  // code then failed (33rd review)
+  SMTP_FROM: z.string().refine(isOneSender, "must be one sender with an address, like Example <no-reply@example.com>").default("linkgate <no-reply@localhost>"),
   // texts are POSTed with fetch, which sends http(s) only: any other scheme failed every text
   SMS_WEBHOOK_URL: z
     .string()
@@ -379,6 +382,12 @@ function retentionTooShortForDisabling(e: z.infer<typeof envSchema>): string[] {
   return (["LINKGATE_RETENTION_DELIVERY_LOG_DAYS", "LINKGATE_RETENTION_EVENTS_DAYS"] as const)
     .filter((name) => e[name] < 2)
     .map((name) => `${name}=1 keeps delivery attempts no longer than the 24 hours of failures that disable a webhook, so a webhook failing every delivery is seldom disabled: set 2 or more`);
+}
+
+/** One address with a local part and a domain, with or without a display name (nodemailer's own parser reads it). */
+function isOneSender(value: string): boolean {
+  const parsed = addressparser(value, { flatten: true });
+  return parsed.length === 1 && /^[^@\s]+@[^@\s]+$/.test(parsed[0]!.address);
 }
 
 /** LINKGATE_ variables of `env` that no setting has, each with the nearest known name when one is close. */

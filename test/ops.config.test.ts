@@ -172,6 +172,16 @@ describe("configuration from the environment", () => {
     expect(refusal({ LINKGATE_ADMIN_TOKEN: "   short   token   " })).toBe("invalid configuration: LINKGATE_ADMIN_TOKEN must be at least 16 characters");
   });
 
+  // 33rd review: a mail server refuses a MAIL FROM without an address, and every e-mailed code failed
+  it("refuses an SMTP_FROM that is not one sender with an address", () => {
+    for (const value of ["bad", "Example <bad>", "a@example.com, b@example.com", "Example <>"]) {
+      expect(refusal({ SMTP_FROM: value })).toBe("invalid configuration: SMTP_FROM must be one sender with an address, like Example <no-reply@example.com>");
+    }
+    expect(loadConfig({ SMTP_FROM: "Example <no-reply@example.com>" }).smtpFrom).toBe("Example <no-reply@example.com>");
+    expect(loadConfig({ SMTP_FROM: "no-reply@example.com" }).smtpFrom).toBe("no-reply@example.com");
+    expect(loadConfig({}).smtpFrom).toBe("linkgate <no-reply@localhost>");
+  });
+
   it("refuses a bootstrap key of the other kind, naming the variable that was set", () => {
     const key = (kind: "pk" | "sk") => `lg_${kind}_${"A".repeat(43)}`;
     expect(refusal({ LINKGATE_BOOTSTRAP_API_KEY: key("pk") })).toMatch(/^LINKGATE_BOOTSTRAP_API_KEY is a publishable key/);
