@@ -24,7 +24,7 @@ import { maxAliasesPlugin } from "@escape.tech/graphql-armor-max-aliases";
 import { maxDepthPlugin } from "@escape.tech/graphql-armor-max-depth";
 import { maxDirectivesPlugin } from "@escape.tech/graphql-armor-max-directives";
 import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
-import { GraphQLError, Kind, Lexer, Source, TokenKind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type GraphQLArgument, type GraphQLSchema } from "graphql";
+import { GraphQLError, getNamedType, isInterfaceType, isObjectType, Kind, Lexer, Source, TokenKind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type GraphQLArgument, type GraphQLSchema, type SelectionSetNode } from "graphql";
 import { createGraphQLError, type Plugin } from "graphql-yoga";
 import { DEFAULT_WEBHOOKS_PER_PROJECT, type Config } from "../config.ts";
 import { MAX_PAGE } from "./pages.ts";
@@ -166,6 +166,44 @@ export function listSizes(config: Pick<Config, "webhooksPerProject">): ListSizes
   return { "Event.deliveries": { rows: Math.min(config.webhooksPerProject, DEFAULT_WEBHOOKS_PER_PROJECT), unless: "webhookId" } };
 }
 
+/**
+ * Fields that count or aggregate over a whole list, by the type that has them, and what each
+ * costs: `totalCount` counts every delivery of a webhook that matches the filters, up to its whole
+ * log. Priced as one value inside its connection (times the connection's page, so `first: 1`
+ * made it nearly free), 27 aliases of `webhooks(first: 20) { … deliveries(first: 1) { totalCount } }`
+ * (cost 4,860) counted the project's whole delivery log 27 times: 4 s of database time at 200,000
+ * deliveries, and four such requests at once 11 s (docs/graphql.md, "Operation limits"). Each
+ * one costs AGGREGATE_COST, multiplied by the lists above its connection but not by the
+ * connection's own page size (the count does not depend on it). The delivery charts and a
+ * webhook's stats are no such fields: they read hourly rollups and a 24-hour window.
+ */
+export const AGGREGATE_COST = 1000;
+const AGGREGATES: Record<string, readonly string[]> = { WebhookDeliveriesConnection: ["totalCount"] };
+
+/** How many aggregate fields (AGGREGATES) a field of this type selects, its fragments' included. */
+function aggregatesIn(set: SelectionSetNode | undefined, typeName: string, fragments: Map<string, FragmentDefinitionNode>, seen: Set<string> = new Set()): number {
+  const names = AGGREGATES[typeName];
+  if (!names || !set) return 0;
+  let n = 0;
+  for (const sel of set.selections) {
+    if (sel.kind === Kind.FIELD) n += names.includes(sel.name.value) ? 1 : 0;
+    else if (sel.kind === Kind.INLINE_FRAGMENT) n += aggregatesIn(sel.selectionSet, typeName, fragments, seen);
+    else if (!seen.has(sel.name.value)) n += aggregatesIn(fragments.get(sel.name.value)?.selectionSet, typeName, fragments, new Set([...seen, sel.name.value]));
+  }
+  return n;
+}
+
+/**
+ * A placeholder the cost rule prices at `cost` (an even number): an object costs 2, times its
+ * `first`. It stands beside the connection, so only the lists above that multiply it.
+ */
+const pricedAt = (cost: number): FieldNode => ({
+  kind: Kind.FIELD,
+  name: { kind: Kind.NAME, value: "aggregate" },
+  arguments: [pageArgument(cost / 2)],
+  selectionSet: { kind: Kind.SELECTION_SET, selections: [] },
+});
+
 const pageArgument = (size: number): ArgumentNode => ({
   kind: Kind.ARGUMENT,
   name: { kind: Kind.NAME, value: "first" },
@@ -174,15 +212,29 @@ const pageArgument = (size: number): ArgumentNode => ({
 
 /**
  * The document as the cost rule prices it: every paged field's page arguments (`first`, `last`)
- * replaced by one `first`, and every list of ListSizes given the `first` of its size (the rule reads only the
- * document, so an argument the field lacks is no error here).
+ * replaced by one `first`, every list of ListSizes given the `first` of its size, and beside each
+ * connection that selects aggregates a placeholder priced at theirs (the rule reads only the
+ * document, so an argument or a field the schema lacks is no error here).
  */
 function pricedPages(schema: GraphQLSchema, document: DocumentNode, lists: ListSizes): DocumentNode {
   const typeInfo = new TypeInfo(schema);
   const narrows = narrowing(document);
+  const fragments = new Map(document.definitions.filter((d) => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d]));
   return visit(
     document,
     visitWithTypeInfo(typeInfo, {
+      SelectionSet: {
+        leave(node) {
+          const parent = typeInfo.getParentType();
+          if (!isObjectType(parent) && !isInterfaceType(parent)) return undefined;
+          let aggregates = 0;
+          for (const sel of node.selections) {
+            const def = sel.kind === Kind.FIELD ? parent.getFields()[sel.name.value] : undefined;
+            if (def && sel.kind === Kind.FIELD) aggregates += aggregatesIn(sel.selectionSet, getNamedType(def.type).name, fragments);
+          }
+          return aggregates ? { ...node, selections: [...node.selections, pricedAt(aggregates * AGGREGATE_COST)] } : undefined;
+        },
+      },
       Field(node) {
         const args = node.arguments ?? [];
         const parent = typeInfo.getParentType();

@@ -9,6 +9,7 @@ import * as E from "../../errors.ts";
 import { canonicalEventType } from "../../webhooks/event-types.ts";
 import { builder } from "../builder.ts";
 import type { GraphQLContext } from "../context.ts";
+import { AGGREGATE_COST } from "../limits.ts";
 import { badUserInput, boundedLast, boundedPage, DEFAULT_PAGE, MAX_PAGE } from "../pages.ts";
 import { cursorHeld, pageOf } from "./connections.ts";
 import { resultOf } from "./errors.ts";
@@ -204,7 +205,7 @@ builder.prismaObjectFields(Webhook, (t) => ({
         // Pothos' own totalCount field (it takes no description), redefined with one: the plugin
         // puts a function on the connection that counts when the field is selected.
         totalCount: c.int({
-          description: "How many deliveries match the filters, across all pages.",
+          description: `How many deliveries match the filters, across all pages. Counting reads them all, so each totalCount costs ${AGGREGATE_COST} of an operation's cost budget, whatever the page size.`,
           extensions: { pothosPrismaTotalCount: true },
           resolve: (connection) => (connection as typeof connection & { totalCount: () => Promise<number> }).totalCount(),
         }),
