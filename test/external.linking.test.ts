@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
 import type { RegisteredClient } from "./support/oidc.ts";
-import type { UpstreamGithub, UpstreamOidc, UpstreamUser } from "./support/upstream.ts";
-import { authorize, externalLink, externalSignIn, externalValue, snapshot, startExternalWorld, verifyLink, type ExternalWorld, type Res, type Upstream } from "./support/upstream-linkgate.ts";
+import { startUpstreamOidc, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
+import { addProvider, authorize, externalLink, externalSignIn, externalValue, snapshot, startExternalWorld, verifyLink, type ExternalWorld, type Res, type Upstream } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
@@ -222,6 +222,46 @@ describe.each(backends)("linking external identities on %s", (backend) => {
       expect(r.status).toBe(409);
       expect(r.body.error).toBe("LastIdentifier");
       expect(await snapshot(h)).toEqual(before);
+    });
+
+    it("an identity of a provider since pointed at another issuer does not count: it no longer signs in (LastIdentifier)", async () => {
+      const workforce = await startUpstreamOidc();
+      try {
+        const { id } = await addProvider(h, workforce, "workforce");
+        const u = await mailUser();
+        const g = googleUser();
+        workforce.loginAs(g);
+        await linked(u, "attached", workforce, "workforce");
+        // renamed, it still signs in its identities: they count
+        const other = await mailUser();
+        workforce.loginAs(googleUser());
+        await linked(other, "attached", workforce, "workforce");
+        const update = (input: object) =>
+          h.gql(`mutation($id: ID!, $input: IdentityProviderInput!) { updateIdentityProvider(id: $id, input: $input) { __typename } }`, { id, input });
+        expect((await update({ displayName: "Workforce" })).body.data.updateIdentityProvider.__typename).toBe("IdentityProvider");
+        const [otherMail] = await identifiersOf(other.accountId);
+        const kept = await post(other, "remove", { email: otherMail.replace(/^own:email:/, "") });
+        expect(kept.status, JSON.stringify(kept.body)).toBe(200);
+        // the admin moves the provider to another issuer (another tenant, another instance)
+        const moved = await update({ issuer: google.issuer, clientId: google.clientId, clientSecret: google.clientSecret });
+        expect(moved.body.data.updateIdentityProvider.__typename).toBe("IdentityProvider");
+        const [callbackUrl] = (await h.gql(`{ identityProviders { id callbackUrl } }`)).body.data.identityProviders.filter((p: { id: string }) => p.id === id).map((p: { callbackUrl: string }) => p.callbackUrl);
+        google.addRedirectUri(callbackUrl);
+        // the same user at the provider now signs in as another identity, a new account
+        google.loginAs(g);
+        const again = await externalSignIn(h, google, "workforce", app.redirectUri);
+        expect(again.status, JSON.stringify(again.body)).toBe(200);
+        expect(again.body.account_id).not.toBe(u.accountId);
+        // so the account's address is the last thing it can sign in with
+        const [mail] = await identifiersOf(u.accountId);
+        const before = await snapshot(h);
+        const r = await post(u, "remove", { email: mail.replace(/^own:email:/, "") });
+        expect(r.status, JSON.stringify(r.body)).toBe(409);
+        expect(r.body.error).toBe("LastIdentifier");
+        expect(await snapshot(h)).toEqual(before);
+      } finally {
+        await workforce.stop();
+      }
     });
 
     it("removing the merged secondary's identity separates the accounts", async () => {

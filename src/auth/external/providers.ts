@@ -6,6 +6,7 @@ import { seal, unseal } from "../../crypto.ts";
 import { InvalidRequest, ProviderNotFound } from "../../errors.ts";
 import type { IdentityProvider } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
+import { transaction } from "../../db/transaction.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { PRESETS, type Preset } from "./presets.ts";
 import { forgetProvider, type UpstreamProvider } from "./upstream.ts";
@@ -177,7 +178,22 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
   const secret = input.clientSecret == null ? {} : { clientSecret: sealSecret(deps, input.clientSecret) };
   const moved = sharedCallbackChange(input);
   if (current.sharedCallback && moved.sharedCallback !== false) assertSameEndpoints(current, { preset, ...data });
-  const row = await uniqueSlug(() => deps.prisma.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret, ...moved } }));
+  const row = await uniqueSlug(() =>
+    transaction(deps.prisma, async (tx) => {
+      const updated = await tx.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret, ...moved } });
+      // Pointed at another issuer, it signs in that issuer's users: the identities it signed in
+      // before (<issuer>#<subject>) no longer sign in with it, so they stop counting as a way
+      // their accounts sign in, as if it had been deleted (docs/external-identities.md,
+      // "Removing and unmerging"). Counted still, an account's last address could be removed on
+      // their strength, and the account could no longer be signed in to at all. Compared as
+      // URLs: an ID token's `iss` is the discovered issuer, which may differ from the one stored
+      // by a trailing slash, so other updates leave the identities alone.
+      if (new URL(updated.issuer).href !== new URL(current.issuer).href) {
+        await tx.externalIdentity.updateMany({ where: { providerId: current.id }, data: { providerId: null } });
+      }
+      return updated;
+    }),
+  );
   forgetProvider(row.id);
   return view(deps, row);
 }
