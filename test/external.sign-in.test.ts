@@ -239,6 +239,20 @@ describe.each(backends)("external sign-in on %s", (backend) => {
       expect(h.mailbox.tries(mail) - tried).toBe(1);
     });
 
+    it("the address spelled with capitals or surrounding spaces is the same address: its code is asked for, nothing is created", async () => {
+      const holder = await h.signIn({ email: email("spelled") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      for (const spelled of [mail.toUpperCase(), ` ${mail}`, `${mail}\n`, ` ${mail.toUpperCase()} `]) {
+        google.loginAs(googleUser({ email: spelled, email_verified: true }));
+        const accounts = await h.db.prisma.account.count();
+        const r = await google$();
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        expect(r.body, JSON.stringify(spelled)).toEqual({ verification_required: "email", state_id: expect.any(String), destination: expect.stringContaining("•") });
+        await h.mailbox.otp(mail);
+        expect(await h.db.prisma.account.count()).toBe(accounts);
+      }
+    });
+
     it("GitHub: the verified primary e-mail from /user/emails counts, the same way", async () => {
       const holder = await h.signIn({ email: email("ghholder") });
       const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;

@@ -12,6 +12,7 @@ import { Agent, fetch as undiciFetch, Response as UndiciResponse } from "undici"
 import type { Deps } from "../../deps.ts";
 import { ExternalSignInFailed, UpstreamUnavailable } from "../../errors.ts";
 import { isStorableText } from "../../text.ts";
+import { normalizeEmail } from "../identifiers.ts";
 import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { githubEndpoints, PRESETS, type Preset } from "./presets.ts";
 
@@ -233,7 +234,7 @@ export async function exchangeCode(deps: Deps, p: UpstreamProvider, req: Authori
   return storable({
     issuer: claims.iss,
     subject: claims.sub,
-    email: typeof claims.email === "string" ? claims.email.toLowerCase() : null,
+    email: typeof claims.email === "string" ? claims.email : null,
     // some providers (Apple) send the boolean as a string
     emailVerified: claims.email_verified === true || claims.email_verified === "true",
     name: typeof claims.name === "string" ? claims.name.slice(0, 200) : p.preset === "apple" ? appleName(response.get("user")) : null,
@@ -251,8 +252,23 @@ function storable(identity: UpstreamIdentity): UpstreamIdentity {
   if (!identity.subject || !ok(identity.subject, 255) || !ok(identity.issuer, 2048)) {
     throw new ExternalSignInFailed("the identity provider sent a user id that is not usable text");
   }
-  const email = ok(identity.email, 320) ? identity.email : null;
+  const email = ok(identity.email, 320) ? claimedEmail(identity.email) : null;
   return { ...identity, email, emailVerified: email !== null && identity.emailVerified, name: ok(identity.name, 200) ? identity.name : null };
+}
+
+/**
+ * An e-mail claim spelled as linkgate stores addresses (normalizeEmail: trimmed, lower case), so
+ * that a verified claim of an address an account holds is found as that account's, whatever the
+ * provider's spelling: compared as sent, " ada@example.com" made a second account without the
+ * code to the address (docs/external-identities.md, "Signing in"). A claim that is no address
+ * stays profile text, and matches nothing.
+ */
+function claimedEmail(claim: string): string {
+  try {
+    return normalizeEmail(claim);
+  } catch {
+    return claim.toLowerCase();
+  }
 }
 
 /**
@@ -304,7 +320,7 @@ async function githubIdentity(p: UpstreamProvider, accessToken: string, guard: G
   const primary = Array.isArray(emails) ? emails.find((m) => m?.primary === true && m.verified === true && typeof m.email === "string") : undefined;
   const email = primary ? String(primary.email) : typeof user.email === "string" ? user.email : null;
   const name = typeof user.name === "string" ? user.name : typeof user.login === "string" ? user.login : null;
-  return { issuer: p.issuer.replace(/\/+$/, ""), subject: String(user.id), email: email?.toLowerCase() ?? null, emailVerified: !!primary, name: name?.slice(0, 200) ?? null };
+  return { issuer: p.issuer.replace(/\/+$/, ""), subject: String(user.id), email, emailVerified: !!primary, name: name?.slice(0, 200) ?? null };
 }
 
 const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "ETIMEDOUT", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_SOCKET", "EHOSTUNREACH"]);
