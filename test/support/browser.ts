@@ -11,9 +11,14 @@ import { chromium, type Browser, type Page } from "playwright-core";
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 export const chromiumMissing = existsSync(CHROMIUM_PATH) ? null : `${CHROMIUM_PATH} not found (install Debian's chromium package)`;
 
-export function launchChromium(): Promise<Browser> {
+/**
+ * `backForwardCache`: keep the back/forward cache every user's browser has, which playwright
+ * turns off by default (--disable-back-forward-cache), for a test of what Back brings back.
+ */
+export function launchChromium(options: { backForwardCache?: boolean } = {}): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM_PATH,
+    ...(options.backForwardCache ? { ignoreDefaultArgs: ["--disable-back-forward-cache"] } : {}),
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
 }
