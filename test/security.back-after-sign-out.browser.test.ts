@@ -1,8 +1,9 @@
-// What the browser's Back button brings back after signing out of the hosted /account page
+// What the browser's Back button brings back after signing out of the hosted pages
 // (docs/security.md, "Input, tenants and pages"). Browsers keep a page they leave in their
 // back/forward cache and show it again as it was, without running its script: /account, left by
 // "Sign out", came back with the account's addresses and sessions for whoever used the browser
-// next, though its tokens were gone. Chromium here keeps that cache on, as every user's does.
+// next, though its tokens were gone, and one more Back showed /login with the address its code
+// had gone to. Chromium here keeps that cache on, as every user's does.
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -52,6 +53,28 @@ describe.skipIf(chromiumMissing).each(backends)("Back after signing out of /acco
     await page.goBack({ waitUntil: "commit" });
     await page.waitForURL(`${origin}/login?return_to=%2Faccount`);
     await page.getByRole("button", { name: "Sign in with a passkey" }).waitFor();
+    expect(await page.getByText(email).count()).toBe(0);
+    await context.close();
+  });
+
+  it("Back once more shows a fresh sign-in page, not the address the code went to", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    page.setDefaultTimeout(10_000);
+    const email = "back-to-the-code@example.com";
+    await signInByCode(page, email);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(`${origin}/login?why=signed-out`);
+    await page.goBack({ waitUntil: "commit" });
+    await page.waitForURL(`${origin}/login?return_to=%2Faccount`);
+    await page.getByRole("button", { name: "Sign in with a passkey" }).waitFor();
+
+    await page.goBack({ waitUntil: "commit" });
+    await page.waitForURL(`${origin}/login`, { waitUntil: "commit" });
+    // loaded again: the first step, with nothing typed
+    await expect.poll(() => page.evaluate(() => performance.getEntriesByType("navigation")[0]?.toJSON().type)).toBe("reload");
+    await page.getByLabel("E-mail or phone number").waitFor();
+    expect(await page.getByLabel("E-mail or phone number").inputValue()).toBe("");
     expect(await page.getByText(email).count()).toBe(0);
     await context.close();
   });

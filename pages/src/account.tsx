@@ -17,6 +17,7 @@ import {
   loadProviders,
   loadViewer,
   loginUrl,
+  reloadWhenBroughtBack,
   reachable,
   returnAddress,
   startExternalLink,
@@ -845,13 +846,6 @@ function AddPasskey(props: { reload: Reload; onDone: (text: string) => void }) {
   );
 }
 
-// A page the browser keeps in its back/forward cache comes back as it was left, without running
-// this script again: after "Sign out", Back showed the account's addresses, phone numbers and
-// sessions to whoever used the browser next, and a page kept while its session ended elsewhere
-// showed the account as it was. Brought back, it loads again: without a session, that is the
-// sign-in page (docs/security.md, "Input, tenants and pages").
-addEventListener("pageshow", (e) => {
-  if (e.persisted) location.reload();
-});
+reloadWhenBroughtBack();
 if (publishableKey() && !storedSession()) location.replace(loginUrl());
 else render(<AccountPage />, document.getElementById("app")!);

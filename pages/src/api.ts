@@ -35,6 +35,20 @@ export function storedSession(): Session | null {
 
 export const forgetSession = () => sessionStorage.removeItem(SESSION);
 
+/**
+ * A page the browser keeps in its back/forward cache comes back as it was left, without running
+ * its script again: after "Sign out", Back showed /account with the account's addresses, phone
+ * numbers and sessions to whoever used the browser next, and /login with the address its code
+ * went to; a page kept while its session ended elsewhere showed the account as it was. Brought
+ * back, a page loads again: without a session, that is the sign-in page (docs/security.md,
+ * "Input, tenants and pages").
+ */
+export function reloadWhenBroughtBack(): void {
+  addEventListener("pageshow", (e) => {
+    if (e.persisted) location.reload();
+  });
+}
+
 function keepSession(t: SignInTokens) {
   const session: Session = { accessToken: t.accessToken, idToken: t.idToken, accountId: t.accountId, expiresAt: Date.now() + t.expiresIn * 1000 };
   sessionStorage.setItem(SESSION, JSON.stringify(session));

@@ -15,6 +15,7 @@ import {
   goToProvider,
   loadProviders,
   publishableKey,
+  reloadWhenBroughtBack,
   returnAddress,
   returnTo,
   startExternalSignIn,
@@ -358,6 +359,7 @@ function ConsentCard({ consent }: { consent: Consent }) {
   );
 }
 
+reloadWhenBroughtBack();
 // Inside an app's flow the page always signs in for that app; on its own, already signed in: straight
 // on, unless the user is back from a provider to finish signing in.
 const returned = takeExternalReturn("sign_in");
