@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
+import { openDevice } from "./support/pages.ts";
 
 describe.skipIf(chromiumMissing).each(backends)("Back after signing out of /account, in Chromium with its back/forward cache, on %s", (backend) => {
   let browser: Browser;
@@ -40,42 +41,30 @@ describe.skipIf(chromiumMissing).each(backends)("Back after signing out of /acco
     await page.getByText(email).first().waitFor();
   }
 
-  it("Back shows the sign-in page, not the account as it was", async () => {
-    const context = await browser.newContext();
-    const page = await context.newPage();
-    page.setDefaultTimeout(10_000);
-    const email = "back-after-sign-out@example.com";
-    await signInByCode(page, email);
-    await page.getByRole("button", { name: "Sign out" }).click();
-    await page.waitForURL(`${origin}/login?why=signed-out`);
+  it("Back shows the sign-in page, not the account as it was, and once more a fresh sign-in page, not the address the code went to", async () => {
+    const device = await openDevice(browser);
+    const { page } = device;
+    try {
+      const email = "back-after-sign-out@example.com";
+      await signInByCode(page, email);
+      await page.getByRole("button", { name: "Sign out" }).click();
+      await page.waitForURL(`${origin}/login?why=signed-out`);
 
-    // "commit": a page the cache brings back fires no load event
-    await page.goBack({ waitUntil: "commit" });
-    await page.waitForURL(`${origin}/login?return_to=%2Faccount`);
-    await page.getByRole("button", { name: "Sign in with a passkey" }).waitFor();
-    expect(await page.getByText(email).count()).toBe(0);
-    await context.close();
-  });
+      // "commit": a page the cache brings back fires no load event
+      await page.goBack({ waitUntil: "commit" });
+      await page.waitForURL(`${origin}/login?return_to=%2Faccount`);
+      await page.getByRole("button", { name: "Sign in with a passkey" }).waitFor();
+      expect(await page.getByText(email).count()).toBe(0);
 
-  it("Back once more shows a fresh sign-in page, not the address the code went to", async () => {
-    const context = await browser.newContext();
-    const page = await context.newPage();
-    page.setDefaultTimeout(10_000);
-    const email = "back-to-the-code@example.com";
-    await signInByCode(page, email);
-    await page.getByRole("button", { name: "Sign out" }).click();
-    await page.waitForURL(`${origin}/login?why=signed-out`);
-    await page.goBack({ waitUntil: "commit" });
-    await page.waitForURL(`${origin}/login?return_to=%2Faccount`);
-    await page.getByRole("button", { name: "Sign in with a passkey" }).waitFor();
-
-    await page.goBack({ waitUntil: "commit" });
-    await page.waitForURL(`${origin}/login`, { waitUntil: "commit" });
-    // loaded again: the first step, with nothing typed
-    await expect.poll(() => page.evaluate(() => performance.getEntriesByType("navigation")[0]?.toJSON().type)).toBe("reload");
-    await page.getByLabel("E-mail or phone number").waitFor();
-    expect(await page.getByLabel("E-mail or phone number").inputValue()).toBe("");
-    expect(await page.getByText(email).count()).toBe(0);
-    await context.close();
+      await page.goBack({ waitUntil: "commit" });
+      await page.waitForURL(`${origin}/login`, { waitUntil: "commit" });
+      // loaded again: the first step, with nothing typed
+      await expect.poll(() => page.evaluate(() => performance.getEntriesByType("navigation")[0]?.toJSON().type)).toBe("reload");
+      await page.getByLabel("E-mail or phone number").waitFor();
+      expect(await page.getByLabel("E-mail or phone number").inputValue()).toBe("");
+      expect(await page.getByText(email).count()).toBe(0);
+    } finally {
+      await device.close();
+    }
   });
 });
