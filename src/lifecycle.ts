@@ -114,10 +114,15 @@ export async function unreachableDatabase(url: string | undefined): Promise<stri
     await client.query("SELECT 1");
   } catch (err) {
     await client.end().catch(() => {});
-    return oneLine(`cannot reach the database at ${redactUrl(url)}: ${reason(err)}`);
+    return databaseFault("reach", url, err);
   }
   await client.end().catch(() => {});
   return null;
+}
+
+/** A failure to `what` the database at `url` (its password masked), on one line. */
+export function databaseFault(what: string, url: string, err: unknown): string {
+  return oneLine(`cannot ${what} the database at ${redactUrl(url)}: ${reason(err)}`);
 }
 
 /** The driver's reason, without the password even if a message ever quoted the URL. */

@@ -7,7 +7,7 @@ import type { FirstProject } from "./auth/projects.ts";
 import { claimIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
 import { answerBeforeTheApp, answerHalfClosedClients, closeConnectionsWhenDraining, serverOptions } from "./http/server.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
-import { die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
+import { databaseFault, die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
 const config = await loadConfigOrDie();
 await ensurePortFree(config);
@@ -66,7 +66,8 @@ async function claimIssuerOrDie(config: Config): Promise<IssuerClaim | undefined
     return await claimIssuer(config.databaseUrl, defaultIssuer(config), !!config.issuer);
   } catch (err) {
     if (err instanceof IssuerNotShared) return die(err.message);
-    throw err;
+    // The database answered the reachability check and failed (or went silent) since.
+    return die(databaseFault("take the issuer's lock on", config.databaseUrl, err));
   }
 }
 

@@ -174,4 +174,39 @@ describe.skipIf(!serverUrl)(`gateways on one Postgres database${serverUrl ? "" :
       for (const s of sockets) s.destroy();
     }
   }, 60_000);
+
+  // 35th review: a database that answered the start's reachability check and went silent before
+  // the issuer's lock was taken ended the start after the connect timeout with a stack trace
+  it("a database gone silent between the start's check and the issuer's lock ends the start with one line", async () => {
+    const target = new URL(db.url!);
+    let connections = 0;
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      sockets.add(client);
+      client.on("error", () => {});
+      if (++connections > 1) return; // the check's connection is forwarded; later ones meet silence
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      sockets.add(upstream);
+      upstream.on("error", () => {});
+      upstream.on("close", () => client.destroy());
+      client.on("close", () => upstream.destroy());
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", () => resolve()));
+    const viaProxy = new URL(db.url!);
+    viaProxy.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    try {
+      const g = gateway({ DATABASE_URL: viaProxy.toString() });
+      expect(await g.listening).toBe(false);
+      expect(await g.exited).toBe(1);
+      expect(connections).toBe(2);
+      const said = g.output().trim();
+      expect(said).toMatch(/^linkgate: cannot take the issuer's lock on the database at postgres:\/\/postgres@127\.0\.0\.1:\d+\/\S+: .*timeout/i);
+      expect(said.split("\n")).toHaveLength(1);
+      expect(said).not.toMatch(/\n\s+at /);
+    } finally {
+      proxy.close();
+      for (const s of sockets) s.destroy();
+    }
+  }, 60_000);
 });
