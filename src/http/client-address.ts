@@ -3,7 +3,7 @@
 // (proxy-addr walks the chain right to left and stops at the first untrusted hop, so a
 // client cannot choose its own address by prepending entries).
 import type { Context, MiddlewareHandler } from "hono";
-import { getCookie, setCookie } from "hono/cookie";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import proxyaddr from "proxy-addr";
 import type { IncomingMessage } from "node:http";
 import { isIP, isIPv4 } from "node:net";
@@ -48,22 +48,25 @@ export function normalize(hop: string): string {
  * The hosted pages' device cookie (docs/security.md, "Known places"): read on every request so
  * a code start or a sign-in can see it, and set on the response of a sign-in that recorded the
  * device. HttpOnly and SameSite=Lax: scripts cannot read it and other sites cannot send it with
- * a POST; Secure whenever the request or the public issuer is https.
+ * a POST; Secure whenever the request or the public issuer is https, and then named
+ * `__Host-lg_device`, which only this host can set: an unprefixed cookie can be planted by a
+ * sibling subdomain (`Domain=`), with a device id the planter then holds too. An earlier build's
+ * unprefixed cookie is still read when the prefixed one is missing, so a browser keeps its
+ * device: the next sign-in moves its id to the new name and clears the old one.
  */
 export function deviceCookie(issuer: string | undefined): MiddlewareHandler {
   const issuerHttps = issuer?.startsWith("https:") ?? false;
   return async (c, next) => {
-    const device = withDevice(getCookie(c, DEVICE_COOKIE));
+    const secure = issuerHttps || new URL(c.req.url).protocol === "https:";
+    const prefixed = secure ? getCookie(c, DEVICE_COOKIE, "host") : undefined;
+    const earlier = getCookie(c, DEVICE_COOKIE);
+    const device = withDevice(prefixed ?? earlier);
     await device.run(next);
     const issued = device.issued();
     if (issued && c.res.status < 400) {
-      setCookie(c, DEVICE_COOKIE, issued, {
-        httpOnly: true,
-        sameSite: "Lax",
-        secure: issuerHttps || new URL(c.req.url).protocol === "https:",
-        path: "/",
-        maxAge: DEVICE_COOKIE_MAX_AGE,
-      });
+      const options = { httpOnly: true, sameSite: "Lax", secure, path: "/", maxAge: DEVICE_COOKIE_MAX_AGE } as const;
+      setCookie(c, DEVICE_COOKIE, issued, secure ? { ...options, prefix: "host" } : options);
+      if (secure && earlier !== undefined) deleteCookie(c, DEVICE_COOKIE, { path: "/", secure: true });
     }
   };
 }
