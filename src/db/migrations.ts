@@ -64,8 +64,12 @@ export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAda
   const known = migrationsList.migrationDirectories.map((d) => d.path);
   const adapter = await adapterFactory.connect();
   const pending = await pendingMigrations(adapter, known).finally(() => adapter.dispose());
-  const applied = pending.length === 0 ? [] : await inMigrationTurn(adapterFactory, () => applyOrdinaryMigrations(adapterFactory, migrationsList));
-  return [...applied, ...(await applyRepeatable(adapterFactory, { knownMigrations: known }))];
+  // A SIGTERM in the middle of a migration would leave it failed, refusing every later start;
+  // held until the function files are in too, which `db migrate` counts among what it applies.
+  return withSignalsHeld("applying the database's migrations", async () => {
+    const applied = pending.length === 0 ? [] : await inMigrationTurn(adapterFactory, () => applyOrdinaryMigrations(adapterFactory, migrationsList));
+    return [...applied, ...(await applyRepeatable(adapterFactory, { knownMigrations: known }))];
+  });
 }
 
 /**
@@ -117,7 +121,7 @@ async function inMigrationTurn<T>(adapterFactory: SqlMigrationAwareDriverAdapter
  */
 export class MigrationFailed extends ConfigError {}
 
-/** The ordinary migrations alone, through Prisma's schema engine (tests compare against it). */
+/** The ordinary migrations alone, through Prisma's schema engine (tests compare against it); applyMigrations holds the signals around it. */
 export async function applyOrdinaryMigrations(
   adapterFactory: SqlMigrationAwareDriverAdapterFactory,
   migrationsList?: MigrationList,
@@ -126,13 +130,10 @@ export async function applyOrdinaryMigrations(
   const list = migrationsList;
   const schema = await readSchema();
   try {
-    // a SIGTERM in the middle of a migration would leave it failed, refusing every later start
-    return await withSignalsHeld("applying the database's migrations", () =>
-      withSchemaEngine(schema, adapterFactory, async (engine) => {
-        const out = await engine.applyMigrations({ migrationsList: list, filters: noFilter });
-        return out.appliedMigrationNames;
-      }),
-    );
+    return await withSchemaEngine(schema, adapterFactory, async (engine) => {
+      const out = await engine.applyMigrations({ migrationsList: list, filters: noFilter });
+      return out.appliedMigrationNames;
+    });
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
     const lines = message.split("\n").map((l) => l.trim());
