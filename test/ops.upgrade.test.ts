@@ -13,6 +13,7 @@ import { adminQuery, serverUrl, withDatabase } from "./support/db.ts";
 import { startMailbox, type Mailbox } from "./support/mailbox.ts";
 import { TestReceiver } from "./support/receiver.ts";
 import { MAIN, MIGRATE } from "./support/server-entry.ts";
+import { verifyWebhook } from "../src/webhooks/receiver.ts";
 
 const repo = process.cwd();
 
@@ -102,6 +103,7 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
   let oldDir = "";
   let mailbox: Mailbox;
   let receiver: TestReceiver;
+  let moved: TestReceiver;
   let env: Record<string, string>;
   const procs: Proc[] = [];
 
@@ -109,6 +111,7 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
     if (!build) throw new Error("needs the repository's git history (a clone, not a tarball) to build the previous release");
     mailbox = await startMailbox();
     receiver = await TestReceiver.start();
+    moved = await TestReceiver.start();
     await adminQuery(`CREATE DATABASE ${dbName}`);
     env = {
       DATABASE_URL: withDatabase(serverUrl!, dbName),
@@ -130,6 +133,7 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
     for (const p of procs) if (p.child.exitCode === null) p.child.kill("SIGTERM");
     await Promise.all(procs.map((p) => p.exited));
     await receiver?.close();
+    await moved?.close();
     await mailbox?.close();
     await adminQuery(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => {});
     if (oldDir) rmSync(oldDir, { recursive: true, force: true });
@@ -144,12 +148,21 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
     });
     return { status: res.status, body: await res.json().catch(() => null) };
   };
-  /** A whole OTP sign-in against one process; returns the statuses it got. */
-  const signIn = async (p: Proc, email: string) => {
+  /** A whole OTP sign-in, started on `p` and finished on `q` (by default `p` too); returns the statuses it got. */
+  const signIn = async (p: Proc, email: string, q: Proc = p) => (await signInFor(p, email, q)).statuses;
+  const signInFor = async (p: Proc, email: string, q: Proc = p) => {
     const start = await call(p, "POST", "/auth/otp/start", { email });
-    if (start.status !== 200) return [start.status];
-    const verify = await call(p, "POST", "/auth/otp/verify", { state_id: start.body.state_id, otp: await mailbox.otp(email) });
-    return [start.status, verify.status];
+    if (start.status !== 200) return { statuses: [start.status], token: "" };
+    const verify = await call(q, "POST", "/auth/otp/verify", { state_id: start.body.state_id, otp: await mailbox.otp(email) });
+    return { statuses: [start.status, verify.status], token: String(verify.body?.access_token ?? "") };
+  };
+  const viewer = async (p: Proc, token: string) => {
+    const res = await fetch(p.base + "/graphql", {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": apiKey, authorization: `Bearer ${token}` },
+      body: JSON.stringify({ query: "{ viewer { id } }" }),
+    });
+    return { status: res.status, id: ((await res.json()) as { data?: { viewer?: { id?: string } } }).data?.viewer?.id };
   };
   const deliveredFor = (email: string) => receiver.receipts.some((r) => r.body.toString().includes(email));
 
@@ -157,11 +170,13 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
     const old = await startBuild(oldDir, env);
     procs.push(old);
     const hook = await call(old, "POST", "/graphql", {
-      query: `mutation($url: String!) { createWebhook(input: { url: $url, events: ["user.created"] }) { __typename } }`,
+      query: `mutation($url: String!) { createWebhook(input: { url: $url, events: ["user.created"] }) { __typename ... on CreateWebhookPayload { secret webhook { id } } } }`,
       variables: { url: receiver.url },
     });
     expect(hook.body?.data?.createWebhook?.__typename, JSON.stringify(hook.body)).toBe("CreateWebhookPayload");
-    expect(await signIn(old, "before@example.com")).toEqual([200, 200]);
+    const webhookId: string = hook.body.data.createWebhook.webhook.id;
+    const before = await signInFor(old, "before@example.com");
+    expect(before.statuses).toEqual([200, 200]);
     await receiver.waitFor(1);
 
     // Traffic on the old build for as long as the migration runs.
@@ -194,6 +209,31 @@ describe.skipIf(!serverUrl)("upgrades without downtime (Postgres only: PGlite be
 
     await receiver.waitFor(5 + during.length);
     for (const email of ["before", "after", "new-build", "old-beside-new", "old-restarted"]) expect(deliveredFor(`${email}@example.com`), email).toBe(true);
+
+    // A session of the old build is one of the new build's, and a code sent by one build is
+    // checked by the other.
+    expect(await viewer(next, before.token)).toEqual({ status: 200, id: expect.stringMatching(/^acc_/) });
+    expect(await signIn(old, "old-to-new@example.com", next)).toEqual([200, 200]);
+    expect(await signIn(next, "new-to-old@example.com", old)).toEqual([200, 200]);
+
+    // Webhook changes beside workers of both builds: the new build's trigger tells every worker
+    // on the channel (`webhook:<id>`, src/webhooks/changes.sql), which the old build's workers
+    // take as a wake-up. Events after the change go to the new URL, signed with the new secret.
+    const update = await call(next, "POST", "/graphql", {
+      query: `mutation($id: ID!, $url: String!) { updateWebhook(id: $id, input: { url: $url }) { __typename } }`,
+      variables: { id: webhookId, url: moved.url },
+    });
+    expect(update.body?.data?.updateWebhook?.__typename, JSON.stringify(update.body)).toBe("UpdateWebhookPayload");
+    const rotated = await call(old, "POST", "/api/v1/webhooks/rotate-secret", { webhook_id: webhookId });
+    expect(rotated.status, JSON.stringify(rotated.body)).toBe(200);
+    const after = ["moved-old", "moved-new", "moved-restarted"];
+    for (const [p, email] of [[old, after[0]], [next, after[1]], [oldAgain, after[2]]] as const) expect(await signIn(p, `${email}@example.com`)).toEqual([200, 200]);
+    const arrived = await moved.waitFor(3);
+    for (const email of after) {
+      const r = arrived.find((x) => x.body.toString().includes(`${email}@example.com`));
+      expect(r, email).toBeDefined();
+      expect(verifyWebhook(r!.body, r!.headers as Record<string, string>, rotated.body.new_secret).ok, email).toBe(true);
+    }
 
     for (const p of [old, next, oldAgain]) {
       p.child.kill("SIGTERM");
