@@ -6,7 +6,9 @@ import { seal, unseal } from "../../crypto.ts";
 import { InvalidRequest, ProviderNotFound } from "../../errors.ts";
 import type { IdentityProvider } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
-import { transaction } from "../../db/transaction.ts";
+import type { Tx } from "../../db/client.ts";
+import { lockAccounts } from "../../db/locks.ts";
+import { DecideAgain, transaction } from "../../db/transaction.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { PRESETS, type Preset } from "./presets.ts";
 import { forgetProvider, type UpstreamProvider } from "./upstream.ts";
@@ -180,7 +182,6 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
   if (current.sharedCallback && moved.sharedCallback !== false) assertSameEndpoints(current, { preset, ...data });
   const row = await uniqueSlug(() =>
     transaction(deps.prisma, async (tx) => {
-      const updated = await tx.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret, ...moved } });
       // Pointed at another issuer, it signs in that issuer's users: the identities it signed in
       // before (<issuer>#<subject>) no longer sign in with it, so they stop counting as a way
       // their accounts sign in, as if it had been deleted (docs/external-identities.md,
@@ -188,9 +189,10 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
       // their strength, and the account could no longer be signed in to at all. Compared as
       // URLs: an ID token's `iss` is the discovered issuer, which may differ from the one stored
       // by a trailing slash, so other updates leave the identities alone.
-      if (new URL(updated.issuer).href !== new URL(current.issuer).href) {
-        await tx.externalIdentity.updateMany({ where: { providerId: current.id }, data: { providerId: null } });
-      }
+      const detaches = new URL(data.issuer).href !== new URL(current.issuer).href;
+      if (detaches) await lockHolders(tx, actor.projectId, current.id);
+      const updated = await tx.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret, ...moved } });
+      if (detaches) await tx.externalIdentity.updateMany({ where: { providerId: current.id }, data: { providerId: null } });
       return updated;
     }),
   );
@@ -198,11 +200,41 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
   return view(deps, row);
 }
 
+/**
+ * The accounts holding identities of the provider, row-locked (in id order, lockAccounts), then
+ * the provider's row: what is done next stops those identities counting as a way in
+ * (docs/external-identities.md, "Removing and unmerging"), and a removal decides from that count
+ * under its account's lock (src/linking/service.ts, removeLink). Without these locks a removal
+ * that ran while the provider was being deleted counted its identity still, and left an
+ * account whose only sign-in was an identity of the deleted provider; now one of the two goes
+ * first and the other sees what it did. Accounts before the provider, as a sign-in or a link
+ * takes them (its account, then the provider an identity names). With the provider's row
+ * locked no identity can join it; one that joined between the first read and the lock makes
+ * the whole transaction run again (DecideAgain).
+ */
+async function lockHolders(tx: Tx, projectId: string, providerId: string): Promise<void> {
+  const holders = async () =>
+    (
+      await tx.$queryRaw<{ account_id: string }[]>`
+        SELECT DISTINCT i.account_id FROM external_identities e JOIN identifiers i ON i.id = e.identifier_id
+        WHERE e.provider_id = ${providerId} AND i.project_id = ${projectId}`
+    ).map((r) => r.account_id);
+  const locked = new Set((await lockAccounts(tx, projectId, await holders())).map((a) => a.id));
+  await tx.$queryRaw`SELECT 1 FROM identity_providers WHERE id = ${providerId} FOR UPDATE`;
+  if ((await holders()).some((id) => !locked.has(id))) throw new DecideAgain("an identity joined the provider meanwhile");
+}
+
 /** Its identities stay on their accounts (they no longer sign in); its flows in progress end. */
 export async function deleteProvider(deps: Deps, actor: Actor, id: string): Promise<ProviderView> {
-  const current = await deps.prisma.identityProvider.findFirst({ where: { id, projectId: actor.projectId } });
-  if (!current) throw new ProviderNotFound();
-  await deps.prisma.identityProvider.deleteMany({ where: { id: current.id, projectId: actor.projectId } });
+  const current = await transaction(deps.prisma, async (tx) => {
+    const found = await tx.identityProvider.findFirst({ where: { id, projectId: actor.projectId } });
+    if (!found) throw new ProviderNotFound();
+    // its flows first: a sign-in finishing holds its flow, then takes its account's lock
+    await tx.externalFlow.deleteMany({ where: { providerId: found.id } });
+    await lockHolders(tx, actor.projectId, found.id);
+    await tx.identityProvider.deleteMany({ where: { id: found.id, projectId: actor.projectId } });
+    return found;
+  });
   forgetProvider(current.id);
   return view(deps, current);
 }
