@@ -69,5 +69,5 @@ async function linkState(deps: Deps, actor: UserActor, flow: ProvenFlow, identif
 /** The provider's latest profile claims on the identifier, wherever the decision left it. */
 async function saveProfile(deps: Deps, projectId: string, identifier: Identifier, flow: ProvenFlow): Promise<void> {
   const row = await deps.prisma.identifier.findUnique({ where: { projectId_kind_value: { projectId, ...identifier } }, select: { id: true } });
-  if (row) await saveClaims(deps.prisma, row.id, flow);
+  if (row) await transaction(deps.prisma, (tx) => saveClaims(tx, row.id, flow));
 }

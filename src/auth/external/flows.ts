@@ -188,7 +188,17 @@ export async function provenFlow(deps: Deps, actor: Actor, input: CompleteInput,
 }
 
 /** The provider's latest profile claims on an external identifier (profile only: they decide nothing). */
-export async function saveClaims(db: Db | Tx, identifierId: string, flow: ProvenFlow): Promise<void> {
-  const claims = { providerId: flow.providerId, email: flow.email, emailVerified: flow.emailVerified, name: flow.name };
-  await db.externalIdentity.upsert({ where: { identifierId }, create: { identifierId, ...claims }, update: claims });
+/**
+ * The identity is tied to the flow's provider, and so counts as a way its account signs in, only
+ * while the flow is still there, read under its row lock: deleting the provider, or pointing it
+ * at another issuer, ends its flows before it detaches their identities (providers.ts). A flow
+ * finished after that (a link's claims written after its verify, an e-mail confirmation that
+ * read its flow before) put the provider back on an identity it no longer signs in, and the
+ * account's last address could then be removed on its strength (docs/external-identities.md,
+ * "Removing and unmerging").
+ */
+export async function saveClaims(tx: Tx, identifierId: string, flow: ProvenFlow): Promise<void> {
+  const [live] = await tx.$queryRaw<{ live: number }[]>`SELECT 1 AS live FROM external_flows WHERE id = ${flow.id} FOR KEY SHARE`;
+  const claims = { providerId: live ? flow.providerId : null, email: flow.email, emailVerified: flow.emailVerified, name: flow.name };
+  await tx.externalIdentity.upsert({ where: { identifierId }, create: { identifierId, ...claims }, update: claims });
 }

@@ -190,7 +190,12 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
       // URLs: an ID token's `iss` is the discovered issuer, which may differ from the one stored
       // by a trailing slash, so other updates leave the identities alone.
       const detaches = new URL(data.issuer).href !== new URL(current.issuer).href;
-      if (detaches) await lockHolders(tx, actor.projectId, current.id);
+      if (detaches) {
+        // its sign-ins in progress end, as a deletion ends them: one at the old issuer finished
+        // afterwards put the provider back on its identity, which then counted again (saveClaims)
+        await tx.externalFlow.deleteMany({ where: { providerId: current.id } });
+        await lockHolders(tx, actor.projectId, current.id);
+      }
       const updated = await tx.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret, ...moved } });
       if (detaches) await tx.externalIdentity.updateMany({ where: { providerId: current.id }, data: { providerId: null } });
       return updated;
