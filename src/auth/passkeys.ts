@@ -18,7 +18,7 @@ import { consumePerAccount, consumePerAddress, type Limit } from "../rate-limit.
 import { requireRecentAuth } from "./recent-auth.ts";
 import { handOnProofs } from "./proofs.ts";
 import { endSessionsSignedInWith, lockForSession, markReauthenticated } from "./sessions.ts";
-import { issueTokens, primaryOf, reissueTokens, startSession, type TokenResponse } from "./sign-in.ts";
+import { holderPrimaryOf, issueTokens, reissueTokens, startSession, type TokenResponse } from "./sign-in.ts";
 
 /**
  * @simplewebauthn/server, loaded at the first passkey ceremony: with the certificate parsers it
@@ -399,7 +399,7 @@ async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id:
 }
 
 /**
- * The account a passkey signs in to (its owner's primary), locked (primaryOf), with the passkey
+ * The account a passkey signs in to (its owner's primary), locked (holderPrimaryOf), with the passkey
  * read again under that lock, which removePasskey and an unmerge take first. A passkey removed
  * while the sign-in was being checked (by the owner, or by an unmerge) is gone now and signs
  * nothing in: a sign-in that read it on the primary before an unmerge opened a session there
@@ -409,7 +409,7 @@ async function reportClonedPasskey(deps: Deps, projectId: string, passkey: { id:
  */
 export async function lockPasskeyAccount(tx: Tx, projectId: string, passkeyId: string): Promise<string> {
   const owner = await passkeyOwner(tx, passkeyId);
-  const primary = await primaryOf(tx, projectId, owner);
+  const primary = await holderPrimaryOf(tx, projectId, owner);
   if ((await passkeyOwner(tx, passkeyId)) !== owner) throw new DecideAgain("the passkey moved to another account");
   return primary;
 }

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import type { Actor, AppGrant, Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { prepared, run } from "../db/fast.ts";
-import { retryingConflicts } from "../db/transaction.ts";
+import { DecideAgain, retryingConflicts } from "../db/transaction.ts";
 import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
 import type { EventType } from "../webhooks/event-types.ts";
 import { IDENTIFIER_INPUT_ERRORS, OTPInvalid, RateLimited, Unauthenticated } from "../errors.ts";
@@ -196,6 +196,19 @@ export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId:
 export async function primaryOf(tx: Tx, projectId: string, accountId: string): Promise<string> {
   const [row] = await lockAccounts(tx, projectId, [accountId]);
   if (!row) throw new Unauthenticated("this account no longer exists");
+  return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
+}
+
+/**
+ * primaryOf for the account of a row the caller has just read (the identifier or passkey being
+ * signed in with): gone under the lock, it was deleted since that read, with what it held, and
+ * the caller decides again from what is there now (an identity nobody holds signs up, a passkey
+ * that went is not registered), as a code sign-in does (src/auth/sign-in.sql). It answered 401
+ * "this account no longer exists" before, to a sign-in that had no session to have ended.
+ */
+export async function holderPrimaryOf(tx: Tx, projectId: string, accountId: string): Promise<string> {
+  const [row] = await lockAccounts(tx, projectId, [accountId]);
+  if (!row) throw new DecideAgain("the account was deleted meanwhile");
   return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
 }
 

@@ -21,7 +21,7 @@ import { consumeOtp, storedResult, storeResult } from "../otp.ts";
 import { lockPasskeyAccount, verifyPasskeyAssertion } from "../passkeys.ts";
 import { sendOtp, verifyOtp } from "../otp-flow.ts";
 import { assertLiveSession } from "../sessions.ts";
-import { issueTokens, primaryOf, startSession, type TokenResponse } from "../sign-in.ts";
+import { holderPrimaryOf, issueTokens, primaryOf, startSession, type TokenResponse } from "../sign-in.ts";
 import { provenFlow, saveClaims, startFlow, type CompleteInput, type ProvenFlow, type StartInput, type Started } from "./flows.ts";
 
 export const EXTERNAL_SIGN_IN_ERRORS = {
@@ -71,7 +71,7 @@ async function decideOnce(tx: Tx, actor: Actor, flow: ProvenFlow): Promise<Decis
   });
   let accountId: string;
   if (known) {
-    accountId = await primaryOf(tx, actor.projectId, known.accountId);
+    accountId = await holderPrimaryOf(tx, actor.projectId, known.accountId);
     // read again under the lock: an unmerge that committed meanwhile may have removed the
     // identity, and a session opened here would stay on the primary, signed in with what it no
     // longer holds (24th review)
@@ -223,7 +223,7 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
     select: { id: true, accountId: true },
   });
   if (!flow?.issuer || !flow.subject || !holder) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
-  const accountId = await primaryOf(tx, actor.projectId, holder.accountId);
+  const accountId = await holderPrimaryOf(tx, actor.projectId, holder.accountId);
   // what proves it, read again under the account's lock: a removal or unmerge that waited ahead
   // of this may have taken the address or the passkey away, and a proof that is gone cuts the
   // unmerge's chain (27th review)
@@ -253,7 +253,7 @@ async function attachIdentity(tx: Tx, actor: Actor, accountId: string, flow: Pro
   });
   if (existing) {
     // it was connected meanwhile (by another tab): fine where it leads here, refused elsewhere
-    if ((await primaryOf(tx, actor.projectId, existing.accountId)) !== accountId) throw new ExternalSignInFailed("that sign-in is connected to another account");
+    if ((await holderPrimaryOf(tx, actor.projectId, existing.accountId)) !== accountId) throw new ExternalSignInFailed("that sign-in is connected to another account");
     return;
   }
   const id = newId("idt");
