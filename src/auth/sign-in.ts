@@ -194,8 +194,13 @@ export async function completeSignIn(deps: Deps, actor: Actor, input: { stateId:
  * opening a session on a fresh secondary.
  */
 export async function primaryOf(tx: Tx, projectId: string, accountId: string): Promise<string> {
+  return lockedPrimary(tx, projectId, accountId, () => new Unauthenticated("this account no longer exists"));
+}
+
+/** The account's primary, the account row-locked; `gone()` is thrown when it no longer exists. */
+async function lockedPrimary(tx: Tx, projectId: string, accountId: string, gone: () => Error): Promise<string> {
   const [row] = await lockAccounts(tx, projectId, [accountId]);
-  if (!row) throw new Unauthenticated("this account no longer exists");
+  if (!row) throw gone();
   return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
 }
 
@@ -207,9 +212,7 @@ export async function primaryOf(tx: Tx, projectId: string, accountId: string): P
  * "this account no longer exists" before, to a sign-in that had no session to have ended.
  */
 export async function holderPrimaryOf(tx: Tx, projectId: string, accountId: string): Promise<string> {
-  const [row] = await lockAccounts(tx, projectId, [accountId]);
-  if (!row) throw new DecideAgain("the account was deleted meanwhile");
-  return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
+  return lockedPrimary(tx, projectId, accountId, () => new DecideAgain("the account was deleted meanwhile"));
 }
 
 /** Opens a session on a (primary) account and writes the sign-in's events with it. */
