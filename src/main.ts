@@ -5,7 +5,7 @@ import type { Server } from "node:http";
 import { buildApp } from "./app.ts";
 import type { FirstProject } from "./auth/projects.ts";
 import { claimIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
-import { answerBeforeTheApp, answerHalfClosedClients, closeConnectionsWhenDraining, serverOptions } from "./http/server.ts";
+import { answerBeforeTheApp, answerHalfClosedClients, closeConnectionsWhenDraining, serverOptions, stopAccepting } from "./http/server.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { databaseFault, die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
@@ -35,10 +35,10 @@ server.once("error", onListenFault);
 stopOnSignals(logger, config.shutdownTimeoutMs, {
   async drain() {
     closeConnections();
-    // Stop accepting connections (close() resolves once in-flight requests have finished) and
+    // Stop accepting connections (resolved once every connection has ended: stopAccepting) and
     // stop claiming deliveries, both at once: stopped only after HTTP had drained, the worker
     // went on claiming behind a slow request, and its sends ran into the deadline (31st review).
-    await Promise.all([new Promise<void>((resolve) => server.close(() => resolve())), worker?.stop()]);
+    await Promise.all([stopAccepting(server), worker?.stop()]);
     await app.close();
     await issuerClaim?.release();
   },

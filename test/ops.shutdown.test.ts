@@ -230,6 +230,51 @@ describe("a client that half-closes its connection after its request (docs/rest.
   }, 60_000);
 });
 
+// 35th review: Node's server.close() ends every idle keep-alive connection at once, so a request
+// a client (a load balancer, a connection pool) sent on one just as SIGTERM arrived was cut off
+// with nothing, in every roll-out. Idle connections now stay until their next answer (which
+// says Connection: close) or until they have been idle for the keep-alive timeout the server
+// announced, after which clients no longer reuse them.
+describe("a keep-alive connection idle when SIGTERM arrives (docs/configuration.md, Shutdown)", () => {
+  it("npm start: its next request is answered, with Connection: close, and the process exits 0", async () => {
+    const p = start(MAIN, baseEnv());
+    try {
+      await p.waitFor("linkgate listening");
+      const port = Number(/listening on http:\/\/[^:]+:(\d+)/.exec(p.output())![1]);
+      const socket = connect(port, "127.0.0.1");
+      socket.setEncoding("latin1");
+      socket.on("error", () => {});
+      let raw = "";
+      let answered: (() => void) | undefined;
+      socket.on("data", (c: string) => {
+        raw += c;
+        if (/\r\n\r\n[\s\S]*\}$/.test(raw)) answered?.();
+      });
+      const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+      const ask = () =>
+        new Promise<string>((resolve) => {
+          raw = "";
+          answered = () => resolve(raw);
+          void closed.then(() => resolve(raw));
+          socket.write("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        });
+      const first = await ask();
+      expect(lastAnswer(first).status, first).toBe(200);
+      expect(lastAnswer(first).headers["connection"], first).toBe("keep-alive");
+
+      p.child.kill("SIGTERM");
+      await p.waitFor("draining");
+      const second = await ask();
+      expect(lastAnswer(second).status, second || "(the connection closed with no answer)").toBe(200);
+      expect(lastAnswer(second).headers["connection"], second).toBe("close");
+      await closed;
+      expect(await p.exited, p.output()).toBe(0);
+    } finally {
+      if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
+    }
+  }, 60_000);
+});
+
 const postgres = backends.includes("postgres");
 
 describe.skipIf(!postgres)(`the shutdown deadline${postgres ? "" : " (skipped: needs TEST_DATABASE_URL)"}`, () => {

@@ -69,6 +69,22 @@ export function closeConnectionsWhenDraining(server: Server): () => void {
 }
 
 /**
+ * Stops accepting connections; resolves once every connection has ended. server.close() alone
+ * also ends every idle keep-alive connection at once, and a request a client (a load balancer,
+ * a connection pool) was sending on one at that moment was cut off with nothing. Here they stay:
+ * each ends after its next answer, which says `Connection: close` (closeConnectionsWhenDraining),
+ * or once idle for the keep-alive timeout the server announced (`Keep-Alive: timeout=5`), past
+ * which clients no longer reuse it (docs/configuration.md, "Shutdown"). The shutdown deadline
+ * bounds the rest.
+ */
+export function stopAccepting(server: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    server.closeIdleConnections = () => {};
+    server.close(() => resolve());
+  });
+}
+
+/**
  * `Expect: 100-continue` asks before sending the body. Node says yes to every such request
  * unless told otherwise, and a client then sent megabytes only to be answered 413: the app
  * refuses a declared length over the limit from its header (src/http/body.ts), so the body is
