@@ -22,9 +22,18 @@ export const externalValue = (issuer: string, subject: string) => `${issuer}#${s
 
 const emailSchema = z.email();
 
+/**
+ * A host name as DNS has them: labels of 1 to 63 letters, digits and inner hyphens. zod's e-mail
+ * check takes longer labels and ones ending in a hyphen; an account signed up with one (a relay
+ * accepts the message) could not show its address: GraphQL's EmailAddress type refuses it, and
+ * viewer.email was an "Unexpected error" (docs/authentication.md, "Identifiers").
+ */
+const HOST_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+const isHostName = (domain: string) => domain.split(".").every((label) => HOST_LABEL.test(label));
+
 export function normalizeEmail(raw: string): string {
   const value = raw.trim().toLowerCase();
-  if (value.length > 254 || !emailSchema.safeParse(value).success) {
+  if (value.length > 254 || !emailSchema.safeParse(value).success || !isHostName(value.slice(value.lastIndexOf("@") + 1))) {
     throw new InvalidIdentifier("that is not a valid e-mail address");
   }
   return value;
