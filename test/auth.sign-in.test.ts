@@ -64,6 +64,33 @@ describe.each(backends)("sign-in on %s", (backend) => {
     expect(viewer.body).toEqual({ data: { viewer: { email: longest } } });
   });
 
+  // An internationalized domain has one ASCII form (IDNA: mapped, NFC, punycode), the one mail
+  // and DNS use. Written in Unicode it was refused as "not a valid e-mail address" while its
+  // punycode signed up: its owner could not sign in with the address as printed on her card.
+  it("an e-mail domain in Unicode is its ASCII (punycode) form: one account, the code to that form", async () => {
+    const ascii = "ida@xn--bcher-kva.example";
+    const first = await h.signIn({ email: ascii });
+    for (const spelled of ["Ida@BÜCHER.example", "ida@bu\u0308cher.example" /* NFD */, "ida@ｂüｃｈｅｒ。ｅｘａｍｐｌｅ" /* full width */]) {
+      const start = await h.call("POST", "/auth/otp/start", { body: { email: spelled } });
+      expect({ spelled, status: start.status, body: start.body }).toEqual({ spelled, status: 200, body: { state_id: expect.any(String) } });
+      const verify = await h.call("POST", "/auth/otp/verify", { body: { state_id: start.body.state_id, otp: await h.mailbox.otp(ascii) } });
+      expect(verify.status, JSON.stringify(verify.body)).toBe(200);
+      expect(verify.body.account_id).toBe(first.accountId);
+    }
+    expect(await h.db.prisma.identifier.findMany({ where: { accountId: first.accountId }, select: { kind: true, value: true } })).toEqual([{ kind: "email", value: ascii }]);
+    // a top-level domain of its own script too (.рф is xn--p1ai)
+    const rf = await h.signIn({ email: "ida@xn--e1afmkfd.xn--p1ai" });
+    const again = await h.call("POST", "/auth/otp/start", { body: { email: "ida@пример.рф" } });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    const verified = await h.call("POST", "/auth/otp/verify", { body: { state_id: again.body.state_id, otp: await h.mailbox.otp("ida@xn--e1afmkfd.xn--p1ai") } });
+    expect(verified.body.account_id).toBe(rf.accountId);
+    // a domain IDNA refuses is still a plain 400
+    for (const email of ["ida@xn--zz.example", "ida@bü cher.example", "ida@bücher.example."]) {
+      const r = await h.call("POST", "/auth/otp/start", { body: { email } });
+      expect({ email, status: r.status, error: r.body.error }).toEqual({ email, status: 400, error: "InvalidIdentifier" });
+    }
+  });
+
   it("a code signs in once: a retry returns the same session, and nothing once that session ended", async () => {
     const start = await h.call("POST", "/auth/otp/start", { body: { email: "once@example.com" } });
     const otp = await h.mailbox.otp("once@example.com");

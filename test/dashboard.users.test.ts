@@ -131,6 +131,14 @@ describe.each(backends)("the dashboard's users view on %s", (backend) => {
     expect((await lookup({ accountId: "not an id" })).account).toBeNull();
   });
 
+  // support types the address as the user spells it: a domain in Unicode was "not a valid
+  // e-mail address", and the account signed up with its punycode was not found
+  it("finds an account by an e-mail whose domain is written in Unicode or in punycode", async () => {
+    const ida = await h.signIn({ email: `ida-${backend}@xn--bcher-kva.example` });
+    expect((await lookup({ email: `Ida-${backend}@Bücher.example` })).account).toMatchObject({ id: ida.accountId, email: `ida-${backend}@xn--bcher-kva.example` });
+    expect((await lookup({ email: `ida-${backend}@xn--bcher-kva.example` })).account.id).toBe(ida.accountId);
+  });
+
   it("bounds recentEvents and refuses lookups that name no account, or two", async () => {
     const few = await data(`query($id: ID) { lookupAccount(accountId: $id) { ... on AccountLookup { account { recentEvents(first: 2) { id } } } } }`, { id: ada.accountId });
     expect(few.lookupAccount.account.recentEvents).toHaveLength(2);

@@ -253,6 +253,23 @@ describe.each(backends)("external sign-in on %s", (backend) => {
       }
     });
 
+    // compared as sent, a claim with the domain in Unicode made a second account for an address
+    // held in its punycode form, without its code
+    it("the domain spelled in Unicode is the same address as its punycode: its code is asked for, nothing is created", async () => {
+      const local = `unicode-${tag}`;
+      const holder = await h.signIn({ email: `${local}@xn--bcher-kva.example` });
+      for (const spelled of [`${local}@bücher.example`, `${local.toUpperCase()}@BU\u0308CHER.EXAMPLE`]) {
+        google.loginAs(googleUser({ email: spelled, email_verified: true }));
+        const accounts = await h.db.prisma.account.count();
+        const r = await google$();
+        expect(r.body, JSON.stringify(spelled)).toEqual({ verification_required: "email", state_id: expect.any(String), destination: expect.stringContaining("•") });
+        const verified = signedIn(await confirm(h, r.body.state_id, await h.mailbox.otp(`${local}@xn--bcher-kva.example`)));
+        expect(verified.account_id).toBe(holder.accountId);
+        expect(await h.db.prisma.account.count()).toBe(accounts);
+        await h.db.prisma.identifier.deleteMany({ where: { accountId: holder.accountId, kind: "external" } });
+      }
+    });
+
     it("GitHub: the verified primary e-mail from /user/emails counts, the same way", async () => {
       const holder = await h.signIn({ email: email("ghholder") });
       const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;

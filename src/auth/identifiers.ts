@@ -1,7 +1,7 @@
 // Identifiers are normalized once, at the edge of every service call, so storage and
 // comparison never see two spellings of one address.
 import { parsePhoneNumberFromString } from "libphonenumber-js/max";
-import { z } from "zod";
+import { domainToASCII } from "node:url";
 import { IdentifierRequired, InvalidIdentifier, InvalidRequest } from "../errors.ts";
 
 /** `external`: a sign-in at an identity provider, `<issuer>#<subject>` (src/auth/external/). */
@@ -20,20 +20,39 @@ export function externalParts(value: string): { issuer: string; subject: string 
 
 export const externalValue = (issuer: string, subject: string) => `${issuer}#${subject}`;
 
-const emailSchema = z.email();
-
+/** zod's local part (`z.email()`): dot-separated atoms of letters, digits and `_'+-`. */
+const LOCAL_PART = /^(?:[a-z0-9_'+-]+\.)*[a-z0-9_'+-]*[a-z0-9_+-]$/;
 /**
  * A host name as DNS has them: labels of 1 to 63 letters, digits and inner hyphens. zod's e-mail
  * check takes longer labels and ones ending in a hyphen; an account signed up with one (a relay
  * accepts the message) could not show its address: GraphQL's EmailAddress type refuses it, and
- * viewer.email was an "Unexpected error" (docs/authentication.md, "Identifiers").
+ * viewer.email was an "Unexpected error" (docs/authentication.md, "How identifiers are spelled").
  */
 const HOST_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-const isHostName = (domain: string) => domain.split(".").every((label) => HOST_LABEL.test(label));
+/** The last label: letters (.com), or an internationalized one in punycode (.рф is xn--p1ai). */
+const TOP_LABEL = /^(?:[a-z]{2,63}|xn--[a-z0-9-]{1,59})$/;
 
+function isHostName(domain: string): boolean {
+  const labels = domain.split(".");
+  return labels.length >= 2 && labels.every((label) => HOST_LABEL.test(label)) && TOP_LABEL.test(labels.at(-1)!);
+}
+
+/**
+ * The one spelling of an e-mail address that is stored, compared, counted and sent to
+ * (docs/authentication.md, "How identifiers are spelled"): trimmed; the local part in lower case;
+ * the domain in its ASCII form, as IDNA maps it (case, width, NFC, then punycode: BÜCHER.example
+ * and its NFD or full-width spellings are xn--bcher-kva.example). Refused as a domain in Unicode,
+ * the address as its owner prints it did not sign in, support could not look it up, and a
+ * provider's claim in Unicode made a second account beside the one holding the punycode form.
+ */
 export function normalizeEmail(raw: string): string {
-  const value = raw.trim().toLowerCase();
-  if (value.length > 254 || !emailSchema.safeParse(value).success || !isHostName(value.slice(value.lastIndexOf("@") + 1))) {
+  const trimmed = raw.trim();
+  const at = trimmed.lastIndexOf("@");
+  // the length bound first: IDNA mapping is linear, but the input need not be looked at past it
+  const local = trimmed.slice(0, at).toLowerCase();
+  const domain = at < 1 || trimmed.length > 1024 ? "" : domainToASCII(trimmed.slice(at + 1));
+  const value = `${local}@${domain}`;
+  if (!domain || value.length > 254 || !LOCAL_PART.test(local) || !isHostName(domain)) {
     throw new InvalidIdentifier("that is not a valid e-mail address");
   }
   return value;

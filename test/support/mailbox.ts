@@ -2,6 +2,7 @@
 // endpoint standing in for the SMS webhook. Tests read the codes the app really sent.
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { domainToASCII } from "node:url";
 import { SMTPServer } from "smtp-server";
 
 export type Received = { to: string; subject?: string; text: string };
@@ -24,6 +25,17 @@ export type Mailbox = {
   close(): Promise<void>;
 };
 
+/**
+ * The address as it went over the wire, in lower case: smtp-server hands the envelope's
+ * punycode domains over decoded (xn--bcher-kva.example as bücher.example), and linkgate
+ * sends to the ASCII form (docs/authentication.md, "How identifiers are spelled").
+ */
+const wireAddress = (address: string) => {
+  const at = address.lastIndexOf("@");
+  if (at < 0) return address.toLowerCase();
+  return `${address.slice(0, at)}@${domainToASCII(address.slice(at + 1)) || address.slice(at + 1)}`.toLowerCase();
+};
+
 export async function startMailbox(): Promise<Mailbox> {
   const messages: Received[] = [];
   const refusals = new Map<string, number>();
@@ -37,7 +49,7 @@ export async function startMailbox(): Promise<Mailbox> {
     disabledCommands: ["STARTTLS"],
     logger: false,
     onRcptTo(address, _session, callback) {
-      const status = knock(address.address.toLowerCase());
+      const status = knock(wireAddress(address.address));
       if (status === undefined) return callback();
       callback(Object.assign(new Error("mailbox unavailable"), { responseCode: status }));
     },
@@ -51,7 +63,7 @@ export async function startMailbox(): Promise<Mailbox> {
         // notice's subject reads cut short.
         const headers = raw.split(/\r?\n\r?\n/, 1)[0].replace(/\r?\n(?=[ \t])/g, "");
         const subject = /^Subject: (.*)$/m.exec(headers)?.[1];
-        for (const rcpt of session.envelope.rcptTo) messages.push({ to: rcpt.address.toLowerCase(), subject, text: raw });
+        for (const rcpt of session.envelope.rcptTo) messages.push({ to: wireAddress(rcpt.address), subject, text: raw });
         callback();
       });
     },

@@ -257,9 +257,10 @@ function storable(identity: UpstreamIdentity): UpstreamIdentity {
 }
 
 /**
- * An e-mail claim spelled as linkgate stores addresses (normalizeEmail: trimmed, lower case), so
- * that a verified claim of an address an account holds is found as that account's, whatever the
- * provider's spelling: compared as sent, " ada@example.com" made a second account without the
+ * An e-mail claim spelled as linkgate stores addresses (normalizeEmail: trimmed, lower case, a
+ * Unicode domain as its punycode), so that a verified claim of an address an account holds is
+ * found as that account's, whatever the provider's spelling: compared as sent, " ada@example.com"
+ * and "ada@bücher.example" (held as ada@xn--bcher-kva.example) made a second account without the
  * code to the address (docs/external-identities.md, "Signing in"). A claim that is no address
  * stays profile text, and matches nothing.
  */

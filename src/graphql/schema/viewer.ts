@@ -39,7 +39,7 @@ builder.prismaObject("Identifier", {
     id: t.exposeID("id", { description: "The identifier's id." }),
     kind: t.expose("kind", { type: IdentifierKind, description: "Whether it is an e-mail address, a phone number or an external sign-in." }),
     value: t.exposeString("value", {
-      description: "The address: an e-mail address in lower case, a phone number in E.164, or for an external sign-in `<issuer>#<subject>` (the provider's user id, never its e-mail).",
+      description: "The address: an e-mail address in lower case (its domain in ASCII, punycode for an internationalized one), a phone number in E.164, or for an external sign-in `<issuer>#<subject>` (the provider's user id, never its e-mail).",
     }),
     externalProfile: t.field({
       type: ExternalProfile,
