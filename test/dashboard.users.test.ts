@@ -4,6 +4,7 @@
 // with the events a user's own unmerge emits plus who did it, and no recent sign-in asked for.
 // Secret key only, and another project's account or event is answered exactly like none.
 import { sha256Hex } from "../src/crypto.ts";
+import { newId } from "../src/ids.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
@@ -137,6 +138,16 @@ describe.each(backends)("the dashboard's users view on %s", (backend) => {
     const ida = await h.signIn({ email: `ida-${backend}@xn--bcher-kva.example` });
     expect((await lookup({ email: `Ida-${backend}@Bücher.example` })).account).toMatchObject({ id: ida.accountId, email: `ida-${backend}@xn--bcher-kva.example` });
     expect((await lookup({ email: `ida-${backend}@xn--bcher-kva.example` })).account.id).toBe(ida.accountId);
+  });
+
+  // Mexico dropped the mobile "1" in 2019 (+52 1 55… is no valid number now): a number proven
+  // before was refused as InvalidIdentifier, and support could not find its account by it
+  it("finds an account by a number it holds that is no longer valid (its numbering plan changed)", async () => {
+    const held = await h.signIn({ email: `plan-${backend}@example.com` });
+    await h.db.prisma.identifier.create({ data: { id: newId("idt"), projectId: h.projectId, accountId: held.accountId, kind: "phone", value: "+5215512345678", origin: "attached" } });
+    expect((await lookup({ phone: "+52 1 55 1234 5678" })).account?.id).toBe(held.accountId);
+    expect((await lookup({ phone: "+5215512345679" })).account).toBeNull();
+    expect((await lookup({ phone: "+52 1 55 abc" })).__typename).toBe("InvalidIdentifier");
   });
 
   it("bounds recentEvents and refuses lookups that name no account, or two", async () => {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends, type Backend } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { keptWhileUnwritten } from "./support/db-snapshot.ts";
+import { newId } from "../src/ids.ts";
 
 type User = { token: string; accountId: string; idToken: string };
 type Ident = { email: string } | { phone: string };
@@ -598,6 +599,22 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       expect(empty.body.error).toBe("NotMerged");
       expect((await unchanged(() => gql(a, GQL.unmerge))).__typename).toBe("NotMerged");
     });
+  });
+
+  // Numbering plans change (Mexico dropped the mobile "1" in 2019: +52 1 55… is no longer a valid
+  // number): a number proven before is still held, and its owner must be able to remove it.
+  // Checked for validity as a new number, it was 400 InvalidIdentifier, and stayed on the account.
+  it("a held number that is no longer valid (its numbering plan changed) is still removed", async () => {
+    const mail = `plan-${randomBytes(3).toString("hex")}@example.com`;
+    const a = await h.signIn({ email: mail });
+    const old = "+5215512345678";
+    await h.db.prisma.identifier.create({ data: { id: newId("idt"), projectId: h.projectId, accountId: a.accountId, kind: "phone", value: old, origin: "attached" } });
+    const r = await post(a, "remove", { phone: "+52 1 55 1234 5678" });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(await identifiersOf(a.accountId)).toEqual([`own:${mail}`]);
+    // a number nobody holds is still refused as before, and what is no number at all too
+    expect((await post(a, "remove", { phone: "+5215512345679" })).body.error).toBe("IdentifierNotLinked");
+    expect((await post(a, "remove", { phone: "+52 1 55 abc" })).body.error).toBe("InvalidIdentifier");
   });
 
   it("stores every code as a hash", async () => {

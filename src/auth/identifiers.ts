@@ -67,6 +67,27 @@ export function normalizePhone(raw: string): string {
   return phone.number;
 }
 
+/** Only digits and the punctuation numbers are written with: libphonenumber reads "+52 1 55 abc" as +52155. */
+const PHONE_WRITTEN = /^\+[\d\s().\/-]{1,40}$/;
+
+/**
+ * A phone number as it may already be held, for finding it (support's lookup, removal): its E.164
+ * spelling, valid under today's numbering plans or not. Validity is what a number is checked for
+ * when it is proven; plans change (Mexico dropped the mobile "1" in 2019: +52 1 55… is no valid
+ * number now), and a number proven before must still be found and removable
+ * (docs/authentication.md, "How identifiers are spelled").
+ */
+export function heldPhone(raw: string): string {
+  try {
+    return normalizePhone(raw);
+  } catch (err) {
+    const trimmed = raw.trim();
+    const phone = PHONE_WRITTEN.test(trimmed) ? parsePhoneNumberFromString(trimmed) : undefined;
+    if (!phone) throw err;
+    return phone.number;
+  }
+}
+
 /**
  * Why no code is texted to a phone (E.164, as normalizePhone returns it), or null. Premium-rate
  * and shared-cost numbers bill the sender, and numbers of no country (international networks,
@@ -107,8 +128,11 @@ export function inboxOf(i: Identifier): string {
   return `${local}@${domain}`;
 }
 
-/** Exactly one of email / phone, each a string when present. */
-export function parseIdentifier(input: { email?: unknown; phone?: unknown }): Contact {
+/**
+ * Exactly one of email / phone, each a string when present. `phone`: how a number is read; a
+ * number to find among those held (removal) is read by heldPhone.
+ */
+export function parseIdentifier(input: { email?: unknown; phone?: unknown }, phone: (raw: string) => string = normalizePhone): Contact {
   const hasEmail = input.email !== undefined && input.email !== null;
   const hasPhone = input.phone !== undefined && input.phone !== null;
   if (hasEmail && hasPhone) throw new InvalidRequest("send either email or phone, not both");
@@ -116,7 +140,7 @@ export function parseIdentifier(input: { email?: unknown; phone?: unknown }): Co
   const raw = hasEmail ? input.email : input.phone;
   if (typeof raw !== "string") throw new InvalidRequest(`${hasEmail ? "email" : "phone"} must be a string`);
   if (raw.trim() === "") throw new IdentifierRequired();
-  return hasEmail ? { kind: "email", value: normalizeEmail(raw) } : { kind: "phone", value: normalizePhone(raw) };
+  return hasEmail ? { kind: "email", value: normalizeEmail(raw) } : { kind: "phone", value: phone(raw) };
 }
 
 /**
@@ -124,7 +148,7 @@ export function parseIdentifier(input: { email?: unknown; phone?: unknown }): Co
  * `viewer.identifiers` shows it (`{"external": "<issuer>#<subject>"}`).
  */
 export function parseRemovable(input: { email?: unknown; phone?: unknown; external?: unknown }): Identifier {
-  if (input.external === undefined || input.external === null) return parseIdentifier(input);
+  if (input.external === undefined || input.external === null) return parseIdentifier(input, heldPhone);
   if (input.email != null || input.phone != null) throw new InvalidRequest("send one of email, phone or external");
   const value = input.external;
   if (typeof value !== "string" || value.length > 2400 || value.indexOf("#") < 1 || value.endsWith("#")) {

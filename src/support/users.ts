@@ -1,7 +1,7 @@
 // The dashboard's users view, for a project's support staff (secret key only): find an
 // account, read its recent events, end its sessions. Every statement has the project in its
 // WHERE clause: another project's account is not found, exactly like no account.
-import { normalizeEmail, normalizePhone, type Identifier } from "../auth/identifiers.ts";
+import { heldPhone, normalizeEmail, type Identifier } from "../auth/identifiers.ts";
 import type { Database } from "../db/client.ts";
 import type { Deps, KeyActor } from "../deps.ts";
 import { IdentifierRequired, InvalidRequest, NotFound } from "../errors.ts";
@@ -18,7 +18,7 @@ export function parseAccountQuery(q: AccountQuery): Identifier | { id: string } 
   if (given.length === 0) throw new IdentifierRequired("give an e-mail address, a phone number or an account id");
   if (given.length > 1) throw new InvalidRequest("give only one of email, phone and accountId");
   if (q.email) return { kind: "email", value: normalizeEmail(q.email) };
-  if (q.phone) return { kind: "phone", value: normalizePhone(q.phone) };
+  if (q.phone) return { kind: "phone", value: heldPhone(q.phone) };
   return { id: q.accountId!.trim() };
 }
 
