@@ -9,6 +9,7 @@ import { inputGuardPlugin } from "./input-guard.ts";
 import { limitPlugins, listSizes } from "./limits.ts";
 import { isClientRefusal, maskError } from "./mask.ts";
 import { metricsPlugin } from "./metrics-plugin.ts";
+import { keepParseCaches, parseCaches } from "./parse-cache.ts";
 import { schema } from "./schema/index.ts";
 
 export function createGraphQL(deps: Deps) {
@@ -25,6 +26,8 @@ export function createGraphQL(deps: Deps) {
     // yoga's own bound (25 MB) piped each body through a web TransformStream into a new Request:
     // in a profile of the link benchmark, about a tenth of a trivial request's CPU.
     maxRequestBodySize: false,
+    // bounded by what the documents hold, not only their number (src/graphql/parse-cache.ts)
+    parserAndValidationCache: keepParseCaches(deps, parseCaches()),
     // metrics first: it reads the operation's name before a limit can refuse it
     plugins: [metricsPlugin(), ...limitPlugins(deps.config.graphqlLimits, listSizes(deps.config)), inputGuardPlugin(), ...graphiql.plugins],
     logging: {
