@@ -105,6 +105,23 @@ const KNOWN = (places: string) => `
     WHERE id = ANY (${places}::text[]) AND last_at > (now() - make_interval(days => ${KNOWN_FOR_DAYS})) AT TIME ZONE 'UTC' LIMIT 1`;
 
 /**
+ * A counted key of this call already at its most in its window: the call is refused whatever
+ * else it counts (docs/security.md, "Abuse limits").
+ */
+const FULL = (keys: string, maxima: string, at: string) => `
+    SELECT 1 FROM rate_limits r JOIN unnest(${keys}::text[], ${maxima}::int[], ${at}) AS m(k, mx, x) ON m.k = r.key
+    WHERE r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= m.mx AND ${APPLIES("m.x")}
+    LIMIT 1`;
+
+/**
+ * A counter that does not exist yet is made only for a call that no full counter refuses: an
+ * address past its budget sent a code start to a fresh identifier with every request, and each
+ * made a counter of that identifier there, so the refused requests of one address wrote a row
+ * apiece, as fast as it could send them. Counters that exist count every call, refused or not.
+ */
+const NEW_ONLY_IF_ROOM = "(NOT EXISTS (SELECT 1 FROM at_most) OR EXISTS (SELECT 1 FROM rate_limits e WHERE e.key = t.k))";
+
+/**
  * Never true, evaluated once: commits this statement without waiting for its WAL to reach disk.
  * Every send of a project bumps the same ceiling row (and every request of one address its
  * address row), and a row stays locked until its transaction's commit is durable, so with a
@@ -138,7 +155,8 @@ const COUNT_ALL = prepared<Row>(
       WHERE $8::text IS NOT NULL AND i.kind = $10::text::identifier_kind AND i.value = $11::text
     ),
     known AS (${KNOWN("$21")}),
-    bumped AS (${UPSERT("$1", "$2", "NOT EXISTS (SELECT 1 FROM own)", "$18::bool[]")}),
+    at_most AS (${FULL("$1", "$3", "$18::bool[]")}),
+    bumped AS (${UPSERT("$1", "$2", `NOT EXISTS (SELECT 1 FROM own) AND ${NEW_ONLY_IF_ROOM}`, "$18::bool[]")}),
     peeked AS (
       SELECT key, count, window_start, window_seconds FROM rate_limits
       JOIN unnest($6::text[], $20::bool[]) AS x(k, at) ON x.k = rate_limits.key
