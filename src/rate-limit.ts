@@ -65,6 +65,12 @@ export type Consumption = {
   unlessOwnedBy?: { projectId: string; accountId: string; identifier: Identifier };
   /** The ids of the places the call comes from (src/auth/known-places.ts placesHere), which decide the checks' `at`. */
   knownPlaces?: string[];
+  /**
+   * Whether a counter that does not exist yet is made by a call that a full counter refuses
+   * (NEW_ONLY_IF_ROOM). No, for the calls a client makes (the default). Yes, for the notice
+   * sender's messages, which countMessages counts that way and which a client does not choose.
+   */
+  newCountersWhenRefused?: boolean;
 };
 
 export type NewOtpState = {
@@ -119,7 +125,7 @@ const FULL = (keys: string, maxima: string, at: string) => `
  * made a counter of that identifier there, so the refused requests of one address wrote a row
  * apiece, as fast as it could send them. Counters that exist count every call, refused or not.
  */
-const NEW_ONLY_IF_ROOM = "(NOT EXISTS (SELECT 1 FROM at_most) OR EXISTS (SELECT 1 FROM rate_limits e WHERE e.key = t.k))";
+const NEW_ONLY_IF_ROOM = (always: string) => `(${always} OR NOT EXISTS (SELECT 1 FROM at_most) OR EXISTS (SELECT 1 FROM rate_limits e WHERE e.key = t.k))`;
 
 /**
  * Never true, evaluated once: commits this statement without waiting for its WAL to reach disk.
@@ -145,7 +151,8 @@ const RESETS_IN = "ceil(extract(epoch FROM window_start + make_interval(secs => 
  * ceilings' keys and windows (their maxima are checked by the caller); $6, $7 peeked keys and
  * maxima; $8–$11 who may already own the identifier (account, project, kind, value: the
  * account null for no such check); $12–$17 the OTP state (id null for none); $18–$20 where
- * each counted, ceiling and peeked key applies (atKnown); $21 the places' ids.
+ * each counted, ceiling and peeked key applies (atKnown); $21 the places' ids; $22 whether a
+ * refused call makes counters that do not exist yet (Consumption.newCountersWhenRefused).
  */
 const COUNT_ALL = prepared<Row>(
   "count_all",
@@ -156,7 +163,7 @@ const COUNT_ALL = prepared<Row>(
     ),
     known AS (${KNOWN("$21")}),
     at_most AS (${FULL("$1", "$3", "$18::bool[]")}),
-    bumped AS (${UPSERT("$1", "$2", `NOT EXISTS (SELECT 1 FROM own) AND ${NEW_ONLY_IF_ROOM}`, "$18::bool[]")}),
+    bumped AS (${UPSERT("$1", "$2", `NOT EXISTS (SELECT 1 FROM own) AND ${NEW_ONLY_IF_ROOM("$22::bool")}`, "$18::bool[]")}),
     peeked AS (
       SELECT key, count, window_start, window_seconds FROM rate_limits
       JOIN unnest($6::text[], $20::bool[]) AS x(k, at) ON x.k = rate_limits.key
@@ -242,6 +249,7 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
     ceilings.map(atKnown),
     peek.map(atKnown),
     c.knownPlaces ?? [],
+    c.newCountersWhenRefused ?? false,
   ]);
   const limits = new Map([...c.count, ...ceilings, ...peek].map((x) => [x.key, x.limit.max]));
   const counters = rows.filter((r) => r.what === "counter").map((r) => counterOf(r, limits.get(r.key)!, r.peeked));
@@ -281,8 +289,8 @@ const AT_MESSAGE = (checks: string, keys: string, bumped: string) => `
  * countAll for many messages at once, in one statement: what the notice sender does with a
  * batch (one message per destination, src/auth/notices.ts), so a batch costs one round trip and
  * one commit for its counts, not one per destination. Each message is counted as if by its own
- * countAll call, in order: its counters first, then its ceilings only when none of its own
- * counters refuses it. A key several messages name (an account's budget, the project's ceiling)
+ * countAll call (with newCountersWhenRefused), in order: its counters first, then its ceilings
+ * only when none of its own counters refuses it. A key several messages name (an account's budget, the project's ceiling)
  * is upserted once with their number, and each message reads the count it reached.
  * Arguments: $1–$4 the messages' own checks (key, message number from 1, window, most);
  * $5–$7 each message's ceiling, in message order (key or null, window, most).
