@@ -68,11 +68,12 @@ export function requireSecretKey<A extends Actor>(actor: A): A {
   return actor;
 }
 /**
- * `authTime`: the session's last sign-in or re-authentication. `app`: the OAuth client whose
+ * `authTime`: the session's last sign-in or re-authentication; `authAgeMs`: how long before the
+ * request that was, by the database's clock (src/auth/recent-auth.ts judges it). `app`: the OAuth client whose
  * access token this is, with the scopes the user granted it (userinfo answers their claims; past
  * userinfo only a first-party app's token gets this far); none for a token of linkgate's own
  * sign-in, which reaches every claim. Tokens re-issued for the session keep it (src/auth/sign-in.ts).
  */
-export type SignedInUser = { accountId: string; sessionId: string; authTime: Date; app?: AppGrant };
+export type SignedInUser = { accountId: string; sessionId: string; authTime: Date; authAgeMs: number; app?: AppGrant };
 export type AppGrant = { clientId: string; scopes: string[] };
 export type UserActor = Actor & { user: SignedInUser };

@@ -32,11 +32,14 @@ export async function authenticateProject(deps: Deps, creds: Omit<Credentials, "
   return { projectId: row.project_id, keyKind: row.kind, clientAddress: creds.clientAddress, userAgent: creds.userAgent ?? undefined, apiKeyId: row.id };
 }
 
+/** The database's clock in ms since the epoch, read in the statement that reads auth_time. */
+const NOW_MS = "extract(epoch FROM now())::float8 * 1000";
+
 /**
  * The API key, the token's session and its project in one statement, on the fast path
  * (src/db/fast.ts): every linking call pays for it. $1 session id, $2 API key hash, $3 account,
  * $4 the OAuth app's client id (null for linkgate's own tokens). The session's auth_time travels
- * as ms since the epoch (stored as UTC). `delegated` says the token belongs to an app that is
+ * as ms since the epoch (stored as UTC), with its age by the database's clock (authAgeOf). `delegated` says the token belongs to an app that is
  * not one of the project's own (docs/oidc.md): decided here, from the client row as it is now,
  * so marking an app third-party takes effect on its tokens' next call.
  *
@@ -47,17 +50,25 @@ export async function authenticateProject(deps: Deps, creds: Omit<Credentials, "
  * link's durable commit also waits on. The condition sits on the API key's row, read whenever
  * the touch can write (the touch needs that same key).
  */
-const AUTHENTICATE_USER = prepared<{ project_id: string; kind: KeyKind; auth_time_ms: number | null; delegated: boolean }>(
+const AUTHENTICATE_USER = prepared<{ project_id: string; kind: KeyKind; auth_time_ms: number | null; now_ms: number; delegated: boolean }>(
   "authenticate_user",
-  { project_id: "text", kind: "text", auth_time_ms: "float8", delegated: "bool" },
+  { project_id: "text", kind: "text", now_ms: "float8", auth_time_ms: "float8", delegated: "bool" },
   `WITH touched AS (${touchSessionStatement("$1", "$2")})
-   SELECT k.project_id, k.kind::text AS kind,
+   SELECT k.project_id, k.kind::text AS kind, ${NOW_MS} AS now_ms,
      (SELECT extract(epoch FROM s.auth_time AT TIME ZONE 'UTC')::float8 * 1000 FROM sessions s JOIN accounts a ON a.id = s.account_id
       WHERE ${liveSessionCondition("$1", "$3", "k.project_id")}) AS auth_time_ms,
      ($4::text IS NOT NULL AND NOT EXISTS (
         SELECT 1 FROM oauth_clients c WHERE c.client_id = $4::text AND c.project_id = k.project_id AND c.first_party)) AS delegated
    FROM api_keys k WHERE k.key_hash = $2 AND k.revoked_at IS NULL AND ${ASYNC_COMMIT}`,
 );
+
+/**
+ * How long ago the session last authenticated, by the database's clock: the one every gateway
+ * shares, and the one a sign-in and a re-authentication write auth_time with. Measured with the
+ * serving gateway's own clock, a gateway running behind kept a stale session recent for as long
+ * as it was behind (docs/operations.md, "Clocks").
+ */
+const authAgeOf = (authTimeMs: number, nowMs: number) => nowMs - authTimeMs;
 
 /** The app a verified access token was issued to, with its granted scopes; none for linkgate's own. */
 function appOf(token: { clientId?: string; scopes?: string[] }): AppGrant | undefined {
@@ -85,7 +96,7 @@ export async function authenticateUser(deps: Deps, creds: Credentials): Promise<
     keyKind: row.kind,
     clientAddress: creds.clientAddress,
     userAgent: creds.userAgent ?? undefined,
-    user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), app: appOf(verified) },
+    user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), authAgeMs: authAgeOf(row.auth_time_ms, row.now_ms), app: appOf(verified) },
   };
 }
 
@@ -96,14 +107,15 @@ export async function authenticateToken(deps: Deps, bearer: string | null, clien
   const { sub, aud, sid } = verified;
   const [row] = await run(deps.db, AUTHENTICATE_TOKEN, [sid, sub, aud]);
   if (row?.auth_time_ms == null) throw new Unauthenticated(ENDED);
-  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), app: appOf(verified) } };
+  const authAgeMs = authAgeOf(row.auth_time_ms, row.now_ms);
+  return { projectId: aud, keyKind: "publishable", clientAddress, user: { accountId: sub, sessionId: sid, authTime: new Date(row.auth_time_ms), authAgeMs, app: appOf(verified) } };
 }
 
 /** The token's live session ($1 session, $2 account, $3 project): its auth_time as ms since the epoch, or NULL. On the fast path: userinfo is a trivial request. */
-const AUTHENTICATE_TOKEN = prepared<{ auth_time_ms: number | null }>(
+const AUTHENTICATE_TOKEN = prepared<{ auth_time_ms: number | null; now_ms: number }>(
   "authenticate_token",
-  { auth_time_ms: "float8" },
-  `SELECT (SELECT extract(epoch FROM s.auth_time AT TIME ZONE 'UTC')::float8 * 1000 FROM sessions s JOIN accounts a ON a.id = s.account_id
+  { now_ms: "float8", auth_time_ms: "float8" },
+  `SELECT ${NOW_MS} AS now_ms, (SELECT extract(epoch FROM s.auth_time AT TIME ZONE 'UTC')::float8 * 1000 FROM sessions s JOIN accounts a ON a.id = s.account_id
            WHERE ${liveSessionCondition("$1::text", "$2::text", "$3::text")}) AS auth_time_ms`,
 );
 

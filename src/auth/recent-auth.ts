@@ -11,8 +11,13 @@ import { countAll } from "../rate-limit.ts";
 /** Refusals per session per window before they are worth a security event (once per window). */
 const REFUSALS_BEFORE_ALARM = { max: 5, windowSeconds: 600 };
 
-export function isRecent(deps: Deps, actor: UserActor, now = Date.now()): boolean {
-  return now - actor.user.authTime.getTime() <= deps.config.recentAuthSeconds * 1000;
+/**
+ * Judged on the session's age by the database's clock, which wrote its auth_time (a sign-in, a
+ * re-authentication): every gateway decides alike, whatever its own clock says
+ * (docs/operations.md, "Clocks").
+ */
+export function isRecent(deps: Deps, actor: UserActor): boolean {
+  return actor.user.authAgeMs <= deps.config.recentAuthSeconds * 1000;
 }
 
 /**

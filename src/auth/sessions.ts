@@ -127,8 +127,14 @@ export const ENDED = "this session has ended; sign in again";
  * `proofId`: the identifier or passkey it proved, which ends the session when it leaves the account.
  */
 export async function markReauthenticated(tx: Db | Tx, sessionId: string, method: AuthMethod, proofId: string): Promise<Date> {
-  const s = await tx.session.update({ where: { id: sessionId }, data: { authTime: new Date(), authMethod: method, reauthenticatedWith: proofId } });
-  return s.authTime;
+  // The database's now(), as a sign-in writes it (src/auth/sign-in.sql): the gateway's own clock
+  // dated a re-authentication on a gateway running ahead into the future, recent that much longer
+  // on every gateway (docs/operations.md, "Clocks").
+  const [s] = await tx.$queryRaw<{ auth_time: Date }[]>`
+    UPDATE sessions SET auth_time = now() AT TIME ZONE 'UTC', auth_method = ${method}, reauthenticated_with = ${proofId}
+    WHERE id = ${sessionId} RETURNING auth_time`;
+  if (!s) throw new Unauthenticated(ENDED);
+  return s.auth_time;
 }
 
 type Owner = { projectId: string; accountId: string };

@@ -25,7 +25,7 @@ export async function unmergeForUser(deps: Deps, support: KeyActor, accountId: s
   const [primary, secondary] = account.mergeRole === "primary" ? [account, partner] : [partner, account];
   // The primary acts, as in the user's own unmerge; there is no session behind it, and the
   // service's own check (under the accounts' locks) refuses a pair that changed meanwhile.
-  const actor: UserActor = { ...support, clientAddress: SUPPORT_STAFF, user: { accountId: primary.id, sessionId: "", authTime: new Date() } };
+  const actor: UserActor = { ...support, clientAddress: SUPPORT_STAFF, user: { accountId: primary.id, sessionId: "", authTime: new Date(), authAgeMs: 0 } };
   const record = { by: "support", api_key_id: support.apiKeyId };
   const done = await unmergeOnBehalf(deps, actor, secondary.id, record);
   deps.logger.info({ projectId: support.projectId, primaryId: primary.id, secondaryId: secondary.id, ...record }, "accounts unmerged by support");
