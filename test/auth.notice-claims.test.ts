@@ -4,12 +4,12 @@
 // larger than the window send every notice exactly once. (That a destination's notices due
 // together go out as one message is security.message-budgets' test, with one sender: two senders
 // claiming at the same moment may each take part of a destination.)
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { startNoticeSender } from "../src/auth/notices.ts";
 import { loadConfig } from "../src/config.ts";
 import { createLogger } from "../src/log.ts";
 import type { Message, Messenger } from "../src/messaging/transport.ts";
-import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { backends, openTestDatabase, serverUrl, type TestDatabase } from "./support/db.ts";
 import { until } from "./support/receiver.ts";
 
 /** More than a claim looks through (1,000), so the senders work through the window. */
@@ -69,5 +69,42 @@ describe.each(backends)("notice claims on %s", (backend) => {
     const busy = byDestination.get(BUSY) ?? [];
     expect(busy.reduce((sum, m) => sum + changes(m), 0)).toBe(BUSY_NOTICES);
     expect(byDestination.size).toBe(DESTINATIONS + 1);
+  });
+});
+
+// A notice that failed waits its retry delay by the database's clock, which claims it
+// (docs/operations.md, "Clocks"). The delay used to be added to the sending gateway's clock: one
+// running 2 minutes behind wrote a retry due 90 s in the database's past, so a failing transport
+// was tried again at once instead of 30 s later. The gateway's clock is moved with vitest's fake
+// Date, which needs a database with a clock of its own (PGlite reads the process's Date).
+describe.skipIf(!serverUrl)("a notice's retry on a gateway whose clock is behind the database's (postgres)", () => {
+  let db: TestDatabase;
+  beforeAll(async () => {
+    db = await openTestDatabase("postgres");
+    await db.prisma.$executeRawUnsafe(`INSERT INTO projects (id, name) VALUES ('prj_retry', 'retry')`);
+  });
+  afterAll(() => db?.close());
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("is due its first delay after the failure, by the database's clock", async () => {
+    await db.prisma.$executeRawUnsafe(`
+      INSERT INTO notices (id, project_id, kind, value, subject, text, next_attempt_at, created_at)
+      VALUES ('ntc_retry', 'prj_retry', 'email', 'late@example.com', 'A passkey was added', 'A passkey was added',
+              now() AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC')`);
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
+    vi.setSystemTime(new Date(Date.now() - 2 * 60_000));
+    const failing: Messenger = { send: async () => Promise.reject(new Error("smtp: 451 try again later")), close() {} };
+    const sender = startNoticeSender({ db, messenger: failing, logger: createLogger("silent"), limits, scheduleMs: [30_000, 120_000], pollMs: 50 });
+    try {
+      await until(() => db.prisma.notice.findUniqueOrThrow({ where: { id: "ntc_retry" } }), (n) => n.lastError !== null);
+    } finally {
+      await sender.stop();
+    }
+    const [{ due_in_ms }] = await db.prisma.$queryRaw<{ due_in_ms: number }[]>`
+      SELECT (extract(epoch FROM next_attempt_at - now() AT TIME ZONE 'UTC') * 1000)::float8 AS due_in_ms FROM notices WHERE id = 'ntc_retry'`;
+    expect(due_in_ms).toBeGreaterThan(25_000);
+    expect(due_in_ms).toBeLessThanOrEqual(30_000);
   });
 });

@@ -182,12 +182,20 @@ async function postpone(db: Database, held: Array<{ ids: string[]; seconds: numb
   await run(db, POSTPONE, [ids, held.flatMap((h) => h.ids.map(() => h.seconds))]);
 }
 
+/**
+ * A failed notice waits its delay by the database's clock, which the claim reads
+ * (docs/operations.md, "Clocks"): added to this gateway's clock, one running behind wrote a retry
+ * already due, and a failing transport was tried again at once.
+ */
 async function recordFailure(db: Db, n: Claimed, error: string, schedule: number[]) {
   const delay = schedule[n.attempts - 1];
-  await db.notice.update({
-    where: { id: n.id },
-    data: delay === undefined ? { status: "failed", lastError: error } : { nextAttemptAt: new Date(Date.now() + delay), lastError: error },
-  });
+  if (delay === undefined) {
+    await db.notice.update({ where: { id: n.id }, data: { status: "failed", lastError: error } });
+    return;
+  }
+  await db.$executeRaw`
+    UPDATE notices SET next_attempt_at = (now() + make_interval(secs => ${delay / 1000}::float8)) AT TIME ZONE 'UTC', last_error = ${error}
+    WHERE id = ${n.id}`;
 }
 
 export type { NoticeSender };
