@@ -126,19 +126,19 @@ export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId
   return replayOfSuccess(db, key, binding, stateId, code);
 }
 
+/**
+ * The stored answer of a state a right code already used, for a client retrying its verify, while
+ * the state lives. Expiry is the database's now(), as otp_judge's and as the state's expires_at was
+ * written: this gateway's clock, running behind, answered a code's tokens again after it expired
+ * (docs/operations.md, "Clocks").
+ */
 async function replayOfSuccess(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string): Promise<CheckedOtp> {
-  const done = await db.otpState.findFirst({
-    where: {
-      id: stateId,
-      projectId: binding.projectId,
-      purpose: binding.purpose,
-      accountId: binding.accountId,
-      sessionId: binding.sessionId ?? null,
-      consumedAt: { not: null },
-      expiresAt: { gt: new Date() },
-    },
-  });
-  if (done?.result != null && safeEqual(done.codeHash, codeHash(key, stateId, code))) {
+  const [done] = await db.$queryRaw<{ kind: Identifier["kind"]; value: string; code_hash: string; result: unknown }[]>`
+    SELECT kind::text AS kind, value, code_hash, result FROM otp_states
+    WHERE id = ${stateId} AND project_id = ${binding.projectId} AND purpose = ${binding.purpose}::otp_purpose
+      AND account_id IS NOT DISTINCT FROM ${binding.accountId} AND session_id IS NOT DISTINCT FROM ${binding.sessionId ?? null}
+      AND consumed_at IS NOT NULL AND expires_at > now()`;
+  if (done?.result != null && safeEqual(done.code_hash, codeHash(key, stateId, code))) {
     return { identifier: { kind: done.kind, value: done.value }, result: done.result };
   }
   throw new OTPInvalid();
