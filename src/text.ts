@@ -37,3 +37,19 @@ export function unstorableTextPath(root: unknown): string | undefined {
 function printableKey(key: string): string {
   return isStorableText(key) ? key : JSON.stringify(key);
 }
+
+/**
+ * Control characters (C0, DEL, C1: a line break, an ANSI escape) and the bidirectional
+ * embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069). A name someone chooses is
+ * shown to others (an account's name on the dashboard and to every app, a passkey's, an app's on
+ * the consent page, a provider's on the pages and in mail), where one of these garbles or
+ * disguises the text around it: "‮" shows the rest of the line reversed. No name needs one;
+ * right-to-left scripts and joiners (U+200C, U+200D) are left alone (docs/security.md, "Input,
+ * tenants and pages").
+ */
+const DISGUISING = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/u;
+
+/** Whether a name shown to others holds a character that would garble or disguise it. */
+export function isDisguising(s: string): boolean {
+  return DISGUISING.test(s);
+}

@@ -19,6 +19,7 @@ import { requireRecentAuth } from "./recent-auth.ts";
 import { handOnProofs } from "./proofs.ts";
 import { endSessionsSignedInWith, lockForSession, markReauthenticated } from "./sessions.ts";
 import { holderPrimaryOf, issueTokens, reissueTokens, startSession, type TokenResponse } from "./sign-in.ts";
+import { isDisguising } from "../text.ts";
 
 /**
  * @simplewebauthn/server, loaded at the first passkey ceremony: with the certificate parsers it
@@ -178,6 +179,8 @@ export type PasskeyView = { id: string; name: string; createdAt: Date; lastUsedA
 function passkeyName(name: unknown): string {
   if (name === undefined || name === null) return "Passkey";
   if (typeof name !== "string" || name.trim().length === 0 || name.length > 100) throw new InvalidRequest("a passkey's name is 1 to 100 characters");
+  // shown on the operator's dashboard beside the account's other facts (src/text.ts)
+  if (isDisguising(name.trim())) throw new InvalidRequest("a passkey's name must not contain control or bidirectional override characters");
   return name.trim();
 }
 

@@ -7,6 +7,7 @@ import { loadAccount, userEventData, userObject } from "./accounts.ts";
 import { consumePerAccount, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 import { lockForSession } from "./sessions.ts";
+import { isDisguising } from "../text.ts";
 
 /** What each operation refuses with, besides bad credentials: its GraphQL field lists exactly these. */
 export const PROFILE_ERRORS = {
@@ -26,6 +27,9 @@ export const PROFILE_UPDATES_PER_ACCOUNT: Limit = { max: 30, windowSeconds: 600 
 export async function updateProfile(deps: Deps, actor: UserActor, input: { name: unknown }) {
   if (typeof input.name !== "string" || input.name.length > 200) throw new InvalidRequest("name must be a string of at most 200 characters");
   const name = input.name.trim() || null;
+  // shown to the operator (dashboard) and to every app and webhook: nothing that garbles or
+  // disguises the text around it (src/text.ts)
+  if (name !== null && isDisguising(name)) throw new InvalidRequest("name must not contain control or bidirectional override characters");
   // the name reaches every app (ID tokens, userinfo) and webhook: a stale, stolen token must not set it
   await requireRecentAuth(deps, actor);
   const { projectId, user } = actor;

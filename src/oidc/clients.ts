@@ -9,6 +9,7 @@ import { transaction } from "../db/transaction.ts";
 import { InvalidRequest, NotFound } from "../errors.ts";
 import type { OAuthClient } from "../generated/prisma/client.ts";
 import { endGrants } from "./grants.ts";
+import { isDisguising } from "../text.ts";
 
 export type ClientType = "public" | "confidential";
 export type ClientInput = { name?: string | null; redirectUris?: readonly string[] | null; type?: ClientType | null; firstParty?: boolean | null };
@@ -30,6 +31,8 @@ export function secretMatches(secretHash: string | null | undefined, presented: 
 function checkName(name: unknown): string {
   const n = typeof name === "string" ? name.trim() : "";
   if (!n || n.length > MAX_NAME) throw new InvalidRequest(`name must be 1 to ${MAX_NAME} characters`);
+  // the consent page asks users "Allow <name>?": nothing that garbles or disguises it (src/text.ts)
+  if (isDisguising(n)) throw new InvalidRequest("name must not contain control or bidirectional override characters");
   return n;
 }
 

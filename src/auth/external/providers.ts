@@ -10,6 +10,7 @@ import type { Tx } from "../../db/client.ts";
 import { lockAccounts } from "../../db/locks.ts";
 import { DecideAgain, transaction } from "../../db/transaction.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
+import { isDisguising } from "../../text.ts";
 import { PRESETS, type Preset } from "./presets.ts";
 import { forgetProvider, type UpstreamProvider } from "./upstream.ts";
 
@@ -90,7 +91,7 @@ function text(value: unknown, field: string, max: number): string {
   // the display name goes into pages and the subject of mail to users, where a control or a
   // bidirectional override character would garble or disguise it; no field has a use for one
   // inside it (a pasted secret's trailing newline is trimmed, as before)
-  if (/[\p{Cc}\u202a-\u202e\u2066-\u2069]/u.test(trimmed)) throw new InvalidRequest(`${field} must not contain control characters`);
+  if (isDisguising(trimmed)) throw new InvalidRequest(`${field} must not contain control characters`);
   return trimmed;
 }
 

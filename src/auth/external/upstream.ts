@@ -11,7 +11,7 @@ import * as oidc from "openid-client";
 import { Agent, fetch as undiciFetch, Response as UndiciResponse } from "undici";
 import type { Deps } from "../../deps.ts";
 import { ExternalSignInFailed, UpstreamUnavailable } from "../../errors.ts";
-import { isStorableText } from "../../text.ts";
+import { isDisguising, isStorableText } from "../../text.ts";
 import { normalizeEmail } from "../identifiers.ts";
 import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { githubEndpoints, PRESETS, type Preset } from "./presets.ts";
@@ -252,8 +252,13 @@ function storable(identity: UpstreamIdentity): UpstreamIdentity {
   if (!identity.subject || !ok(identity.subject, 255) || !ok(identity.issuer, 2048)) {
     throw new ExternalSignInFailed("the identity provider sent a user id that is not usable text");
   }
-  const email = ok(identity.email, 320) ? claimedEmail(identity.email) : null;
-  return { ...identity, email, emailVerified: email !== null && identity.emailVerified, name: ok(identity.name, 200) ? identity.name : null };
+  // profile claims are shown to others (the account's name on the dashboard and to every app, the
+  // claims on the account page): one that would garble or disguise what is around it is dropped
+  // too (src/text.ts), judged as it is spelled once stored (an address's line end is trimmed)
+  const shown = (s: string | null): s is string => s !== null && !isDisguising(s.trim());
+  const claimed = ok(identity.email, 320) ? claimedEmail(identity.email) : null;
+  const email = shown(claimed) ? claimed : null;
+  return { ...identity, email, emailVerified: email !== null && identity.emailVerified, name: ok(identity.name, 200) && shown(identity.name) ? identity.name : null };
 }
 
 /**

@@ -35,7 +35,7 @@ export const OAuthClient = builder.prismaObject("OAuthClient", {
 const OAuthClientInput = builder.inputType("OAuthClientInput", {
   description: "A client's settings. Creating one needs `name`, `redirectUris` and `type`; an update changes only the fields given.",
   fields: (t) => ({
-    name: t.string({ description: "1 to 100 characters, shown on the consent page." }),
+    name: t.string({ description: "1 to 100 characters, with no control or bidirectional override characters; shown on the consent page." }),
     redirectUris: t.stringList({
       description: "1 to 20 absolute URIs without a fragment: https, http on a loopback host only, or an app's private-use scheme (com.example.app:/cb).",
     }),

@@ -111,7 +111,7 @@ builder.mutationFields((t) => ({
         required: true,
         description: "The PublicKeyCredential navigator.credentials.create returned, as JSON (@simplewebauthn/browser's startRegistration gives it so).",
       }),
-      name: t.arg.string({ description: "A name for it, 1 to 100 characters; \"Passkey\" when not given." }),
+      name: t.arg.string({ description: "A name for it, 1 to 100 characters, with no control or bidirectional override characters; \"Passkey\" when not given." }),
     },
     errors: { types: [...PASSKEY_ERRORS.finishRegistration], union: resultOf("The new Passkey") },
     resolve: async (query, _, args, ctx) => {
@@ -150,7 +150,7 @@ builder.mutationFields((t) => ({
     description: `Renames one of the account's passkeys. ${NEEDS.user}`,
     args: {
       id: t.arg.id({ required: true, description: "The passkey's id." }),
-      name: t.arg.string({ required: true, description: "The new name, 1 to 100 characters." }),
+      name: t.arg.string({ required: true, description: "The new name, 1 to 100 characters, with no control or bidirectional override characters." }),
     },
     errors: { types: [...PASSKEY_ERRORS.rename], union: resultOf("The renamed Passkey") },
     resolve: async (query, _, args, ctx) => {

@@ -149,7 +149,7 @@ builder.mutationFields((t) => ({
     type: Account,
     authScopes: { user: true },
     description: `Sets the account's display name; emits user.updated when the name changes. At most 30 changes in 10 minutes per account. ${NEEDS.recentUser}`,
-    args: { name: t.arg.string({ required: true, description: "At most 200 characters; blank (or only spaces) clears the name." }) },
+    args: { name: t.arg.string({ required: true, description: "At most 200 characters, with no control or bidirectional override characters; blank (or only spaces) clears the name." }) },
     errors: { types: [...PROFILE_ERRORS.update], union: resultOf("The updated Account") },
     resolve: async (query, _, args, ctx) => {
       const actor = await ctx.user();

@@ -1,0 +1,120 @@
+// Names that strangers choose are shown to others: an account's name (by the user, or by an
+// identity provider's `name` claim) on the operator's dashboard and in every app and webhook, a
+// passkey's name on the dashboard, an app's name on the consent page users decide on. A control
+// character (a line break, an ANSI escape) or a bidirectional override would garble or disguise
+// what is shown around it ("‮" reverses the rest of the line), so none of these names may hold
+// one, as a provider's display name may not (docs/security.md, "Input, tenants and pages").
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { backends } from "./support/db.ts";
+import type { Harness } from "./support/app.ts";
+import { SoftAuthenticator } from "./support/authenticator.ts";
+import { ORIGIN, type RegisteredClient } from "./support/oidc.ts";
+import type { UpstreamOidc } from "./support/upstream.ts";
+import { externalSignIn, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
+
+const tag = `t${randomBytes(3).toString("hex")}`;
+let seq = 0;
+
+/** Names that must not be stored: a line break, an ANSI escape, each bidirectional override and isolate. */
+const DISGUISED = [
+  "Ada\nBcc: x@example.com",
+  "Ada\u001b[2K\u001b[1AAdmin",
+  "Ada\u0085Lovelace",
+  "Ada \u202eecalevoL",
+  "Ada \u202aLovelace",
+  "Ada \u2067Lovelace\u2069",
+];
+/** Names people have, which stay: other scripts, right-to-left ones, joiners within a word. */
+const FINE = ["Ada Lovelace", "אדה לאבלייס", "آدا لاولیس", "نی\u200cها", "👩\u200d💻 Ada", "O'Brien <Ada>"];
+
+describe.each(backends)("names shown to others on %s", (backend) => {
+  let h: Harness;
+  let google: UpstreamOidc;
+  let app: RegisteredClient;
+  let world: ExternalWorld | undefined;
+  beforeAll(async () => {
+    world = await startExternalWorld(backend, "https://app.example/after-sign-in");
+    ({ h, google, app } = world);
+  });
+  afterAll(async () => {
+    await world?.close();
+  });
+
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+  it("an account's name: updateProfile refuses control and bidirectional override characters", async () => {
+    const user = await h.signIn({ email: `names-${tag}@example.com` });
+    const rename = async (name: string) =>
+      (await h.gql(`mutation($n: String!) { updateProfile(name: $n) { __typename ... on Account { name } ... on Error { message } } }`, { n: name }, bearer(user.token)))
+        .body.data.updateProfile;
+    for (const name of DISGUISED) {
+      expect(await rename(name), JSON.stringify(name)).toEqual({ __typename: "InvalidRequest", message: "name must not contain control or bidirectional override characters" });
+    }
+    expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: user.accountId } })).name).toBeNull();
+    for (const name of FINE) expect(await rename(name)).toEqual({ __typename: "Account", name });
+  });
+
+  it("a passkey's name: registering and renaming refuse them", async () => {
+    const user = await h.signIn({ email: `passkey-names-${tag}@example.com` });
+    const headers = { ...bearer(user.token), "x-api-key": h.publishableKey };
+    const auth = new SoftAuthenticator(ORIGIN);
+    const register = async (name: string) => {
+      const opts = await h.call("POST", "/auth/passkey/registration/options", { headers });
+      return h.call("POST", "/auth/passkey/registration/verify", { body: { response: auth.create(opts.body), name }, headers });
+    };
+    const refused = await register("Phone \u202eenohP");
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ error: "InvalidRequest", message: "a passkey's name must not contain control or bidirectional override characters" });
+    expect(await h.db.prisma.passkey.count({ where: { accountId: user.accountId } })).toBe(0);
+
+    const created = await register("Phone");
+    expect(created.status).toBe(200);
+    const id = created.body.passkey.id as string;
+    for (const name of DISGUISED) {
+      const r = await h.call("POST", "/auth/passkey/rename", { body: { id, name }, headers });
+      expect(r.status, JSON.stringify(name)).toBe(400);
+    }
+    expect((await h.db.prisma.passkey.findUniqueOrThrow({ where: { id } })).name).toBe("Phone");
+    for (const name of FINE) expect((await h.call("POST", "/auth/passkey/rename", { body: { id, name }, headers })).body.passkey.name).toBe(name);
+  });
+
+  it("an app's name, shown on the consent page: createOAuthClient and updateOAuthClient refuse them", async () => {
+    const create = async (name: string) =>
+      (
+        await h.gql(`mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename ... on Error { message } ... on OAuthClientWithSecret { client { id name } } } }`, {
+          input: { name, redirectUris: ["https://app.example/cb"], type: "PUBLIC", firstParty: false },
+        })
+      ).body.data.createOAuthClient;
+    const before = await h.db.prisma.oAuthClient.count();
+    for (const name of DISGUISED) {
+      expect(await create(name), JSON.stringify(name)).toEqual({ __typename: "InvalidRequest", message: "name must not contain control or bidirectional override characters" });
+    }
+    expect(await h.db.prisma.oAuthClient.count()).toBe(before);
+    const made = await create("Acme");
+    const update = async (name: string) =>
+      (
+        await h.gql(`mutation($id: ID!, $input: OAuthClientInput!) { updateOAuthClient(id: $id, input: $input) { __typename ... on Error { message } } }`, {
+          id: made.client.id,
+          input: { name },
+        })
+      ).body.data.updateOAuthClient;
+    expect(await update("Acme \u202eemcA")).toMatchObject({ __typename: "InvalidRequest" });
+    expect((await h.db.prisma.oAuthClient.findFirstOrThrow({ where: { id: made.client.id } })).name).toBe("Acme");
+  });
+
+  it("an identity provider's name and e-mail claims holding them are dropped, as any unusable profile claim is", async () => {
+    const sub = `g-${tag}-${++seq}`;
+    google.loginAs({ sub, email: `not an address \u202emoc.elpmaxe@ada`, email_verified: false, name: "Ada\u001b[2J \u202eecalevoL" });
+    const r = await externalSignIn(h, google, "google", app.redirectUri);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const account = await h.db.prisma.account.findUniqueOrThrow({ where: { id: r.body.account_id }, include: { identifiers: { include: { external: true } } } });
+    expect(account.name).toBeNull();
+    expect(account.identifiers[0].external).toMatchObject({ name: null, email: null, emailVerified: false });
+
+    // a name people have is kept
+    google.loginAs({ sub: `g-${tag}-${++seq}`, email: `ada-${tag}@example.com`, email_verified: true, name: "آدا لاولیس" });
+    const fine = await externalSignIn(h, google, "google", app.redirectUri);
+    expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: fine.body.account_id } })).name).toBe("آدا لاولیس");
+  });
+});
