@@ -3,6 +3,7 @@
 import { useState } from "preact/hooks";
 import { gql, isError, type ApiError } from "./api.ts";
 import { OPERATIONS } from "./operations.ts";
+import { isolated } from "../../ui/text.ts";
 import { FieldError, fmtTime, message, usePoll } from "./ui.tsx";
 
 type ClientType = "PUBLIC" | "CONFIDENTIAL";
@@ -72,7 +73,7 @@ function AppItem({ client, onSecret }: { client: OAuthClient; onSecret: (secret:
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const rotate = async () => {
-    if (!confirm(`Rotate the secret of ${client.name}? The current secret stops working at once.`)) return;
+    if (!confirm(`Rotate the secret of ${isolated(client.name)}? The current secret stops working at once.`)) return;
     setBusy(true);
     setError(null);
     try {

@@ -3,6 +3,7 @@
 // its sessions, and unmerge it on its user's behalf after a confirmation naming both accounts.
 // The account shown is in the URL (#/users/<id>), so a reload or a link shows it again.
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { isolated } from "../../ui/text.ts";
 import { describeUserAgent } from "../../ui/user-agent.ts";
 import {
   accountQueryOf,
@@ -130,7 +131,7 @@ const kindName = (i: Pick<Identifier, "kind">) => (i.kind === "email" ? "E-mail"
 /** How an account is named to a person: its e-mail or phone, and its id. */
 function nameOf(a: { id: string; identifiers: Identifier[] }) {
   const first = a.identifiers[0]?.value;
-  return first ? `${a.id} (${first})` : a.id;
+  return first ? `${a.id} (${isolated(first)})` : a.id;
 }
 
 function AccountView({ account: a, onChanged }: { account: Account; onChanged: () => void }) {
@@ -243,7 +244,12 @@ function AccountView({ account: a, onChanged }: { account: Account; onChanged: (
               <a href={`#/users/${encodeURIComponent(partner.id)}`} class="url">
                 {partner.id}
               </a>
-              {partner.name && <span> · {partner.name}</span>}
+              {partner.name && (
+                <span>
+                  {" · "}
+                  <span class="value">{partner.name}</span>
+                </span>
+              )}
             </p>
             <IdentifierList identifiers={partner.identifiers} />
             {mode === "confirm-unmerge" ? (
@@ -279,7 +285,7 @@ function AccountView({ account: a, onChanged }: { account: Account; onChanged: (
             <ul class="plain">
               {a.sessions.map((s) => (
                 <li key={s.id}>
-                  <strong>{describeUserAgent(s.userAgent)}</strong>
+                  <strong class="value">{describeUserAgent(s.userAgent)}</strong>
                   <span class="muted">
                     {" "}
                     · signed in {fmtTime(s.createdAt)} · last used {fmtTime(s.lastUsedAt)} · from {s.clientAddress ?? "an unknown address"}
@@ -316,7 +322,7 @@ function AccountView({ account: a, onChanged }: { account: Account; onChanged: (
           <ul class="plain">
             {a.passkeys.map((k) => (
               <li key={k.id}>
-                <strong>{k.name}</strong>
+                <strong class="value">{k.name}</strong>
                 <span class="muted">
                   {" "}
                   · {k.deviceType === "multiDevice" ? "synced" : "one device"} · added {fmtTime(k.createdAt)} · last used {fmtTime(k.lastUsedAt)}

@@ -329,7 +329,7 @@ function IdentifierRow(props: { identifier: Identifier; only: boolean; reload: R
           id={`remove-${i.id}`}
           text={
             <>
-              Remove <strong>{i.kind === "external" ? `${kindLabel(i)} (${shownValue(i)})` : i.value}</strong> from your account? It will no longer sign in here.
+              Remove <strong class="value">{i.kind === "external" ? `${kindLabel(i)} (${shownValue(i)})` : i.value}</strong> from your account? It will no longer sign in here.
             </>
           }
           action="Remove"
@@ -806,7 +806,7 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
           id={`remove-${p.id}`}
           text={
             <>
-              Remove the passkey <strong>{p.name}</strong>? It will no longer sign in to your account.
+              Remove the passkey <strong class="value">{p.name}</strong>? It will no longer sign in to your account.
             </>
           }
           action="Remove passkey"
