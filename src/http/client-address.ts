@@ -57,13 +57,14 @@ export function normalize(hop: string): string {
 export function deviceCookie(issuer: string | undefined): MiddlewareHandler {
   const issuerHttps = issuer?.startsWith("https:") ?? false;
   return async (c, next) => {
-    const secure = issuerHttps || new URL(c.req.url).protocol === "https:";
-    const prefixed = secure ? getCookie(c, DEVICE_COOKIE, "host") : undefined;
-    const earlier = getCookie(c, DEVICE_COOKIE);
-    const device = withDevice(prefixed ?? earlier);
+    // one parse of the Cookie header; a __Host- cookie exists only where https set it
+    const cookies = getCookie(c);
+    const earlier = cookies[DEVICE_COOKIE];
+    const device = withDevice(cookies[`__Host-${DEVICE_COOKIE}`] ?? earlier);
     await device.run(next);
     const issued = device.issued();
     if (issued && c.res.status < 400) {
+      const secure = issuerHttps || new URL(c.req.url).protocol === "https:";
       const options = { httpOnly: true, sameSite: "Lax", secure, path: "/", maxAge: DEVICE_COOKIE_MAX_AGE } as const;
       setCookie(c, DEVICE_COOKIE, issued, secure ? { ...options, prefix: "host" } : options);
       if (secure && earlier !== undefined) deleteCookie(c, DEVICE_COOKIE, { path: "/", secure: true });
