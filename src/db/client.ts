@@ -153,8 +153,14 @@ async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNE
  * not keep through the operating system's own cache, and the embedded database is for trying
  * linkgate out and for small installations (README, "When to move from PGlite"), whose hot
  * pages fit in 32 MB.
+ *
+ * And UTC, as every Postgres connection (openPostgres): PGlite's initdb writes the machine's
+ * time zone into the cluster's postgresql.conf, as a fixed offset. On a laptop in New York
+ * (`Etc/GMT+5`) `now()` wrote times five hours behind the ones the gateway writes, so a code's
+ * expiry, checked against the database's clock, was five hours late, and in Berlin an hour
+ * early: every code had expired when it was sent.
  */
-const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, "-c", "shared_buffers=32MB"];
+const PGLITE_START_PARAMS = [...PGlite.defaultStartParams, "-c", "shared_buffers=32MB", "-c", "TimeZone=UTC"];
 
 async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
   const dir = dataDir.startsWith("memory://") ? dataDir : path.resolve(dataDir, "pglite");

@@ -47,7 +47,8 @@ export async function startHarness(backend: Backend, opts: HarnessOptions = {}):
   }
 }
 
-async function harnessOn(db: TestDatabase, opts: HarnessOptions): Promise<Harness> {
+/** A harness on a database the test opened itself (closed with the harness). */
+export async function harnessOn(db: TestDatabase, opts: HarnessOptions = {}): Promise<Harness> {
   const mailbox = await startMailbox();
   const adminToken = randomBytes(24).toString("hex");
   const apiKey = `lg_sk_test_${randomBytes(24).toString("base64url")}`;
