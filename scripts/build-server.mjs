@@ -13,6 +13,7 @@
 // type checking here: `npm run typecheck` does that, and an install must not fail on a type
 // error that tsx would have run anyway.
 import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
@@ -40,7 +41,13 @@ function stale() {
 if (process.argv.includes("--if-stale") && !stale()) process.exit(0);
 
 /** The commands package.json and bin/linkgate.mjs run (dist/<name>.js), and their sources. */
-const ENTRIES = { main: "src/main.ts", worker: "src/worker.ts", cli: "src/cli/main.ts", "migrate-cli": "src/db/migrate-cli.ts" };
+const ENTRIES = {
+  main: "src/main.ts",
+  worker: "src/worker.ts",
+  cli: "src/cli/main.ts",
+  "migrate-cli": "src/db/migrate-cli.ts",
+  "pglite-seed": "src/db/pglite-seed-cli.ts",
+};
 
 /**
  * PGlite's Postgres and Prisma's query compiler are WebAssembly. V8 compiles each function with
@@ -57,7 +64,7 @@ const ENTRIES = { main: "src/main.ts", worker: "src/worker.ts", cli: "src/cli/ma
  * 6.4 -> 5.5 s. (Node 20's V8 reads the flag whenever it would tier a function up; switching it
  * back was checked to resume tiering.)
  */
-const BRIEF = new Set(["cli", "migrate-cli"]);
+const BRIEF = new Set(["cli", "migrate-cli", "pglite-seed"]);
 
 /**
  * dist/<name>.js turns source maps on, then loads its bundle: a stack trace in the log names
@@ -121,3 +128,9 @@ for (const f of files(src)) {
 // Dated when the build began: a source saved while it ran makes the next --if-stale build again.
 writeFileSync(stamp, `${started.toISOString()}\n`);
 utimesSync(stamp, started, started);
+
+// The empty PGlite cluster first starts copy instead of running initdb (src/db/pglite-seed.ts):
+// made once per PGlite version, so every later build finds it and moves on. Without it a first
+// start on PGlite runs initdb as it always did, so an install that cannot make it still works.
+const seeded = spawnSync(process.execPath, [path.join(dist, "pglite-seed.js")], { stdio: "inherit" });
+if (seeded.status !== 0) console.warn("linkgate: could not prepare PGlite's empty cluster; a first start on PGlite will make it (slower)");

@@ -11,6 +11,7 @@ import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client.ts";
 import { shareConnections } from "./connection-share.ts";
 import { lockPgliteFolder } from "./pglite-lock.ts";
+import { adoptPgliteSeed } from "./pglite-seed.ts";
 
 export type Db = PrismaClient;
 export type Tx = Parameters<Parameters<PrismaClient["$transaction"]>[0]>[0];
@@ -177,6 +178,8 @@ async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
   }
   let pglite: PGlite;
   try {
+    // a first start copies the empty cluster the install made instead of running initdb
+    if (!snapshot && !dir.startsWith("memory://")) adoptPgliteSeed(dir);
     pglite = await PGlite.create({ dataDir: dir, startParams: PGLITE_START_PARAMS, ...(snapshot ? { loadDataDir: snapshot } : {}) });
   } catch (err) {
     unlock();

@@ -1,0 +1,84 @@
+// A first start on an empty PGlite folder copies the empty cluster the install prepared
+// (src/db/pglite-seed.ts) instead of running initdb: the folder then holds that cluster, a copy
+// cut off half-way is made again, and a folder that holds a database is never touched.
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../src/db/client.ts";
+import { applyMigrations } from "../src/db/migrations.ts";
+import { adoptPgliteSeed, pgliteSeedDir } from "../src/db/pglite-seed.ts";
+
+const folders: string[] = [];
+afterAll(() => folders.forEach((f) => rmSync(f, { recursive: true, force: true })));
+const dataDir = () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "linkgate-seed-"));
+  folders.push(dir);
+  return dir;
+};
+
+const seed = pgliteSeedDir();
+/** A cluster's system identifier: the first 8 bytes of global/pg_control, which initdb draws anew for every cluster. */
+const identifierOf = (cluster: string) => readFileSync(path.join(cluster, "global", "pg_control")).readBigUInt64LE(0);
+
+async function openedIdentifier(dir: string): Promise<bigint> {
+  const db = await openDatabase({ dataDir: dir });
+  try {
+    await applyMigrations(db.adapterFactory);
+    const rows = await db.prisma.$queryRaw<{ id: string }[]>`SELECT system_identifier::text AS id FROM pg_control_system()`;
+    return BigInt(rows[0].id);
+  } finally {
+    await db.close();
+  }
+}
+
+describe("the prepared PGlite cluster", () => {
+  it("is made by the install (the build), once per PGlite version", () => {
+    expect(existsSync(path.join(seed, "PG_VERSION"))).toBe(true);
+    expect(path.basename(seed)).toMatch(/^pglite-\d+\.\d+\.\d+/);
+  });
+
+  it("is what a first start on an empty folder begins from, and migrations then run on it", async () => {
+    const dir = dataDir();
+    expect(await openedIdentifier(dir)).toBe(identifierOf(seed));
+    // the folder is a database of its own from then on: starting again keeps it
+    expect(await openedIdentifier(dir)).toBe(identifierOf(seed));
+  });
+
+  it("is copied again over a copy cut off before its end", async () => {
+    const dir = dataDir();
+    const cluster = path.join(dir, "pglite");
+    mkdirSync(cluster, { recursive: true });
+    // a start killed half-way: some of the files, and never PG_VERSION, which is copied last
+    for (const entry of readdirSync(seed).filter((e) => e !== "PG_VERSION").slice(0, 5)) {
+      cpSync(path.join(seed, entry), path.join(cluster, entry), { recursive: true });
+    }
+    expect(await openedIdentifier(dir)).toBe(identifierOf(seed));
+  });
+
+  it("is never copied over a folder that holds a database", async () => {
+    const dir = dataDir();
+    const db = await openDatabase({ dataDir: dir });
+    await applyMigrations(db.adapterFactory);
+    await db.prisma.$executeRawUnsafe("CREATE TABLE kept (v int)");
+    await db.prisma.$executeRawUnsafe("INSERT INTO kept VALUES (42)");
+    await db.close();
+    expect(adoptPgliteSeed(path.join(dir, "pglite"))).toBe(false);
+    const again = await openDatabase({ dataDir: dir });
+    try {
+      expect(await again.prisma.$queryRawUnsafe("SELECT v FROM kept")).toEqual([{ v: 42 }]);
+    } finally {
+      await again.close();
+    }
+  });
+
+  it("missing, leaves the folder to PGlite's initdb", () => {
+    const dir = dataDir();
+    expect(adoptPgliteSeed(dir, path.join(dir, "no-such-seed"))).toBe(false);
+    expect(readdirSync(dir)).toEqual([]);
+    // and one whose copy never finished is not taken for a cluster either
+    const half = dataDir();
+    copyFileSync(path.join(seed, "postgresql.conf"), path.join(half, "postgresql.conf"));
+    expect(adoptPgliteSeed(dataDir(), half)).toBe(false);
+  });
+});
