@@ -11,7 +11,7 @@ import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
-import type { RegisteredClient } from "./support/oidc.ts";
+import { registerClient, type RegisteredClient } from "./support/oidc.ts";
 import type { UpstreamOidc } from "./support/upstream.ts";
 import { externalSignIn, externalValue, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
 
@@ -120,6 +120,65 @@ describe.skipIf(chromiumMissing)(`values strangers chose stay isolated in Chromi
     const question = row.locator(".confirm p");
     await question.waitFor();
     expect(await inReadingOrder(question, ["from", "your", "account?", "It will", "no longer", "sign in"])).toBe(true);
+    await page.context().close();
+  });
+
+  it("the account page: the line saying what each change did", async () => {
+    // names no build lets anyone choose now (src/text.ts isDisguising), but earlier ones stored:
+    // written here as such a build left them
+    const { prisma } = h.db;
+    const passkeyName = `\u202e${tag}-yek`;
+    await prisma.passkey.create({
+      data: { id: `pk_${tag}`, projectId: h.projectId, accountId: user.accountId, credentialId: `cred-${tag}`, publicKey: Buffer.from(randomBytes(32)), deviceType: "singleDevice", backedUp: false, name: passkeyName },
+    });
+    const other = await registerClient(h, { firstParty: false, redirectUris: ["https://notes.example/callback"] });
+    await prisma.oAuthClient.update({ where: { id: other.id }, data: { name: `\u202e${tag}-ppa` } });
+    await prisma.oAuthConsent.create({ data: { accountId: user.accountId, clientId: other.clientId, projectId: h.projectId, scopes: ["openid", "email"] } });
+    const otherEmail = `b-${tag}@example.com`;
+    const b = await h.signIn({ email: otherEmail });
+    await prisma.account.update({ where: { id: b.accountId }, data: { name: `\u202e${tag}-eman` } });
+
+    const session = { accessToken: user.accessToken, idToken: user.idToken, accountId: user.accountId, expiresAt: Date.now() + user.expiresIn * 1000 };
+    const page = await open("/account", { "linkgate.session": JSON.stringify(session) });
+    const done = (section: string) => page.locator(`section[aria-labelledby="${section}"] > .ok`);
+
+    // an app allowed: withdrawn
+    await page.locator(`li[data-app="${other.clientId}"]`).getByRole("button", { name: "Remove" }).click();
+    await done("apps-title").filter({ hasText: "can no longer" }).waitFor();
+    expect(await inReadingOrder(done("apps-title"), ["can", "no longer", "use your", "account:"])).toBe(true);
+
+    // a passkey: removed
+    const key = page.locator(`li[data-passkey="${passkeyName}"]`);
+    await key.getByRole("button", { name: "Remove" }).click();
+    await key.getByRole("button", { name: "Remove passkey" }).click();
+    await done("passkeys-title").filter({ hasText: "removed" }).waitFor();
+    expect(await inReadingOrder(done("passkeys-title"), ["removed.", "Your device", "may still", "list it"])).toBe(true);
+
+    // the sign-in whose provider user id is the value: removed
+    const row = page.locator(`li.item[data-identifier="${externalValue(google, sub)}"]`);
+    await row.getByRole("button", { name: "Remove Sign-in with Google" }).click();
+    await row.locator(".confirm").getByRole("button", { name: "Remove" }).click();
+    await done("external-title").filter({ hasText: "removed" }).waitFor();
+    expect(await done("external-title").textContent()).toContain(`${tag}-dlrow`);
+    expect(await inReadingOrder(done("external-title"), ["was", "removed", "from your", "account."])).toBe(true);
+
+    // an address another account signed up with: that account, named by its name, merged in
+    await page.locator("#link-identifier").fill(otherEmail);
+    await page.getByRole("button", { name: "Send a code" }).click();
+    await page.locator("#link-code").fill(await h.mailbox.otp(otherEmail));
+    await page.getByRole("button", { name: "Verify and add" }).click();
+    await done("identifiers-title").filter({ hasText: "Merged" }).waitFor();
+    expect(await inReadingOrder(done("identifiers-title"), ["now", "part", "of yours.", "Its e-mail"])).toBe(true);
+
+    // and separated again: the question, then what it did
+    const merged = page.locator(`section[aria-labelledby="merged-title"]`);
+    await merged.getByRole("button", { name: "Unmerge…" }).click();
+    const question = merged.locator(".confirm p");
+    await question.waitFor();
+    expect(await inReadingOrder(question, ["becomes", "an account", "of its own", "again:"])).toBe(true);
+    await merged.locator(".confirm").getByRole("button", { name: "Unmerge" }).click();
+    await done("merged-title").filter({ hasText: "Unmerged" }).waitFor();
+    expect(await inReadingOrder(done("merged-title"), ["an account", "of its own", "again,"])).toBe(true);
     await page.context().close();
   });
 });

@@ -46,6 +46,7 @@ import {
   type Passkey,
   type Viewer,
 } from "./api.ts";
+import { isolated } from "../../ui/text.ts";
 import { describeUserAgent } from "../../ui/user-agent.ts";
 import { assertWithPasskey, createPasskey, passkeysSupported } from "./webauthn.ts";
 import {
@@ -271,8 +272,8 @@ const kindLabel = (i: Pick<Identifier, "kind" | "externalProfile">) =>
 /** An external sign-in is shown by what the provider said of the user (the value is the provider's user id). */
 const shownValue = (i: Pick<Identifier, "value" | "externalProfile">) => i.externalProfile?.email ?? i.externalProfile?.name ?? i.value;
 
-/** "the account of bob@example.com": how the pages name another account. */
-const theAccountOf = (a: Pick<MergedAccount, "name" | "email" | "phoneNumber" | "id">) => `the account of ${accountLabel(a)}`;
+/** "the account of bob@example.com": how the pages name another account, inside a sentence of ours. */
+const theAccountOf = (a: Pick<MergedAccount, "name" | "email" | "phoneNumber" | "id">) => `the account of ${isolated(accountLabel(a))}`;
 
 // ---- e-mail addresses and phone numbers ---------------------------------------------------------
 
@@ -308,7 +309,7 @@ function IdentifierRow(props: { identifier: Identifier; only: boolean; reload: R
       await removeLink(i);
       setAsking(false);
       await props.reload();
-      props.onDone(`${i.kind === "external" ? `${kindLabel(i)} (${shownValue(i)})` : i.value} was removed from your account.`);
+      props.onDone(`${i.kind === "external" ? `${kindLabel(i)} (${isolated(shownValue(i))})` : isolated(i.value)} was removed from your account.`);
     });
   return (
     <li class="item" data-identifier={i.value}>
@@ -376,7 +377,7 @@ function AddIdentifier(props: { reload: Reload; onDone: (text: string) => void }
       props.onDone(
         outcome === "merged" && viewer.mergedSecondary
           ? `Merged: ${theAccountOf(viewer.mergedSecondary)} is now part of yours. Its e-mail addresses, phone numbers and passkeys sign in here.`
-          : `${step.identifier} is now attached to your account.`,
+          : `${isolated(step.identifier)} is now attached to your account.`,
       );
     });
   };
@@ -556,7 +557,7 @@ function Merged(props: { viewer: Viewer; reload: Reload }) {
               text={
                 <>
                   Separate <strong class="value">{accountLabel(secondary)}</strong> from your account <strong class="value">{accountLabel(props.viewer)}</strong>?{" "}
-                  {accountLabel(secondary)} becomes an account of its own again: its e-mail addresses, phone numbers and passkeys will sign in there, not here.
+                  <span class="value">{accountLabel(secondary)}</span> becomes an account of its own again: its e-mail addresses, phone numbers and passkeys will sign in there, not here.
                   <Removed identifiers={props.viewer.identifiers.filter((i) => i.leavesOnUnmerge)} />
                 </>
               }
@@ -600,7 +601,7 @@ function Sessions(props: { sessions: AccountSession[]; reload: Reload }) {
   const endOne = (s: AccountSession) =>
     run(async () => {
       await endSession(s.id);
-      await ended(`The session of ${describeUserAgent(s.userAgent)} ended: it is signed out on its next request.`);
+      await ended(`The session of ${isolated(describeUserAgent(s.userAgent))} ended: it is signed out on its next request.`);
     });
   const endOthers = () =>
     run(async () => {
@@ -679,7 +680,7 @@ function Apps(props: { apps: AuthorizedApp[]; reload: Reload }) {
       // the button pressed goes away with its app: the section's heading keeps the keyboard
       // here, and the section stays (said first) when that was the last app
       heading.current?.focus();
-      setDone(`${app.name} can no longer use your account: it is signed out, and asks again if you use it.`);
+      setDone(`${isolated(app.name)} can no longer use your account: it is signed out, and asks again if you use it.`);
       await props.reload();
     });
   return (
@@ -759,14 +760,14 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
       await renamePasskey(p.id, name.trim());
       setMode("view");
       await props.reload();
-      props.onDone(`The passkey is now called “${name.trim()}”.`);
+      props.onDone(`The passkey is now called “${isolated(name.trim())}”.`);
     });
   };
   const remove = () =>
     run(async () => {
       await removePasskey(p.id);
       await props.reload();
-      props.onDone(`The passkey “${p.name}” was removed. Your device may still list it; it no longer signs in here.`);
+      props.onDone(`The passkey “${isolated(p.name)}” was removed. Your device may still list it; it no longer signs in here.`);
     });
 
   return (
@@ -790,7 +791,7 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
       )}
       {mode === "rename" && (
         <form class="inline-form" onSubmit={rename} noValidate>
-          <Field id={`rename-${p.id}`} label={`New name for “${p.name}”`} value={name} onInput={setName} inputRef={nameInput} maxLength={100} error={error} />
+          <Field id={`rename-${p.id}`} label={`New name for “${isolated(p.name)}”`} value={name} onInput={setName} inputRef={nameInput} maxLength={100} error={error} />
           <div class="actions">
             <button type="submit" class="primary" disabled={busy}>
               Save
@@ -831,7 +832,7 @@ function AddPasskey(props: { reload: Reload; onDone: (text: string) => void }) {
       const passkey = await finishPasskeyRegistration(await createPasskey(options), name.trim() || "Passkey");
       setName("");
       await props.reload();
-      props.onDone(`Passkey “${passkey.name}” added: you can sign in with it now.`);
+      props.onDone(`Passkey “${isolated(passkey.name)}” added: you can sign in with it now.`);
     });
   };
   return (
