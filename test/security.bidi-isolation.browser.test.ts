@@ -2,8 +2,10 @@
 // (docs/security.md, "Input, tenants and pages"). An identity provider's user id (`sub`) is any
 // text up to 255 characters and becomes the identifier `<issuer>#<sub>`, which the dashboard
 // lists and names in its confirmations, and the account page shows when the provider sent no
-// e-mail or name. With a right-to-left override in it, Chromium showed the rest of the line
-// reversed (" · since …", "? Each is signed out…", "from your account? …"): the words the
+// e-mail or name; names stored by earlier builds, before such names were refused, are shown too
+// (account, passkey and app names, and every event's envelope). With a right-to-left override in
+// one, Chromium showed the rest of the line reversed (" · since …", "? Each is signed out…",
+// "from your account? …", "was removed from your account.", the rest of the raw envelope): the words the
 // operator and the user read were in the order the provider's user chose. Measured here by where
 // the browser draws two words of ours that follow the value: the first must stay left of the second.
 import { randomBytes } from "node:crypto";
@@ -109,6 +111,33 @@ describe.skipIf(chromiumMissing)(`values strangers chose stay isolated in Chromi
     await question.waitFor();
     expect(await question.textContent()).toContain(`${tag}-dlrow`);
     expect(await inReadingOrder(question, ["Each", " is ", "signed", "out", "on its", "next", "request"])).toBe(true);
+    await page.context().close();
+  });
+
+  it("the dashboard: an event's envelope, as a tree and as the exact bytes signed", async () => {
+    // a name stored by an earlier build (src/text.ts isDisguising refuses it now), carried by the
+    // user object of every event of the account, which the dashboard shows as sent
+    const c = await h.signIn({ email: `c-${tag}@example.com` });
+    await h.db.prisma.account.update({ where: { id: c.accountId }, data: { name: `\u202e${tag}-eman` } });
+    const headers = { authorization: `Bearer ${c.token}` };
+    const phone = "+12025550172";
+    const start = await h.call("POST", "/users/link/request", { body: { phone }, headers });
+    expect(start.status, JSON.stringify(start.body)).toBe(200);
+    const verify = await h.call("POST", "/users/link/verify", { body: { state_id: start.body.state_id, otp: await h.mailbox.otp(phone) }, headers });
+    expect(verify.status, JSON.stringify(verify.body)).toBe(200);
+
+    const page = await open(`/dashboard#/users/${c.accountId}`, { "linkgate.apiKey": h.apiKey });
+    const event = page.locator("li.event", { hasText: "user.identifier.linked" });
+    await event.locator("summary", { hasText: "Envelope" }).click();
+    const line = event.locator(".json-line", { hasText: `${tag}-eman` });
+    await line.waitFor();
+    expect(await inReadingOrder(line, ["-eman", ","])).toBe(true);
+
+    await event.locator("summary", { hasText: "Exact bytes signed" }).click();
+    const raw = event.locator("[data-signed-bytes]");
+    await raw.waitFor();
+    expect(await raw.textContent()).toContain(`"name":"\u202e${tag}-eman","status":"active"`);
+    expect(await inReadingOrder(raw, ["status", "active", "updated_at", "last_login"])).toBe(true);
     await page.context().close();
   });
 

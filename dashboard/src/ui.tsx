@@ -1,6 +1,7 @@
 // Small shared pieces: formatting, polling, badges, confirmations, copying and the shown-once
 // secret. What the hosted pages share too (focus, the confirmation, error words) is in ui/ at the
 // repository root.
+import type { ComponentChild } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { Confirm as SharedConfirm } from "../../ui/focus.tsx";
 import type { DeliveryStatus, Stats, Webhook } from "./api.ts";
@@ -188,7 +189,7 @@ function JsonNode({ value, name, last }: { value: Json; name: string | null; las
     return (
       <div class="json-line">
         {key}
-        <span class={`json-${kind}`}>{JSON.stringify(value)}</span>
+        <span class={`json-${kind}`}>{kind === "string" ? <QuotedString json={JSON.stringify(value)} /> : JSON.stringify(value)}</span>
         {comma}
       </div>
     );
@@ -226,6 +227,33 @@ function JsonNode({ value, name, last }: { value: Json; name: string | null; las
   );
 }
 
+/**
+ * A JSON string as written (quotes and escapes included), its content isolated: the strings of an
+ * envelope hold values strangers chose (an identity provider's user id, names stored by earlier
+ * builds), and a right-to-left override in one drew the rest of the line, or of the whole raw
+ * envelope, reversed (docs/security.md, "Input, tenants and pages"). Elements add no characters:
+ * what is selected and copied stays the exact bytes.
+ */
+function QuotedString({ json }: { json: string }) {
+  return (
+    <>
+      "<span class="value">{json.slice(1, -1)}</span>"
+    </>
+  );
+}
+
+/** JSON text as sent, each of its strings isolated (see QuotedString). */
+function RawJson({ text }: { text: string }) {
+  const parts: ComponentChild[] = [];
+  let at = 0;
+  for (const m of text.matchAll(/"(?:[^"\\]|\\.)*"/g)) {
+    parts.push(text.slice(at, m.index), <QuotedString key={m.index} json={m[0]} />);
+    at = m.index + m[0].length;
+  }
+  parts.push(text.slice(at));
+  return <>{parts}</>;
+}
+
 /** The envelope as sent: pretty and foldable, with a copy of the exact bytes. */
 export function Envelope(props: { body: string; eventId: string; idPrefix: string }) {
   let parsed: unknown;
@@ -252,7 +280,7 @@ export function Envelope(props: { body: string; eventId: string; idPrefix: strin
           <code>.</code> followed by them (each attempt's timestamp is in its headers).
         </p>
         <pre class="raw" data-signed-bytes>
-          {props.body}
+          {readable ? <RawJson text={props.body} /> : props.body}
         </pre>
       </details>
     </div>
