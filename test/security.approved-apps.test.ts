@@ -8,13 +8,12 @@
 import { readFileSync } from "node:fs";
 import { decodeJwt } from "jose";
 import * as client from "openid-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
 import { InvalidRequest } from "../src/errors.ts";
 import type { Logger } from "pino";
 import { checkFirstParty, warnReceivableFirstParty } from "../src/oidc/clients.ts";
-import { approveApp, ORIGIN, registerClient } from "./support/oidc.ts";
+import { approveApp, oidcHarness, registerClient } from "./support/oidc.ts";
 
 const CREATE = `mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename ... on OAuthClientWithSecret { client { id firstParty } } ... on Error { message } } }`;
 const UPDATE = `mutation($id: ID!, $input: OAuthClientInput!) { updateOAuthClient(id: $id, input: $input) { __typename ... on UpdateOAuthClientPayload { client { firstParty redirectUris } } ... on Error { message } } }`;
@@ -35,17 +34,8 @@ describe("which public clients may be first-party", () => {
 });
 
 describe.each(backends)("approved apps over their lifetime, on %s", (backend) => {
-  let h: Harness;
-  let n = 0;
-  const email = (who: string) => `${who}.${++n}@example.com`;
+  const { h, email, asUser, asApp, userinfo } = oidcHarness(backend);
 
-  beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-  });
-  afterAll(() => h?.close());
-
-  const asUser = (token: string) => ({ authorization: `Bearer ${token}` });
-  const userinfo = (token: string) => h.call("GET", "/oauth/userinfo", { headers: { authorization: `Bearer ${token}` } });
   const create = async (input: object) => (await h.gql(CREATE, { input: { name: "App", ...input } })).body.data.createOAuthClient;
 
   // 26th review: such a client made in development, or before the rule, stays first-party
@@ -159,7 +149,6 @@ describe.each(backends)("approved apps over their lifetime, on %s", (backend) =>
     await h.signIn({ email: who });
     const app = await registerClient(h, { firstParty: true });
     const { tokens } = await approveApp(h, app, who, "openid");
-    const asApp = (token: string) => ({ authorization: `Bearer ${token}`, "x-api-key": h.publishableKey });
     const start = await h.call("POST", "/auth/reauthenticate/start", { body: { email: who }, headers: asApp(tokens.access_token) });
     expect(start.status, JSON.stringify(start.body)).toBe(200);
     const again = await h.call("POST", "/auth/reauthenticate/verify", { body: { state_id: start.body.state_id, otp: await h.mailbox.otp(who) }, headers: asApp(tokens.access_token) });

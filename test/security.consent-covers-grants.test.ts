@@ -7,25 +7,14 @@
 // only when the remembered consent covers every scope it carries.
 import { decodeJwt } from "jose";
 import * as client from "openid-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
-import { approveApp, ORIGIN, registerClient } from "./support/oidc.ts";
+import { approveApp, oidcHarness, registerClient } from "./support/oidc.ts";
 
 const SET_FIRST_PARTY = `mutation($id: ID!, $firstParty: Boolean!) { updateOAuthClient(id: $id, input: { firstParty: $firstParty }) { __typename } }`;
 
 describe.each(backends)("an app made third-party keeps only the scopes its consent page gave it, on %s", (backend) => {
-  let h: Harness;
-  let n = 0;
-  const email = (who: string) => `${who}.${++n}@example.com`;
-
-  beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-  });
-  afterAll(() => h?.close());
-
-  const asUser = (token: string) => ({ authorization: `Bearer ${token}` });
-  const userinfo = (token: string) => h.call("GET", "/oauth/userinfo", { headers: asUser(token) });
+  const { h, email, asUser, userinfo } = oidcHarness(backend);
   const setFirstParty = (id: string, firstParty: boolean) => h.gql(SET_FIRST_PARTY, { id, firstParty });
 
   it("a grant for more than the user approved, taken while first-party, ends with its session; the approved one stays", async () => {

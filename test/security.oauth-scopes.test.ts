@@ -5,10 +5,9 @@
 // Every one of those is refused with InsufficientScope now, on REST and GraphQL alike, while
 // first-party apps and linkgate's own sign-in keep full access.
 import { decodeJwt } from "jose";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
-import { approveApp, ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
+import { approveApp, oidcHarness, registerClient, type RegisteredClient } from "./support/oidc.ts";
 
 /** Every REST route that manages the signed-in account, with a body it would accept. */
 const REST_MANAGEMENT: Array<[path: string, body: unknown]> = [
@@ -36,21 +35,10 @@ const GRAPHQL_MANAGEMENT: Array<[name: string, document: string]> = [
 ];
 
 describe.each(backends)("OAuth apps' tokens reach what the user granted, on %s", (backend) => {
-  let h: Harness;
-  let n = 0;
-  const email = (who: string) => `${who}.${++n}@example.com`;
-
-  beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-  });
-  afterAll(() => h?.close());
+  const { h, email, asUser: asOwner, asApp, userinfo } = oidcHarness(backend);
 
   /** The user signs in on /login inside the app's flow and allows what it asks; the app's tokens. */
   const approve = async (app: RegisteredClient, who: string, scope: string) => (await approveApp(h, app, who, scope)).tokens;
-
-  /** The app calls the API the way a front end does: its token with the publishable key. */
-  const asApp = (token: string) => ({ authorization: `Bearer ${token}`, "x-api-key": h.publishableKey });
-  const userinfo = (token: string) => h.call("GET", "/oauth/userinfo", { headers: { authorization: `Bearer ${token}` } });
 
   it("a third-party app granted only openid reads only sub, at userinfo and in the ID token", async () => {
     const who = email("owner");
@@ -134,8 +122,6 @@ describe.each(backends)("OAuth apps' tokens reach what the user granted, on %s",
     const refused = await h.call("POST", "/users/link/request", { body: { email: email("later") }, headers: asApp(tokens.access_token) });
     expect(refused.body.error).toBe("InsufficientScope");
   });
-
-  const asOwner = (token: string) => ({ authorization: `Bearer ${token}` });
 
   /** Attaches a phone to the account with linkgate's own sign-in token (the owner, not an app). */
   async function linkPhone(token: string, phone: string) {

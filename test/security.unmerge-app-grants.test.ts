@@ -7,23 +7,12 @@
 // refresh token went on reading her e-mail address. Now the unmerge ends what third-party apps
 // hold for the account on those consents; first-party apps keep theirs.
 import * as client from "openid-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
-import { approveApp, ORIGIN, registerClient } from "./support/oidc.ts";
+import { approveApp, oidcHarness, registerClient } from "./support/oidc.ts";
 
 describe.each(backends)("an unmerge ends what third-party apps hold on the consents it withdraws, on %s", (backend) => {
-  let h: Harness;
-  let n = 0;
-  const email = (who: string) => `${who}.${++n}@example.com`;
-
-  beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-  });
-  afterAll(() => h?.close());
-
-  const asUser = (token: string) => ({ authorization: `Bearer ${token}` });
-  const userinfo = (token: string) => h.call("GET", "/oauth/userinfo", { headers: asUser(token) });
+  const { h, email, asUser, userinfo } = oidcHarness(backend);
 
   it("an app the secondary's holder approved loses the owner's refresh token; the owner's first-party app keeps hers", async () => {
     const p = email("owner");

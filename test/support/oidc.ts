@@ -1,10 +1,33 @@
 // Helpers for the OpenID Connect tests: registering clients over GraphQL, and a user agent that
 // runs an authorization through app.fetch with its own cookies, signing in by code the way the
-// hosted /login page does (its interaction endpoints).
+// hosted /login page does (its interaction endpoints); and the harness a describe block of such
+// tests runs against (oidcHarness).
 import * as client from "openid-client";
-import type { Harness } from "./app.ts";
+import { startHarness, type Harness } from "./app.ts";
+import type { Backend } from "./db.ts";
+import { standIn, startedForBlock } from "./hooks.ts";
 
 export const ORIGIN = "http://linkgate.test";
+
+/**
+ * linkgate on `backend` as the issuer at ORIGIN, for the calling describe block's tests: `h` is
+ * its harness (started in beforeAll, closed in afterAll), and the rest what those tests say to it.
+ */
+export function oidcHarness(backend: Backend) {
+  const h = standIn(startedForBlock(() => startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } }), (started) => started.close()));
+  let n = 0;
+  const asUser = (token: string) => ({ authorization: `Bearer ${token}` });
+  return {
+    h,
+    /** An address no other test of the file signs in with; `who` says whose it is. */
+    email: (who: string) => `${who}.${++n}@example.com`,
+    /** linkgate's own sign-in token, or an app's token alone. */
+    asUser,
+    /** An app calling the API the way a front end does: its token with the publishable key. */
+    asApp: (token: string) => ({ ...asUser(token), "x-api-key": h.publishableKey }),
+    userinfo: (token: string) => h.call("GET", "/oauth/userinfo", { headers: asUser(token) }),
+  };
+}
 
 export type RegisteredClient = { id: string; clientId: string; clientSecret: string | null; redirectUri: string };
 
