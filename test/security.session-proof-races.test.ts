@@ -5,27 +5,18 @@
 // Postgres only: a second connection holds the account's lock while the sign-in, then the
 // removal, come to wait for it, in that order.
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
+import { harnessFor } from "./support/hooks.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
-import { waitingForLock } from "./support/locks.ts";
+import { lockHolder, waitingForLock } from "./support/locks.ts";
 import { PASSKEY_ORIGIN, passkeyAssertion, registerPasskey } from "./support/passkeys.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
 
 onPostgres("a session's proof removed while it is being proved", () => {
-  let h: Harness;
-  let blocker: pg.Client;
-  beforeAll(async () => {
-    h = await startHarness("postgres");
-    blocker = new pg.Client({ connectionString: h.db.url });
-    await blocker.connect();
-  });
-  afterAll(async () => {
-    await blocker?.end();
-    await h?.close();
-  });
+  const h = harnessFor("postgres");
+  const blocker = lockHolder(h);
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 

@@ -2,6 +2,8 @@
 // declared, before it has started: a test file then says once what it runs against, instead of a
 // `let`, two hooks and an assignment in each. No benchmark imports this (it needs vitest).
 import { afterAll, beforeAll } from "vitest";
+import { startHarness, type Harness } from "./app.ts";
+import type { Backend } from "./db.ts";
 
 /**
  * Registers `start` in the calling describe block's beforeAll and `stop` in its afterAll (only
@@ -23,7 +25,8 @@ export function startedForBlock<T>(start: () => Promise<T>, stop: (started: T) =
 
 /**
  * A stand-in for what `get` gives, that a describe block can name and pass before there is
- * anything to give: each member read goes to the real one, and its methods run on it.
+ * anything to give: each member read goes to the real one, and its methods run on it. Not for
+ * what is looked up by identity (an openid-client Configuration keeps its state in a WeakMap).
  */
 export function standIn<T extends object>(get: () => T): T {
   return new Proxy({} as T, {
@@ -33,5 +36,16 @@ export function standIn<T extends object>(get: () => T): T {
       return typeof value === "function" ? value.bind(target) : value;
     },
     has: (_, key) => Reflect.has(get(), key),
+    // spreading, toEqual and JSON.stringify see the real one's own members
+    ownKeys: () => Reflect.ownKeys(get()),
+    getOwnPropertyDescriptor(_, key) {
+      const own = Reflect.getOwnPropertyDescriptor(get(), key);
+      return own && { ...own, configurable: true };
+    },
   });
+}
+
+/** A harness on `backend` (startHarness) for the calling describe block's tests. */
+export function harnessFor(backend: Backend, opts?: Parameters<typeof startHarness>[1]): Harness {
+  return standIn(startedForBlock(() => startHarness(backend, opts), (h) => h.close()));
 }

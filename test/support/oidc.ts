@@ -3,9 +3,9 @@
 // hosted /login page does (its interaction endpoints); and the harness a describe block of such
 // tests runs against (oidcHarness).
 import * as client from "openid-client";
-import { startHarness, type Harness } from "./app.ts";
+import type { Harness } from "./app.ts";
 import type { Backend } from "./db.ts";
-import { standIn, startedForBlock } from "./hooks.ts";
+import { harnessFor } from "./hooks.ts";
 
 export const ORIGIN = "http://linkgate.test";
 
@@ -14,7 +14,7 @@ export const ORIGIN = "http://linkgate.test";
  * its harness (started in beforeAll, closed in afterAll), and the rest what those tests say to it.
  */
 export function oidcHarness(backend: Backend) {
-  const h = standIn(startedForBlock(() => startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } }), (started) => started.close()));
+  const h = harnessFor(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
   let n = 0;
   const asUser = (token: string) => ({ authorization: `Bearer ${token}` });
   return {
