@@ -3,12 +3,10 @@
 // attach, merge, CannotLinkSelf, TargetSecondaryIdentity, TargetAlreadyLinked, AlreadyLinked.
 // Every refusal is checked to change nothing; remove and unmerge give both sides back.
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Harness } from "./support/app.ts";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import type { RegisteredClient } from "./support/oidc.ts";
-import { startUpstreamOidc, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
-import { addProvider, authorize, externalLink, externalSignIn, externalValue, snapshot, startExternalWorld, verifyLink, type ExternalWorld, type Res, type Upstream } from "./support/upstream-linkgate.ts";
+import { startUpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
+import { addProvider, authorize, externalLink, externalSignIn, externalValue, externalWorldFor, snapshot, verifyLink, type Res, type Upstream } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
@@ -19,19 +17,7 @@ const LINKED = { message: "Account linked successfully" };
 type User = { token: string; accountId: string };
 
 describe.each(backends)("linking external identities on %s", (backend) => {
-  let h: Harness;
-  let google: UpstreamOidc;
-  let github: UpstreamGithub;
-  let app: RegisteredClient;
-  let world: ExternalWorld | undefined;
-
-  beforeAll(async () => {
-    world = await startExternalWorld(backend, "https://app.example/linked");
-    ({ h, google, github, app } = world);
-  });
-  afterAll(async () => {
-    await world?.close();
-  });
+  const { h, google, github, app } = externalWorldFor(backend, "https://app.example/linked");
 
   const auth = (u: User) => ({ authorization: `Bearer ${u.token}` });
   const mailUser = () => h.signIn({ email: email() });

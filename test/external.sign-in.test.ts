@@ -5,13 +5,12 @@
 // links. The database, the outbox and the mailbox are the witnesses.
 import { randomBytes } from "node:crypto";
 import { decodeJwt } from "jose";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Harness } from "./support/app.ts";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { receivableByOthers } from "../src/auth/redirect-uris.ts";
-import { ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
-import { startUpstreamOidc, type GithubUser, type UpstreamGithub, type UpstreamOidc, type UpstreamUser } from "./support/upstream.ts";
-import { addProvider, authorize, callback, complete, confirm, externalSignIn, externalValue, freshAddress, landing, snapshot, start, startExternalWorld, type ExternalWorld, type Res } from "./support/upstream-linkgate.ts";
+import { ORIGIN, registerClient } from "./support/oidc.ts";
+import { startUpstreamOidc, type GithubUser, type UpstreamUser } from "./support/upstream.ts";
+import { addProvider, authorize, callback, complete, confirm, externalSignIn, externalValue, externalWorldFor, freshAddress, landing, snapshot, start, type Res } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
@@ -23,19 +22,7 @@ const githubUser = (over: Partial<GithubUser> = {}): GithubUser => {
 };
 
 describe.each(backends)("external sign-in on %s", (backend) => {
-  let h: Harness;
-  let google: UpstreamOidc;
-  let github: UpstreamGithub;
-  let app: RegisteredClient;
-  let world: ExternalWorld | undefined;
-
-  beforeAll(async () => {
-    world = await startExternalWorld(backend, "https://app.example/after-sign-in");
-    ({ h, google, github, app } = world);
-  });
-  afterAll(async () => {
-    await world?.close();
-  });
+  const { h, google, github, app } = externalWorldFor(backend, "https://app.example/after-sign-in");
 
   const signedIn = (r: Res) => {
     expect(r.status, JSON.stringify(r.body)).toBe(200);

@@ -4,20 +4,16 @@
 // sign-in. The passkey path answered that retry to any passkey of the project: a stranger with
 // the victim's state id and a passkey of their own account got the victim's session.
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { backends } from "./support/db.ts";
 import { ORIGIN } from "./support/oidc.ts";
-import { confirm, externalSignIn, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
+import { confirm, externalSignIn, externalWorldFor } from "./support/upstream-linkgate.ts";
 
 const tag = randomBytes(3).toString("hex");
 
 describe.each(backends)("a retried external confirmation on %s", (backend) => {
-  let world: ExternalWorld;
-  beforeAll(async () => {
-    world = await startExternalWorld(backend, "https://app.example/after-sign-in");
-  });
-  afterAll(() => world?.close());
+  const world = externalWorldFor(backend, "https://app.example/after-sign-in");
 
   async function withPasskey(email: string) {
     const { h } = world;

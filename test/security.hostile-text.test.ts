@@ -5,13 +5,11 @@
 // what is shown around it ("‮" reverses the rest of the line), so none of these names may hold
 // one, as a provider's display name may not (docs/security.md, "Input, tenants and pages").
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import type { Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
-import { ORIGIN, type RegisteredClient } from "./support/oidc.ts";
-import type { UpstreamOidc } from "./support/upstream.ts";
-import { externalSignIn, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
+import { ORIGIN } from "./support/oidc.ts";
+import { externalSignIn, externalWorldFor } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
@@ -29,17 +27,7 @@ const DISGUISED = [
 const FINE = ["Ada Lovelace", "אדה לאבלייס", "آدا لاولیس", "نی\u200cها", "👩\u200d💻 Ada", "O'Brien <Ada>"];
 
 describe.each(backends)("names shown to others on %s", (backend) => {
-  let h: Harness;
-  let google: UpstreamOidc;
-  let app: RegisteredClient;
-  let world: ExternalWorld | undefined;
-  beforeAll(async () => {
-    world = await startExternalWorld(backend, "https://app.example/after-sign-in");
-    ({ h, google, app } = world);
-  });
-  afterAll(async () => {
-    await world?.close();
-  });
+  const { h, google, app } = externalWorldFor(backend, "https://app.example/after-sign-in");
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 

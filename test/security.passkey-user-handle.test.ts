@@ -7,12 +7,11 @@
 // what their rows can still tell: one an earlier build's unmerge moved to the secondary keeps the
 // primary's id, and signs in with it.
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Harness } from "./support/app.ts";
+import { describe, expect, it } from "vitest";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { backends } from "./support/db.ts";
 import { ORIGIN } from "./support/oidc.ts";
-import { externalSignIn, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
+import { externalSignIn, externalWorldFor } from "./support/upstream-linkgate.ts";
 
 const tag = randomBytes(3).toString("hex");
 let seq = 0;
@@ -32,13 +31,8 @@ function withHandle(assertion: any, handle: string | undefined) {
 type Res = { status: number; body: any };
 
 describe.each(backends)("a passkey assertion's user handle on %s", (backend) => {
-  let world: ExternalWorld;
-  let h: Harness;
-  beforeAll(async () => {
-    world = await startExternalWorld(backend, "https://app.example/after-sign-in");
-    h = world.h;
-  });
-  afterAll(() => world?.close());
+  const world = externalWorldFor(backend, "https://app.example/after-sign-in");
+  const { h } = world;
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
   const app = () => ({ "x-api-key": h.publishableKey });

@@ -12,25 +12,21 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import type { Harness } from "./support/app.ts";
 import { startUpstreamOidc, type UpstreamOidc } from "./support/upstream.ts";
 import { waitingForLock } from "./support/locks.ts";
-import { addProvider, authorize, complete, confirm, externalLink, externalValue, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
+import { addProvider, authorize, complete, confirm, externalLink, externalValue, externalWorldFor } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
 
 describe.each(backends)("a provider moved to another issuer while a sign-in at the old one is under way, on %s", (backend) => {
-  let world: ExternalWorld;
-  let h: Harness;
+  const world = externalWorldFor(backend, "https://app.example/moved");
+  const { h } = world;
   let workforce: UpstreamOidc;
   beforeAll(async () => {
-    world = await startExternalWorld(backend, "https://app.example/moved");
-    h = world.h;
     workforce = await startUpstreamOidc();
   });
   afterAll(async () => {
-    await world?.close();
     await workforce?.stop();
   });
 

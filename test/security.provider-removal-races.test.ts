@@ -9,31 +9,20 @@
 // for halfway (it detaches the identity), and the removal is started only then.
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
-import type { Harness } from "./support/app.ts";
-import { waitingForLock } from "./support/locks.ts";
+import { lockHolder, waitingForLock } from "./support/locks.ts";
 import { startUpstreamOidc, type UpstreamOidc } from "./support/upstream.ts";
-import { addProvider, externalLink, externalValue, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
+import { addProvider, externalLink, externalValue, externalWorldFor } from "./support/upstream-linkgate.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
 
 onPostgres("removing an identifier while the provider of the account's other sign-in goes away", () => {
-  let world: ExternalWorld;
-  let h: Harness;
-  let blocker: pg.Client;
-  beforeAll(async () => {
-    world = await startExternalWorld("postgres", "https://app.example/raced");
-    h = world.h;
-    blocker = new pg.Client({ connectionString: h.db.url });
-    await blocker.connect();
-  });
-  afterAll(async () => {
-    await blocker?.end();
-    await world?.close();
-  });
+  const world = externalWorldFor("postgres", "https://app.example/raced");
+  const { h } = world;
+  const blocker = lockHolder(h);
 
   const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 

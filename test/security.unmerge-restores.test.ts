@@ -11,33 +11,20 @@
 // the unmerge promises it exactly as it was.
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Harness } from "./support/app.ts";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { waitingForLock } from "./support/locks.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
-import { ORIGIN, type RegisteredClient } from "./support/oidc.ts";
+import { ORIGIN } from "./support/oidc.ts";
 import { passkeyAssertion, registerPasskey, signInWithPasskey } from "./support/passkeys.ts";
-import type { UpstreamOidc } from "./support/upstream.ts";
-import { authorize, complete, confirm, externalSignIn, externalValue, startExternalWorld, type ExternalWorld, type Res } from "./support/upstream-linkgate.ts";
+import { authorize, complete, confirm, externalSignIn, externalValue, externalWorldFor, type Res } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
 const email = (name: string) => `${name}-${tag}-${++seq}@example.com`;
 
 describe.each(backends)("an unmerge restores the secondary exactly, on %s", (backend) => {
-  let h: Harness;
-  let google: UpstreamOidc;
-  let app: RegisteredClient;
-  let world: ExternalWorld | undefined;
-
-  beforeAll(async () => {
-    world = await startExternalWorld(backend, "https://app.example/after-sign-in");
-    ({ h, google, app } = world);
-  });
-  afterAll(async () => {
-    await world?.close();
-  });
+  const { h, google, app } = externalWorldFor(backend, "https://app.example/after-sign-in");
 
   const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
   const viewerOf = async (token: string) => (await h.gql("{ viewer { id } }", {}, bearer(token))).body.data?.viewer?.id ?? null;

@@ -4,6 +4,7 @@
 // callback, which sends it back to the app with a one-time code.
 import { startHarness, type Harness } from "./app.ts";
 import type { Backend } from "./db.ts";
+import { standIn, startedForBlock } from "./hooks.ts";
 import { ORIGIN, registerClient, type RegisteredClient } from "./oidc.ts";
 import { startUpstreamGithub, startUpstreamOidc, type UpstreamGithub, type UpstreamOidc } from "./upstream.ts";
 
@@ -65,6 +66,12 @@ export async function startExternalWorld(backend: Backend, redirectUri: string):
       await github.stop();
     },
   };
+}
+
+/** startExternalWorld for the calling describe block's tests, closed after them. */
+export function externalWorldFor(backend: Backend, redirectUri: string): Omit<ExternalWorld, "close"> {
+  const world = startedForBlock(() => startExternalWorld(backend, redirectUri), (started) => started.close());
+  return { h: standIn(() => world().h), google: standIn(() => world().google), github: standIn(() => world().github), app: standIn(() => world().app) };
 }
 
 /** The identifier value linkgate gives an upstream user: <issuer>#<subject>. */
