@@ -1,31 +1,19 @@
 // The OpenID Connect provider through openid-client, in-process (app.fetch): a sign-in by code on
 // the interaction endpoints the /login page uses, the tokens it gives, and every refusal of
 // docs/oidc.md with its RFC error code and nothing issued.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import * as client from "openid-client";
 import { backends } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
-import { Agent, authorizationUrl, authorize, callback, discover, ORIGIN, registerClient, signInByCode, startInteraction, type RegisteredClient } from "./support/oidc.ts";
+import { Agent, authorizationUrl, authorize, callback, discover, oidcHarnessWithApp, ORIGIN, registerClient, signInByCode, startInteraction } from "./support/oidc.ts";
 
 const VIEWER = "{ viewer { id } }";
 
 describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
-  let h: Harness;
-  let app: RegisteredClient;
-  let config: client.Configuration;
-  let n = 0;
-  const email = (who = "user") => `${who}.${++n}@example.com`;
-
-  beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-    app = await registerClient(h);
-    config = await discover(h, app);
-  });
-  afterAll(() => h?.close());
+  const { h, app, config, email } = oidcHarnessWithApp(backend);
 
   /** A whole sign-in; the tokens and the callback URL. */
-  async function signIn(who = email(), c = app, cfg = config) {
+  async function signIn(who = email(), c = app, cfg = config()) {
     const auth = await authorizationUrl(cfg, c);
     const cb = await authorize(h, new Agent(h), auth, who);
     const tokens = await client.authorizationCodeGrant(cfg, cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
@@ -40,7 +28,7 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
   const eventsOf = (type: string) => h.db.prisma.outboxEvent.findMany({ where: { eventType: type }, orderBy: { seq: "asc" } });
 
   it("discovery lists the code flow, and a sign-in gives RFC 9068 access tokens the API accepts", async () => {
-    const meta = config.serverMetadata();
+    const meta = config().serverMetadata();
     expect(meta).toMatchObject({
       authorization_endpoint: `${ORIGIN}/oauth/authorize`,
       token_endpoint: `${ORIGIN}/oauth/token`,
@@ -69,7 +57,7 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
 
   it("a missing or plain PKCE challenge is refused with invalid_request, at the client, and no code", async () => {
     for (const extra of [{ code_challenge: "", code_challenge_method: "" }, { code_challenge: "a".repeat(43), code_challenge_method: "plain" }]) {
-      const auth = await authorizationUrl(config, app);
+      const auth = await authorizationUrl(config(), app);
       for (const [k, v] of Object.entries(extra)) v ? auth.url.searchParams.set(k, v) : auth.url.searchParams.delete(k);
       const res = await new Agent(h).follow(auth.url.toString());
       const to = new URL(res.headers.get("location")!);
@@ -86,7 +74,7 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
   it("a response mode other than the query that discovery lists is refused on a page of its own, with no code, no form and no script", async () => {
     for (const mode of ["fragment", "form_post", "form_post.jwt", "web_message"]) {
       for (const method of ["GET", "POST"] as const) {
-        const auth = await authorizationUrl(config, app);
+        const auth = await authorizationUrl(config(), app);
         auth.url.searchParams.set("response_mode", mode);
         const res =
           method === "GET"
@@ -101,25 +89,25 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
         expect(res.headers.get("content-security-policy"), `${method} ${mode}`).toMatch(/default-src 'none'/);
       }
     }
-    const auth = await authorizationUrl(config, app);
+    const auth = await authorizationUrl(config(), app);
     auth.url.searchParams.set("response_mode", "query");
     expect((await new Agent(h).follow(auth.url.toString())).headers.get("location")).toMatch(/^\/login\?interaction=/);
   });
 
   it("a wrong verifier is invalid_grant and issues nothing", async () => {
-    const auth = await authorizationUrl(config, app);
+    const auth = await authorizationUrl(config(), app);
     const cb = await authorize(h, new Agent(h), auth, email());
     const wrong = client.randomPKCECodeVerifier();
-    expect(await grantError(client.authorizationCodeGrant(config, cb, { pkceCodeVerifier: wrong, expectedState: auth.state }))).toEqual({ error: "invalid_grant" });
+    expect(await grantError(client.authorizationCodeGrant(config(), cb, { pkceCodeVerifier: wrong, expectedState: auth.state }))).toEqual({ error: "invalid_grant" });
   });
 
   it("a code used twice is invalid_grant, and the tokens of its first use stop working", async () => {
     const { tokens, cb, auth } = await signIn();
     expect((await viewer(tokens.access_token)).status).toBe(200);
     const before = (await eventsOf("security.suspicious_activity")).length;
-    expect(await grantError(client.authorizationCodeGrant(config, cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state }))).toEqual({ error: "invalid_grant" });
+    expect(await grantError(client.authorizationCodeGrant(config(), cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state }))).toEqual({ error: "invalid_grant" });
     expect((await viewer(tokens.access_token)).body.errors[0].extensions.code).toBe("UNAUTHENTICATED");
-    expect(await grantError(client.refreshTokenGrant(config, tokens.refresh_token!))).toEqual({ error: "invalid_grant" });
+    expect(await grantError(client.refreshTokenGrant(config(), tokens.refresh_token!))).toEqual({ error: "invalid_grant" });
     const events = await eventsOf("security.suspicious_activity");
     expect(events.length).toBe(before + 1);
     expect(JSON.parse(events.at(-1)!.body).data).toMatchObject({ reason: "authorization_code_reused", client_id: app.clientId });
@@ -127,13 +115,13 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
 
   it("a refresh token rotates on every use; a used one is invalid_grant and revokes its whole family", async () => {
     const { tokens } = await signIn();
-    const first = await client.refreshTokenGrant(config, tokens.refresh_token!);
+    const first = await client.refreshTokenGrant(config(), tokens.refresh_token!);
     expect(first.refresh_token).not.toBe(tokens.refresh_token);
-    const second = await client.refreshTokenGrant(config, first.refresh_token!);
+    const second = await client.refreshTokenGrant(config(), first.refresh_token!);
     expect((await viewer(second.access_token)).status).toBe(200);
     const before = (await eventsOf("security.suspicious_activity")).length;
-    expect(await grantError(client.refreshTokenGrant(config, first.refresh_token!))).toEqual({ error: "invalid_grant" });
-    expect(await grantError(client.refreshTokenGrant(config, second.refresh_token!))).toEqual({ error: "invalid_grant" });
+    expect(await grantError(client.refreshTokenGrant(config(), first.refresh_token!))).toEqual({ error: "invalid_grant" });
+    expect(await grantError(client.refreshTokenGrant(config(), second.refresh_token!))).toEqual({ error: "invalid_grant" });
     expect((await viewer(second.access_token)).body.errors[0].extensions.code).toBe("UNAUTHENTICATED");
     const events = await eventsOf("security.suspicious_activity");
     expect(events.length).toBe(before + 1);
@@ -144,10 +132,10 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
   });
 
   it("an expired code is invalid_grant", async () => {
-    const auth = await authorizationUrl(config, app);
+    const auth = await authorizationUrl(config(), app);
     const cb = await authorize(h, new Agent(h), auth, email());
     await h.db.prisma.oidcPayload.updateMany({ where: { kind: "AuthorizationCode", consumedAt: null }, data: { expiresAt: new Date(Date.now() - 1000) } });
-    expect(await grantError(client.authorizationCodeGrant(config, cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state }))).toEqual({ error: "invalid_grant" });
+    expect(await grantError(client.authorizationCodeGrant(config(), cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state }))).toEqual({ error: "invalid_grant" });
   });
 
   it("an unknown client or an unregistered or subtly different redirect URI gets a 400 page and no redirect", async () => {
@@ -158,13 +146,13 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
       "https://evil.example/callback",
     ];
     for (const redirectUri of variants) {
-      const auth = await authorizationUrl(config, app, { redirect_uri: redirectUri });
+      const auth = await authorizationUrl(config(), app, { redirect_uri: redirectUri });
       const res = await new Agent(h).fetch(auth.url.toString());
       expect(res.status, redirectUri).toBe(400);
       expect(res.headers.get("location")).toBeNull();
       expect(await res.text()).toContain("redirect_uri");
     }
-    const auth = await authorizationUrl(config, app, { client_id: "lgc_unknown" });
+    const auth = await authorizationUrl(config(), app, { client_id: "lgc_unknown" });
     const res = await new Agent(h).fetch(auth.url.toString());
     expect(res.status).toBe(400);
     expect(res.headers.get("location")).toBeNull();
@@ -178,7 +166,7 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
     const other = await registerClient(h, { apiKey: otherKey });
     const otherConfig = await discover(h, other);
     // this project's code, presented by the other project's client
-    const auth = await authorizationUrl(config, app);
+    const auth = await authorizationUrl(config(), app);
     const cb = await authorize(h, new Agent(h), auth, email());
     const stolen = new URL(other.redirectUri);
     stolen.search = cb.search;
@@ -232,7 +220,7 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
 
   it("the OTP abuse limits apply on the sign-in page inside the flow: too many codes for one address is 429 RateLimited", async () => {
     const agent = new Agent(h);
-    const uid = await startInteraction(agent, (await authorizationUrl(config, app)).url);
+    const uid = await startInteraction(agent, (await authorizationUrl(config(), app)).url);
     const who = email("limited");
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) statuses.push((await agent.json(`/oauth/interaction/${uid}/otp/start`, { email: who })).status);
@@ -242,7 +230,7 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
 
   it("the sign-in endpoints of an interaction refuse a browser without its cookie (400 InvalidRequest), and the page for it is /login", async () => {
     const agent = new Agent(h);
-    const uid = await startInteraction(agent, (await authorizationUrl(config, app)).url);
+    const uid = await startInteraction(agent, (await authorizationUrl(config(), app)).url);
     const stranger = await new Agent(h).json(`/oauth/interaction/${uid}/otp/start`, { email: email() });
     expect(stranger).toMatchObject({ status: 400, body: { error: "InvalidRequest" } });
     const page = await agent.fetch(`/oauth/interaction/${uid}`);
@@ -258,13 +246,13 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
     const opts = await h.call("POST", "/auth/passkey/registration/options", { headers });
     expect((await h.call("POST", "/auth/passkey/registration/verify", { body: { response: auth.create(opts.body), name: "Laptop" }, headers })).status).toBe(200);
     const agent = new Agent(h);
-    const authz = await authorizationUrl(config, app);
+    const authz = await authorizationUrl(config(), app);
     const uid = await startInteraction(agent, authz.url);
     const options = await agent.json(`/oauth/interaction/${uid}/passkey/options`, {});
     const signed = await agent.json(`/oauth/interaction/${uid}/passkey/verify`, { response: auth.get(options.body) });
     expect(signed.status, JSON.stringify(signed.body)).toBe(200);
     const cb = await callback(agent, signed.body.redirectTo);
-    const tokens = await client.authorizationCodeGrant(config, cb, { pkceCodeVerifier: authz.verifier, expectedState: authz.state, expectedNonce: authz.nonce });
+    const tokens = await client.authorizationCodeGrant(config(), cb, { pkceCodeVerifier: authz.verifier, expectedState: authz.state, expectedNonce: authz.nonce });
     expect(tokens.claims()).toMatchObject({ sub: first.tokens.claims()!.sub, amr: ["passkey"] });
   });
 
@@ -277,7 +265,7 @@ describe.each(backends)("OpenID Connect refusals on %s", (backend) => {
     const otp = await h.mailbox.otp(secondary.email);
     const verify = await h.call("POST", "/users/link/verify", { body: { state_id: request.body.state_id, otp }, headers: bearer });
     expect(verify.body.outcome).toBe("merged");
-    expect(await grantError(client.refreshTokenGrant(config, secondary.tokens.refresh_token!))).toEqual({ error: "invalid_grant" });
+    expect(await grantError(client.refreshTokenGrant(config(), secondary.tokens.refresh_token!))).toEqual({ error: "invalid_grant" });
     const again = await signIn(secondary.email);
     expect(again.tokens.claims()!.sub).toBe(primary.tokens.claims()!.sub);
   });

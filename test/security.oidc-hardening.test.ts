@@ -1,27 +1,16 @@
 // OpenID Connect hardening: a redirect URI with credentials, a wildcard or a fragment is refused
 // at registration; the pages oidc-provider renders (logout, errors) run no script and carry a
 // strict Content-Security-Policy, and logout still works end to end through them.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import * as client from "openid-client";
 import { backends } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
-import { Agent, authorizationUrl, authorize, discover, ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
+import { Agent, authorizationUrl, authorize, oidcHarnessWithApp, ORIGIN } from "./support/oidc.ts";
 
 const CREATED = `__typename ... on OAuthClientWithSecret { client { id redirectUris } } ... on Error { message }`;
 const UPDATED = `__typename ... on Error { message }`;
 
 describe.each(backends)("OpenID Connect hardening on %s", (backend) => {
-  let h: Harness;
-  let app: RegisteredClient;
-  let config: client.Configuration;
-  let n = 0;
-
-  beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-    app = await registerClient(h);
-    config = await discover(h, app);
-  });
-  afterAll(() => h?.close());
+  const { h, app, config, email } = oidcHarnessWithApp(backend);
 
   const create = async (redirectUris: string[]) =>
     (await h.gql(`mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { ${CREATED} } }`, { input: { name: "Sneaky", redirectUris, type: "PUBLIC" } })).body.data
@@ -83,13 +72,13 @@ describe.each(backends)("OpenID Connect hardening on %s", (backend) => {
 
   it("GET /oauth/logout is a confirmation page with no script under a strict policy, and signing out through it ends the session", async () => {
     const agent = new Agent(h);
-    const auth = await authorizationUrl(config, app);
-    const cb = await authorize(h, agent, auth, `logout.${++n}@example.com`);
-    const tokens = await client.authorizationCodeGrant(config, cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
+    const auth = await authorizationUrl(config(), app);
+    const cb = await authorize(h, agent, auth, email("logout"));
+    const tokens = await client.authorizationCodeGrant(config(), cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
     const viewer = () => h.gql("{ viewer { id } }", {}, { authorization: `Bearer ${tokens.access_token}` });
     expect((await viewer()).body.data.viewer.id).toEqual(expect.any(String));
 
-    const url = client.buildEndSessionUrl(config, { id_token_hint: tokens.id_token!, post_logout_redirect_uri: app.redirectUri, state: "bye" });
+    const url = client.buildEndSessionUrl(config(), { id_token_hint: tokens.id_token!, post_logout_redirect_uri: app.redirectUri, state: "bye" });
     const res = await agent.fetch(url.toString());
     const html = await res.text();
     expect(res.status).toBe(200);
@@ -102,7 +91,7 @@ describe.each(backends)("OpenID Connect hardening on %s", (backend) => {
     expect(done.status).toBe(303);
     expect(done.headers.get("location")).toBe(`${app.redirectUri}?state=bye`);
     expect((await viewer()).body.errors[0].extensions.code).toBe("UNAUTHENTICATED");
-    await expect(client.refreshTokenGrant(config, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    await expect(client.refreshTokenGrant(config(), tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
   });
 
   it("with no signed-in session, /oauth/logout asks too instead of submitting itself by script, and the answer leads to the signed-out page", async () => {
@@ -121,7 +110,7 @@ describe.each(backends)("OpenID Connect hardening on %s", (backend) => {
   });
 
   it("the error page of an authorization that cannot go back to the client runs no script under the same policy", async () => {
-    const auth = await authorizationUrl(config, app);
+    const auth = await authorizationUrl(config(), app);
     auth.url.searchParams.set("redirect_uri", "https://elsewhere.example/callback");
     const res = await new Agent(h).fetch(auth.url.toString());
     expect(res.status).toBe(400);

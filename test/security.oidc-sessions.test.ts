@@ -4,30 +4,18 @@
 // the user is asked to sign in instead. And a client_id no row can hold (a NUL in it) is an
 // unknown client, not a 500.
 import * as client from "openid-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startHarness, type Harness } from "./support/app.ts";
+import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
-import { Agent, authorizationUrl, authorize, discover, ORIGIN, registerClient, signInByCode, startInteraction, type RegisteredClient } from "./support/oidc.ts";
+import { Agent, authorizationUrl, authorize, discover, oidcHarnessWithApp, ORIGIN, registerClient, signInByCode, startInteraction } from "./support/oidc.ts";
 
 describe.each(backends)("OpenID Connect sessions on %s", (backend) => {
-  let h: Harness;
-  let app: RegisteredClient;
-  let config: client.Configuration;
-  let n = 0;
-  const email = (who: string) => `${who}.${++n}@example.com`;
-
-  beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-    app = await registerClient(h);
-    config = await discover(h, app);
-  });
-  afterAll(() => h?.close());
+  const { h, app, config, email } = oidcHarnessWithApp(backend);
 
   /** Signs the browser in through this project's app; the account's id. */
   async function signedInBrowser(agent: Agent, who: string): Promise<string> {
-    const auth = await authorizationUrl(config, app);
+    const auth = await authorizationUrl(config(), app);
     const cb = await authorize(h, agent, auth, who);
-    const tokens = await client.authorizationCodeGrant(config, cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
+    const tokens = await client.authorizationCodeGrant(config(), cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce });
     return tokens.claims()!.sub;
   }
 
@@ -50,7 +38,7 @@ describe.each(backends)("OpenID Connect sessions on %s", (backend) => {
     const agent = new Agent(h);
     const gone = await signedInBrowser(agent, email("cy"));
     await h.db.prisma.account.delete({ where: { id: gone } });
-    const auth = await authorizationUrl(config, app);
+    const auth = await authorizationUrl(config(), app);
     const uid = await startInteraction(agent, auth.url);
     expect(uid).toEqual(expect.any(String));
   });

@@ -2,27 +2,16 @@
 // (docs/oidc.md, "Tokens"). oidc-provider rotated a refresh token before it judged `resource`:
 // the refused request had spent it, so the client's next, ordinary refresh looked like a replay,
 // and the user's grant and session were ended with a refresh_token_reused alarm.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import * as client from "openid-client";
 import { resourceFor } from "../src/oidc/provider.ts";
 import { backends } from "./support/db.ts";
-import { startHarness, type Harness } from "./support/app.ts";
-import { Agent, authorizationUrl, authorize, discover, ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
+import { Agent, authorizationUrl, authorize, oidcHarnessWithApp, ORIGIN } from "./support/oidc.ts";
 
 const FOREIGN = "urn:linkgate:project:prj_other";
 
 describe.each(backends)("a token request for another project's resource on %s", (backend) => {
-  let h: Harness;
-  let app: RegisteredClient;
-  let config: client.Configuration;
-  let n = 0;
-
-  beforeAll(async () => {
-    h = await startHarness(backend, { env: { LINKGATE_ISSUER: ORIGIN } });
-    app = await registerClient(h);
-    config = await discover(h, app);
-  });
-  afterAll(() => h?.close());
+  const { h, app, config, email } = oidcHarnessWithApp(backend);
 
   async function token(params: Record<string, string> | [string, string][], basic = `${app.clientId}:${app.clientSecret}`): Promise<{ status: number; body: any }> {
     const res = await h.app.fetch(
@@ -39,7 +28,7 @@ describe.each(backends)("a token request for another project's resource on %s", 
   }
 
   async function codeFor(who: string) {
-    const auth = await authorizationUrl(config, app);
+    const auth = await authorizationUrl(config(), app);
     const cb = await authorize(h, new Agent(h), auth, who);
     return { code: cb.searchParams.get("code")!, verifier: auth.verifier };
   }
@@ -49,7 +38,7 @@ describe.each(backends)("a token request for another project's resource on %s", 
   const viewer = async (accessToken: string) => (await h.gql("{ viewer { id } }", {}, { authorization: `Bearer ${accessToken}` })).body.data?.viewer ?? null;
 
   it("refuses a refresh with invalid_target and leaves the refresh token good", async () => {
-    const { code, verifier } = await codeFor(`refresh.${++n}@example.com`);
+    const { code, verifier } = await codeFor(email("refresh"));
     const issued = await token({ grant_type: "authorization_code", code, redirect_uri: app.redirectUri, code_verifier: verifier });
     expect(issued.status).toBe(200);
     const before = await reuseAlarms();
@@ -73,7 +62,7 @@ describe.each(backends)("a token request for another project's resource on %s", 
   });
 
   it("tells a caller without the client's secret nothing more than invalid_client, known client or not", async () => {
-    const { code, verifier } = await codeFor(`stranger.${++n}@example.com`);
+    const { code, verifier } = await codeFor(email("stranger"));
     const issued = await token({ grant_type: "authorization_code", code, redirect_uri: app.redirectUri, code_verifier: verifier });
     const asked = { grant_type: "refresh_token", refresh_token: issued.body.refresh_token, resource: FOREIGN };
     const known = await token(asked, `${app.clientId}:not-the-secret`);
@@ -85,7 +74,7 @@ describe.each(backends)("a token request for another project's resource on %s", 
   });
 
   it("refuses a code redemption with invalid_target and leaves the code good", async () => {
-    const { code, verifier } = await codeFor(`code.${++n}@example.com`);
+    const { code, verifier } = await codeFor(email("code"));
     const redeem = { grant_type: "authorization_code", code, redirect_uri: app.redirectUri, code_verifier: verifier };
     expect((await token({ ...redeem, resource: FOREIGN })).body.error).toBe("invalid_target");
     const issued = await token(redeem);

@@ -5,7 +5,7 @@
 import * as client from "openid-client";
 import type { Harness } from "./app.ts";
 import type { Backend } from "./db.ts";
-import { harnessFor } from "./hooks.ts";
+import { harnessFor, standIn, startedForBlock } from "./hooks.ts";
 
 export const ORIGIN = "http://linkgate.test";
 
@@ -20,13 +20,30 @@ export function oidcHarness(backend: Backend) {
   return {
     h,
     /** An address no other test of the file signs in with; `who` says whose it is. */
-    email: (who: string) => `${who}.${++n}@example.com`,
+    email: (who = "user") => `${who}.${++n}@example.com`,
     /** linkgate's own sign-in token, or an app's token alone. */
     asUser,
     /** An app calling the API the way a front end does: its token with the publishable key. */
     asApp: (token: string) => ({ ...asUser(token), "x-api-key": h.publishableKey }),
     userinfo: (token: string) => h.call("GET", "/oauth/userinfo", { headers: asUser(token) }),
   };
+}
+
+/**
+ * oidcHarness with a first-party app registered in it (registerClient's defaults), and the app's
+ * openid-client configuration. `config()` is a function, not a stand-in: openid-client knows a
+ * Configuration by its identity.
+ */
+export function oidcHarnessWithApp(backend: Backend) {
+  const issuer = oidcHarness(backend);
+  const registered = startedForBlock(
+    async () => {
+      const app = await registerClient(issuer.h);
+      return { app, config: await discover(issuer.h, app) };
+    },
+    async () => {},
+  );
+  return { ...issuer, app: standIn(() => registered().app), config: () => registered().config };
 }
 
 export type RegisteredClient = { id: string; clientId: string; clientSecret: string | null; redirectUri: string };
