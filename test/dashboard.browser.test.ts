@@ -14,7 +14,7 @@ import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { dashboardRoutes } from "../src/http/routes/dashboard.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { startHarness, type Harness } from "./support/app.ts";
-import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
+import { chromiumMissing, launchChromium, listen, recordProblems, screenshots } from "./support/browser.ts";
 import { eventually, TestReceiver } from "./support/receiver.ts";
 
 describe("dashboard static files", () => {
@@ -88,14 +88,7 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     page.setDefaultTimeout(10_000);
     // Every request of the page and its workers, every console error and CSP violation.
     page.context().on("request", (r: PwRequest) => requests.push(r.url()));
-    page.on("console", (m) => m.type() === "error" && problems.push(`console: ${m.text()}`));
-    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-    await page.exposeBinding("reportViolation", (_source, v: string) => problems.push(`CSP: ${v}`));
-    await page.addInitScript(() =>
-      document.addEventListener("securitypolicyviolation", (e) =>
-        (window as unknown as { reportViolation(v: string): void }).reportViolation(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`),
-      ),
-    );
+    await recordProblems(page, problems);
     await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
   });
   afterAll(async () => {

@@ -5,7 +5,7 @@ import { gunzipSync } from "node:zlib";
 import type { Browser, Request as PwRequest } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./support/app.ts";
-import { chromiumMissing, launchChromium, listen, screenshots } from "./support/browser.ts";
+import { chromiumMissing, launchChromium, listen, recordProblems, screenshots } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
 
 const HTML = { accept: "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8" };
@@ -162,14 +162,7 @@ describe.skipIf(chromiumMissing)(`GraphiQL in Chromium${chromiumMissing ? ` (ski
     const problems: string[] = [];
     // The context sees the workers' requests too, not only the page's.
     context.on("request", (r: PwRequest) => requests.push(r.url()));
-    page.on("console", (m) => m.type() === "error" && problems.push(`console: ${m.text()}`));
-    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-    await page.exposeBinding("reportViolation", (_source, v: string) => problems.push(`CSP: ${v}`));
-    await page.addInitScript(() =>
-      document.addEventListener("securitypolicyviolation", (e) =>
-        (window as unknown as { reportViolation(v: string): void }).reportViolation(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`),
-      ),
-    );
+    await recordProblems(page, problems);
 
     const res = await page.goto(`${server.url}/graphql`);
     expect(res?.status()).toBe(200);

@@ -34,6 +34,21 @@ export async function buildDashboard(): Promise<void> {
   await build({ configFile: DASHBOARD_CONFIG, logLevel: "warn" });
 }
 
+/**
+ * Records in `problems` what a page must not do: a console error, an uncaught error, a
+ * Content-Security-Policy violation (reported through a binding, as the page sees it).
+ */
+export async function recordProblems(page: Page, problems: string[]): Promise<void> {
+  page.on("console", (m) => m.type() === "error" && problems.push(`console: ${m.text()}`));
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  await page.exposeBinding("reportViolation", (_source, v: string) => problems.push(`CSP: ${v}`));
+  await page.addInitScript(() =>
+    document.addEventListener("securitypolicyviolation", (e) =>
+      (window as unknown as { reportViolation(v: string): void }).reportViolation(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`),
+    ),
+  );
+}
+
 /** Serves a fetch handler on 127.0.0.1 and an ephemeral port. */
 export async function listen(fetch: (req: Request) => Promise<Response>): Promise<{ url: string; close(): Promise<void> }> {
   const { server, port } = await new Promise<{ server: ReturnType<typeof serve>; port: number }>((resolve) => {
