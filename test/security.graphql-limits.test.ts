@@ -23,7 +23,7 @@ import { createLogger } from "../src/log.ts";
 import { EVENT_TYPES } from "../src/webhooks/event-types.ts";
 import { CreateWebhookDocument } from "./generated/operations.ts";
 import { startHarness, type Harness } from "./support/app.ts";
-import { backends } from "./support/db.ts";
+import { backends, type Backend } from "./support/db.ts";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -69,6 +69,18 @@ function countingAdapter(factory: SqlDriverAdapterFactory) {
   return { factory: counted(factory), statements: () => statements };
 }
 
+/** The second app: on `h`'s database, through a Prisma client whose statements are counted. */
+async function countingApp(h: Harness, backend: Backend): Promise<{ app: App; prisma: PrismaClient; statements: () => number }> {
+  const counter = countingAdapter(backend === "pglite" ? h.db.adapterFactory : new PrismaPg(h.db.url!));
+  const prisma = new PrismaClient({ adapter: counter.factory });
+  // the caller never gets a client to disconnect if the app does not start
+  const app = await buildApp(h.config, { db: { ...h.db, prisma }, logger: createLogger("silent") }).catch(async (err) => {
+    await prisma.$disconnect();
+    throw err;
+  });
+  return { app, prisma, statements: counter.statements };
+}
+
 /** The GraphQL documents of the README: its ```graphql blocks. */
 function readmeDocuments(): string[] {
   const readme = readFileSync(path.join(root, "README.md"), "utf8");
@@ -89,10 +101,7 @@ describe.each(backends)("GraphQL operation limits on %s", (backend) => {
       if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(r.createWebhook.__typename);
     }
     userToken = (await h.signIn({ email: "ada@example.com" })).token;
-    const counter = countingAdapter(backend === "pglite" ? h.db.adapterFactory : new PrismaPg(h.db.url!));
-    prisma = new PrismaClient({ adapter: counter.factory });
-    statements = counter.statements;
-    app = await buildApp(h.config, { db: { ...h.db, prisma }, logger: createLogger("silent") });
+    ({ app, prisma, statements } = await countingApp(h, backend));
   });
   afterAll(async () => {
     await app?.close();
@@ -298,10 +307,7 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
       if (r.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(r.createWebhook.__typename);
       webhookId ??= r.createWebhook.webhook.id;
     }
-    const counter = countingAdapter(backend === "pglite" ? h.db.adapterFactory : new PrismaPg(h.db.url!));
-    prisma = new PrismaClient({ adapter: counter.factory });
-    statements = counter.statements;
-    app = await buildApp(h.config, { db: { ...h.db, prisma }, logger: createLogger("silent") });
+    ({ app, prisma, statements } = await countingApp(h, backend));
   });
   afterAll(async () => {
     await app?.close();
