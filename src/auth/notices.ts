@@ -42,12 +42,19 @@ const MAX_CLAIMED = 1_000;
 /** At most this many changes are spelled out in a gathered message; the rest are counted. */
 const SPELLED_OUT = 3;
 
-/** `accountId`: the account the change was made to, whose notice budget they count against. */
+/**
+ * `accountId`: the account the change was made to, whose notice budget they count against. Due
+ * at once by the database's clock, which the claim reads: Prisma's default now() is this
+ * gateway's clock, and one running ahead held every notice of its changes back by as much
+ * (docs/operations.md, "Clocks").
+ */
 export async function queueNotices(tx: Tx, projectId: string, notices: Notice[], accountId?: string): Promise<void> {
   if (!notices.length) return;
-  await tx.notice.createMany({
-    data: notices.map((n) => ({ id: newId("ntc"), projectId, accountId, kind: n.to.kind, value: n.to.value, subject: n.subject, text: n.text })),
-  });
+  await tx.$executeRaw`
+    INSERT INTO notices (id, project_id, account_id, kind, value, subject, text, next_attempt_at, created_at)
+    SELECT n.id, ${projectId}, ${accountId ?? null}, n.kind::identifier_kind, n.value, n.subject, n.text, now() AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC'
+    FROM unnest(${notices.map(() => newId("ntc"))}::text[], ${notices.map((n) => n.to.kind)}::text[], ${notices.map((n) => n.to.value)}::text[],
+                ${notices.map((n) => n.subject)}::text[], ${notices.map((n) => n.text)}::text[]) AS n(id, kind, value, subject, text)`;
 }
 
 /** A gathered message's length at most: about seven concatenated text segments. */

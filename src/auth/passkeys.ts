@@ -102,8 +102,19 @@ async function signedChallenge(clientDataJSON: string, type: "webauthn.create" |
   }
 }
 
-async function storeChallenge(db: Db, challenge: string, binding: { projectId: string; purpose: "registration" | "authentication"; accountId?: string; sessionId?: string }) {
-  await db.webauthnChallenge.create({ data: { challenge, ...binding, expiresAt: new Date(Date.now() + CHALLENGE_TTL_MS) } });
+type ChallengeBinding = { projectId: string; purpose: "registration" | "authentication"; accountId?: string; sessionId?: string };
+
+/**
+ * A challenge lives CHALLENGE_TTL_MS by the database's clock, written and checked there: the
+ * gateway that issues it and the one that finishes the ceremony may differ, and with their own
+ * clocks one running ahead and one behind let a challenge (and a registration started on a recent
+ * sign-in) last minutes longer (docs/operations.md, "Clocks").
+ */
+async function storeChallenge(db: Db, challenge: string, binding: ChallengeBinding) {
+  await db.$executeRaw`
+    INSERT INTO webauthn_challenges (challenge, project_id, purpose, account_id, session_id, expires_at, created_at)
+    VALUES (${challenge}, ${binding.projectId}, ${binding.purpose}::webauthn_purpose, ${binding.accountId ?? null}, ${binding.sessionId ?? null},
+            (now() + make_interval(secs => ${CHALLENGE_TTL_MS / 1000}::int)) AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC')`;
 }
 
 /**
@@ -111,20 +122,14 @@ async function storeChallenge(db: Db, challenge: string, binding: { projectId: s
  * the response is verified: a challenge is good for one attempt, right or wrong, so a captured
  * response can never be replayed.
  */
-async function consumeChallenge(db: Db, challenge: string, binding: { projectId: string; purpose: "registration" | "authentication"; accountId?: string; sessionId?: string }) {
-  const { count } = await db.webauthnChallenge.updateMany({
-    where: {
-      challenge,
-      projectId: binding.projectId,
-      purpose: binding.purpose,
-      accountId: binding.accountId ?? null,
-      // a registration is finished by the session whose recent sign-in started it
-      ...(binding.sessionId ? { sessionId: binding.sessionId } : {}),
-      consumedAt: null,
-      expiresAt: { gt: new Date() },
-    },
-    data: { consumedAt: new Date() },
-  });
+async function consumeChallenge(db: Db, challenge: string, binding: ChallengeBinding) {
+  // a registration is finished by the session whose recent sign-in started it
+  const count = await db.$executeRaw`
+    UPDATE webauthn_challenges SET consumed_at = now() AT TIME ZONE 'UTC'
+    WHERE challenge = ${challenge} AND project_id = ${binding.projectId} AND purpose = ${binding.purpose}::webauthn_purpose
+      AND account_id IS NOT DISTINCT FROM ${binding.accountId ?? null}::text
+      AND (${binding.sessionId ?? null}::text IS NULL OR session_id = ${binding.sessionId ?? null})
+      AND consumed_at IS NULL AND expires_at > now()`;
   if (count !== 1) throw new PasskeyInvalid("that passkey challenge is unknown, used or expired; start again");
 }
 

@@ -22,18 +22,15 @@ export type SessionOrigin = { clientAddress?: string; userAgent?: string };
  */
 export async function createSession(tx: Tx, projectId: string, accountId: string, method: AuthMethod, origin: SessionOrigin = {}, signedInWith?: string): Promise<string> {
   const id = newId("ses");
-  await tx.session.create({
-    data: {
-      id,
-      projectId,
-      accountId,
-      authMethod: method,
-      expiresAt: new Date(Date.now() + SESSION_TTL_MS),
-      clientAddress: origin.clientAddress?.slice(0, 64),
-      userAgent: origin.userAgent?.slice(0, 512),
-      signedInWith,
-    },
-  });
+  // Dated by the database's now(), as a code sign-in dates its session (src/auth/sign-in.sql):
+  // Prisma fills a default now() with this gateway's clock, so a passkey or external sign-in on
+  // a gateway running ahead was recent, and lived, that much longer on every gateway
+  // (docs/operations.md, "Clocks").
+  await tx.$executeRaw`
+    INSERT INTO sessions (id, project_id, account_id, auth_method, created_at, auth_time, expires_at, client_address, user_agent, signed_in_with)
+    VALUES (${id}, ${projectId}, ${accountId}, ${method}, now() AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC',
+            (now() + make_interval(secs => ${SESSION_TTL_MS / 1000}::int)) AT TIME ZONE 'UTC',
+            ${origin.clientAddress?.slice(0, 64) ?? null}, ${origin.userAgent?.slice(0, 512) ?? null}, ${signedInWith ?? null})`;
   return id;
 }
 
@@ -92,7 +89,9 @@ export function liveSessionSql(sessionId: string, accountId: string, project: Pr
 
 /**
  * The sessions a list of an account's sessions shows as live, as a Prisma `where`: neither ended
- * nor expired (liveSessionCondition's own test of a session; its account is the list's).
+ * nor expired (liveSessionCondition's own test of a session; its account is the list's). Expired
+ * by this gateway's clock, as Prisma cannot say now(): it decides only what a list shows, and
+ * liveSessionCondition, on the database's clock, what a session may do (docs/operations.md, "Clocks").
  */
 export function liveSessionWhere(): Prisma.SessionWhereInput {
   return { endedAt: null, expiresAt: { gt: new Date() } };

@@ -16,7 +16,7 @@ import type { Actor, Deps } from "../../deps.ts";
 import type { Db, Tx } from "../../db/client.ts";
 import { randomToken, safeEqual, sha256Hex } from "../../crypto.ts";
 import { DomainError, InvalidRedirectUri, InvalidRequest, OTPInvalid } from "../../errors.ts";
-import type { ExternalFlow } from "../../generated/prisma/client.ts";
+import { Prisma, type ExternalFlow } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
 import { isStorableText } from "../../text.ts";
 import { consumePerAddress, type Limit } from "../../rate-limit.ts";
@@ -30,6 +30,13 @@ export type Started = { state_id: string; authorization_url: string };
 
 /** As long as a sign-in code lives: time to sign in at the provider, and back. */
 const FLOW_TTL_MS = 10 * 60 * 1000;
+/**
+ * A flow lives FLOW_TTL_MS by the database's clock, written and checked there: it starts on one
+ * gateway and comes back to any, and with their own clocks one running ahead and one behind kept
+ * a flow (and a link started on a recent sign-in) minutes past its end (docs/operations.md, "Clocks").
+ */
+const EXPIRES_AT = Prisma.sql`(now() + make_interval(secs => ${FLOW_TTL_MS / 1000}::int)) AT TIME ZONE 'UTC'`;
+const LIVE = Prisma.sql`expires_at > now()`;
 /**
  * Starts store state: bounded per client address, like the provider's own pages. Callbacks are
  * not counted: any web page can make its visitors' browsers call one (an image per made-up
@@ -84,21 +91,10 @@ export async function startFlow(deps: Deps, actor: Actor, input: StartInput, pur
   const secrets = { state, nonce: randomToken(), codeVerifier: randomToken(48) };
   const url = await authorizationUrl(deps, provider, { ...secrets, redirectUri: callbackUrl(deps, provider) });
   const id = newId("xfl");
-  await deps.prisma.externalFlow.create({
-    data: {
-      id,
-      projectId: actor.projectId,
-      providerId: provider.id,
-      purpose,
-      accountId: actor.user?.accountId ?? null,
-      sessionId: actor.user?.sessionId ?? null,
-      redirectUri,
-      stateHash: hashOf(state),
-      nonce: secrets.nonce,
-      codeVerifier: secrets.codeVerifier,
-      expiresAt: new Date(Date.now() + FLOW_TTL_MS),
-    },
-  });
+  await deps.prisma.$executeRaw`
+    INSERT INTO external_flows (id, project_id, provider_id, purpose, account_id, session_id, redirect_uri, state_hash, nonce, code_verifier, created_at, expires_at)
+    VALUES (${id}, ${actor.projectId}, ${provider.id}, ${purpose}, ${actor.user?.accountId ?? null}, ${actor.user?.sessionId ?? null}, ${redirectUri},
+            ${hashOf(state)}, ${secrets.nonce}, ${secrets.codeVerifier}, now() AT TIME ZONE 'UTC', ${EXPIRES_AT})`;
   return { state_id: id, authorization_url: url };
 }
 
@@ -132,13 +128,14 @@ export async function finishCallback(deps: Deps, response: URLSearchParams, prov
   // the path's id is a stranger's text too: a NUL in it reached the query as a 500 (eleventh review)
   if (providerId !== null && (providerId.length > 100 || !isStorableText(providerId))) return EXPIRED;
   const flow = await deps.prisma.externalFlow.findFirst({
-    where: { stateHash: hashOf(state), codeHash: null, consumedAt: null, expiresAt: { gt: new Date() }, provider: cameTo(providerId) },
+    where: { stateHash: hashOf(state), codeHash: null, consumedAt: null, provider: cameTo(providerId) },
   });
   if (!flow) return EXPIRED;
   // The callback takes its flow before the code goes to the provider: a callback repeated while
   // the first is still exchanging (a reload, a form posted twice) finds it taken, where both sent
   // the provider the same code and the loser's failure cancelled the winner's sign-in (30th review).
-  const { count: taken } = await deps.prisma.externalFlow.updateMany({ where: { id: flow.id, codeHash: null, consumedAt: null }, data: { codeHash: EXCHANGING } });
+  const taken = await deps.prisma.$executeRaw`
+    UPDATE external_flows SET code_hash = ${EXCHANGING} WHERE id = ${flow.id} AND code_hash IS NULL AND consumed_at IS NULL AND ${LIVE}`;
   if (taken !== 1) return EXPIRED;
   const failed = async (error: string, description: string): Promise<CallbackAnswer> => {
     await deps.prisma.externalFlow.updateMany({ where: { id: flow.id, consumedAt: null }, data: { consumedAt: new Date() } });
@@ -181,10 +178,16 @@ function checkInput(input: CompleteInput): { stateId: string; code: string } {
 export async function provenFlow(deps: Deps, actor: Actor, input: CompleteInput, purpose: FlowPurpose): Promise<ProvenFlow> {
   const { stateId, code } = checkInput(input);
   const flow = await deps.prisma.externalFlow.findFirst({
-    where: { id: stateId, projectId: actor.projectId, purpose, accountId: actor.user?.accountId ?? null, expiresAt: { gt: new Date() } },
+    where: { id: stateId, projectId: actor.projectId, purpose, accountId: actor.user?.accountId ?? null },
   });
-  if (!flow?.codeHash || !flow.issuer || !flow.subject || !safeEqual(flow.codeHash, hashOf(code))) throw new OTPInvalid();
+  if (!flow || !(await isLive(deps.prisma, flow.id))) throw new OTPInvalid();
+  if (!flow.codeHash || !flow.issuer || !flow.subject || !safeEqual(flow.codeHash, hashOf(code))) throw new OTPInvalid();
   return flow as ProvenFlow;
+}
+
+async function isLive(db: Db, flowId: string): Promise<boolean> {
+  const [row] = await db.$queryRaw<{ live: boolean }[]>`SELECT ${LIVE} AS live FROM external_flows WHERE id = ${flowId}`;
+  return row?.live === true;
 }
 
 /** The provider's latest profile claims on an external identifier (profile only: they decide nothing). */
