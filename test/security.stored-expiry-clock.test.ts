@@ -1,20 +1,23 @@
 // Stored expiries are written and checked on the database's clock (docs/operations.md, "Clocks"): a
 // passkey challenge, an external sign-in's flow and the e-mail proof it asks for, a session's
-// lifetime and its sign-in time, a security notice's first send. Each is written by one gateway and
-// read by whichever serves the next request; on their own clocks a gateway running ahead wrote
-// lifetimes that much longer, and one running behind took what the database said had expired. A
-// passkey or external sign-in also dated its session on the gateway's clock, recent that much
-// longer on every gateway (the code sign-in already used the database's).
+// lifetime and its sign-in time, a security notice's first send, the OpenID provider's stored
+// codes. Each is written by one gateway and read by whichever serves the next request; on their own
+// clocks a gateway running ahead wrote lifetimes that much longer, and one running behind took what
+// the database said had expired. A passkey or external sign-in also dated its session on the
+// gateway's clock, recent that much longer on every gateway (the code sign-in already used the
+// database's).
 //
 // A gateway's clock is moved with vitest's fake Date (only Date: timers run as usual). That needs
 // a database with a clock of its own, Postgres; PGlite runs in the gateway's process and reads
 // the same Date, so the two cannot differ there.
+import * as client from "openid-client";
 import { decodeJwt } from "jose";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { PASSKEY_ORIGIN, passkeyAssertion, registerPasskey, signInWithPasskey } from "./support/passkeys.ts";
+import { Agent, authorizationUrl, authorize, discover, registerClient } from "./support/oidc.ts";
 import { authorize as authorizeExternal, callback, complete, externalSignIn, start, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
 import type { GithubUser } from "./support/upstream.ts";
 
@@ -158,5 +161,42 @@ describe.skipIf(!serverUrl)("external sign-in flows on a gateway whose clock is 
     expect(late.status).toBe(400);
     expect(late.body.error).toBe("OTPInvalid");
     expect(await h.db.prisma.identifier.count({ where: { accountId: holder.accountId, kind: "external" } })).toBe(0);
+  });
+});
+
+describe.skipIf(!serverUrl)("the OpenID provider's stored codes on a gateway whose clock is off the database's (postgres)", () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness("postgres", { env: { LINKGATE_ISSUER: "http://linkgate.test" } });
+  });
+  afterAll(() => h?.close());
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const authorizationCodes = () => h.db.prisma.oidcPayload.findMany({ where: { kind: "AuthorizationCode", consumedAt: null } });
+
+  it("a code issued on a gateway running ahead is stored to expire 60 s after, by the database", async () => {
+    const app = await registerClient(h, { firstParty: true });
+    const cfg = await discover(h, app);
+    gatewayClock(SKEW_MS);
+    const before = new Set((await authorizationCodes()).map((c) => c.id));
+    await authorize(h, new Agent(h), await authorizationUrl(cfg, app), "oidc-ahead@example.com");
+    const [code] = (await authorizationCodes()).filter((c) => !before.has(c.id));
+    expect(code.expiresAt!.getTime()).toBeLessThanOrEqual((await databaseNow(h)) + 60_000);
+  });
+
+  it("a code the database says has expired is refused on a gateway running behind, whose own clock oidc-provider still reads", async () => {
+    const app = await registerClient(h, { firstParty: true });
+    const cfg = await discover(h, app);
+    gatewayClock(-SKEW_MS);
+    const auth = await authorizationUrl(cfg, app);
+    const before = new Set((await authorizationCodes()).map((c) => c.id));
+    const back = await authorize(h, new Agent(h), auth, "oidc-behind@example.com");
+    const [code] = (await authorizationCodes()).filter((c) => !before.has(c.id));
+    await h.db.prisma.$executeRaw`UPDATE oidc_payloads SET expires_at = (now() - interval '30 seconds') AT TIME ZONE 'UTC' WHERE id = ${code.id}`;
+    await expect(client.authorizationCodeGrant(cfg, back, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce })).rejects.toMatchObject({
+      error: "invalid_grant",
+    });
   });
 });

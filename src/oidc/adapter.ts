@@ -19,19 +19,30 @@ import { isStorableText } from "../text.ts";
 const rowId = (kind: string, id: string) => sha256Hex(`${kind}:${id}`);
 const epoch = (d: Date) => Math.floor(d.getTime() / 1000);
 
+/**
+ * A stored code, token, grant or interaction expires `expiresIn` seconds after it was saved by the
+ * database's clock, and is found only before that by the same clock. oidc-provider also checks the
+ * `exp` it put in the payload against the serving process's clock, which linkgate cannot move: with
+ * the row's expiry on each gateway's clock too, one running behind took an authorization code for
+ * as long again as it was behind (60 s became 3 minutes at 2 minutes behind). The database's
+ * expiry bounds every row to its lifetime, whatever either gateway's clock says; a gateway whose
+ * clock runs ahead can still end one early by its own check (docs/operations.md, "Clocks").
+ */
+const expiresAtIn = (expiresIn: number) =>
+  expiresIn ? Prisma.sql`(now() + make_interval(secs => ${expiresIn}::float8)) AT TIME ZONE 'UTC'` : Prisma.sql`NULL::timestamp`;
+const LIVE = Prisma.sql`(expires_at IS NULL OR expires_at > now())`;
+
 export function adapterFor(deps: Deps) {
   return class DatabaseAdapter implements Adapter {
     constructor(readonly kind: string) {}
 
     async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
       const { jti: _jti, ...rest } = payload;
-      const data = {
-        payload: rest as Prisma.InputJsonValue,
-        grantId: payload.grantId ?? null,
-        uid: payload.uid ?? null,
-        expiresAt: expiresIn ? new Date(Date.now() + expiresIn * 1000) : null,
-      };
-      await deps.prisma.oidcPayload.upsert({ where: { id: rowId(this.kind, id) }, create: { id: rowId(this.kind, id), kind: this.kind, ...data }, update: data });
+      const key = rowId(this.kind, id);
+      await deps.prisma.$executeRaw`
+        INSERT INTO oidc_payloads (id, kind, payload, grant_id, uid, expires_at)
+        VALUES (${key}, ${this.kind}, ${JSON.stringify(rest)}::jsonb, ${payload.grantId ?? null}, ${payload.uid ?? null}, ${expiresAtIn(expiresIn)})
+        ON CONFLICT (id) DO UPDATE SET payload = EXCLUDED.payload, grant_id = EXCLUDED.grant_id, uid = EXCLUDED.uid, expires_at = EXCLUDED.expires_at`;
     }
 
     async find(id: string): Promise<AdapterPayload | undefined> {
@@ -42,19 +53,21 @@ export function adapterFor(deps: Deps) {
         const client = await findByClientId(deps, id);
         return client ? clientMetadata(client) : undefined;
       }
-      const row = await deps.prisma.oidcPayload.findUnique({ where: { id: rowId(this.kind, id) } });
-      if (!row || (row.expiresAt && row.expiresAt <= new Date())) return undefined;
-      const payload = row.payload as AdapterPayload;
-      if (this.kind === "Grant" && !(await sessionLive(deps, row.sessionId, payload.accountId))) return undefined;
-      return { ...payload, jti: id, ...(row.consumedAt ? { consumed: epoch(row.consumedAt) } : {}) };
+      const [row] = await deps.prisma.$queryRaw<{ payload: AdapterPayload; session_id: string | null; consumed_at: Date | null }[]>`
+        SELECT payload, session_id, consumed_at FROM oidc_payloads WHERE id = ${rowId(this.kind, id)} AND ${LIVE}`;
+      if (!row) return undefined;
+      const payload = row.payload;
+      if (this.kind === "Grant" && !(await sessionLive(deps, row.session_id, payload.accountId))) return undefined;
+      return { ...payload, jti: id, ...(row.consumed_at ? { consumed: epoch(row.consumed_at) } : {}) };
     }
 
     async findByUid(uid: string): Promise<AdapterPayload | undefined> {
       if (!isStorableText(uid)) return undefined;
-      const row = await deps.prisma.oidcPayload.findFirst({ where: { kind: this.kind, uid, OR: [{ expiresAt: null }, { expiresAt: { gt: new Date() } }] } });
+      const [row] = await deps.prisma.$queryRaw<{ payload: AdapterPayload }[]>`
+        SELECT payload FROM oidc_payloads WHERE kind = ${this.kind} AND uid = ${uid} AND ${LIVE} LIMIT 1`;
       // Found by uid only to check that a session still exists and whose it is: its id (the
       // cookie's value) is not stored and not needed for that.
-      return row ? (row.payload as AdapterPayload) : undefined;
+      return row?.payload;
     }
 
     async findByUserCode(): Promise<AdapterPayload | undefined> {
