@@ -1,11 +1,11 @@
 // Stored expiries are written and checked on the database's clock (docs/operations.md, "Clocks"): a
 // passkey challenge, an external sign-in's flow and the e-mail proof it asks for, a session's
 // lifetime and its sign-in time, a security notice's first send, the OpenID provider's stored
-// codes. Each is written by one gateway and read by whichever serves the next request; on their own
-// clocks a gateway running ahead wrote lifetimes that much longer, and one running behind took what
-// the database said had expired. A passkey or external sign-in also dated its session on the
-// gateway's clock, recent that much longer on every gateway (the code sign-in already used the
-// database's).
+// codes, a webhook rotation's end. Each is written by one gateway and read by whichever serves the
+// next request; on their own clocks a gateway running ahead wrote lifetimes that much longer, and
+// one running behind took what the database said had expired. A passkey or external sign-in also
+// dated its session on the gateway's clock, recent that much longer on every gateway (the code
+// sign-in already used the database's).
 //
 // A gateway's clock is moved with vitest's fake Date (only Date: timers run as usual). That needs
 // a database with a clock of its own, Postgres; PGlite runs in the gateway's process and reads
@@ -104,6 +104,18 @@ describe.skipIf(!serverUrl)("passkeys and sessions on a gateway whose clock is o
     const told = () => h.mailbox.messages.find((m) => m.to === "notice-ahead@example.com" && /passkey/i.test(m.text));
     for (let i = 0; i < 100 && !told(); i++) await new Promise((r) => setTimeout(r, 50));
     expect(told()).toBeDefined();
+  });
+
+  it("a webhook secret rotated on a gateway running ahead keeps the old secret 7 days by the database, not 7 days and 2 minutes", async () => {
+    const created = await h.gql(`mutation { createWebhook(input: { url: "https://127.0.0.1:9/hook", events: ["user.created"] }) { ... on CreateWebhookPayload { webhook { id } } } }`);
+    const id = created.body.data.createWebhook.webhook.id;
+    gatewayClock(SKEW_MS);
+    const rotated = await h.call("POST", "/api/v1/webhooks/rotate-secret", { body: { webhook_id: id }, headers: { authorization: `Bearer ${h.apiKey}` } });
+    expect(rotated.status).toBe(200);
+    const ends = Date.parse(rotated.body.transition_ends_at);
+    expect(ends).toBeLessThanOrEqual((await databaseNow(h)) + 7 * 24 * 3600_000);
+    const row = await h.db.prisma.webhook.findUniqueOrThrow({ where: { id } });
+    expect(row.previousSecretExpiresAt!.getTime()).toBe(ends);
   });
 });
 

@@ -125,20 +125,22 @@ export const ROTATE_SECRET_ERRORS = [WebhookNotFound, InvalidRequest];
 
 /**
  * The new secret signs from now on; the one it replaces keeps verifying for 7 days. A
- * rotation during a transition drops the oldest secret and starts a new 7 days.
+ * rotation during a transition drops the oldest secret and starts a new 7 days, counted from the
+ * database's clock like every stored expiry: the serving gateway's own lengthened or shortened
+ * the overlap by as much as it was off (docs/operations.md, "Clocks").
  */
-export async function rotateWebhookSecret(deps: Deps, actor: KeyActor, id: unknown, now = new Date()) {
+export async function rotateWebhookSecret(deps: Deps, actor: KeyActor, id: unknown) {
   const webhook = await findWebhook(deps, actor, id);
   const secret = generateWebhookSecret();
-  const transitionEndsAt = new Date(now.getTime() + TRANSITION_MS);
   // Conditional on the secret we read, so two concurrent rotations cannot both keep "their"
   // previous secret: the loser is told the webhook changed and can rotate again.
-  const { count } = await deps.prisma.webhook.updateMany({
-    where: { ...webhooksOf(actor), id: webhook.id, secretSealed: webhook.secretSealed },
-    data: { secretSealed: seal(deps.master, secret), previousSecretSealed: webhook.secretSealed, previousSecretExpiresAt: transitionEndsAt },
-  });
-  if (!count) throw new InvalidRequest("the webhook was rotated concurrently; try again");
-  return { webhookId: webhook.id, newSecret: secret, transitionEndsAt };
+  const [rotated] = await deps.prisma.$queryRaw<{ ends: Date }[]>`
+    UPDATE webhooks SET secret_sealed = ${seal(deps.master, secret)}, previous_secret_sealed = secret_sealed,
+      previous_secret_expires_at = (now() + make_interval(secs => ${TRANSITION_MS / 1000}::int)) AT TIME ZONE 'UTC', updated_at = now() AT TIME ZONE 'UTC'
+    WHERE project_id = ${webhooksOf(actor).projectId} AND id = ${webhook.id} AND secret_sealed = ${webhook.secretSealed}
+    RETURNING previous_secret_expires_at AS ends`;
+  if (!rotated) throw new InvalidRequest("the webhook was rotated concurrently; try again");
+  return { webhookId: webhook.id, newSecret: secret, transitionEndsAt: rotated.ends };
 }
 
 /** What sending a test event refuses with, besides bad credentials: its GraphQL field lists these. */
