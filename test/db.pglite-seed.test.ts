@@ -1,7 +1,7 @@
 // A first start on an empty PGlite folder copies the empty cluster the install prepared
 // (src/db/pglite-seed.ts) instead of running initdb: the folder then holds that cluster, a copy
 // cut off half-way is made again, and a folder that holds a database is never touched.
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -36,6 +36,16 @@ describe("the prepared PGlite cluster", () => {
   it("is made by the install (the build), once per PGlite version", () => {
     expect(existsSync(path.join(seed, "PG_VERSION"))).toBe(true);
     expect(path.basename(seed)).toMatch(/^pglite-\d+\.\d+\.\d+/);
+  });
+
+  it("can be read by every user: the one who installs is often not the one who runs the server", () => {
+    const modes = (dir: string): number[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+        const at = path.join(dir, e.name);
+        return e.isDirectory() ? [statSync(at).mode & 0o005, ...modes(at)] : [(statSync(at).mode & 0o004) | 0o001];
+      });
+    expect(statSync(seed).mode & 0o005).toBe(0o005);
+    expect(new Set(modes(seed))).toEqual(new Set([0o005]));
   });
 
   it("is what a first start on an empty folder begins from, and migrations then run on it", async () => {
@@ -80,5 +90,16 @@ describe("the prepared PGlite cluster", () => {
     const half = dataDir();
     copyFileSync(path.join(seed, "postgresql.conf"), path.join(half, "postgresql.conf"));
     expect(adoptPgliteSeed(dataDir(), half)).toBe(false);
+  });
+
+  it("that cannot be copied, leaves the folder emptied, as a first start finds it", async () => {
+    const dir = dataDir();
+    const cluster = path.join(dir, "pglite");
+    // a folder left in the way of one of the cluster's files
+    mkdirSync(path.join(cluster, "postgresql.conf"), { recursive: true });
+    expect(adoptPgliteSeed(cluster)).toBe(false);
+    expect(readdirSync(cluster)).toEqual([]);
+    // and the start that follows finds an empty folder: a database, migrated
+    expect(await openedIdentifier(dir)).toBe(identifierOf(seed));
   });
 });

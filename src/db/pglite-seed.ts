@@ -6,7 +6,7 @@
 // first start copies it instead: a copy of its 38 MB takes about 0.25 s. Only the cluster
 // initdb makes is kept there, nothing linkgate writes: the migrations, the signing keys and the
 // first project are made by each start as before, so no two installations share a secret.
-import { copyFileSync, cpSync, existsSync, readFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 
@@ -24,13 +24,19 @@ export function pgliteSeedDir(): string {
  * Copies the prepared cluster into `dir` when `dir` holds none yet (no PG_VERSION: PGlite would
  * run initdb there). PG_VERSION is copied last because PGlite takes a folder that has it for a
  * whole cluster: a copy cut off before the end is made again by the next start. Returns whether
- * it copied; without a prepared cluster (an install that could not make one) PGlite runs initdb
- * as it always did.
+ * it copied. Without a prepared cluster (an install that could not make one), or with one this
+ * start cannot copy, PGlite runs initdb as it always did: the folder, which holds no cluster, is
+ * emptied for it.
  */
 export function adoptPgliteSeed(dir: string, seed = pgliteSeedDir()): boolean {
   const version = "PG_VERSION";
   if (existsSync(path.join(dir, version)) || !existsSync(path.join(seed, version))) return false;
-  cpSync(seed, dir, { recursive: true, filter: (from) => from !== path.join(seed, version) });
-  copyFileSync(path.join(seed, version), path.join(dir, version));
-  return true;
+  try {
+    cpSync(seed, dir, { recursive: true, filter: (from) => from !== path.join(seed, version) });
+    copyFileSync(path.join(seed, version), path.join(dir, version));
+    return true;
+  } catch {
+    for (const entry of readdirSync(dir)) rmSync(path.join(dir, entry), { recursive: true, force: true });
+    return false;
+  }
 }
