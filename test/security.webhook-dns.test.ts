@@ -14,7 +14,11 @@ import { startNameServer, type NameServer } from "./support/dns-server.ts";
 describe("a webhook host's name, resolved by the guard", () => {
   let ns: NameServer;
   beforeAll(async () => {
-    ns = await startNameServer({ a: { "hooks.example.test": ["93.184.216.34"], "inside.example.test": ["10.1.2.3"] }, silent: ["hang.example.test"] });
+    ns = await startNameServer({
+      a: { "hooks.example.test": ["93.184.216.34"], "inside.example.test": ["10.1.2.3"], "fresh.example.test": ["93.184.216.35"], "brief.example.test": ["93.184.216.36"] },
+      silent: ["hang.example.test"],
+      ttl: { "fresh.example.test": 0, "brief.example.test": 5 },
+    });
   });
   afterAll(() => ns?.close());
 
@@ -26,6 +30,43 @@ describe("a webhook host's name, resolved by the guard", () => {
     expect(await assertSafeTarget("https://hooks.example.test/hook", { allowPrivate: false, lookup: resolver() })).toEqual([{ address: "93.184.216.34", family: 4 }]);
     await expect(assertSafeTarget("https://inside.example.test/hook", { allowPrivate: false, lookup: resolver() })).rejects.toThrow(/resolves to a private address \(10\.1\.2\.3\)/);
     await expect(assertSafeTarget("https://nope.example.test/hook", { allowPrivate: false, lookup: resolver() })).rejects.toThrow(/could not be resolved \(ENOTFOUND\)/);
+  });
+
+  it("an answer is used for as long as its TTL allows, and attempts at the same time share one question", async () => {
+    let clock = 0;
+    const lookup = dnsResolver({ servers: [ns.address], timeoutMs: 300, tries: 1, now: () => clock });
+    const asked = (name: string) => ns.queries.filter((q) => q === `A ${name}`).length;
+    const before = asked("brief.example.test");
+    // 2,000 deliveries a second to one host asked the name server twice each (A and AAAA)
+    await Promise.all(Array.from({ length: 50 }, () => assertSafeTarget("https://brief.example.test/hook", { allowPrivate: false, lookup })));
+    for (let i = 0; i < 50; i++) await assertSafeTarget("https://brief.example.test/hook", { allowPrivate: false, lookup });
+    expect(asked("brief.example.test") - before).toBe(1);
+    // its owner said 5 s: asked again after that, and every address is checked again
+    clock += 5_001;
+    expect(await lookup("brief.example.test")).toEqual([{ address: "93.184.216.36", family: 4 }]);
+    expect(asked("brief.example.test") - before).toBe(2);
+    // a TTL of 0 keeps nothing: every attempt asks
+    const fresh = asked("fresh.example.test");
+    for (let i = 0; i < 3; i++) await lookup("fresh.example.test");
+    expect(asked("fresh.example.test") - fresh).toBe(3);
+    // a failure is not kept either
+    const nope = asked("nope.example.test");
+    for (let i = 0; i < 2; i++) await expect(lookup("nope.example.test")).rejects.toThrow();
+    expect(asked("nope.example.test") - nope).toBe(2);
+  });
+
+  it("an answer is kept 60 s at most, whatever its TTL", async () => {
+    let clock = 0;
+    const lookup = dnsResolver({ servers: [ns.address], timeoutMs: 300, tries: 1, now: () => clock });
+    const asked = () => ns.queries.filter((q) => q === "A hooks.example.test").length;
+    const before = asked();
+    await lookup("hooks.example.test");
+    clock += 59_000;
+    await lookup("hooks.example.test");
+    expect(asked() - before).toBe(1);
+    clock += 1_001;
+    await lookup("hooks.example.test");
+    expect(asked() - before).toBe(2);
   });
 
   it("a name server that never answers is a refusal, and the system's lookups do not wait behind it", async () => {

@@ -7,7 +7,8 @@ import * as packet from "dns-packet";
 
 export type NameServer = { address: string; queries: string[]; close(): Promise<void> };
 
-export async function startNameServer(opts: { a?: Record<string, string[]>; silent?: string[] }): Promise<NameServer> {
+/** `ttl`: the TTL of the answers for a name, in seconds (60 unless given). */
+export async function startNameServer(opts: { a?: Record<string, string[]>; silent?: string[]; ttl?: Record<string, number> }): Promise<NameServer> {
   const socket: Socket = createSocket("udp4");
   const queries: string[] = [];
   socket.on("message", (msg, from) => {
@@ -18,7 +19,7 @@ export async function startNameServer(opts: { a?: Record<string, string[]>; sile
     queries.push(`${q.type} ${name}`);
     if (opts.silent?.includes(name)) return;
     const known = opts.a?.[name];
-    const answers = known && q.type === "A" ? known.map((data) => ({ type: "A" as const, name: q.name, ttl: 60, data })) : [];
+    const answers = known && q.type === "A" ? known.map((data) => ({ type: "A" as const, name: q.name, ttl: opts.ttl?.[name] ?? 60, data })) : [];
     const reply = packet.encode({
       type: "response",
       id: query.id,
