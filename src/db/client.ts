@@ -85,14 +85,50 @@ function preparedName(query: { sql: string }): string {
 }
 
 /**
- * A connection's settings (openPostgres says why): jit off and UTC. A URL's own `options` win
- * over the driver's (pg lets the URL win), so there UTC is added to them, last, as it must hold.
+ * The settings linkgate's SQL and its drivers depend on, for every Postgres connection it opens.
+ * Sent in the start-up packet, they win over the server's, the database's and the role's own
+ * (`ALTER DATABASE/ROLE … SET`): an operator's default there must not change linkgate's rules
+ * (docs/operations.md, "Database connections"). Each was seen to break something when set
+ * otherwise on the role:
+ * - TimeZone: the tables' times are `timestamp` without a time zone, read as UTC (openPostgres).
+ * - DateStyle, IntervalStyle: pg parses the text Postgres sends; under `SQL, DMY` or `German`
+ *   every time the fast path read was NaN (claimed deliveries, retries) and removing an
+ *   identifier failed with a 500.
+ * - extra_float_digits: the fast path sends times as float8 milliseconds; at -15 they came back
+ *   rounded to one significant digit.
+ * - default_transaction_isolation: the claim, the merges and the counters are written for READ
+ *   COMMITTED (a row locked after a wait is read again as it is now); under REPEATABLE READ or
+ *   SERIALIZABLE, delivery workers sharing a database failed their claims and the recording of
+ *   their results with serialization failures (40001), logged as database errors and retried.
+ * - search_path: Prisma names `public` in every statement, the migrations and the SQL functions
+ *   name nothing. With a schema named after the role (`"$user"`, the default path's first
+ *   entry), the first migration put the tables there and a later one failed, half applied; with
+ *   another schema first, its table of the same name took the raw SQL's writes while Prisma read
+ *   `public`'s.
+ * client_encoding needs nothing here: pg always sends UTF8 in the start-up packet.
  */
-function connectionConfig(url: string): pg.PoolConfig {
+const REQUIRED_SETTINGS: ReadonlyArray<readonly [string, string]> = [
+  ["TimeZone", "UTC"],
+  ["DateStyle", "ISO, MDY"],
+  ["IntervalStyle", "postgres"],
+  ["extra_float_digits", "1"],
+  ["default_transaction_isolation", "read committed"],
+  ["search_path", "public"],
+];
+
+/** As the server splits `options` at spaces, a space inside a value is escaped with a backslash. */
+const REQUIRED_OPTIONS = REQUIRED_SETTINGS.map(([name, value]) => `-c ${name}=${value.replaceAll(" ", "\\ ")}`).join(" ");
+
+/**
+ * A connection's settings: jit off (openPostgres says why), then REQUIRED_SETTINGS. A URL's own
+ * `options` win over the driver's (pg lets the URL win), so there the required settings are
+ * added to them, last, as they must hold.
+ */
+export function connectionConfig(url: string): pg.PoolConfig {
   const parsed = URL.canParse(url) ? new URL(url) : null;
   const own = parsed?.searchParams.get("options");
-  if (!parsed || own === null || own === undefined) return { connectionString: url, options: "-c jit=off -c TimeZone=UTC" };
-  parsed.searchParams.set("options", `${own} -c TimeZone=UTC`);
+  if (!parsed || own === null || own === undefined) return { connectionString: url, options: `-c jit=off ${REQUIRED_OPTIONS}` };
+  parsed.searchParams.set("options", `${own} ${REQUIRED_OPTIONS}`);
   return { connectionString: parsed.toString() };
 }
 
