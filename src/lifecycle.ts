@@ -109,14 +109,35 @@ export async function unreachableDatabase(url: string | undefined): Promise<stri
   if (!url) return null;
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   client.on("error", () => {}); // the failure is reported through connect()/query()
+  let found: DatabaseTraits;
   try {
     await client.connect();
-    await client.query("SELECT 1");
+    found = (await client.query<DatabaseTraits>(TRAITS)).rows[0];
   } catch (err) {
     await client.end().catch(() => {});
     return databaseFault("reach", url, err);
   }
   await client.end().catch(() => {});
+  const unfit = unfitDatabase(found);
+  return unfit && oneLine(`cannot use the database at ${redactUrl(url)}: ${unfit}`);
+}
+
+type DatabaseTraits = { encoding: string; read_only: boolean };
+
+/** What a database must be that no connection setting of linkgate's can make it (docs/operations.md, "Database connections"). */
+const TRAITS = `SELECT current_setting('server_encoding') AS encoding, current_setting('transaction_read_only')::boolean AS read_only`;
+
+/**
+ * Names sit in the database as the people typed them, in any script. A LATIN1 database failed the
+ * first start halfway through its migrations (a migration's comment has a character LATIN1
+ * lacks), leaving a failed migration to recover by hand; an SQL_ASCII one stores bytes
+ * unchecked, each counted as a character. A read-only one (a hot standby, or
+ * default_transaction_read_only on for its database or role) crashed the start at its first
+ * write, with a stack trace.
+ */
+function unfitDatabase({ encoding, read_only }: DatabaseTraits): string | null {
+  if (encoding !== "UTF8") return `it is encoded ${encoding}; linkgate needs a UTF8 database (CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0)`;
+  if (read_only) return "it is read-only (a hot standby, or default_transaction_read_only on for its database or role); linkgate writes to it";
   return null;
 }
 

@@ -20,7 +20,7 @@ const healthz = createRoute({
 const NotReady = z
   .union([
     z.object({ status: z.literal("migrations pending"), applied: z.number().int(), expected: z.number().int() }),
-    z.object({ status: z.enum(["database unreachable", "database check failed"]) }),
+    z.object({ status: z.enum(["database unreachable", "database read-only", "database check failed"]) }),
   ])
   .openapi("NotReady");
 
@@ -29,7 +29,7 @@ const readyz = createRoute({
   method: "get",
   path: "/readyz",
   operationId: "readyz",
-  summary: "Readiness: the database answers and every migration of this build is applied",
+  summary: "Readiness: the database answers, takes writes, and every migration of this build is applied",
   responses: {
     ...ok(z.object({ status: z.literal("ready"), migrations: z.number().int() }), "ready"),
     503: {
@@ -52,6 +52,14 @@ export function healthRoutes(knownMigrations: string[]) {
       const expected = knownMigrations.length;
       const applied = expected - pending.length;
       if (pending.length > 0) return c.json({ status: "migrations pending" as const, applied, expected }, 503);
+      // A server that answers reads and refuses every write (a standby the URL reached after a
+      // failover, default_transaction_read_only set on the database or role) failed every
+      // sign-in while this said ready (docs/operations.md, "Database connections").
+      const [{ read_only }] = await c.get("deps").prisma.$queryRaw<{ read_only: boolean }[]>`SELECT current_setting('transaction_read_only')::boolean AS read_only`;
+      if (read_only) {
+        c.get("log")?.error("database read-only");
+        return c.json({ status: "database read-only" as const }, 503, { "Retry-After": String(new ServiceUnavailable().retryAfterSeconds) });
+      }
       return c.json({ status: "ready" as const, migrations: applied }, 200);
     } catch (err) {
       // Load balancers poll this: an outage is expected here, anything else is worth a look.
