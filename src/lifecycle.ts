@@ -74,7 +74,7 @@ export function redactUrl(url: string): string {
  * on one line, instead of the schema engine's WebAssembly stack trace. Exits 1 on failure.
  */
 export async function ensureDatabaseReachable(config: Pick<Config, "databaseUrl">): Promise<void> {
-  const problem = await unreachableDatabase(config.databaseUrl);
+  const problem = await unreachableDatabase(config.databaseUrl, { writes: true });
   if (problem) return die(problem);
 }
 
@@ -103,9 +103,10 @@ export function listenFault(config: Pick<Config, "host" | "port">, err: NodeJS.E
 /**
  * Why the Postgres server at `url` cannot be used, on one line with the password masked; null
  * when it answers (or for embedded PGlite, which has nothing to reach). The CLI reports it as
- * its own failure.
+ * its own failure. `writes`: a read-only database is refused too (the start of the server, the
+ * worker and the migrations write; the CLI's lists still read from a standby).
  */
-export async function unreachableDatabase(url: string | undefined): Promise<string | null> {
+export async function unreachableDatabase(url: string | undefined, opts: { writes?: boolean } = {}): Promise<string | null> {
   if (!url) return null;
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   client.on("error", () => {}); // the failure is reported through connect()/query()
@@ -118,7 +119,7 @@ export async function unreachableDatabase(url: string | undefined): Promise<stri
     return databaseFault("reach", url, err);
   }
   await client.end().catch(() => {});
-  const unfit = unfitDatabase(found);
+  const unfit = unfitDatabase(found, opts.writes ?? false);
   return unfit && oneLine(`cannot use the database at ${redactUrl(url)}: ${unfit}`);
 }
 
@@ -135,9 +136,9 @@ const TRAITS = `SELECT current_setting('server_encoding') AS encoding, current_s
  * default_transaction_read_only on for its database or role) crashed the start at its first
  * write, with a stack trace.
  */
-function unfitDatabase({ encoding, read_only }: DatabaseTraits): string | null {
+function unfitDatabase({ encoding, read_only }: DatabaseTraits, writes: boolean): string | null {
   if (encoding !== "UTF8") return `it is encoded ${encoding}; linkgate needs a UTF8 database (CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0)`;
-  if (read_only) return "it is read-only (a hot standby, or default_transaction_read_only on for its database or role); linkgate writes to it";
+  if (read_only && writes) return "it is read-only (a hot standby, or default_transaction_read_only on for its database or role); linkgate writes to it";
   return null;
 }
 
