@@ -282,6 +282,40 @@ describe("isConnectionFailure, on the errors the drivers really raise", () => {
     }
   });
 
+  it.runIf(postgres)("a write refused by a standby after a failover (25006), a lock or a statement its operator timed out (55P03, 57014), through Prisma", async () => {
+    const db = await openTestDatabase("postgres");
+    const holder = new pg.Client({ connectionString: db.url });
+    await holder.connect();
+    try {
+      const refused = await rejection(
+        db.prisma.$transaction(async (tx) => {
+          await tx.$executeRawUnsafe("SET TRANSACTION READ ONLY");
+          await tx.$executeRawUnsafe("CREATE TABLE lg_outage_probe (v int)");
+        }),
+      );
+      const timedOut = await rejection(
+        db.prisma.$transaction(async (tx) => {
+          await tx.$executeRawUnsafe("SET LOCAL statement_timeout = '20ms'");
+          await tx.$queryRawUnsafe("SELECT pg_sleep(5)");
+        }),
+      );
+      await holder.query("BEGIN; SELECT pg_advisory_xact_lock(4242)");
+      const lockWait = await rejection(
+        db.prisma.$transaction(async (tx) => {
+          await tx.$executeRawUnsafe("SET LOCAL lock_timeout = '20ms'");
+          await tx.$queryRawUnsafe("SELECT pg_advisory_xact_lock(4242)");
+        }),
+      );
+      await holder.query("ROLLBACK");
+      for (const err of [refused, timedOut, lockWait]) expect(isConnectionFailure(err)).toBe(true);
+      // and what is a bug stays one
+      expect(isConnectionFailure(await rejection(db.prisma.$queryRawUnsafe("SELECT 1/0")))).toBe(false);
+    } finally {
+      await holder.end();
+      await db.close();
+    }
+  });
+
   it.runIf(postgres)("a backend terminated by the server (57P01) through Prisma", async () => {
     const db = await openTestDatabase("postgres");
     const admin = new pg.Client({ connectionString: db.url });

@@ -10,9 +10,12 @@ const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "ETI
 /**
  * Postgres SQLSTATEs of a server that cannot serve now: class 08 (connection exception),
  * 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now (starting up,
- * recovering), 53300 too many connections.
+ * recovering), 53300 too many connections; and 25006, a write refused by a read-only server (a
+ * standby the URL reached after a failover), 55P03 and 57014, a lock wait or a statement cut
+ * off by a timeout its operator set on the database or role: each was a 500 (a bug, to the
+ * client and the log) where the request is fine and the database is not, now.
  */
-const SQLSTATES = /^(08[0-9A-Z]{3}|57P0[123]|53300)$/;
+const SQLSTATES = /^(08[0-9A-Z]{3}|57P0[123]|53300|25006|55P03|57014)$/;
 
 /**
  * Prisma: P1001 cannot reach the server, P1002 it timed out, P1008 operation timed out,
@@ -45,7 +48,7 @@ type Wrapped = {
   meta?: { driverAdapterError?: unknown };
 };
 
-/** Whether an error, however wrapped, means the database cannot be reached right now. */
+/** Whether an error, however wrapped, means the database cannot serve the request right now (a 503, retry later). */
 export function isConnectionFailure(err: unknown): boolean {
   const seen = new Set<unknown>();
   const queue: unknown[] = [err];
