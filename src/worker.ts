@@ -13,7 +13,7 @@ const logger = createLogger(config.logLevel);
 await ensureDatabaseReachable(config);
 const db = await orDie(openDatabase(config));
 await orDie(applyMigrations(db.adapterFactory));
-const masterKey = resolveMasterKey(config);
+const masterKey = await orDie(Promise.resolve().then(() => resolveMasterKey(config)));
 await orDie(checkMasterKey(db.prisma, masterKey, config));
 const worker = startWorker({ db, config, masterKey, logger });
 stopOnSignals(logger, config.shutdownTimeoutMs, {

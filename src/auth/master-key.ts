@@ -5,14 +5,17 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { ConfigError } from "../config.ts";
 import { parseMasterKey, seal, unseal, type MasterKey } from "../crypto.ts";
+import { writingDataFolder } from "../data-folder.ts";
 import type { Db } from "../db/client.ts";
 
 export function resolveMasterKey(config: { secretKey?: string; dataDir: string }): MasterKey {
   if (config.secretKey) return parseMasterKey(config.secretKey);
   const file = path.resolve(config.dataDir, "dev-secret.key");
   if (!existsSync(file)) {
-    mkdirSync(path.dirname(file), { recursive: true });
-    writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600, flag: "wx" });
+    writingDataFolder(config.dataDir, "or LINKGATE_SECRET_KEY (without it, a development master key is kept there)", () => {
+      mkdirSync(path.dirname(file), { recursive: true });
+      writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600, flag: "wx" });
+    });
   }
   return parseMasterKey(readFileSync(file, "utf8").trim());
 }

@@ -9,6 +9,7 @@ import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapt
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client.ts";
+import { writingDataFolder } from "../data-folder.ts";
 import { shareConnections } from "./connection-share.ts";
 import { lockPgliteFolder } from "./pglite-lock.ts";
 import { adoptPgliteSeed } from "./pglite-seed.ts";
@@ -206,11 +207,13 @@ async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
     // the database holds people's addresses and sealed secrets: its folder is the owner's alone
     // (under the usual umask its files were readable by every local user: thirteenth review),
     // a folder made by an earlier version included
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    // only the owner may change a folder's mode: a folder another user made and let this one
-    // write is used as it is (fourteenth review)
-    if (statSync(dir).uid === process.getuid?.()) chmodSync(dir, 0o700);
-    unlock = lockPgliteFolder(dir);
+    unlock = writingDataFolder(dataDir, "or DATABASE_URL to use Postgres instead of the embedded database", () => {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      // only the owner may change a folder's mode: a folder another user made and let this one
+      // write is used as it is (fourteenth review)
+      if (statSync(dir).uid === process.getuid?.()) chmodSync(dir, 0o700);
+      return lockPgliteFolder(dir);
+    });
   }
   let pglite: PGlite;
   try {
