@@ -1,7 +1,7 @@
 // A first start on an empty PGlite folder copies the empty cluster the install prepared
 // (src/db/pglite-seed.ts) instead of running initdb: the folder then holds that cluster, a copy
 // cut off half-way is made again, and a folder that holds a database is never touched.
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -53,6 +53,34 @@ describe("the prepared PGlite cluster", () => {
     expect(await openedIdentifier(dir)).toBe(identifierOf(seed));
     // the folder is a database of its own from then on: starting again keeps it
     expect(await openedIdentifier(dir)).toBe(identifierOf(seed));
+  });
+
+  it("is copied as the running user's own, also from an install made read-only", async () => {
+    // an image may `chmod -R a-w` its checkout: the copy kept the modes, and PGlite, run by a
+    // user other than root, aborted on its first write (docs/operations.md, "Running in a container")
+    const readOnly = path.join(dataDir(), "seed");
+    cpSync(seed, readOnly, { recursive: true });
+    const modes = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+        const at = path.join(dir, e.name);
+        return e.isDirectory() ? [`dir ${(statSync(at).mode & 0o777).toString(8)}`, ...modes(at)] : [`file ${(statSync(at).mode & 0o777).toString(8)}`];
+      });
+    const setModes = (dir: string, dirs: number, files: number) => {
+      for (const e of readdirSync(dir, { withFileTypes: true })) {
+        const at = path.join(dir, e.name);
+        if (e.isDirectory()) chmodSync(at, 0o755), setModes(at, dirs, files);
+        chmodSync(at, e.isDirectory() ? dirs : files);
+      }
+    };
+    setModes(readOnly, 0o555, 0o444);
+    try {
+      const cluster = path.join(dataDir(), "pglite");
+      mkdirSync(cluster, { mode: 0o700 });
+      expect(adoptPgliteSeed(cluster, readOnly)).toBe(true);
+      expect(new Set(modes(cluster))).toEqual(new Set(["dir 700", "file 600"]));
+    } finally {
+      setModes(readOnly, 0o755, 0o644); // removable again by a user who is not root
+    }
   });
 
   it("is copied again over a copy cut off before its end", async () => {

@@ -6,7 +6,7 @@
 // first start copies it instead: a copy of its 38 MB takes about 0.25 s. Only the cluster
 // initdb makes is kept there, nothing linkgate writes: the migrations, the signing keys and the
 // first project are made by each start as before, so no two installations share a secret.
-import { copyFileSync, cpSync, existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 
@@ -33,10 +33,26 @@ export function adoptPgliteSeed(dir: string, seed = pgliteSeedDir()): boolean {
   if (existsSync(path.join(dir, version)) || !existsSync(path.join(seed, version))) return false;
   try {
     cpSync(seed, dir, { recursive: true, filter: (from) => from !== path.join(seed, version) });
+    ownersAlone(dir);
     copyFileSync(path.join(seed, version), path.join(dir, version));
+    chmodSync(path.join(dir, version), 0o600);
     return true;
   } catch {
     for (const entry of readdirSync(dir)) rmSync(path.join(dir, entry), { recursive: true, force: true });
     return false;
+  }
+}
+
+/**
+ * A copy keeps the prepared cluster's modes, and an install made read-only (`chmod -R a-w`, as an
+ * image may be) gave a cluster PGlite could not write: the first start aborted in its
+ * WebAssembly. What is copied is the running user's, as initdb makes a cluster: 0700 and 0600.
+ */
+function ownersAlone(dir: string): void {
+  // the folder itself is left as openPglite made it (another user's folder is used as it is)
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const at = path.join(dir, entry.name);
+    chmodSync(at, entry.isDirectory() ? 0o700 : 0o600);
+    if (entry.isDirectory()) ownersAlone(at);
   }
 }
