@@ -142,7 +142,7 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   app.route("/", passkeyRoutes());
   app.route("/", webhookRoutes());
   app.route("/", docsRoutes());
-  app.route("/", dashboardRoutes());
+  app.route("/", dashboardRoutes({ logger: deps.logger }));
   app.route("/", graphiqlRoutes(deps.config));
   app.route("/", hostedPageRoutes(deps.config, { key: pagesKey, issuer: deps.keys.issuer, logger: deps.logger }));
   app.use("/graphql", graphqlRequest, limitBody);

@@ -6,6 +6,15 @@ import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import { notFound } from "./errors.ts";
 
+/**
+ * What an unbuilt UI answers, and says at start. Its build (vite) is a dev dependency: an install
+ * with --omit=dev has none, and a start there listed /login and /dashboard as served
+ * (docs/operations.md, "Running in a container").
+ */
+export function notBuilt(what: string, script: string): string {
+  return `${what} not built. Run \`npm run ${script}\` (npm install runs it; an install with --omit=dev has no vite to: install with dev dependencies, build, then \`npm prune --omit=dev\`), then reload.\n`;
+}
+
 export const CONTENT_TYPES: Record<string, string> = {
   ".html": "text/html; charset=utf-8",
   ".js": "text/javascript; charset=utf-8",

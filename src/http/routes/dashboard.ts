@@ -1,25 +1,29 @@
 // The webhook dashboard's built static files (dashboard/dist, made by `npm run dashboard:build`,
 // which `npm install` runs) at /dashboard and /dashboard/*. The page talks only to /graphql.
 import { Hono, type Context } from "hono";
+import { existsSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { AppEnv } from "../env.ts";
+import type { Logger } from "../../log.ts";
 import { notFound } from "../errors.ts";
-import { safeSegments, serveBuiltFile } from "../static-files.ts";
+import { notBuilt, safeSegments, serveBuiltFile } from "../static-files.ts";
 
 const DEFAULT_ROOT = fileURLToPath(new URL("../../../dashboard/dist/", import.meta.url));
 
-export function dashboardRoutes(opts: { root?: string } = {}) {
+const NOT_BUILT = notBuilt("The dashboard is", "dashboard:build");
+
+/** `logger`: told at start when the dashboard is not built. */
+export function dashboardRoutes(opts: { root?: string; logger?: Logger } = {}) {
   const root = path.resolve(opts.root ?? DEFAULT_ROOT);
+  if (opts.logger && !existsSync(path.join(root, "index.html"))) opts.logger.warn(`/dashboard will answer 503: ${NOT_BUILT.trim()}`);
   const r = new Hono<AppEnv>();
 
   const serve = async (c: Context<AppEnv>, rest: string) => {
     const built = await stat(path.join(root, "index.html")).catch(() => null);
     if (!built?.isFile()) {
-      return c.text("The dashboard is not built. Run `npm run dashboard:build` (npm install also runs it), then reload.\n", 503, {
-        "cache-control": "no-store",
-      });
+      return c.text(NOT_BUILT, 503, { "cache-control": "no-store" });
     }
     const segs = safeSegments(rest);
     if (!segs) return notFound(c, `no dashboard file at ${c.req.path}`);

@@ -2,6 +2,7 @@
 // /account, their assets under /pages/. Each page is given the project's publishable key in a
 // <meta> tag as it is served (the CSP allows no inline script); never a secret key.
 import { Hono, type Context } from "hono";
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,7 +14,7 @@ import type { Db } from "../../db/client.ts";
 import type { Logger } from "../../log.ts";
 import type { AppEnv } from "../env.ts";
 import { notFound } from "../errors.ts";
-import { CONTENT_TYPES, PAGE_SECURITY_HEADERS, safeSegments, serveBuiltFile } from "../static-files.ts";
+import { CONTENT_TYPES, notBuilt, PAGE_SECURITY_HEADERS, safeSegments, serveBuiltFile } from "../static-files.ts";
 
 const DEFAULT_ROOT = fileURLToPath(new URL("../../../pages/dist/", import.meta.url));
 
@@ -65,7 +66,7 @@ export function withKey(html: string, key: string | null): string {
   return KEY_META.test(html) ? html.replace(KEY_META, meta) : html.replace("</head>", `${meta}</head>`);
 }
 
-const NOT_BUILT = "The sign-in pages are not built. Run `npm run pages:build` (npm install also runs it), then reload.\n";
+const NOT_BUILT = notBuilt("The sign-in pages are", "pages:build");
 
 /** The key the pages are served with; `made`: made for them in development; `held`: a project holds it. */
 export type PagesKey = { key: string | null; made: boolean; held: boolean };
@@ -100,6 +101,7 @@ export function hostedPageRoutes(config: Config, opts: HostedPageOptions = {}) {
   const root = path.resolve(opts.root ?? DEFAULT_ROOT);
   const pk = opts.key ?? { key: pagesKey(config), made: false, held: true };
   const key = pk.key && isPublishableKey(pk.key) ? pk.key : null;
+  if (opts.logger && !existsSync(path.join(root, "login.html"))) opts.logger.warn(`/login and /account will answer 503: ${NOT_BUILT.trim()}`);
   if (opts.logger) {
     const problems = pagesProblems(config, opts.issuer ?? defaultIssuer(config), { ...pk, key });
     if (problems.length) opts.logger.warn({ problems }, `the hosted pages /login and /account will not work: ${problems.join("; ")}`);
