@@ -12,7 +12,7 @@ import { notFound } from "./errors.ts";
  * (docs/operations.md, "Running in a container").
  */
 export function notBuilt(what: string, script: string): string {
-  return `${what} not built. Run \`npm run ${script}\` (npm install runs it; an install with --omit=dev has no vite to: install with dev dependencies, build, then \`npm prune --omit=dev\`), then reload.\n`;
+  return `${what} not built. Run \`npm run ${script}\` (npm install runs it; an install with --omit=dev cannot, having no vite: install with dev dependencies, build, then \`npm prune --omit=dev\`), then reload.\n`;
 }
 
 export const CONTENT_TYPES: Record<string, string> = {
