@@ -6,6 +6,7 @@ import { SMTPServer } from "smtp-server";
 import { afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../src/log.ts";
 import { createMessenger } from "../src/messaging/transport.ts";
+import { startMailbox } from "./support/mailbox.ts";
 
 const logger = createLogger("silent");
 const closers: Array<() => Promise<void>> = [];
@@ -75,4 +76,26 @@ describe("SMTP", () => {
     await expect(messenger.send({ to: { kind: "email", value: "ada@example.com" }, subject: "Your code", text: "Your code is 123456" })).rejects.toMatchObject({ code: "ETIMEDOUT" });
     expect(received).toBe(1);
   });
+
+  it("a relay that holds every pooled connection holds the next code no longer than its deadline (sendTimeout), whatever the socket's", async () => {
+    const mailbox = await startMailbox();
+    closers.push(() => mailbox.close());
+    // the socket's deadline counts silence on one connection; a relay slow on every message (or
+    // an operator's long socketTimeout) kept each queued code waiting for as many of them as were
+    // ahead of it in the queue
+    const messenger = createMessenger({ smtpUrl: `${mailbox.smtpUrl}?socketTimeout=60000&sendTimeout=3000`, smtpFrom: "linkgate@example.com", logger });
+    closers.push(async () => messenger.close());
+    // five sessions (the pool's size) a tarpitting relay takes a message on and does not answer
+    const slow = Array.from({ length: 5 }, (_, i) => `slow${i}@tarpit.example`);
+    for (const to of slow) mailbox.hold(to);
+    const held = Promise.allSettled(slow.map((to) => messenger.send({ to: { kind: "email", value: to }, subject: "Your code", text: "Your code is 123456" })));
+    await mailbox.held(5);
+    const [next] = await Promise.allSettled([messenger.send({ to: { kind: "email", value: "next@example.com" }, subject: "Your code", text: "Your code is 654321" })]);
+    // sent once its turn came within its deadline, or failed at the deadline: never left waiting
+    if (next.status === "rejected") expect(next.reason).toMatchObject({ code: "EABORT" });
+    expect(mailbox.tries("next@example.com")).toBeLessThanOrEqual(1);
+    // the held ones end at their own deadlines and are not sent again: the relay has them
+    for (const r of await held) expect(r).toMatchObject({ status: "rejected", reason: { code: "EABORT" } });
+    for (const to of slow) expect(mailbox.tries(to)).toBe(1);
+  }, 20_000);
 });

@@ -5,9 +5,11 @@
 // What is retried (docs/configuration.md, "Every variable", the paragraph after the transports): a connection that failed (nothing was
 // sent), an SMS webhook's 5xx, 408 or 429, an SMTP 4xx. Not retried: a recipient refused for good
 // (RecipientRefused: the webhook's 400 or 422, as SMS gateways answer for a number that cannot
-// take texts; an SMTP 5xx to RCPT TO), any other permanent refusal, and an SMS webhook or SMTP
-// server that did not answer in time, since it may have sent the message: each retry could be one
-// more paid text, or one more copy.
+// take texts; an SMTP 5xx to RCPT TO that is about the address, not a relay refusing linkgate),
+// any other permanent refusal, and an SMS webhook or SMTP server that did not answer in time, or
+// an SMTP connection that ended after the whole message went out, since it may have sent the
+// message: each retry could be one more paid text, or one more copy.
+import { Transform } from "node:stream";
 import nodemailer, { type SendMailOptions, type Transporter } from "nodemailer";
 import pRetry, { AbortError } from "p-retry";
 import type { Logger } from "pino";
@@ -22,12 +24,15 @@ export type MessengerOptions = { smtpUrl?: string; smtpFrom: string; smsWebhookU
 /**
  * The SMTP URL with nodemailer's connection pool on (unless the URL says otherwise): a
  * connection per message cost a TCP and SMTP handshake on every code sent, about a fifth of a
- * sign-in's server CPU (bench/RESULTS.md, sign-in). nodemailer reads `pool` from the URL's query.
+ * sign-in's server CPU (bench/RESULTS.md, sign-in). nodemailer reads `pool` from the URL's query;
+ * `sendTimeout` is linkgate's own and is taken out.
  */
-function pooled(smtpUrl: string): string {
+function smtpSettings(smtpUrl: string): { url: string; sendTimeoutMs: number } {
   const url = new URL(smtpUrl);
   for (const [name, value] of Object.entries(SMTP_DEFAULTS)) if (!url.searchParams.has(name)) url.searchParams.set(name, value);
-  return url.href;
+  const sendTimeoutMs = Number(url.searchParams.get("sendTimeout"));
+  url.searchParams.delete("sendTimeout");
+  return { url: url.href, sendTimeoutMs: sendTimeoutMs > 0 ? sendTimeoutMs : Number(SMTP_DEFAULTS.sendTimeout) };
 }
 
 /**
@@ -35,8 +40,13 @@ function pooled(smtpUrl: string): string {
  * took a message and never acknowledged it held a code's request that long, and a notice past
  * the 2-minute lease of its claim, which another sender then sent again (30th review). Three
  * tries of these stay well within that lease. The URL's own query wins.
+ *
+ * `sendTimeout` bounds one try as a whole, the wait for a free pooled connection included:
+ * the socket's deadlines count silence on one connection only, so five sessions a relay held
+ * just under them kept every other code queued behind them, a request waiting as long as the
+ * queue was (docs/configuration.md, "Every variable").
  */
-const SMTP_DEFAULTS = { pool: "true", connectionTimeout: "10000", greetingTimeout: "10000", socketTimeout: "15000" };
+const SMTP_DEFAULTS = { pool: "true", connectionTimeout: "10000", greetingTimeout: "10000", socketTimeout: "15000", sendTimeout: "20000" };
 
 /** The transport refused this recipient for good: sending to it again would fail the same way. */
 export class RecipientRefused extends Error {}
@@ -85,32 +95,78 @@ async function postText(target: { url: string; headers: Record<string, string> }
   throw TRANSIENT(res.status) ? failed : new AbortError(failed);
 }
 
-type SmtpError = Error & { code?: string; responseCode?: number; rejected?: unknown[] };
+type SmtpError = Error & { code?: string; responseCode?: number; response?: string; rejected?: unknown[] };
 
-async function sendMail(mailer: Transporter, mail: SendMailOptions): Promise<void> {
+/**
+ * A refusal of a recipient that is the relay refusing linkgate, not the address: RFC 3463's
+ * 5.7.x (not authorized: relaying denied, authentication required, sender not allowed), or a
+ * reply that says relaying is denied without an enhanced code. Taken for the address's own,
+ * a relay that does not relay for linkgate told every user their address "does not accept
+ * mail", and the operator nothing (docs/configuration.md, "Every variable").
+ */
+const refusesUs = (e: SmtpError) => {
+  const reply = e.response ?? "";
+  // the address itself (<relay@example.com>) says nothing about relaying
+  return /^\d{3}[ -]5\.7\.\d/.test(reply) || /relay/i.test(reply.replace(/<[^>]*>/g, ""));
+};
+
+/**
+ * Marks a message whose whole text nodemailer has read out onto the connection: from then on
+ * the server may have taken it, and a dropped connection before its 250 is no reason to send it
+ * again (one more copy of the code). Keyed by the try's own AbortSignal, the one object of the
+ * try that reaches the plugin as it was given (nodemailer copies the mail's fields).
+ */
+function trackHandOver(mailer: Transporter, handedOver: WeakSet<AbortSignal>): void {
+  mailer.use("stream", (mail, done) => {
+    const signal = mail.data.signal;
+    if (signal) {
+      mail.message.transform(
+        () =>
+          new Transform({
+            transform: (chunk, _encoding, callback) => callback(null, chunk),
+            flush: (callback) => {
+              handedOver.add(signal);
+              callback();
+            },
+          }),
+      );
+    }
+    done();
+  });
+}
+
+async function sendMail(mailer: Transporter, mail: SendMailOptions, sendTimeoutMs: number, handedOver: WeakSet<AbortSignal>): Promise<void> {
+  const signal = AbortSignal.timeout(sendTimeoutMs);
   try {
-    await mailer.sendMail(mail);
+    await mailer.sendMail({ ...mail, signal });
   } catch (err) {
     const e = err as SmtpError;
     // no answer in time: the relay may have taken the message, and sending it again would be a
     // second copy (as a text that timed out is not sent again). nodemailer does not say at which
-    // step the silence came, so a connection that timed out is not tried again either.
-    if (e.code === "ETIMEDOUT") throw new AbortError(e);
+    // step the silence came, so a connection that timed out is not tried again either; nor a try
+    // past its whole deadline (sendTimeout), which found the relay as slow.
+    if (e.code === "ETIMEDOUT" || e.code === "EABORT") throw new AbortError(e);
+    // the connection ended, unanswered, after the whole message went out: the relay may have
+    // queued it (a reply after it, such as a 451, says it did not)
+    if (!e.responseCode && handedOver.has(signal)) throw new AbortError(e);
     if (!e.responseCode || e.responseCode < 500) throw err;
-    if (e.code === "EENVELOPE" && e.rejected?.length) throw new AbortError(new RecipientRefused(`the SMTP server refused the address (${e.responseCode})`));
+    if (e.code === "EENVELOPE" && e.rejected?.length && !refusesUs(e)) throw new AbortError(new RecipientRefused(`the SMTP server refused the address (${e.responseCode})`));
     throw new AbortError(e);
   }
 }
 
 export function createMessenger(opts: MessengerOptions): Messenger {
-  const mailer = opts.smtpUrl ? nodemailer.createTransport(pooled(opts.smtpUrl)) : undefined;
+  const smtp = opts.smtpUrl ? smtpSettings(opts.smtpUrl) : undefined;
+  const mailer = smtp ? nodemailer.createTransport(smtp.url) : undefined;
+  const handedOver = new WeakSet<AbortSignal>();
+  if (mailer) trackHandOver(mailer, handedOver);
   const sms = opts.smsWebhookUrl ? smsTarget(opts.smsWebhookUrl) : undefined;
   const retry = <T>(fn: () => Promise<T>) => pRetry(fn, { retries: 2, minTimeout: 100, maxTimeout: 1000 });
 
   async function send(message: Message): Promise<void> {
     const { to } = message;
-    if (to.kind === "email" && mailer) {
-      await retry(() => sendMail(mailer, { from: opts.smtpFrom, to: to.value, subject: message.subject, text: message.text }));
+    if (to.kind === "email" && mailer && smtp) {
+      await retry(() => sendMail(mailer, { from: opts.smtpFrom, to: to.value, subject: message.subject, text: message.text }, smtp.sendTimeoutMs, handedOver));
     } else if (to.kind === "phone" && sms) {
       await retry(() => postText(sms, to.value, message.text));
     } else {

@@ -1,7 +1,8 @@
 // Real OTP transports on loopback: an SMTP server (smtp-server) for e-mail and an HTTP
 // endpoint standing in for the SMS webhook. Tests read the codes the app really sent.
+import { EventEmitter, once } from "node:events";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { domainToASCII } from "node:url";
 import { SMTPServer } from "smtp-server";
 
@@ -15,9 +16,30 @@ export type Mailbox = {
   otp(to: string, timeoutMs?: number): Promise<string>;
   /**
    * From now on, refuse messages to `to`: the SMS endpoint answers `status`, the SMTP server
-   * answers RCPT TO with it (a 5xx refuses the address for good, a 4xx for now).
+   * answers RCPT TO with it (a 5xx refuses the address for good, a 4xx for now), with `reply`
+   * as its text (a relay's "5.7.1 Relay access denied").
    */
-  refuse(to: string, status: number): void;
+  refuse(to: string, status: number, reply?: string): void;
+  /** From now on, the SMTP server answers every MAIL FROM with `status` and `reply`; null takes senders again. */
+  refuseSender(refusal: { status: number; reply: string } | null): void;
+  /**
+   * The next message to `to` is taken whole (and kept in `messages`), then the connection is
+   * dropped before the server's 250: a relay that crashed or restarted after queueing it.
+   */
+  dropAfterData(to: string): void;
+  /** From now on, messages to `to` are taken whole and never answered, until the connection ends. */
+  hold(to: string): void;
+  /** Resolves once `count` messages in all have been held unanswered. */
+  held(count: number): Promise<void>;
+  /**
+   * Ends every SMTP connection as a server's idle timeout does (FIN, no reply), and resolves once
+   * they are closed. For use while nothing is being sent.
+   */
+  dropIdleConnections(): Promise<void>;
+  /** MAIL FROM commands the SMTP server was sent so far, refused or not. */
+  senders(): number;
+  /** SMTP connections accepted so far. */
+  connections(): number;
   /** Takes messages to `to` again. */
   accept(to: string): void;
   /** How many times a message to `to` reached a transport, refused or not. */
@@ -44,14 +66,30 @@ export async function startMailbox(): Promise<Mailbox> {
     tried.set(to, (tried.get(to) ?? 0) + 1);
     return refusals.get(to);
   };
+  const replies = new Map<string, string>();
+  let senderRefusal: { status: number; reply: string } | null = null;
+  const drops = new Set<string>();
+  const holds = new Set<string>();
+  const events = new EventEmitter();
+  let heldCount = 0;
+  // smtp-server keeps its sockets to itself; a session names its client's port
+  const sockets = new Map<number, Socket>();
+  let accepted = 0;
+  let mailFroms = 0;
   const smtp = new SMTPServer({
     authOptional: true,
     disabledCommands: ["STARTTLS"],
     logger: false,
+    onMailFrom(_address, _session, callback) {
+      mailFroms++;
+      if (!senderRefusal) return callback();
+      callback(Object.assign(new Error(senderRefusal.reply), { responseCode: senderRefusal.status }));
+    },
     onRcptTo(address, _session, callback) {
-      const status = knock(wireAddress(address.address));
+      const to = wireAddress(address.address);
+      const status = knock(to);
       if (status === undefined) return callback();
-      callback(Object.assign(new Error("mailbox unavailable"), { responseCode: status }));
+      callback(Object.assign(new Error(replies.get(to) ?? "mailbox unavailable"), { responseCode: status }));
     },
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];
@@ -63,10 +101,28 @@ export async function startMailbox(): Promise<Mailbox> {
         // notice's subject reads cut short.
         const headers = raw.split(/\r?\n\r?\n/, 1)[0].replace(/\r?\n(?=[ \t])/g, "");
         const subject = /^Subject: (.*)$/m.exec(headers)?.[1];
-        for (const rcpt of session.envelope.rcptTo) messages.push({ to: wireAddress(rcpt.address), subject, text: raw });
+        const rcpts = session.envelope.rcptTo.map((rcpt) => wireAddress(rcpt.address));
+        for (const to of rcpts) messages.push({ to, subject, text: raw });
+        const dropped = rcpts.find((to) => drops.has(to));
+        if (dropped) {
+          drops.delete(dropped);
+          sockets.get(session.remotePort)?.destroy();
+          return;
+        }
+        if (rcpts.some((to) => holds.has(to))) {
+          heldCount++;
+          events.emit("held");
+          return;
+        }
         callback();
       });
     },
+  });
+  smtp.server.on("connection", (socket: Socket) => {
+    accepted++;
+    const port = socket.remotePort!;
+    sockets.set(port, socket);
+    socket.on("close", () => sockets.delete(port));
   });
   await new Promise<void>((resolve) => smtp.listen(0, "127.0.0.1", resolve));
   const smtpPort = (smtp.server.address() as AddressInfo).port;
@@ -106,14 +162,36 @@ export async function startMailbox(): Promise<Mailbox> {
         await new Promise((r) => setTimeout(r, 10));
       }
     },
-    refuse(to, status) {
+    refuse(to, status, reply) {
       refusals.set(to.toLowerCase(), status);
+      if (reply) replies.set(to.toLowerCase(), reply);
+      else replies.delete(to.toLowerCase());
     },
     accept(to) {
       refusals.delete(to.toLowerCase());
+      replies.delete(to.toLowerCase());
     },
+    refuseSender(refusal) {
+      senderRefusal = refusal;
+    },
+    dropAfterData(to) {
+      drops.add(to.toLowerCase());
+    },
+    hold(to) {
+      holds.add(to.toLowerCase());
+    },
+    async held(count) {
+      while (heldCount < count) await once(events, "held");
+    },
+    async dropIdleConnections() {
+      await Promise.all([...sockets.values()].map((socket) => (socket.end(), once(socket, "close"))));
+    },
+    connections: () => accepted,
+    senders: () => mailFroms,
     tries: (to) => tried.get(to.toLowerCase()) ?? 0,
     async close() {
+      // held sessions never end by themselves
+      for (const socket of sockets.values()) socket.destroy();
       await new Promise<void>((resolve) => smtp.close(() => resolve()));
       await new Promise<void>((resolve) => sms.close(() => resolve()));
     },
