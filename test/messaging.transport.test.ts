@@ -29,6 +29,56 @@ async function httpServer(handler: http.RequestListener): Promise<{ url: string;
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits };
 }
 
+describe("an SMTP relay that logs linkgate in", () => {
+  /** A relay that asks for a password and offers no STARTTLS: what a man in the middle who strips the offer looks like. */
+  async function relayWithoutTls() {
+    const logins: string[] = [];
+    const delivered: string[] = [];
+    const relay = new SMTPServer({
+      authOptional: false,
+      allowInsecureAuth: true,
+      disabledCommands: ["STARTTLS"],
+      logger: false,
+      onAuth(auth, _session, callback) {
+        logins.push(`${auth.username}:${auth.password}`);
+        callback(null, { user: auth.username });
+      },
+      onData(stream, session, callback) {
+        stream.resume();
+        stream.on("end", () => (delivered.push(...session.envelope.rcptTo.map((r) => r.address)), callback()));
+      },
+    });
+    await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+    closers.push(() => new Promise<void>((resolve) => relay.close(() => resolve())));
+    return { port: (relay.server.address() as AddressInfo).port, logins, delivered };
+  }
+  const code = { to: { kind: "email" as const, value: "ada@example.com" }, subject: "s", text: "Your code is 123456" };
+
+  it("never sends its password, or a code, where TLS was not agreed", async () => {
+    const relay = await relayWithoutTls();
+    const messenger = createMessenger({ smtpUrl: `smtp://linkgate:Relay%20Pass@127.0.0.1:${relay.port}`, smtpFrom: "x@example.com", logger });
+    try {
+      await expect(messenger.send(code)).rejects.toThrow(/STARTTLS|TLS/i);
+    } finally {
+      messenger.close();
+    }
+    expect(relay.logins).toEqual([]);
+    expect(relay.delivered).toEqual([]);
+  });
+
+  it("logs in without TLS only when the URL says requireTLS=false", async () => {
+    const relay = await relayWithoutTls();
+    const messenger = createMessenger({ smtpUrl: `smtp://linkgate:Relay%20Pass@127.0.0.1:${relay.port}?requireTLS=false`, smtpFrom: "x@example.com", logger });
+    try {
+      await messenger.send(code);
+    } finally {
+      messenger.close();
+    }
+    expect(relay.logins).toEqual(["linkgate:Relay Pass"]);
+    expect(relay.delivered).toEqual(["ada@example.com"]);
+  });
+});
+
 describe("the SMS webhook", () => {
   it("takes its user and password from the URL as HTTP Basic credentials (fetch refuses them in the URL), and never logs them", async () => {
     const gateway = await httpServer((_req, res) => res.writeHead(200).end());

@@ -30,6 +30,7 @@ export type MessengerOptions = { smtpUrl?: string; smtpFrom: string; smsWebhookU
 function smtpSettings(smtpUrl: string): { url: string; sendTimeoutMs: number } {
   const url = new URL(smtpUrl);
   for (const [name, value] of Object.entries(SMTP_DEFAULTS)) if (!url.searchParams.has(name)) url.searchParams.set(name, value);
+  if (sendsCredentialsInTheClearUnlessTold(url)) url.searchParams.set("requireTLS", "true");
   const sendTimeoutMs = Number(url.searchParams.get("sendTimeout"));
   url.searchParams.delete("sendTimeout");
   return { url: url.href, sendTimeoutMs: sendTimeoutMs > 0 ? sendTimeoutMs : Number(SMTP_DEFAULTS.sendTimeout) };
@@ -47,6 +48,19 @@ function smtpSettings(smtpUrl: string): { url: string; sendTimeoutMs: number } {
  * queue was (docs/configuration.md, "Every variable").
  */
 const SMTP_DEFAULTS = { pool: "true", connectionTimeout: "10000", greetingTimeout: "10000", socketTimeout: "15000", sendTimeout: "20000" };
+
+/**
+ * An `smtp://` URL with a user and password upgrades to TLS with STARTTLS only when the server
+ * offers it, and nodemailer otherwise logs in and sends in the clear: anyone on the path who
+ * strips the offer (an answer without the STARTTLS line) read the relay's password and every
+ * code (smtp review). With credentials, STARTTLS is required unless the URL says
+ * `requireTLS=false` (a relay on the same machine that has no TLS), and a relay without it fails
+ * the send, its password unsent (docs/configuration.md, "Every variable"). `smtps://` is TLS
+ * from the first byte; without credentials a relay on a private network is left as it was.
+ */
+function sendsCredentialsInTheClearUnlessTold(url: URL): boolean {
+  return url.protocol === "smtp:" && (url.username !== "" || url.password !== "") && !url.searchParams.has("requireTLS");
+}
 
 /** The transport refused this recipient for good: sending to it again would fail the same way. */
 export class RecipientRefused extends Error {}
