@@ -38,7 +38,10 @@ onPostgres("removing an identifier while the provider of the account's other sig
       await new Promise((r) => setTimeout(r, 10));
     }
     if (answered) return "answered";
-    throw new Error("the removal neither answered nor came to wait");
+    const { rows } = await blocker.query(
+      "SELECT pid, state, wait_event_type, wait_event, left(query, 160) AS query FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    );
+    throw new Error(`the removal neither answered nor came to wait; the database's other connections: ${JSON.stringify(rows)}`);
   }
 
   /** A mail account with an identity of its own provider `slug` attached: two ways in. */
