@@ -3,7 +3,6 @@
 // default ./.data inside the checkout) stopped every command with an EACCES stack trace; it is
 // one line naming LINKGATE_DATA_DIR and what does without it. Root writes a folder whatever its
 // mode, so the processes here are given one nobody may make a folder in: a path under /sys.
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { builtinModules } from "node:module";
@@ -12,27 +11,14 @@ import { afterAll, describe, expect, it } from "vitest";
 import { dataFolderFault } from "../src/data-folder.ts";
 import { ConfigError } from "../src/config.ts";
 import { openTestDatabase, serverUrl, type TestDatabase } from "./support/db.ts";
+import { startCommand } from "./support/command.ts";
 import { CLI, MAIN, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const UNWRITABLE = "/sys/linkgate-read-only-install";
 const errno = (code: string) => Object.assign(new Error(`${code}: denied, mkdir '${UNWRITABLE}'`), { code });
 
-function run(args: string[], env: Record<string, string>) {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { PATH: process.env.PATH ?? "", PORT: "0", ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  const out = { stdout: "", stderr: "" };
-  let onOutput = () => {};
-  child.stdout.on("data", (c) => ((out.stdout += c), onOutput()));
-  child.stderr.on("data", (c) => (out.stderr += c));
-  const closed = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on("close", (code) => resolve({ code, ...out })));
-  const said = (text: string) =>
-    new Promise<void>((resolve, reject) => {
-      onOutput = () => out.stdout.includes(text) && resolve();
-      onOutput();
-      void closed.then((r) => reject(new Error(`exited ${r.code} before saying ${text}:\n${r.stderr}`)));
-    });
-  return { child, closed, said };
-}
+const run = startCommand;
 
 function expectOneLine(r: { code: number | null; stderr: string }, prefix: string, instead: RegExp): void {
   expect(r.code, r.stderr).toBe(1);

@@ -1,7 +1,7 @@
 // Faults at start are said on one line of stderr, with exit code 1 and no driver or WebAssembly
 // stack trace: a database that cannot be reached (the URL's password masked), an embedded PGlite
 // folder another process holds, a port in use, a master key too short or not the database's.
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -12,6 +12,7 @@ import { redactUrl } from "../src/lifecycle.ts";
 import { checkMasterKey } from "../src/auth/master-key.ts";
 import { parseMasterKey } from "../src/crypto.ts";
 import { backends, openTestDatabase, serverUrl } from "./support/db.ts";
+import { startCommand } from "./support/command.ts";
 import { CLI, MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
@@ -28,26 +29,7 @@ async function closedPort(): Promise<number> {
 
 const dataDir = () => migratedDataDir("linkgate-startup-");
 
-function start(entry: string, env: Record<string, string>) {
-  const child = spawn(process.execPath, [entry], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", PORT: "0", LINKGATE_DATA_DIR: dataDir(), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const out = { stdout: "", stderr: "" };
-  let onOutput = () => {};
-  child.stdout.on("data", (c) => ((out.stdout += c), onOutput()));
-  child.stderr.on("data", (c) => (out.stderr += c));
-  const closed = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on("close", (code) => resolve({ code, ...out })));
-  /** Resolves once stdout has said `text`; rejects if the process ends first. */
-  const said = (text: string) =>
-    new Promise<void>((resolve, reject) => {
-      onOutput = () => out.stdout.includes(text) && resolve();
-      onOutput();
-      void closed.then((r) => reject(new Error(`exited ${r.code} before saying ${text}:\n${r.stderr}`)));
-    });
-  return { child, closed, said };
-}
+const start = (entry: string, env: Record<string, string>) => startCommand([entry], { LINKGATE_DATA_DIR: dataDir(), ...env });
 
 const run = (entry: string, env: Record<string, string>) => start(entry, env).closed;
 
