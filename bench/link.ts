@@ -75,7 +75,7 @@ const GOALS = { ratio: { postgres: 0.15, pglite: 0.1 } as Record<Backend, number
 /** Codes are captured in process: the benchmark measures linkgate, not a mail server. */
 function captureMessenger(): Messenger & { codes: Map<string, string> } {
   const codes = new Map<string, string>();
-  return { codes, send: async (m) => void (m.code && codes.set(m.to.value, m.code)), close() {} };
+  return { codes, send: async (m) => void (m.code && codes.set(m.to.value, m.code)), check: async () => null, close() {} };
 }
 
 /** Queries sent by every pg client of this process (the app's pool: the benchmark's only one while counting). */

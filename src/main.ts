@@ -25,6 +25,12 @@ const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.po
   const pages = ["sign-in at /login", "dashboard at /dashboard", ...(config.graphiql ? ["GraphiQL at /graphql"] : [])];
   logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)} (${pages.join(", ")})`);
 }) as Server;
+// said at start, not by the first user whose code never comes (the start does not wait for it)
+void app.deps.messenger.check().then((fault) => {
+  if (fault === undefined) return;
+  if (fault) logger.warn({ fault }, "e-mails cannot be sent: the SMTP server (SMTP_URL) could not be reached, refused linkgate's login or its TLS failed; codes by e-mail will fail until it is fixed");
+  else logger.info("the SMTP server (SMTP_URL) answered the start's check");
+});
 answerBeforeTheApp(server, logger);
 answerHalfClosedClients(server);
 const closeConnections = closeConnectionsWhenDraining(server);

@@ -22,7 +22,7 @@ const limits = { noticesPerDestination: plenty, noticesPerAccount: plenty, smsPe
 
 function capture(): Messenger & { sent: Message[] } {
   const sent: Message[] = [];
-  return { sent, send: async (m) => void sent.push(m), close() {} };
+  return { sent, send: async (m) => void sent.push(m), check: async () => null, close() {} };
 }
 
 describe.each(backends)("notice claims on %s", (backend) => {
@@ -95,7 +95,7 @@ describe.skipIf(!serverUrl)("a notice's retry on a gateway whose clock is behind
               now() AT TIME ZONE 'UTC', now() AT TIME ZONE 'UTC')`);
     vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
     vi.setSystemTime(new Date(Date.now() - 2 * 60_000));
-    const failing: Messenger = { send: async () => Promise.reject(new Error("smtp: 451 try again later")), close() {} };
+    const failing: Messenger = { send: async () => Promise.reject(new Error("smtp: 451 try again later")), check: async () => null, close() {} };
     const sender = startNoticeSender({ db, messenger: failing, logger: createLogger("silent"), limits, scheduleMs: [30_000, 120_000], pollMs: 50 });
     try {
       await until(() => db.prisma.notice.findUniqueOrThrow({ where: { id: "ntc_retry" } }), (n) => n.lastError !== null);

@@ -17,7 +17,12 @@ import type { Logger } from "pino";
 export type Recipient = { kind: "email" | "phone"; value: string };
 
 export type Message = { to: Recipient; subject: string; text: string; /** the OTP, for the dev log only */ code?: string };
-export type Messenger = { send(message: Message): Promise<void>; close(): void };
+export type Messenger = {
+  send(message: Message): Promise<void>;
+  /** What stops e-mails from going out, found without sending one: null when nothing does, undefined when there is no SMTP server to check. */
+  check(): Promise<string | null | undefined>;
+  close(): void;
+};
 
 export type MessengerOptions = { smtpUrl?: string; smtpFrom: string; smsWebhookUrl?: string; logger: Logger };
 
@@ -169,6 +174,11 @@ async function sendMail(mailer: Transporter, mail: SendMailOptions, sendTimeoutM
   }
 }
 
+/** An SMTP failure in words that name no secret (nodemailer's errors carry the reply, never the URL). */
+function describeSmtpFault(e: SmtpError): string {
+  return [e.code, e.responseCode, e.response ?? e.message].filter((part) => part !== undefined && part !== "").join(" ");
+}
+
 export function createMessenger(opts: MessengerOptions): Messenger {
   const smtp = opts.smtpUrl ? smtpSettings(opts.smtpUrl) : undefined;
   const mailer = smtp ? nodemailer.createTransport(smtp.url) : undefined;
@@ -190,5 +200,21 @@ export function createMessenger(opts: MessengerOptions): Messenger {
     }
   }
 
-  return { send, close: () => mailer?.close() };
+  /**
+   * Connects, says hello, upgrades to TLS and logs in as a send would, and sends nothing: a relay
+   * that is not there, refuses the password or has no certificate linkgate trusts was found only
+   * at the first code, by its user (smtp review). An SMS webhook cannot be checked without
+   * sending a text.
+   */
+  async function check(): Promise<string | null | undefined> {
+    if (!mailer || !smtp) return undefined;
+    try {
+      await Promise.race([mailer.verify(), new Promise((_, reject) => setTimeout(() => reject(new Error(`no answer within ${smtp.sendTimeoutMs} ms`)), smtp.sendTimeoutMs).unref())]);
+      return null;
+    } catch (err) {
+      return describeSmtpFault(err as SmtpError);
+    }
+  }
+
+  return { send, check, close: () => mailer?.close() };
 }
