@@ -43,6 +43,9 @@ export type RateLimitName = (typeof RATE_LIMITS)[number];
 
 const DELIVERY_OUTCOMES: DeliveryOutcome[] = ["succeeded", "failed", "retried", "gone"];
 const OTP_CHANNELS: OtpChannel[] = ["email", "phone"];
+/** Why a code was not sent: the transport refused the recipient for good, or could not take it now. */
+export type OtpFailure = "refused" | "unavailable";
+const OTP_FAILURES: OtpFailure[] = ["refused", "unavailable"];
 
 export type Metrics = {
   registry: Registry;
@@ -50,6 +53,7 @@ export type Metrics = {
   httpDuration: Histogram<"method" | "route">;
   graphqlOperations: Counter<"operation" | "outcome">;
   otpSends: Counter<"channel">;
+  otpSendFailures: Counter<"channel" | "reason">;
   rateLimitRefusals: Counter<"limit">;
   deliveries: Counter<"outcome">;
   deliveryLatency: Histogram<string>;
@@ -80,6 +84,12 @@ export function createMetrics(): Metrics {
       registers,
     }),
     otpSends: new Counter({ name: "linkgate_otp_sends_total", help: "one-time codes sent, by channel", labelNames: ["channel"], registers }),
+    otpSendFailures: new Counter({
+      name: "linkgate_otp_send_failures_total",
+      help: "one-time codes the transport did not take, by channel and reason (refused: the recipient, for good; unavailable: the transport)",
+      labelNames: ["channel", "reason"],
+      registers,
+    }),
     rateLimitRefusals: new Counter({
       name: "linkgate_rate_limit_refusals_total",
       help: "requests refused by an abuse limit, by limit (a request over several limits counts under each)",
@@ -98,6 +108,7 @@ export function createMetrics(): Metrics {
   // from the first scrape instead of appearing with the first event.
   for (const outcome of DELIVERY_OUTCOMES) m.deliveries.inc({ outcome }, 0);
   for (const channel of OTP_CHANNELS) m.otpSends.inc({ channel }, 0);
+  for (const channel of OTP_CHANNELS) for (const reason of OTP_FAILURES) m.otpSendFailures.inc({ channel, reason }, 0);
   for (const limit of RATE_LIMITS) m.rateLimitRefusals.inc({ limit }, 0);
   collectDefaultMetrics({ register: registry });
   return m;
@@ -114,6 +125,14 @@ export function recordDelivery(outcome: DeliveryOutcome, latencyMs?: number): vo
 
 export function recordOtpSend(channel: OtpChannel): void {
   metrics.otpSends.inc({ channel });
+}
+
+/**
+ * A code the transport did not take: with only one log line per request, a relay that refused
+ * linkgate's password or went away was seen by users before operators (smtp review).
+ */
+export function recordOtpSendFailure(channel: OtpChannel, reason: OtpFailure): void {
+  metrics.otpSendFailures.inc({ channel, reason });
 }
 
 export function recordRateLimitRefusal(limit: RateLimitName): void {

@@ -151,6 +151,7 @@ describe.each(backends)("metrics on %s", (backend) => {
       linkgate_http_request_duration_seconds: "histogram",
       linkgate_graphql_operations_total: "counter",
       linkgate_otp_sends_total: "counter",
+      linkgate_otp_send_failures_total: "counter",
       linkgate_rate_limit_refusals_total: "counter",
       linkgate_deliveries_total: "counter",
       linkgate_delivery_latency_seconds: "histogram",
@@ -166,6 +167,7 @@ describe.each(backends)("metrics on %s", (backend) => {
     // closed label sets exist before their first event, so rate() works from the start
     for (const outcome of ["succeeded", "failed", "retried", "gone"]) expect(s.has("linkgate_deliveries_total", { outcome }), outcome).toBe(true);
     for (const channel of ["email", "phone"]) expect(s.has("linkgate_otp_sends_total", { channel }), channel).toBe(true);
+    for (const channel of ["email", "phone"]) for (const reason of ["refused", "unavailable"]) expect(s.has("linkgate_otp_send_failures_total", { channel, reason })).toBe(true);
   });
 
   it("serves loopback clients without a token and refuses every other client", async () => {
@@ -250,6 +252,21 @@ describe.each(backends)("metrics on %s", (backend) => {
     expect(delta("linkgate_rate_limit_refusals_total", { limit: "sends_per_identifier_address" })).toBe(1);
     expect(delta("linkgate_rate_limit_refusals_total", { limit: "sends_per_address" })).toBe(0);
     expect(delta("linkgate_rate_limit_refusals_total", { limit: "emails_per_project" })).toBe(0);
+    expect(delta("linkgate_otp_send_failures_total", { channel: "email", reason: "refused" })).toBe(0);
+  });
+
+  it("counts codes the transport did not take, by channel and reason", async () => {
+    const before = await scrape(h);
+    const gone = `metrics-gone-${unique()}@example.com`;
+    h.mailbox.refuse(gone, 550, "5.1.1 no such user");
+    expect((await h.call("POST", "/auth/otp/start", { body: { email: gone } })).status).toBe(400);
+    const phone = "+12025550179";
+    h.mailbox.refuse(phone, 503);
+    expect((await h.call("POST", "/auth/otp/start", { body: { phone } })).status).toBe(503);
+    const after = await scrape(h);
+    const delta = (channel: string, reason: string) =>
+      after.get("linkgate_otp_send_failures_total", { channel, reason }) - before.get("linkgate_otp_send_failures_total", { channel, reason });
+    expect([delta("email", "refused"), delta("email", "unavailable"), delta("phone", "refused"), delta("phone", "unavailable")]).toEqual([1, 0, 0, 1]);
   });
 
   it("counts delivery attempts by outcome, and the commit → 2xx latency of the successful ones", async () => {

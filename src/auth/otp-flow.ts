@@ -16,7 +16,7 @@ import { transaction } from "../db/transaction.ts";
 import { enqueue } from "../webhooks/outbox.ts";
 import { InvalidIdentifier, OTPInvalid, RateLimited, ServiceUnavailable } from "../errors.ts";
 import { RecipientRefused } from "../messaging/transport.ts";
-import { recordOtpSend, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
+import { recordOtpSend, recordOtpSendFailure, recordRateLimitRefusal, type RateLimitName } from "../metrics.ts";
 import { inboxOf, untextable, type Contact, type Identifier } from "./identifiers.ts";
 import { checkOtp, codeHash, isSixDigits, newOtpState, OTP_MAX_TRIES, requireCodeFields, type CheckedOtp, type OtpBinding } from "./otp.ts";
 import { placeIds, placesHere } from "./known-places.ts";
@@ -171,8 +171,10 @@ const TRANSPORT_RETRY_AFTER_SECONDS = 30;
  */
 function notSent(deps: Deps, identifier: Contact, err: unknown): Error {
   if (err instanceof RecipientRefused) {
+    recordOtpSendFailure(identifier.kind, "refused");
     return new InvalidIdentifier(identifier.kind === "phone" ? "that phone number cannot receive texts" : "that e-mail address does not accept mail");
   }
+  recordOtpSendFailure(identifier.kind, "unavailable");
   deps.logger.error({ err, channel: identifier.kind }, "a code could not be sent");
   return new ServiceUnavailable(TRANSPORT_RETRY_AFTER_SECONDS, "the code could not be sent; try again shortly");
 }
