@@ -462,3 +462,12 @@ export function localUrl(host: string, port: number): string {
 export function defaultIssuer(config: Pick<Config, "issuer" | "host" | "port">): string {
   return config.issuer ?? localUrl(config.host, config.port);
 }
+
+/**
+ * The issuer's path ("/auth" for https://example.com/auth, "" at the root): what a reverse proxy
+ * strips before a request reaches the gateway, whose routes are at the root, and so what every
+ * path sent back to a browser must start with (docs/operations.md, "Behind a reverse proxy").
+ */
+export function publicPath(issuer: string): string {
+  return new URL(issuer).pathname.replace(/\/+$/, "");
+}

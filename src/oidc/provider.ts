@@ -4,6 +4,7 @@
 //
 // oidc-provider 9 prints "Unsupported runtime" on Node 20 because it only checks the LTS codename;
 // it uses no API newer than Node 20 (checked by grep and by test/oidc.*.test.ts running it here).
+import { publicPath } from "../config.ts";
 import type Provider from "oidc-provider";
 import type { Client, Configuration, KoaContextWithOIDC } from "oidc-provider";
 
@@ -114,7 +115,7 @@ async function loadOidcProvider(): Promise<OidcModule> {
 
 async function createProvider(deps: Deps): Promise<Provider> {
   const { default: Provider } = await loadOidcProvider();
-  const provider = new Provider(deps.keys.issuer, { ...(await configuration(deps)), interactions: interactions(await loadOidcProvider()) });
+  const provider = new Provider(deps.keys.issuer, { ...(await configuration(deps)), interactions: interactions(await loadOidcProvider(), publicPath(deps.keys.issuer)) });
   provider.proxy = deps.config.trustedProxies.length > 0;
   // Secrets are kept hashed, so the presented one is hashed and compared in constant time.
   provider.Client.prototype.compareClientSecret = function (this: { clientSecret?: string }, actual: string) {
@@ -216,12 +217,14 @@ function features(): Configuration["features"] {
  * was never loaded: every authorization in that browser failed with a 500 for as long as the
  * session cookie lived (30 days). Now the user is asked to sign in again.
  */
-function interactions(mod: OidcModule) {
+function interactions(mod: OidcModule, prefix: string) {
   const { base, Check } = mod.interactionPolicy;
   const policy = base();
   const gone = (ctx: Ctx) => (ctx.oidc.session.accountId && !ctx.oidc.account ? Check.REQUEST_PROMPT : Check.NO_NEED_TO_PROMPT);
   policy.get("login").checks.add(new Check("account_not_found", "the signed-in account is not one of this project's", "login_required", gone), 0);
-  return { policy, url: (_ctx: Ctx, interaction: { uid: string }) => `/oauth/interaction/${interaction.uid}` };
+  // the browser's way there, and the interaction cookie's path: under the issuer's path behind a
+  // proxy that strips it, or the cookie is never sent back (docs/operations.md, "Behind a reverse proxy")
+  return { policy, url: (_ctx: Ctx, interaction: { uid: string }) => `${prefix}/oauth/interaction/${interaction.uid}` };
 }
 
 async function configuration(deps: Deps): Promise<Configuration> {

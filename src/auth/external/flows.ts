@@ -12,6 +12,7 @@
 //
 // redirect_uri must be the hosted pages of this gateway or registered on one of the project's
 // first-party OAuth clients, so a code is never sent where the project did not say.
+import { publicPath } from "../../config.ts";
 import type { Actor, Deps } from "../../deps.ts";
 import type { Db, Tx } from "../../db/client.ts";
 import { randomToken, safeEqual, sha256Hex } from "../../crypto.ts";
@@ -53,7 +54,8 @@ const EXCHANGING = "exchanging";
 /** The hosted pages of this gateway, which may always be returned to. */
 function hostedPage(deps: Deps, url: URL): boolean {
   const own = new URL(deps.keys.issuer);
-  return url.origin === own.origin && ["/login", "/account"].includes(url.pathname);
+  const prefix = publicPath(deps.keys.issuer);
+  return url.origin === own.origin && [`${prefix}/login`, `${prefix}/account`].includes(url.pathname);
 }
 
 async function checkRedirectUri(deps: Deps, projectId: string, raw: unknown): Promise<string> {

@@ -2,6 +2,7 @@
 // protocol's own routes through the app's fetch handler, with the app's request id, logs and
 // error policy; the interaction routes below are what the hosted /login page calls while a
 // client waits for a code. Userinfo, JWKS and discovery are linkgate's own (routes/auth.ts).
+import { publicPath } from "../../config.ts";
 import { Hono, type Context } from "hono";
 import type Provider from "oidc-provider";
 import { toFetchResponse, toReqRes } from "fetch-to-node";
@@ -30,6 +31,10 @@ export const CLIENT_CORS_PATHS = new Set([ROUTES.token, ROUTES.revocation]);
  */
 function nodeReqRes(c: C, request: Request): InteractionHttp {
   const pair = toReqRes(request);
+  // oidc-provider writes its own paths (the resume cookie's, its forms' actions) after the part of
+  // originalUrl that url lacks: the issuer's path, which a proxy stripped (docs/operations.md)
+  const prefix = publicPath(c.get("deps").keys.issuer);
+  if (prefix) (pair.req as { originalUrl?: string }).originalUrl = `${prefix}${pair.req.url}`;
   const socket = { encrypted: new URL(request.url).protocol === "https:", remoteAddress: c.get("clientAddress") };
   Object.defineProperty(pair.req, "socket", { value: socket, configurable: true });
   return pair;
@@ -194,7 +199,7 @@ export function oauthRoutes() {
   r.on(["GET", "POST", "OPTIONS"], ROUTES.token, serveToken);
 
   // oidc-provider scopes the interaction cookie to this path; the page lives at /login.
-  r.get("/oauth/interaction/:uid", (c) => c.redirect(`/login?interaction=${encodeURIComponent(c.req.param("uid"))}`, 303));
+  r.get("/oauth/interaction/:uid", (c) => c.redirect(`${publicPath(c.get("deps").keys.issuer)}/login?interaction=${encodeURIComponent(c.req.param("uid"))}`, 303));
 
   r.get("/oauth/interaction/:uid/details", async (c) => {
     const provider = await providerFor(c.get("deps"));
@@ -265,7 +270,7 @@ function externalSignInRoutes(r: Hono<AppEnv>) {
     const { actor } = await actorOf(c);
     const body = await jsonBody(c, ["provider"]);
     // back to this interaction's sign-in page, which finishes the flow below
-    const login = new URL("/login", deps.keys.issuer);
+    const login = new URL(`${deps.keys.issuer}/login`);
     login.searchParams.set("interaction", c.req.param("uid"));
     return c.json(await startExternalSignIn(deps, actor, { provider: body.provider, redirectUri: login.href }), 200);
   });
