@@ -2,6 +2,7 @@
 // must say the same thing when it does not answer or answers without GraphQL. What each sends
 // (a secret key; a publishable key and a user's token) and what a refusal means to it (ask for
 // the key again; sign in again) differ, so each gets the first error back to interpret.
+import { at } from "./base.ts";
 
 export type GraphQLError = { message: string; extensions?: { code?: string; error?: string } };
 
@@ -17,7 +18,7 @@ export async function postGraphQL<T>(
 ): Promise<GraphQLAnswer<T>> {
   let res: Response;
   try {
-    res = await fetch("/graphql", {
+    res = await fetch(at("/graphql"), {
       method: "POST",
       headers: { "content-type": "application/json", accept: "application/json", ...headers },
       body: JSON.stringify({ query, variables }),

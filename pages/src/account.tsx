@@ -46,6 +46,7 @@ import {
   type Passkey,
   type Viewer,
 } from "./api.ts";
+import { at } from "../../ui/base.ts";
 import { isolated } from "../../ui/text.ts";
 import { describeUserAgent } from "../../ui/user-agent.ts";
 import { assertWithPasskey, createPasskey, passkeysSupported } from "./webauthn.ts";
@@ -72,7 +73,7 @@ function AccountPage() {
   const out = () =>
     run(async () => {
       await signOut();
-      location.assign("/login?why=signed-out");
+      location.assign(at("/login?why=signed-out"));
     });
   return (
     <Frame

@@ -3,6 +3,7 @@
 // one public list GraphQL gives only to the secret key, the project's sign-in providers, is read
 // from GET /auth/external/providers with the same key. The tokens live in sessionStorage:
 // closing the browser signs the user out of these pages.
+import { at } from "../../ui/base.ts";
 import { dataOf, postGraphQL } from "../../ui/graphql.ts";
 import { sentence } from "../../ui/text.ts";
 import { OPERATIONS } from "./operations.ts";
@@ -63,13 +64,14 @@ function keepSession(t: SignInTokens) {
  */
 export function returnTo(search = location.search, origin = location.origin): string {
   const raw = new URLSearchParams(search).get("return_to");
-  if (!raw) return "/account";
+  const account = at("/account");
+  if (!raw) return account;
   try {
     const url = new URL(raw, origin);
-    if (url.origin !== origin || url.pathname !== "/account") return "/account";
+    if (url.origin !== origin || url.pathname !== account) return account;
     return url.pathname + url.search + url.hash;
   } catch {
-    return "/account";
+    return account;
   }
 }
 
@@ -77,7 +79,7 @@ export function returnTo(search = location.search, origin = location.origin): st
 export function loginUrl(why?: "ended" | "signed-out") {
   const q = new URLSearchParams({ return_to: location.pathname + location.search });
   if (why) q.set("why", why);
-  return `/login?${q}`;
+  return at(`/login?${q}`);
 }
 
 // ---- calls --------------------------------------------------------------------------------------
@@ -304,7 +306,7 @@ export async function loadProviders(): Promise<ExternalProvider[]> {
   if (!key) return [];
   let res: Response;
   try {
-    res = await fetch("/auth/external/providers", { headers: { "x-api-key": key, accept: "application/json" } });
+    res = await fetch(at("/auth/external/providers"), { headers: { "x-api-key": key, accept: "application/json" } });
   } catch {
     throw new Error("The server cannot be reached. Check your connection and try again.");
   }

@@ -1,6 +1,7 @@
 // /login inside an OpenID Connect authorization (/login?interaction=…): the page signs the user
 // in through the interaction's own endpoints, which act for the project of the app that asked
 // (no publishable key needed) and answer where to go next: back to the app, or the consent page.
+import { at } from "../../ui/base.ts";
 import { sentence } from "../../ui/text.ts";
 import { identifierInput, type EmailToProve, type ExternalProvider, type ExternalStarted } from "./api.ts";
 
@@ -16,7 +17,7 @@ export function interactionId(search = location.search): string | null {
 async function post<T>(path: string, body?: unknown): Promise<T> {
   let res: Response;
   try {
-    res = await fetch(`/oauth/interaction/${interactionId()}/${path}`, {
+    res = await fetch(at(`/oauth/interaction/${interactionId()}/${path}`), {
       method: body === undefined ? "GET" : "POST",
       headers: body === undefined ? { accept: "application/json" } : { "content-type": "application/json", accept: "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),

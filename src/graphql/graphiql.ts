@@ -8,7 +8,8 @@
 // stays off and the plugin below answers the page itself.
 import { useDisableIntrospection } from "@graphql-yoga/plugin-disable-introspection";
 import { shouldRenderGraphiQL, type GraphiQLOptions, type Plugin, type YogaServerOptions } from "graphql-yoga";
-import type { Config } from "../config.ts";
+import { defaultIssuer, publicPath, type Config } from "../config.ts";
+import { underPrefix } from "../http/static-files.ts";
 import { GRAPHIQL_HEADERS, GRAPHQL_PATH, renderPage } from "../http/graphiql-assets.ts";
 
 /**
@@ -46,12 +47,13 @@ const PAGE_OPTIONS: GraphiQLOptions & { shouldPersistHeaders: boolean } = {
 
 /** The yoga `graphiql` option (always false: see above) and the plugins for `config.graphiql`. */
 export function graphiqlOptions(config: Config): { graphiql: YogaServerOptions<object, object>["graphiql"]; plugins: Plugin[] } {
-  return { graphiql: false, plugins: config.graphiql ? [localGraphiQL(PAGE_OPTIONS)] : [useDisableIntrospection()] };
+  return { graphiql: false, plugins: config.graphiql ? [localGraphiQL(PAGE_OPTIONS, publicPath(defaultIssuer(config)))] : [useDisableIntrospection()] };
 }
 
 /** Answers GET /graphql from a browser (Accept: text/html) with the local GraphiQL page. */
-function localGraphiQL(options: GraphiQLOptions): Plugin {
-  const page = renderPage(options);
+function localGraphiQL(options: GraphiQLOptions, prefix: string): Plugin {
+  // its files under the issuer's path behind a proxy that strips it (docs/operations.md)
+  const page = underPrefix(renderPage(options), prefix);
   return {
     onRequest({ request, url, endResponse, fetchAPI }) {
       if (!shouldRenderGraphiQL(request) || url.pathname.replace(/\/$/, "") !== GRAPHQL_PATH) return;

@@ -44,6 +44,18 @@ export const PAGE_SECURITY_HEADERS: Record<string, string> = {
   "x-frame-options": "DENY",
 };
 
+/**
+ * A built page as served under the issuer's path (`prefix`, "" at the root): vite writes its
+ * files' addresses from the root (`/pages/assets/…`), which behind a proxy that strips the
+ * issuer's path led outside it, and the page's scripts ask for the server's paths under the
+ * prefix written in a <meta> (ui/base.ts; docs/operations.md, "Behind a reverse proxy").
+ */
+export function underPrefix(html: string, prefix: string): string {
+  if (!prefix) return html;
+  const meta = `<meta name="linkgate-base-path" content="${prefix}" />`;
+  return html.replace(/\b(src|href)="\/(?!\/)/g, `$1="${prefix}/`).replace("</head>", `${meta}</head>`);
+}
+
 /** The file segments of a request path below a prefix, or null if any is unsafe. */
 export function safeSegments(rest: string): string[] | null {
   const out: string[] = [];

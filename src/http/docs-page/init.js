@@ -2,7 +2,8 @@
 // script: the page's Content-Security-Policy runs scripts from this origin only.
 window.addEventListener("DOMContentLoaded", function () {
   window.ui = SwaggerUIBundle({
-    url: "/openapi.json",
+    // beside /docs, under the issuer's path too behind a proxy that strips it (docs/operations.md)
+    url: "openapi.json",
     dom_id: "#swagger-ui",
     deepLinking: true,
     // The default sends the document to validator.swagger.io for a badge: nothing leaves this origin.

@@ -11,7 +11,7 @@ import { gzip } from "node:zlib";
 import type { AppEnv } from "../env.ts";
 import { notFound } from "../errors.ts";
 import { openApiDocument } from "../openapi.ts";
-import { PAGE_SECURITY_HEADERS } from "../static-files.ts";
+import { PAGE_SECURITY_HEADERS, underPrefix } from "../static-files.ts";
 
 const require = createRequire(import.meta.url);
 const SWAGGER_DIR = path.dirname(require.resolve("swagger-ui-dist/package.json"));
@@ -95,10 +95,12 @@ async function sendAsset(c: Context<AppEnv>, file: string, type: string, cacheCo
   });
 }
 
-export function docsRoutes() {
+/** `prefix`: the issuer's path, which the page's files are asked for under (src/config.ts publicPath). */
+export function docsRoutes(prefix = "") {
   const r = new Hono<AppEnv>();
+  const page = underPrefix(PAGE, prefix);
   r.get("/openapi.json", (c) => c.json(openApiDocument(), 200, { "cache-control": "no-cache" }));
-  r.get("/docs", (c) => c.html(PAGE, 200, { "cache-control": "no-cache", ...DOCS_HEADERS }));
+  r.get("/docs", (c) => c.html(page, 200, { "cache-control": "no-cache", ...DOCS_HEADERS }));
   r.get(INIT_PATH, (c) => sendAsset(c, path.join(PAGE_DIR, "init.js"), JS, "no-cache"));
   r.get(`${DOCS_ASSET_BASE}:file`, (c) => {
     const name = c.req.param("file") ?? "";

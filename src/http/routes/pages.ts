@@ -7,14 +7,14 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { relyingParty } from "../../auth/passkeys.ts";
-import { defaultIssuer, isPublishableKey, type Config } from "../../config.ts";
+import { defaultIssuer, isPublishableKey, publicPath, type Config } from "../../config.ts";
 import { activeKeyKind, developmentPagesKey } from "../../auth/projects.ts";
 import type { MasterKey } from "../../crypto.ts";
 import type { Db } from "../../db/client.ts";
 import type { Logger } from "../../log.ts";
 import type { AppEnv } from "../env.ts";
 import { notFound } from "../errors.ts";
-import { CONTENT_TYPES, notBuilt, PAGE_SECURITY_HEADERS, safeSegments, serveBuiltFile } from "../static-files.ts";
+import { CONTENT_TYPES, notBuilt, PAGE_SECURITY_HEADERS, safeSegments, serveBuiltFile, underPrefix } from "../static-files.ts";
 
 const DEFAULT_ROOT = fileURLToPath(new URL("../../../pages/dist/", import.meta.url));
 
@@ -107,12 +107,13 @@ export function hostedPageRoutes(config: Config, opts: HostedPageOptions = {}) {
     if (problems.length) opts.logger.warn({ problems }, `the hosted pages /login and /account will not work: ${problems.join("; ")}`);
     else if (pk.made) opts.logger.info({ prefix: key!.slice(0, 10) }, "the hosted pages use a publishable key of the project \"default\" made for them in development (LINKGATE_PAGES_PUBLISHABLE_KEY chooses another)");
   }
+  const prefix = publicPath(opts.issuer ?? defaultIssuer(config));
   const r = new Hono<AppEnv>();
 
   const page = (name: "login" | "account") => async (c: Context<AppEnv>) => {
     const html = await readFile(path.join(root, `${name}.html`), "utf8").catch(() => null);
     if (html === null) return c.text(NOT_BUILT, 503, { "cache-control": "no-store" });
-    return c.body(withKey(html, key), 200, { "content-type": CONTENT_TYPES[".html"], "cache-control": "no-cache", ...PAGE_SECURITY_HEADERS });
+    return c.body(underPrefix(withKey(html, key), prefix), 200, { "content-type": CONTENT_TYPES[".html"], "cache-control": "no-cache", ...PAGE_SECURITY_HEADERS });
   };
 
   const asset = async (c: Context<AppEnv>) => {

@@ -2,8 +2,9 @@
 // TLS-terminating reverse proxy that strips the prefix, as docs/operations.md's nginx block does:
 // here the proxy is a few lines in front of app.fetch, and the browser keeps cookies by their
 // Path, as browsers do. Paths the gateway sent back without the prefix (the interaction redirect,
-// the interaction and resume cookies' paths, /login) led the browser out of the proxy's
-// location, and the authorization never came back to the app.
+// the interaction and resume cookies' paths, /login, the pages' files) led the browser out of
+// the proxy's location: the authorization never came back to the app, and no page loaded its
+// script. test/ui.path-prefix.browser.test.ts walks the pages themselves in Chromium.
 import * as client from "openid-client";
 import { describe, expect, it } from "vitest";
 import { harnessFor } from "./support/hooks.ts";
@@ -120,6 +121,21 @@ describe.each(backends)("under a path prefix behind a proxy that strips it, on %
       expect((await h.call("POST", "/auth/external/start", { body: { provider: "google", redirect_uri: `${PUBLIC}/login` } })).body.error).toBe("InvalidRedirectUri");
     } finally {
       await google.stop();
+    }
+  });
+
+  it("serves every page with its files, and the page told its path, under the prefix", async () => {
+    for (const page of ["/login", "/account", "/dashboard", "/dashboard/", "/graphql", "/docs"]) {
+      const res = await proxy(new Request(`${ISSUER}${page}`, { headers: { accept: "text/html" } }));
+      expect(res.status, page).toBe(200);
+      const html = await res.text();
+      const refs = [...html.matchAll(/\b(?:src|href)="(\/[^"]*)"/g)].map((m) => m[1]);
+      expect(refs.length, page).toBeGreaterThan(0);
+      for (const ref of refs) {
+        expect(ref, `${page}: ${ref}`).toMatch(/^\/auth\//);
+        expect((await proxy(new Request(`${PUBLIC}${ref}`))).status, `${page}: ${ref}`).toBe(200);
+      }
+      if (!["/graphql", "/docs"].includes(page)) expect(html, page).toContain('<meta name="linkgate-base-path" content="/auth" />');
     }
   });
 });
