@@ -28,6 +28,10 @@ export const CLIENT_CORS_PATHS = new Set([ROUTES.token, ROUTES.revocation]);
 /**
  * Node's req/res for a fetch Request. There is no socket in app.fetch; Koa reads whether the
  * connection is TLS and the peer's address from one, so it gets what the app already resolved.
+ * An https issuer is reached over TLS whatever the hop from the proxy was, as for the device
+ * cookie (src/http/client-address.ts): behind a TLS-terminating proxy not listed in
+ * LINKGATE_TRUSTED_PROXIES, oidc-provider's cookies lacked Secure and the sign-in's way back to
+ * the app was an http:// URL, which the proxy's TLS port refused (docs/operations.md).
  */
 function nodeReqRes(c: C, request: Request): InteractionHttp {
   const pair = toReqRes(request);
@@ -35,7 +39,8 @@ function nodeReqRes(c: C, request: Request): InteractionHttp {
   // originalUrl that url lacks: the issuer's path, which a proxy stripped (docs/operations.md)
   const prefix = publicPath(c.get("deps").keys.issuer);
   if (prefix) (pair.req as { originalUrl?: string }).originalUrl = `${prefix}${pair.req.url}`;
-  const socket = { encrypted: new URL(request.url).protocol === "https:", remoteAddress: c.get("clientAddress") };
+  const encrypted = new URL(request.url).protocol === "https:" || c.get("deps").keys.issuer.startsWith("https:");
+  const socket = { encrypted, remoteAddress: c.get("clientAddress") };
   Object.defineProperty(pair.req, "socket", { value: socket, configurable: true });
   return pair;
 }
