@@ -7,6 +7,8 @@
 const BASE = /^(\/[^/?#\\]+)*$/;
 
 export function basePath(): string {
+  // outside a page (the rules of the pages' scripts are tested in Node) there is no prefix
+  if (typeof document === "undefined") return "";
   const value = document.querySelector<HTMLMetaElement>('meta[name="linkgate-base-path"]')?.content ?? "";
   return BASE.test(value) ? value : "";
 }
