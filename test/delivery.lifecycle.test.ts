@@ -10,6 +10,7 @@ import type { DeliveryWorker } from "../src/delivery/worker.ts";
 import { backends } from "./support/db.ts";
 import { deliveryWorld } from "./support/delivery-world.ts";
 import { enqueueEvents, eventually, newMasterKey, seedWebhook } from "./support/receiver.ts";
+import { lockWaiters } from "./support/locks.ts";
 
 describe("lifecycle transitions", () => {
   function lifecycle() {
@@ -169,11 +170,7 @@ describe.each(backends)("delivery worker lifecycle on %s", (backend) => {
 
 /** Whether a statement of this database waits on a lock (the worker's record, behind `locker`). */
 async function recordWaitingOnLock(locker: pg.Client): Promise<boolean> {
-  const { rows } = await locker.query(
-    `SELECT count(*)::int AS n FROM pg_stat_activity
-     WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`,
-  );
-  return rows[0].n > 0;
+  return (await lockWaiters(locker)) > 0;
 }
 
 /** A receiver that holds its first request until answer() is called. */

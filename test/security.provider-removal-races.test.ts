@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
-import { lockHolder, waitingForLock } from "./support/locks.ts";
+import { lockHolder, lockWaiters, otherConnections, waitingForLock } from "./support/locks.ts";
 import { startUpstreamOidc, type UpstreamOidc } from "./support/upstream.ts";
 import { addProvider, externalLink, externalValue, externalWorldFor } from "./support/upstream-linkgate.ts";
 
@@ -31,17 +31,11 @@ onPostgres("removing an identifier while the provider of the account's other sig
     let answered = false;
     void request.then(() => (answered = true), () => (answered = true));
     for (let i = 0; i < 1000 && !answered; i++) {
-      const { rows } = await blocker.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
-      );
-      if (rows[0].n >= n) return "waiting";
+      if ((await lockWaiters(blocker)) >= n) return "waiting";
       await new Promise((r) => setTimeout(r, 10));
     }
     if (answered) return "answered";
-    const { rows } = await blocker.query(
-      "SELECT pid, state, wait_event_type, wait_event, left(query, 160) AS query FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
-    );
-    throw new Error(`the removal neither answered nor came to wait; the database's other connections: ${JSON.stringify(rows)}`);
+    throw new Error(`the removal neither answered nor came to wait; the database's other connections: ${JSON.stringify(await otherConnections(blocker))}`);
   }
 
   /** A mail account with an identity of its own provider `slug` attached: two ways in. */
