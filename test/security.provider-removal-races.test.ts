@@ -8,7 +8,6 @@
 // Postgres only: a second connection holds the identity's row, which the deletion comes to wait
 // for halfway (it detaches the identity), and the removal is started only then.
 import { randomBytes } from "node:crypto";
-import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { lockHolder, lockWaiters, otherConnections, waitingForLock } from "./support/locks.ts";
