@@ -161,6 +161,6 @@ describe("sender", () => {
     const moved = await sender.send(input(r.url));
     await sender.close();
     expect(limited).toMatchObject({ statusCode: 429, retryAfter: "7", error: "HTTP 429" });
-    expect(moved).toMatchObject({ statusCode: 307, error: "HTTP 307: redirect not followed (to https://example.com/x)" });
+    expect(moved).toMatchObject({ statusCode: 307, error: "HTTP 307: redirect not followed (to https://example.com/x); redirects are never followed: set the webhook's URL to the address the endpoint moved to" });
   });
 });

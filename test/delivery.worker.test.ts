@@ -309,7 +309,7 @@ describe.each(backends)("delivery worker on %s", (backend) => {
     const [eventId] = await enqueueEvents(world.db, hook.projectId, 1);
     const d = await settled(eventId, hook.webhookId);
     expect(d).toMatchObject({ status: "succeeded", attempts: 2 });
-    expect(d.attemptLog[0]).toMatchObject({ statusCode: 302, error: "HTTP 302: redirect not followed (to /elsewhere)" });
+    expect(d.attemptLog[0]).toMatchObject({ statusCode: 302, error: "HTTP 302: redirect not followed (to /elsewhere); redirects are never followed: set the webhook's URL to the address the endpoint moved to" });
     expect(r.receipts.map((x) => [x.method, x.path])).toEqual([["POST", "/hook"], ["POST", "/hook"]]);
   });
 

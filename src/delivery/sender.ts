@@ -10,7 +10,10 @@
 import { createHash } from "node:crypto";
 import type { LookupAddress } from "node:dns";
 import { isIP } from "node:net";
-import { Agent, errors as undiciErrors, request } from "undici";
+import type { Socket } from "node:net";
+import { Agent, buildConnector, errors as undiciErrors, request } from "undici";
+import { gunzipSync, inflateSync, brotliDecompressSync, constants as zlibConstants } from "node:zlib";
+import { describeSendError as describe, watchConnection } from "./endpoint-errors.ts";
 import { signatureHeaders, type LiveSecrets } from "../webhooks/signing.ts";
 import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget, type LookupFn, type ResolvedAddress } from "../webhooks/target-guard.ts";
 import { SUCCESS_STATUSES } from "./schedule.ts";
@@ -75,11 +78,21 @@ export function createSender(opts: SenderOptions): Sender {
   // hostname -> the addresses the latest successful check vetted for it.
   const vetted = new Map<string, ResolvedAddress[]>();
 
+  const connector = buildConnector({ timeout: opts.timeoutMs, lookup: pinnedLookup(vetted) as never });
   const agent = new Agent({
     keepAliveTimeout: 30_000,
     headersTimeout: opts.timeoutMs,
     bodyTimeout: opts.timeoutMs,
-    connect: { timeout: opts.timeoutMs, lookup: pinnedLookup(vetted) as never },
+    // undici's own connector, watched so that a refused certificate can be described (which one,
+    // expired when) once the connection is gone: endpoint-errors.ts
+    connect: (options, callback) => {
+      let mark: (err: Error) => Error = (err) => err;
+      const socket = (connector as unknown as (o: typeof options, cb: typeof callback) => Socket | undefined)(options, (err, s) =>
+        err ? callback(mark(err), null) : callback(null, s!),
+      );
+      mark = watchConnection(socket);
+      return socket;
+    },
   });
 
   async function send(input: SendInput, signal?: AbortSignal): Promise<SendResult> {
@@ -131,7 +144,7 @@ export function createSender(opts: SenderOptions): Sender {
         dispatcher: agent,
         signal: deadline.signal,
       });
-      const { excerpt, broken } = await readExcerpt(res.body);
+      const { excerpt, broken } = await readExcerpt(res.body, headerValue(res.headers["content-encoding"]));
       if (timedOut) {
         // the status came, the body did not finish: no complete answer, so no delivery (a
         // receiver dripping its body would otherwise hold a send slot for the whole timeout and
@@ -148,7 +161,7 @@ export function createSender(opts: SenderOptions): Sender {
       }
       const retryAfter = headerValue(res.headers["retry-after"]);
       const ok = SUCCESS_STATUSES.has(res.statusCode);
-      const error = ok ? null : statusError(res.statusCode, headerValue(res.headers["location"]));
+      const error = ok ? null : statusError(res.statusCode, headerValue(res.headers["location"]), Buffer.byteLength(input.body));
       return { startedAt, durationMs: elapsed(), statusCode: res.statusCode, retryAfter, error, responseExcerpt: excerpt, requestHeaders: headers, reached: true };
     } catch (err) {
       const error = timedOut || err instanceof undiciErrors.HeadersTimeoutError || err instanceof undiciErrors.ConnectTimeoutError
@@ -208,7 +221,7 @@ function remember(map: Map<string, ResolvedAddress[]>, host: string, addresses: 
  * `broken`: the body broke off (a reset, malformed chunks, the deadline) before its end and
  * before DRAIN_BYTES; what arrived is kept as the excerpt.
  */
-async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }): Promise<{ excerpt: string; broken: unknown }> {
+async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(err?: Error): void }, encoding: string | null): Promise<{ excerpt: string; broken: unknown }> {
   const kept: Buffer[] = [];
   let keptBytes = 0;
   let total = 0;
@@ -226,7 +239,32 @@ async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(err?: Error):
   } catch (err) {
     broken = err ?? new Error("the body broke off");
   }
-  return { excerpt: keptBytes === 0 && total === 0 ? "" : Buffer.concat(kept).toString("utf8"), broken };
+  return { excerpt: keptBytes === 0 && total === 0 ? "" : decoded(Buffer.concat(kept), encoding), broken };
+}
+
+/**
+ * The excerpt as the receiver meant it. No Accept-Encoding is sent, yet some receivers compress
+ * their answer anyway, and its bytes read as UTF-8 were noise in the log (docs/webhooks.md). Only
+ * the kept bytes are decoded, as far as they go, and at most 1 MiB comes out of them.
+ */
+function decoded(kept: Buffer, encoding: string | null): string {
+  const coding = encoding?.trim().toLowerCase();
+  if (!coding || coding === "identity") return kept.toString("utf8");
+  const partial = { finishFlush: zlibConstants.Z_SYNC_FLUSH, maxOutputLength: 1 << 20 };
+  try {
+    const out =
+      coding === "gzip" || coding === "x-gzip"
+        ? gunzipSync(kept, partial)
+        : coding === "deflate"
+          ? inflateSync(kept, partial)
+          : coding === "br"
+            ? brotliDecompressSync(kept, { finishFlush: zlibConstants.BROTLI_OPERATION_FLUSH, maxOutputLength: 1 << 20 })
+            : null;
+    if (out) return out.subarray(0, EXCERPT_BYTES).toString("utf8");
+  } catch {
+    // not what it says it is: say so below rather than show its bytes as text
+  }
+  return `[a ${coding.slice(0, 40)}-encoded body of which the first ${kept.length} bytes could not be decoded]`;
 }
 
 function headerValue(v: string | string[] | undefined): string | null {
@@ -234,17 +272,16 @@ function headerValue(v: string | string[] | undefined): string | null {
   return Array.isArray(v) ? v.join(", ") : v;
 }
 
-function statusError(status: number, location: string | null): string {
-  if (status >= 300 && status < 400) return `HTTP ${status}: redirect not followed${location ? ` (to ${location.slice(0, 200)})` : ""}`;
+/** The log's text for a status that is not a success: what it means for the endpoint (docs/webhooks.md, "What the log says"). */
+function statusError(status: number, location: string | null, bodyBytes: number): string {
+  if (status >= 300 && status < 400) {
+    return `HTTP ${status}: redirect not followed${location ? ` (to ${location.slice(0, 200)})` : ""}; redirects are never followed: set the webhook's URL to the address the endpoint moved to`;
+  }
+  if (status === 401 || status === 403) {
+    return `HTTP ${status}: the receiver, or something in front of it, refused the request: it should let deliveries through and check their signature with the webhook's current secret instead of asking for credentials`;
+  }
   if (status === 410) return "HTTP 410: the receiver says the endpoint is gone";
+  if (status === 413) return `HTTP 413: the receiver refused the body as too large (${bodyBytes} bytes): raise its limit`;
   return `HTTP ${status}`;
 }
 
-function describe(err: unknown): string {
-  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
-  const code = e?.code ?? e?.cause?.code;
-  const message = e?.message || e?.cause?.message || String(err);
-  if (code === "ECONNREFUSED") return `connection refused (ECONNREFUSED)`;
-  if (code === "ECONNRESET" || code === "UND_ERR_SOCKET") return `connection reset before a response (${code}): ${message}`;
-  return code ? `${code}: ${message}` : message;
-}
