@@ -12,6 +12,11 @@ import path from "node:path";
 import zlib from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SendResult } from "../src/delivery/sender.ts";
+import { CreateWebhookDocument, SendTestWebhookDocument, WebhookDeliveriesDocument } from "./generated/operations.ts";
+import { startHarness, type Harness } from "./support/app.ts";
+import { serverUrl } from "./support/db.ts";
+import { eventually } from "./support/receiver.ts";
+import { startSecondProcess, type SecondProcess } from "./support/second-process.ts";
 import { makePki, type Pki } from "./support/tls-pki.ts";
 
 type Server = net.Server & { closeAllConnections?: () => void };
@@ -139,7 +144,7 @@ describe("the delivery log for misconfigured HTTPS endpoints", () => {
       return at[name]!.error;
     };
     expect(refused("expired")).toBe(
-      `TLS: the server's certificate (hooks.example, 127.0.0.1, 0:0:0:0:0:0:0:1) expired on ${at.expiredOn!.error}: renew it (CERT_HAS_EXPIRED)`,
+      `TLS: the server's certificate (hooks.example, 127.0.0.1, ::1) expired on ${at.expiredOn!.error}: renew it (CERT_HAS_EXPIRED)`,
     );
     expect(refused("otherName")).toBe("TLS: the server's certificate is for other.example, not hooks.example (ERR_TLS_CERT_ALTNAME_INVALID)");
     expect(refused("selfSigned")).toMatch(/^TLS: the server's certificate \(hooks\.example, .*\) is self-signed: use one issued by a public certificate authority \(DEPTH_ZERO_SELF_SIGNED_CERT\)$/);
@@ -191,5 +196,59 @@ describe("the delivery log for misconfigured HTTPS endpoints", () => {
 
   it.skipIf(!hasIpv6)("an endpoint on IPv6 loopback ([::1]) is reached, its certificate checked against ::1", () => {
     expect(at.ipv6).toMatchObject({ statusCode: 200, error: null, responseExcerpt: "ok" });
+  });
+});
+
+// The same, end to end: the worker of `npm start` (a process of its own, so on Postgres) with
+// NODE_EXTRA_CA_CERTS, and the text the project reads in its delivery log over GraphQL.
+describe.skipIf(!serverUrl)("a worker that trusts a private CA, and the delivery log over GraphQL", () => {
+  let h: Harness;
+  let pki: Pki;
+  let worker: SecondProcess;
+  const local: Server[] = [];
+  let expiredOn: string;
+
+  beforeAll(async () => {
+    h = await startHarness("postgres");
+    pki = makePki();
+    const day = 86_400_000;
+    const good = pki.leaf(["127.0.0.1"]);
+    const to = new Date(Math.floor(Date.now() / 1000) * 1000 - day);
+    expiredOn = to.toISOString().replace(/\.\d{3}Z$/, "Z");
+    const expired = pki.leaf(["127.0.0.1"], { from: new Date(to.getTime() - 30 * day), to });
+    for (const { key, cert } of [good, expired]) local.push(https.createServer({ key, cert: cert + pki.intermediate }, answering(200)));
+    for (const s of local) await listen(s);
+    worker = await startSecondProcess(h, { LINKGATE_WORKER: "1", LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1", NODE_EXTRA_CA_CERTS: pki.caFile });
+  });
+  afterAll(async () => {
+    await worker?.close();
+    for (const s of local) {
+      s.closeAllConnections?.();
+      await new Promise<void>((resolve) => s.close(() => resolve()));
+    }
+    await h?.close();
+    pki?.remove();
+  });
+
+  const attemptOf = async (url: string) => {
+    const created = await h.op(CreateWebhookDocument, { input: { url, events: ["user.created"] } });
+    if (created.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(created.createWebhook.__typename);
+    const id = created.createWebhook.webhook.id;
+    const sent = await h.op(SendTestWebhookDocument, { webhookId: id, eventType: "user.created" });
+    if (sent.sendTestWebhook.__typename !== "SendTestWebhookPayload") throw new Error(sent.sendTestWebhook.__typename);
+    return eventually(async () => {
+      const log = await h.op(WebhookDeliveriesDocument, { id });
+      return log.webhook?.deliveries.edges[0]?.node.attemptLog[0];
+    }, 15_000, "the first attempt to be logged");
+  };
+
+  it("delivers to the CA's certificate, and says when the other one expired", async () => {
+    const [good, expired] = local.map((s) => `https://127.0.0.1:${(s.address() as AddressInfo).port}/hook`);
+    expect(await attemptOf(good!)).toMatchObject({ statusCode: 200, error: null });
+    expect(await attemptOf(expired!)).toMatchObject({
+      statusCode: null,
+      error: `TLS: the server's certificate (127.0.0.1) expired on ${expiredOn}: renew it (CERT_HAS_EXPIRED)`,
+    });
+    expect(hits.get(local[1]!) ?? 0).toBe(0);
   });
 });

@@ -128,11 +128,21 @@ function commonName(name: { CN?: string | string[]; O?: string | string[] } | un
 function namesOf(cert: DetailedPeerCertificate): string {
   const names = (cert.subjectaltname ?? "")
     .split(", ")
-    .map((n) => n.replace(/^(DNS|IP Address):/, ""))
+    .map((n) => (n.startsWith("IP Address:") ? shortIp(n.slice(11)) : n.replace(/^DNS:/, "")))
     .filter(Boolean);
   if (names.length === 0) names.push(commonName(cert.subject));
   const shown = names.slice(0, 5).map((n) => n.slice(0, 100)).join(", ");
   return names.length > 5 ? `${shown} and ${names.length - 5} more` : shown;
+}
+
+/** Node spells an IPv6 address in a certificate in full (0:0:0:0:0:0:0:1); the URL has it short (::1). */
+function shortIp(ip: string): string {
+  if (!ip.includes(":")) return ip;
+  try {
+    return new URL(`http://[${ip}]/`).hostname.slice(1, -1);
+  } catch {
+    return ip;
+  }
 }
 
 /** "Nov 28 06:37:00 2026 GMT" -> "2026-11-28T06:37:00Z". */
