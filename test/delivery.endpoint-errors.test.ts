@@ -114,7 +114,9 @@ describe("the delivery log for misconfigured HTTPS endpoints", () => {
 
     const urls: Record<string, string | { url: string; bodyBytes: number }> = {};
     for (const [name, s] of Object.entries(server)) urls[name] = urlOf(await listen(s));
-    urls.early = { url: urls.early as string, bodyBytes: 1_000_000 };
+    // a large event, well within what loopback buffers while the receiver answers (at 5 MB the
+    // reset of the unread rest races the answer: the attempt fails as "connection reset")
+    urls.early = { url: urls.early as string, bodyBytes: 100_000 };
     if (hasIpv6) {
       server.ipv6 = tls(good.key, chain);
       urls.ipv6 = `https://[::1]:${await listen(server.ipv6, "::1")}/hook`;
