@@ -63,6 +63,7 @@ import {
   setReauthenticationHandler,
   useAction,
   useFocusOnShow,
+  usePageTitle,
   useReturnFocus,
 } from "./ui.tsx";
 import "./style.css";
@@ -166,6 +167,7 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
     return () => d.close();
   }, []);
   const [step, setStep] = useState<ReauthStep>({ kind: "choose" });
+  usePageTitle(step.kind === "code" ? "Enter the code – Confirm it's you – Your account" : "Confirm it's you – Your account");
   const [code, setCode] = useState("");
   const { busy, error, setError, run } = useAction();
   const codeInput = useFocusOnShow<HTMLInputElement>(`${step.kind}${error}`, false);
@@ -236,10 +238,21 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
         </div>
       ) : (
         <form onSubmit={checkCode} noValidate>
-          <p>
+          <p id="reauth-code-sent">
             We sent a 6-digit code to <strong class="value">{step.to.value}</strong>.
           </p>
-          <Field id="reauth-code" label="Code" value={code} onInput={setCode} inputRef={codeInput} inputMode="numeric" autoComplete="one-time-code" maxLength={6} error={error} />
+          <Field
+            id="reauth-code"
+            label="Code"
+            value={code}
+            onInput={setCode}
+            inputRef={codeInput}
+            inputMode="numeric"
+            autoComplete="one-time-code"
+            maxLength={6}
+            describedBy="reauth-code-sent"
+            error={error}
+          />
           <button type="submit" class="primary" disabled={busy}>
             {busy ? "Checking…" : "Confirm"}
           </button>
@@ -404,10 +417,21 @@ function AddIdentifier(props: { reload: Reload; onDone: (text: string) => void }
         </form>
       ) : (
         <form onSubmit={verify} aria-labelledby="add-title" noValidate>
-          <p>
+          <p id="link-code-sent">
             We sent a 6-digit code to <strong class="value">{step.identifier}</strong>.
           </p>
-          <Field id="link-code" label="Code" value={code} onInput={setCode} inputRef={input} inputMode="numeric" autoComplete="one-time-code" maxLength={6} error={error} />
+          <Field
+            id="link-code"
+            label="Code"
+            value={code}
+            onInput={setCode}
+            inputRef={input}
+            inputMode="numeric"
+            autoComplete="one-time-code"
+            maxLength={6}
+            describedBy="link-code-sent"
+            error={error}
+          />
           <div class="actions">
             <button type="submit" class="primary" disabled={busy}>
               {busy ? "Checking…" : "Verify and add"}

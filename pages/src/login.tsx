@@ -44,8 +44,9 @@ import {
   type Consent,
   type Outcome,
 } from "./flow.ts";
+import { isolated } from "../../ui/text.ts";
 import { assertWithPasskey, passkeysSupported } from "./webauthn.ts";
-import { Alert, Field, Frame, message, NotConfigured, useAction, useFocusOnShow } from "./ui.tsx";
+import { Alert, Field, Frame, message, NotConfigured, useAction, useFocusOnShow, usePageTitle } from "./ui.tsx";
 import "./style.css";
 
 const NOTICES: Record<string, string> = {
@@ -90,6 +91,7 @@ function SignInCard(props: { via: SignInWith; returned: ExternalReturn | null; n
         setStep({ kind: "identifier" });
       });
   }, [step.kind]);
+  usePageTitle(STEP_TITLES[step.kind]);
   return (
     <div class="card narrow">
       <h1>Sign in</h1>
@@ -118,6 +120,14 @@ function SignInCard(props: { via: SignInWith; returned: ExternalReturn | null; n
     </div>
   );
 }
+
+/** The window's title at each step (docs/pages.md, "Accessibility"). */
+const STEP_TITLES: Record<Step["kind"], string> = {
+  identifier: "Sign in",
+  code: "Enter the code – Sign in",
+  returning: "Finishing your sign-in – Sign in",
+  prove: "Enter the code – Sign in",
+};
 
 type SignInWith = {
   startCode: (identifier: string) => Promise<string>;
@@ -207,11 +217,22 @@ function ProveEmail(props: { via: SignInWith; provider: string; proving: EmailTo
   const withPasskey = () => run(async () => props.onDone(await props.via.confirmExternalPasskey(props.proving.stateId)));
   return (
     <form onSubmit={submit} noValidate>
-      <p>
+      <p id="code-sent">
         {props.provider} gave the e-mail address <strong class="value">{props.proving.destination}</strong>, which already has an account here. To sign in to that account and
         connect {props.provider} to it, enter the 6-digit code we sent to that address.
       </p>
-      <Field id="code" label="Code" value={code} onInput={setCode} inputRef={input} inputMode="numeric" autoComplete="one-time-code" maxLength={6} error={error} />
+      <Field
+        id="code"
+        label="Code"
+        value={code}
+        onInput={setCode}
+        inputRef={input}
+        inputMode="numeric"
+        autoComplete="one-time-code"
+        maxLength={6}
+        describedBy="code-sent"
+        error={error}
+      />
       <div class="actions">
         <button type="submit" class="primary" disabled={busy}>
           {busy ? "Checking…" : "Sign in"}
@@ -292,7 +313,7 @@ function CodeEntry(props: { identifier: string; stateId: string; onDone: (result
   };
   return (
     <form onSubmit={submit} noValidate>
-      <p>
+      <p id="code-sent">
         We sent a 6-digit code to <strong class="value">{props.identifier}</strong>. It is valid for 10 minutes.
       </p>
       <Field
@@ -304,6 +325,7 @@ function CodeEntry(props: { identifier: string; stateId: string; onDone: (result
         inputMode="numeric"
         autoComplete="one-time-code"
         maxLength={6}
+        describedBy="code-sent"
         error={error}
       />
       <div class="actions">
@@ -334,9 +356,12 @@ function FlowPage(props: { returned: ExternalReturn | null }) {
 function ConsentCard({ consent }: { consent: Consent }) {
   const { busy, error, run } = useAction();
   const answer = (allow: boolean) => run(async () => location.assign((await answerConsent(allow)).redirectTo));
+  usePageTitle(`Allow ${isolated(consent.client.name)}? – Sign in`);
+  // The code field that had the focus is gone: the question takes it, so it is read out first.
+  const heading = useFocusOnShow<HTMLHeadingElement>();
   return (
     <div class="card narrow">
-      <h1>
+      <h1 ref={heading} tabIndex={-1}>
         Allow <span class="value">{consent.client.name}</span>?
       </h1>
       <p>It will be able to see:</p>

@@ -1,7 +1,7 @@
 // Pieces both pages share: the frame, messages, and a busy-aware action runner. What the
 // dashboard shares too (focus, the confirmation, error words) is in ui/ at the repository root.
 import type { ComponentChildren, Ref } from "preact";
-import { useState } from "preact/hooks";
+import { useLayoutEffect, useState } from "preact/hooks";
 import { Confirm as SharedConfirm } from "../../ui/focus.tsx";
 import { message } from "../../ui/text.ts";
 import { loginUrl, needsReauthentication, SessionEnded } from "./api.ts";
@@ -40,8 +40,31 @@ export function Frame(props: { title: string; actions?: ComponentChildren; child
   );
 }
 
+// The window's title names the state the page is in (WCAG 2.4.2): a screen reader says it on
+// arrival and a user with many tabs finds the page by it. While an error shows it starts with
+// "Error: " (docs/accessibility.md), so the refusal is heard even where the focus is not.
+let titleBase = typeof document === "undefined" ? "" : document.title;
+let errorsShown = 0;
+const showTitle = () => {
+  document.title = `${errorsShown ? "Error: " : ""}${titleBase}`;
+};
+
+/** The window's title while the calling component shows (the one before it when it goes). */
+export function usePageTitle(title: string) {
+  useLayoutEffect(() => {
+    const before = titleBase;
+    titleBase = title;
+    showTitle();
+    return () => {
+      titleBase = before;
+      showTitle();
+    };
+  }, [title]);
+}
+
 /** The page cannot work without the project's publishable key: say so, and who can fix it. */
 export function NotConfigured() {
+  usePageTitle("This page is not configured");
   return (
     <div class="card" role="alert">
       <h1>This page is not configured</h1>
@@ -55,6 +78,16 @@ export function NotConfigured() {
 
 /** An error for the whole form, announced when it appears. */
 export function Alert({ text, id }: { text: string | null; id?: string }) {
+  const shown = !!text;
+  useLayoutEffect(() => {
+    if (!shown) return;
+    errorsShown++;
+    showTitle();
+    return () => {
+      errorsShown--;
+      showTitle();
+    };
+  }, [shown]);
   return text ? (
     <p class="field-error" role="alert" id={id}>
       {text}
@@ -91,6 +124,10 @@ export function useAction() {
   const [error, setError] = useState<string | null>(null);
   const run = async (fn: () => Promise<void>) => {
     if (busy) return;
+    // The button that started it is disabled while it runs, which takes the focus from it (to
+    // the page itself, so the next Tab starts at the top): it gets it back when it is enabled,
+    // unless something else (an error's field, a dialog) took it meanwhile.
+    const started = document.activeElement;
     setBusy(true);
     setError(null);
     try {
@@ -105,6 +142,11 @@ export function useAction() {
       setError(message(err));
     } finally {
       setBusy(false);
+      // after the render that enables it again (Preact renders in a microtask)
+      setTimeout(() => {
+        const lost = !document.activeElement || document.activeElement === document.body;
+        if (lost && started instanceof HTMLElement && started !== document.body && started.isConnected) started.focus();
+      });
     }
   };
   return { busy, error, setError, run };
@@ -122,13 +164,15 @@ export function Field(props: {
   value: string;
   onInput: (v: string) => void;
   hint?: string;
+  /** the id of text elsewhere that the field's description starts with (where a code was sent) */
+  describedBy?: string;
   error?: string | null;
   inputRef?: Ref<HTMLInputElement>;
   inputMode?: "numeric" | "email" | "text";
   autoComplete?: string;
   maxLength?: number;
 }) {
-  const described = [props.hint && `${props.id}-hint`, props.error && `${props.id}-error`].filter(Boolean).join(" ") || undefined;
+  const described = [props.describedBy, props.hint && `${props.id}-hint`, props.error && `${props.id}-error`].filter(Boolean).join(" ") || undefined;
   return (
     <div class="field">
       <label for={props.id}>{props.label}</label>
