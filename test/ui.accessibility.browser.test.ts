@@ -7,8 +7,12 @@
 // is said, tied to the field and given the focus (docs/accessibility.md).
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { Hono } from "hono";
+import * as client from "openid-client";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../src/config.ts";
+import { hostedPageRoutes } from "../src/http/routes/pages.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium, listen } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
@@ -16,7 +20,6 @@ import { authorizationUrl, registerClient, type RegisteredClient } from "./suppo
 import { openDevice, type Device } from "./support/pages.ts";
 import { TestReceiver } from "./support/receiver.ts";
 import { startUpstreamOidc, type UpstreamOidc } from "./support/upstream.ts";
-import * as client from "openid-client";
 
 const AXE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 const WCAG_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"];
@@ -197,14 +200,14 @@ describe.skipIf(chromiumMissing).concurrent.each(backends)("the hosted pages mee
     await h.db.prisma.otpState.updateMany({ data: { expiresAt: new Date(Date.now() - 1000) } });
     await page.getByLabel("Code").fill(await h.mailbox.otp(who));
     await page.getByRole("button", { name: "Sign in" }).click();
-    await page.locator("#code-error").waitFor();
-    await check(page, "expired code", /^Error: /);
+    await page.locator("#code-error").filter({ hasText: "The code is wrong, expired or already used." }).waitFor();
+    await check(page, "expired code", /^Error: Enter the code – Sign in$/);
 
     await page.getByRole("button", { name: "Use another e-mail or phone" }).click();
     await page.getByLabel("E-mail or phone number").fill(who);
     await page.getByRole("button", { name: "Send me a code" }).click();
     await page.locator("#identifier-error").filter({ hasText: /too many/i }).waitFor();
-    await check(page, "too many codes", /^Error: /);
+    await check(page, "too many codes", /^Error: Sign in$/);
   });
 
   it.sequential("an app's sign-in: the sign-in card, then a third party's consent", async () => {
@@ -338,6 +341,25 @@ describe.skipIf(chromiumMissing).concurrent.each(backends)("the hosted pages mee
     await page.keyboard.press("Enter");
     await page.waitForURL(`${origin}/account`);
     await page.getByRole("heading", { name: /Your account/ }).waitFor();
+  });
+});
+
+describe.skipIf(chromiumMissing)("a hosted page that is not configured meets WCAG 2.2 AA", () => {
+  it("says so, titled so", async () => {
+    // only the page routes, with no publishable key: the page says what is wrong before it calls anything
+    const app = new Hono().route("/", hostedPageRoutes({ ...loadConfig({}), pagesPublishableKey: "" }));
+    const server = await listen((req) => Promise.resolve(app.fetch(req)));
+    const page = await (await sharedBrowser()).newPage({ viewport: { width: 1280, height: 900 } });
+    try {
+      for (const p of ["/login", "/account"]) {
+        await page.goto(`${server.url}${p}`);
+        await page.getByRole("heading", { name: "This page is not configured" }).waitFor();
+        await check(page, `${p} not configured`, /^This page is not configured$/);
+      }
+    } finally {
+      await page.close();
+      await server.close();
+    }
   });
 });
 
