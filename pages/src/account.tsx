@@ -54,6 +54,7 @@ import {
   Alert,
   Confirm,
   Done,
+  CodeField,
   Field,
   Frame,
   NotConfigured,
@@ -241,18 +242,7 @@ function Reauthenticate(props: { viewer: Viewer; onCancel: () => void; onConfirm
           <p id="reauth-code-sent">
             We sent a 6-digit code to <strong class="value">{step.to.value}</strong>.
           </p>
-          <Field
-            id="reauth-code"
-            label="Code"
-            value={code}
-            onInput={setCode}
-            inputRef={codeInput}
-            inputMode="numeric"
-            autoComplete="one-time-code"
-            maxLength={6}
-            describedBy="reauth-code-sent"
-            error={error}
-          />
+          <CodeField id="reauth-code" sentId="reauth-code-sent" value={code} onInput={setCode} inputRef={codeInput} error={error} />
           <button type="submit" class="primary" disabled={busy}>
             {busy ? "Checking…" : "Confirm"}
           </button>
@@ -420,18 +410,7 @@ function AddIdentifier(props: { reload: Reload; onDone: (text: string) => void }
           <p id="link-code-sent">
             We sent a 6-digit code to <strong class="value">{step.identifier}</strong>.
           </p>
-          <Field
-            id="link-code"
-            label="Code"
-            value={code}
-            onInput={setCode}
-            inputRef={input}
-            inputMode="numeric"
-            autoComplete="one-time-code"
-            maxLength={6}
-            describedBy="link-code-sent"
-            error={error}
-          />
+          <CodeField id="link-code" sentId="link-code-sent" value={code} onInput={setCode} inputRef={input} error={error} />
           <div class="actions">
             <button type="submit" class="primary" disabled={busy}>
               {busy ? "Checking…" : "Verify and add"}

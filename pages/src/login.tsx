@@ -46,7 +46,7 @@ import {
 } from "./flow.ts";
 import { isolated } from "../../ui/text.ts";
 import { assertWithPasskey, passkeysSupported } from "./webauthn.ts";
-import { Alert, Field, Frame, message, NotConfigured, useAction, useFocusOnShow, usePageTitle } from "./ui.tsx";
+import { Alert, CodeField, Field, Frame, message, NotConfigured, useAction, useFocusOnShow, usePageTitle } from "./ui.tsx";
 import "./style.css";
 
 const NOTICES: Record<string, string> = {
@@ -221,18 +221,7 @@ function ProveEmail(props: { via: SignInWith; provider: string; proving: EmailTo
         {props.provider} gave the e-mail address <strong class="value">{props.proving.destination}</strong>, which already has an account here. To sign in to that account and
         connect {props.provider} to it, enter the 6-digit code we sent to that address.
       </p>
-      <Field
-        id="code"
-        label="Code"
-        value={code}
-        onInput={setCode}
-        inputRef={input}
-        inputMode="numeric"
-        autoComplete="one-time-code"
-        maxLength={6}
-        describedBy="code-sent"
-        error={error}
-      />
+      <CodeField id="code" sentId="code-sent" value={code} onInput={setCode} inputRef={input} error={error} />
       <div class="actions">
         <button type="submit" class="primary" disabled={busy}>
           {busy ? "Checking…" : "Sign in"}
@@ -316,18 +305,7 @@ function CodeEntry(props: { identifier: string; stateId: string; onDone: (result
       <p id="code-sent">
         We sent a 6-digit code to <strong class="value">{props.identifier}</strong>. It is valid for 10 minutes.
       </p>
-      <Field
-        id="code"
-        label="Code"
-        value={code}
-        onInput={setCode}
-        inputRef={input}
-        inputMode="numeric"
-        autoComplete="one-time-code"
-        maxLength={6}
-        describedBy="code-sent"
-        error={error}
-      />
+      <CodeField id="code" sentId="code-sent" value={code} onInput={setCode} inputRef={input} error={error} />
       <div class="actions">
         <button type="submit" class="primary" disabled={busy}>
           {busy ? "Checking…" : "Sign in"}

@@ -157,6 +157,27 @@ export const Confirm = (props: { id: string; text: ComponentChildren; action: st
   <SharedConfirm {...props} danger />
 );
 
+/**
+ * The field a 6-digit code is typed into, described by the sentence that says where the code
+ * went (`sentId`): numeric keyboards, and the code offered by the device's autofill.
+ */
+export function CodeField(props: { id: string; sentId: string; value: string; onInput: (v: string) => void; inputRef?: Ref<HTMLInputElement>; error?: string | null }) {
+  return (
+    <Field
+      id={props.id}
+      label="Code"
+      value={props.value}
+      onInput={props.onInput}
+      inputRef={props.inputRef}
+      inputMode="numeric"
+      autoComplete="one-time-code"
+      maxLength={6}
+      describedBy={props.sentId}
+      error={props.error}
+    />
+  );
+}
+
 /** One labelled text field. */
 export function Field(props: {
   id: string;
