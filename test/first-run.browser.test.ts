@@ -5,12 +5,12 @@
 // passkey on /account and signs back in with it. A production start says what the pages lack.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sha256Hex } from "../src/crypto.ts";
 import { resolvePagesKey } from "../src/http/routes/pages.ts";
+import { closedPort } from "./support/receiver.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { chromiumMissing, launchChromium } from "./support/browser.ts";
 import { backends } from "./support/db.ts";
@@ -83,15 +83,6 @@ class Linkgate {
   }
 }
 
-/** A loopback port nothing listens on, for a start whose printed address must name its port. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 const session = (page: Page) => page.evaluate(() => JSON.parse(sessionStorage.getItem("linkgate.session") ?? "null") as { accountId: string } | null);
 
 describe.skipIf(chromiumMissing)("npm start on a fresh data directory, in Chromium", () => {
@@ -102,7 +93,7 @@ describe.skipIf(chromiumMissing)("npm start on a fresh data directory, in Chromi
   const email = "ada@example.com";
 
   beforeAll(async () => {
-    const port = await freePort();
+    const port = await closedPort();
     // `npm start` with nothing set but the port the test can point a browser at.
     lg = new Linkgate({ PORT: String(port) });
     [browser] = await Promise.all([launchChromium(), lg.listening()]);

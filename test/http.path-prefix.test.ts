@@ -9,7 +9,7 @@ import * as client from "openid-client";
 import { describe, expect, it } from "vitest";
 import { harnessFor } from "./support/hooks.ts";
 import { backends } from "./support/db.ts";
-import { registerClient } from "./support/oidc.ts";
+import { authorizationUrl, registerClient } from "./support/oidc.ts";
 import { startUpstreamOidc } from "./support/upstream.ts";
 import { addProvider } from "./support/upstream-linkgate.ts";
 
@@ -74,15 +74,7 @@ describe.each(backends)("under a path prefix behind a proxy that strips it, on %
     } as never);
     expect(config.serverMetadata().authorization_endpoint).toBe(`${ISSUER}/oauth/authorize`);
 
-    const verifier = client.randomPKCECodeVerifier();
-    const url = client.buildAuthorizationUrl(config, {
-      redirect_uri: app.redirectUri,
-      scope: "openid email",
-      code_challenge: await client.calculatePKCECodeChallenge(verifier),
-      code_challenge_method: "S256",
-      state: "s1",
-      nonce: "n1",
-    });
+    const { url, verifier, state, nonce } = await authorizationUrl(config, app, { scope: "openid email" });
     const browser = new Browser();
     const first = await browser.fetch(url.href);
     expect(first.status).toBe(303);
@@ -105,7 +97,7 @@ describe.each(backends)("under a path prefix behind a proxy that strips it, on %
 
     const back = await browser.follow(new URL(redirectTo, login.url).href);
     expect(back.url.startsWith(`${app.redirectUri}?`)).toBe(true);
-    const tokens = await client.authorizationCodeGrant(config, new URL(back.url), { pkceCodeVerifier: verifier, expectedState: "s1", expectedNonce: "n1" });
+    const tokens = await client.authorizationCodeGrant(config, new URL(back.url), { pkceCodeVerifier: verifier, expectedState: state, expectedNonce: nonce });
     expect(tokens.claims()).toMatchObject({ iss: ISSUER, email });
   });
 

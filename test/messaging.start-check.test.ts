@@ -2,9 +2,9 @@
 // that is not there or refuses linkgate's password is said in the log at start, while the server
 // starts anyway; before, the first user whose code never came found it.
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
 import { SMTPServer } from "smtp-server";
 import { afterAll, describe, expect, it } from "vitest";
+import { closedPort } from "./support/receiver.ts";
 import { startCommand } from "./support/command.ts";
 import { startMailbox } from "./support/mailbox.ts";
 import { MAIN, migratedDataDir } from "./support/server-entry.ts";
@@ -25,14 +25,6 @@ async function startWith(smtpUrl: string) {
   started.push(s);
   await s.said("linkgate listening on");
   return s;
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 describe("the SMTP relay, checked at start", () => {

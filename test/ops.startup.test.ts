@@ -11,21 +11,13 @@ import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
 import { checkMasterKey } from "../src/auth/master-key.ts";
 import { parseMasterKey } from "../src/crypto.ts";
+import { closedPort } from "./support/receiver.ts";
 import { backends, openTestDatabase, serverUrl } from "./support/db.ts";
 import { startCommand } from "./support/command.ts";
 import { CLI, MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 const PASSWORD = "pw-7f3a9c-do-not-print";
-
-/** A loopback port on which nothing listens. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const dataDir = () => migratedDataDir("linkgate-startup-");
 

@@ -9,6 +9,7 @@ import { decodeJwt } from "jose";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { bearer, gatewayClock } from "./support/clock.ts";
 
 describe.skipIf(!serverUrl)("a retried code verify on a gateway whose clock is off the database's (postgres)", () => {
   let h: Harness;
@@ -20,11 +21,6 @@ describe.skipIf(!serverUrl)("a retried code verify on a gateway whose clock is o
     vi.useRealTimers();
   });
 
-  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-  const gatewayClock = (offsetMs: number) => {
-    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
-    vi.setSystemTime(new Date(Date.now() + offsetMs));
-  };
 
   it("a re-authentication code retried after it expired, by the database, is refused on a gateway running behind", async () => {
     gatewayClock(-2 * 60_000);

@@ -13,6 +13,7 @@ import { decodeJwt } from "jose";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { bearer, databaseNow, gatewayClock } from "./support/clock.ts";
 
 const RECENT_SECONDS = 600;
 const SKEW_MS = 2 * 60_000;
@@ -27,13 +28,6 @@ describe.skipIf(!serverUrl)("recent authentication with a gateway whose clock is
     vi.useRealTimers();
   });
 
-  /** This gateway's clock, `offsetMs` away from the real time (the database's), still running. */
-  const gatewayClock = (offsetMs: number) => {
-    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
-    vi.setSystemTime(new Date(Date.now() + offsetMs));
-  };
-  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-  const databaseNow = async () => (await h.db.prisma.$queryRaw<{ now: Date }[]>`SELECT now() AS now`)[0].now.getTime();
   const authTimeOf = async (token: string) =>
     (await h.db.prisma.session.findUniqueOrThrow({ where: { id: decodeJwt(token).sid as string }, select: { authTime: true } })).authTime.getTime();
 
@@ -62,8 +56,8 @@ describe.skipIf(!serverUrl)("recent authentication with a gateway whose clock is
     });
     expect(again.status).toBe(200);
     const reauthenticatedAt = await authTimeOf(token);
-    expect(reauthenticatedAt).toBeLessThanOrEqual(await databaseNow());
-    expect(reauthenticatedAt).toBeGreaterThan((await databaseNow()) - 60_000);
+    expect(reauthenticatedAt).toBeLessThanOrEqual(await databaseNow(h));
+    expect(reauthenticatedAt).toBeGreaterThan((await databaseNow(h)) - 60_000);
 
     // and a session that re-authenticated 30 s less than the window ago, by the database, is
     // still recent on a gateway that runs ahead: its clock neither lengthens nor shortens the window

@@ -15,6 +15,7 @@ import { decodeJwt } from "jose";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
+import { bearer, databaseNow, gatewayClock } from "./support/clock.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { PASSKEY_ORIGIN, passkeyAssertion, registerPasskey, signInWithPasskey } from "./support/passkeys.ts";
 import { Agent, authorizationUrl, authorize, discover, registerClient } from "./support/oidc.ts";
@@ -29,17 +30,7 @@ const githubUser = (): GithubUser => {
 };
 const RECENT_SECONDS = 600;
 
-/** This gateway's clock, `offsetMs` away from the real time (the database's), still running. */
-function gatewayClock(offsetMs: number) {
-  vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
-  vi.setSystemTime(new Date(Date.now() + offsetMs));
-}
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-
-async function databaseNow(h: Harness): Promise<number> {
-  return (await h.db.prisma.$queryRaw<{ now: Date }[]>`SELECT now() AS now`)[0].now.getTime();
-}
 
 describe.skipIf(!serverUrl)("passkeys and sessions on a gateway whose clock is off the database's (postgres)", () => {
   let h: Harness;

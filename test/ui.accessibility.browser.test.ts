@@ -60,9 +60,22 @@ async function check(page: Page, state: string, title: string | RegExp) {
  * and that outline's contrast against what it is drawn on, the nearest opaque background around
  * it (WCAG 1.4.11 asks 3:1). axe does not look at focus.
  */
-const focusState = (page: Page) =>
-  page.evaluate(() => {
-    const el = document.activeElement as HTMLElement | null;
+const focusState = async (page: Page) => {
+  const seen = await contrastInPage(page, { property: "outlineColor" });
+  return { ...seen, contrast: Math.round(seen.contrast * 100) / 100 };
+};
+
+/** The contrast of a field's edge against the card it is on (WCAG 1.4.11: 3:1). */
+const edgeContrast = async (page: Page, selector: string) => (await contrastInPage(page, { selector, property: "borderTopColor" })).contrast;
+
+/**
+ * One colour of an element (the focused one, without `selector`) against the nearest opaque
+ * background around it, and, for the report, which element it is and whether it has an outline
+ * of 2 px or more. One function, since the page runs it with nothing of the test's around it.
+ */
+const contrastInPage = (page: Page, target: { selector?: string; property: "outlineColor" | "borderTopColor" }) =>
+  page.evaluate(({ selector, property }) => {
+    const el = (selector ? document.querySelector(selector) : document.activeElement) as HTMLElement | null;
     if (!el || el === document.body) return { where: "body", outline: false, contrast: 0 };
     const rgb = (c: string) => c.match(/[\d.]+/g)!.map(Number);
     const luminance = (c: string) => {
@@ -73,27 +86,13 @@ const focusState = (page: Page) =>
     while (under && rgb(getComputedStyle(under).backgroundColor)[3] === 0) under = under.parentElement;
     const background = under ? getComputedStyle(under).backgroundColor : "rgb(255, 255, 255)";
     const s = getComputedStyle(el);
-    const [a, b] = [luminance(s.outlineColor), luminance(background)].sort((x, y) => y - x);
+    const [a, b] = [luminance(s[property]), luminance(background)].sort((x, y) => y - x);
     return {
       where: `${el.tagName.toLowerCase()}#${el.id}:${(el.getAttribute("aria-label") ?? el.textContent ?? "").trim()}`,
       outline: s.outlineStyle !== "none" && parseFloat(s.outlineWidth) >= 2,
-      contrast: Math.round(((a + 0.05) / (b + 0.05)) * 100) / 100,
+      contrast: (a + 0.05) / (b + 0.05),
     };
-  });
-
-/** The contrast of a field's edge against the card it is on (WCAG 1.4.11: 3:1). */
-const edgeContrast = (page: Page, selector: string) =>
-  page.locator(selector).evaluate((el) => {
-    const rgb = (c: string) => c.match(/[\d.]+/g)!.map(Number);
-    const luminance = (c: string) => {
-      const [r, g, b] = rgb(c).slice(0, 3).map((v) => v / 255).map((v) => (v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4));
-      return 0.2126 * r + 0.7152 * g + 0.0722 * b;
-    };
-    let under: Element | null = el.parentElement;
-    while (under && rgb(getComputedStyle(under).backgroundColor)[3] === 0) under = under.parentElement;
-    const [a, b] = [luminance(getComputedStyle(el).borderTopColor), luminance(getComputedStyle(under ?? document.body).backgroundColor)].sort((x, y) => y - x);
-    return (a + 0.05) / (b + 0.05);
-  });
+  }, target);
 
 let browserReady: Promise<Browser> | null = null;
 const sharedBrowser = () => (browserReady ??= launchChromium());

@@ -142,11 +142,16 @@ export class TestReceiver {
 
 /** A loopback URL on which nothing listens (connection refused). */
 export async function closedPortUrl(path = "/hook"): Promise<string> {
+  return `http://127.0.0.1:${await closedPort()}${path}`;
+}
+
+/** A loopback port nothing listens on (it was free a moment ago). */
+export async function closedPort(): Promise<number> {
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}${path}`;
+  return port;
 }
 
 // ---- fixtures for the delivery tests ------------------------------------------------------------
