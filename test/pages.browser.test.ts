@@ -380,6 +380,8 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
     await status(page, `Merged: the account of ${bob} is now part of yours.`).waitFor();
     const merged = page.getByRole("region", { name: "Merged account" });
     await merged.locator(`li[data-identifier="${bob}"]`).waitFor();
+    // Bob's passkey signs in here now: Ada sees it among hers, with where it comes from
+    await page.locator(`li[data-passkey="Bob's phone"]`).filter({ hasText: `from the account of ${bob}, merged into yours` }).waitFor();
     await checkLayout(page, `${backend}-account-merged`);
 
     await signInByPasskey(phone.page);
@@ -416,6 +418,7 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
     await status(page, `Unmerged: the account of ${bob} is an account of its own again`).waitFor();
     await page.getByText("No other account is merged into yours.").waitFor();
     expect(await page.locator(`li[data-identifier="${bobWork}"]`).count()).toBe(0);
+    expect(await page.locator(`li[data-passkey="Bob's phone"]`).count()).toBe(0);
 
     // Bob's phone signed in with Bob's passkey while that signed into Ada's account: the unmerge
     // gave the passkey back to Bob and ended that session, so the phone is sent to /login.

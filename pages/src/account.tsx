@@ -134,7 +134,7 @@ function Account() {
       <Identifiers viewer={viewer} reload={reload} />
       <ExternalSignIns viewer={viewer} reload={reload} />
       <Merged viewer={viewer} reload={reload} />
-      <Passkeys passkeys={viewer.passkeys} reload={reload} />
+      <Passkeys passkeys={viewer.passkeys} secondary={viewer.mergedSecondary} reload={reload} />
       <Sessions sessions={viewer.sessions} reload={reload} />
       <Apps apps={viewer.authorizedApps} reload={reload} />
       {reauth && (
@@ -723,17 +723,25 @@ function Apps(props: { apps: AuthorizedApp[]; reload: Reload }) {
 
 // ---- passkeys -----------------------------------------------------------------------------------
 
-function Passkeys(props: { passkeys: Passkey[]; reload: Reload }) {
+/**
+ * The account's passkeys, and its merged secondary's, which sign in here too: listed with where
+ * they come from, so the user sees every key to the account and can remove one without unmerging.
+ */
+function Passkeys(props: { passkeys: Passkey[]; secondary: MergedAccount | null; reload: Reload }) {
   const [done, setDone] = useState<string | null>(null);
+  const { secondary } = props;
+  const merged = secondary?.passkeys ?? [];
   return (
     <section class="card" aria-labelledby="passkeys-title">
       <h2 id="passkeys-title">Passkeys</h2>
       <p class="hint">Sign in with your device's fingerprint, face or screen lock instead of a code. Your e-mail addresses and phone numbers stay the way back in.</p>
-      {props.passkeys.length ? (
+      {props.passkeys.length + merged.length ? (
         <ul class="items">
           {props.passkeys.map((p) => (
             <PasskeyRow key={p.id} passkey={p} reload={props.reload} onDone={setDone} />
           ))}
+          {secondary &&
+            merged.map((p) => <PasskeyRow key={p.id} passkey={p} from={theAccountOf(secondary)} reload={props.reload} onDone={setDone} />)}
         </ul>
       ) : (
         <p class="muted">No passkeys yet.</p>
@@ -744,7 +752,8 @@ function Passkeys(props: { passkeys: Passkey[]; reload: Reload }) {
   );
 }
 
-function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: string) => void }) {
+/** `from`: the merged account the passkey belongs to, when not this one's own. */
+function PasskeyRow(props: { passkey: Passkey; from?: string; reload: Reload; onDone: (text: string) => void }) {
   const { passkey: p } = props;
   const [mode, setMode] = useState<"view" | "rename" | "remove">("view");
   const [name, setName] = useState(p.name);
@@ -781,6 +790,7 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
         <span class="meta">
           added {fmtDate(p.createdAt)} · last used {fmtDate(p.lastUsedAt)}
           {p.backedUp ? " · synced" : ""}
+          {props.from ? ` · from ${props.from}, merged into yours` : ""}
         </span>
       </div>
       {mode === "view" && (
@@ -811,7 +821,8 @@ function PasskeyRow(props: { passkey: Passkey; reload: Reload; onDone: (text: st
           id={`remove-${p.id}`}
           text={
             <>
-              Remove the passkey <strong class="value">{p.name}</strong>? It will no longer sign in to your account.
+              Remove the passkey <strong class="value">{p.name}</strong>? It will no longer sign in to your account
+              {props.from ? `, and unmerging will not give it back to ${props.from}` : ""}.
             </>
           }
           action="Remove passkey"

@@ -140,7 +140,8 @@ export type Identifier = {
 };
 export type Passkey = { id: string; name: string; createdAt: string; lastUsedAt: string | null; backedUp: boolean };
 type AccountBase = { id: string; name: string | null; email: string | null; phoneNumber: string | null; identifiers: Identifier[] };
-export type MergedAccount = AccountBase & { mergedAt: string | null };
+/** The account merged into the viewer's: `passkeys`, its own, sign in to the viewer's too. */
+export type MergedAccount = AccountBase & { mergedAt: string | null; passkeys: Passkey[] };
 /** A signed-in session of the account (`current`: the one this page uses). */
 export type AccountSession = {
   id: string;
@@ -235,10 +236,21 @@ export async function completeExternalReauthentication(stateId: string, code: st
 type Connection<T> = { edges: { node: T }[] };
 
 export async function loadViewer(): Promise<Viewer> {
-  type Read = Omit<Viewer, "passkeys" | "sessions"> & { passkeys: Connection<Passkey>; sessions: Connection<AccountSession> };
+  type ReadMerged = Omit<MergedAccount, "passkeys"> & { passkeys: Connection<Passkey> };
+  type Read = Omit<Viewer, "passkeys" | "sessions" | "mergedSecondary"> & {
+    passkeys: Connection<Passkey>;
+    sessions: Connection<AccountSession>;
+    mergedSecondary: ReadMerged | null;
+  };
   const d = await gql<{ viewer: Read }>(OPERATIONS.Viewer);
   const nodes = <T>(c: Connection<T>) => c.edges.map((e) => e.node);
-  return { ...d.viewer, passkeys: nodes(d.viewer.passkeys), sessions: nodes(d.viewer.sessions) };
+  const secondary = d.viewer.mergedSecondary;
+  return {
+    ...d.viewer,
+    passkeys: nodes(d.viewer.passkeys),
+    sessions: nodes(d.viewer.sessions),
+    mergedSecondary: secondary && { ...secondary, passkeys: nodes(secondary.passkeys) },
+  };
 }
 
 export async function requestLink(identifier: string): Promise<string> {

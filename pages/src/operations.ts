@@ -4,6 +4,7 @@
 const ERR = `__typename ... on Error { message }`;
 const IDENTIFIER = `id kind value origin externalProfile { providerName email name }`;
 const TOKENS = `... on SignInTokens { accessToken idToken accountId expiresIn }`;
+const PASSKEYS = `edges { node { id name createdAt lastUsedAt backedUp } }`;
 
 export const OPERATIONS = {
   StartSignIn: `mutation StartSignIn($email: String, $phone: String) {
@@ -30,8 +31,8 @@ export const OPERATIONS = {
     viewer {
       id name email phoneNumber
       identifiers { ${IDENTIFIER} leavesOnUnmerge }
-      mergedSecondary { id name email phoneNumber mergedAt identifiers { ${IDENTIFIER} } }
-      passkeys(first: 50) { edges { node { id name createdAt lastUsedAt backedUp } } }
+      mergedSecondary { id name email phoneNumber mergedAt identifiers { ${IDENTIFIER} } passkeys(first: 50) { ${PASSKEYS} } }
+      passkeys(first: 50) { ${PASSKEYS} }
       sessions(first: 50) { edges { node { id createdAt authMethod lastUsedAt clientAddress userAgent current } } }
       authorizedApps { clientId name scopes allowedAt }
     }

@@ -428,14 +428,22 @@ async function passkeyOwner(tx: Tx, passkeyId: string): Promise<string> {
   return row.accountId;
 }
 
-/** The caller's own passkey, found within its account and project or not at all. */
-function ownPasskey(actor: UserActor, id: string) {
-  return { id, accountId: actor.user.accountId, projectId: actor.projectId };
+/**
+ * A passkey that signs in to the caller's account, found within its project or not at all: the
+ * account's own, or, while the account is a merge's primary, its merged secondary's, which sign
+ * in here too (docs/authentication.md, passkeys). The user can see and remove every key to
+ * their account without undoing the merge.
+ */
+function signingIntoCaller(actor: UserActor) {
+  const { accountId } = actor.user;
+  return { projectId: actor.projectId, OR: [{ accountId }, { account: { mergedWithId: accountId, mergeRole: "secondary" as const } }] };
 }
+
+const passkeyOfCaller = (actor: UserActor, id: string) => ({ id, ...signingIntoCaller(actor) });
 
 export async function renamePasskey(deps: Deps, actor: UserActor, input: { id: string; name: unknown }) {
   const name = passkeyName(input.name);
-  const { count } = await deps.prisma.passkey.updateMany({ where: ownPasskey(actor, input.id), data: { name } });
+  const { count } = await deps.prisma.passkey.updateMany({ where: passkeyOfCaller(actor, input.id), data: { name } });
   const renamed = count ? await deps.prisma.passkey.findUnique({ where: { id: input.id } }) : null;
   // none, or removed by another request between the two statements: not a 500
   if (!renamed) throw new NotFound("no such passkey");
@@ -447,10 +455,11 @@ export async function removePasskey(deps: Deps, actor: UserActor, input: { id: s
   await transaction(deps.prisma, async (tx) => {
     // first, as a sign-in with it locks it (lockPasskeyAccount): one of the two goes first
     await lockForSession(tx, actor);
-    const passkey = await tx.passkey.findFirst({ where: ownPasskey(actor, input.id), select: { name: true, registeredWith: true } });
+    const passkey = await tx.passkey.findFirst({ where: passkeyOfCaller(actor, input.id), select: { name: true, registeredWith: true, accountId: true } });
     if (!passkey) throw new NotFound("no such passkey");
     await endSessionsSignedInWith(tx, actor.user.accountId, [input.id], actor.user.sessionId);
-    await handOnProofs(tx, actor.user.accountId, input.id, passkey.registeredWith);
+    await handOnProofs(tx, actor.user.accountId, input.id, await proofAfter(tx, actor.user.accountId, passkey));
+    if (passkey.accountId !== actor.user.accountId) await handOnProofs(tx, passkey.accountId, input.id, passkey.registeredWith);
     await tx.passkey.delete({ where: { id: input.id } });
     await announce(tx, actor, { kind: "passkey_removed", name: passkey.name }, await signInIdentifiers(tx, actor.user.accountId));
     await tx.account.update({ where: { id: actor.user.accountId }, data: { updatedAt: new Date() } });
@@ -461,12 +470,31 @@ export async function removePasskey(deps: Deps, actor: UserActor, input: { id: s
   return { removedId: input.id };
 }
 
-export async function listPasskeys(deps: Deps, actor: UserActor): Promise<PasskeyView[]> {
-  return deps.prisma.passkey.findMany({
-    where: { accountId: actor.user.accountId, projectId: actor.projectId },
-    orderBy: { createdAt: "asc" },
-    select: { id: true, name: true, createdAt: true, lastUsedAt: true, deviceType: true, backedUp: true },
+/**
+ * What proves, once passkey `removed` is gone, what it proved on account `me` (the sessions it
+ * signed in, what they added: src/auth/proofs.ts handOnProofs). An own passkey hands on to what
+ * registered it. A merged secondary's hands on to one of the secondary's own identifiers
+ * (a merged secondary always keeps the one the merge proved), so that what it proved is still
+ * proven through the secondary, and an unmerge still removes it from the primary.
+ */
+async function proofAfter(tx: Tx, me: string, removed: { accountId: string; registeredWith: string | null }): Promise<string | null> {
+  if (removed.accountId === me) return removed.registeredWith;
+  const own = await tx.identifier.findFirst({ where: { accountId: removed.accountId }, orderBy: { createdAt: "asc" }, select: { id: true } });
+  return own?.id ?? removed.registeredWith;
+}
+
+const PASSKEY_VIEW = { id: true, name: true, createdAt: true, lastUsedAt: true, deviceType: true, backedUp: true } as const;
+
+/** The passkeys that sign in to the caller's account: its own, and its merged secondary's (signingIntoCaller). */
+export async function listPasskeys(deps: Deps, actor: UserActor): Promise<{ own: PasskeyView[]; mergedSecondary: PasskeyView[] }> {
+  const { accountId } = actor.user;
+  const rows = await deps.prisma.passkey.findMany({
+    where: signingIntoCaller(actor),
+    orderBy: [{ createdAt: "asc" }, { id: "asc" }],
+    select: { ...PASSKEY_VIEW, accountId: true },
   });
+  const view = ({ accountId: _, ...p }: (typeof rows)[number]): PasskeyView => p;
+  return { own: rows.filter((r) => r.accountId === accountId).map(view), mergedSecondary: rows.filter((r) => r.accountId !== accountId).map(view) };
 }
 
 export function passkeyJson(p: PasskeyView) {

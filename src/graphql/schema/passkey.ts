@@ -17,6 +17,7 @@ import { pageOf } from "./connections.ts";
 import { resultOf } from "./errors.ts";
 import { NEEDS } from "./root.ts";
 import { TokenPayload } from "./sign-in.ts";
+import { MergedAccount } from "./viewer.ts";
 
 const CHALLENGE_MINUTES = CHALLENGE_TTL_MS / 60_000;
 
@@ -53,18 +54,28 @@ const Passkey = builder.prismaObject("Passkey", {
   }),
 });
 
+/** An account's passkeys as a connection, oldest first; `whose` says whose they are, `note` what else to know. */
+const passkeysOf = (whose: string, note: string) => ({
+  description: `${whose}, oldest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}). ${note}`,
+  cursor: "id" as const,
+  maxSize: boundedPage,
+  defaultSize: DEFAULT_PAGE,
+  query: () => ({ orderBy: [{ createdAt: "asc" as const }, { id: "asc" as const }] }),
+});
+
 builder.prismaObjectFields("Account", (t) => ({
   passkeys: t.relatedConnection(
     "passkeys",
-    {
-      description:
-        `The account's own passkeys, oldest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}). A merged secondary's passkeys are not listed here, though they sign into this account.`,
-      cursor: "id",
-      maxSize: boundedPage,
-      defaultSize: DEFAULT_PAGE,
-      query: () => ({ orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
-    },
+    passkeysOf("The account's own passkeys", "A merged secondary's, which sign into this account too, are under mergedSecondary.passkeys."),
     ...pageOf("the account's passkeys", "A passkey"),
+  ),
+}));
+
+builder.prismaObjectFields(MergedAccount, (t) => ({
+  passkeys: t.relatedConnection(
+    "passkeys",
+    passkeysOf("Its passkeys", "Each signs into the viewer's account while merged; renamePasskey and removePasskey take them as they take the viewer's own."),
+    ...pageOf("the merged secondary's passkeys", "A passkey"),
   ),
 }));
 
@@ -147,7 +158,7 @@ builder.mutationFields((t) => ({
   renamePasskey: t.prismaField({
     type: Passkey,
     authScopes: { user: true },
-    description: `Renames one of the account's passkeys. ${NEEDS.user}`,
+    description: `Renames a passkey that signs into the account: its own, or its merged secondary's. ${NEEDS.user}`,
     args: {
       id: t.arg.id({ required: true, description: "The passkey's id." }),
       name: t.arg.string({ required: true, description: "The new name, 1 to 100 characters, with no control or bidirectional override characters." }),
@@ -163,7 +174,7 @@ builder.mutationFields((t) => ({
   removePasskey: t.field({
     type: RemovePasskeyPayload,
     authScopes: { user: true },
-    description: `Removes one of the account's passkeys; emits user.updated and notifies the account's addresses. ${NEEDS.recentUser}`,
+    description: `Removes a passkey that signs into the account (its own, or its merged secondary's, which an unmerge then does not give back); ends the sessions it signed in, emits user.updated and notifies the account's addresses. ${NEEDS.recentUser}`,
     args: { id: t.arg.id({ required: true, description: "The passkey's id." }) },
     errors: { types: [...PASSKEY_ERRORS.remove], union: resultOf("The RemovePasskeyPayload") },
     resolve: async (_, args, ctx) => removePasskey(ctx.deps, await ctx.user(), { id: String(args.id) }),

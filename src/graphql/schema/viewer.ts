@@ -78,7 +78,7 @@ function leavingOf(ctx: GraphQLContext, account: { id: string; mergeRole: string
  * account: the merge relation points both ways, so a recursive type would let one query walk
  * primary → secondary → primary … as deep as it likes.
  */
-const MergedAccount = builder.prismaObject("Account", {
+export const MergedAccount = builder.prismaObject("Account", {
   variant: "MergedAccount",
   description:
     "The account merged into the viewer's (its secondary), as it stands: unmerge gives it back exactly so, and removes from the viewer's account what was proven through it while merged (the viewer's identifiers mark those leavesOnUnmerge). It has no way back to the viewer.",

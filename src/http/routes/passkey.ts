@@ -110,9 +110,14 @@ const list = createRoute({
   method: "get",
   path: "/auth/passkey/list",
   operationId: "listPasskeys",
-  summary: "The signed-in account's passkeys, oldest first",
+  summary: "The passkeys that sign in to the signed-in account, oldest first",
+  description:
+    "`passkeys`: the account's own. `merged_secondary_passkeys`: its merged secondary's, which sign in to it while merged (empty when not merged); rename and remove take them too, and an unmerge gives back those left.",
   security: SECURITY.user,
-  responses: { ...ok(z.object({ passkeys: z.array(Passkey) }).openapi("PasskeyList"), "the passkeys"), ...errorResponses(USER_ERRORS) },
+  responses: {
+    ...ok(z.object({ passkeys: z.array(Passkey), merged_secondary_passkeys: z.array(Passkey) }).openapi("PasskeyList"), "the passkeys"),
+    ...errorResponses(USER_ERRORS),
+  },
 });
 
 const rename = createRoute({
@@ -120,7 +125,7 @@ const rename = createRoute({
   method: "post",
   path: "/auth/passkey/rename",
   operationId: "renamePasskey",
-  summary: "Rename a passkey of the signed-in account",
+  summary: "Rename a passkey that signs in to the signed-in account (its own or its merged secondary's)",
   security: SECURITY.user,
   request: Rename.request,
   responses: { ...ok(PasskeyResult, "renamed"), ...errorResponses(USER_ERRORS, BODY_ERRORS, PASSKEY_ERRORS.rename) },
@@ -131,7 +136,7 @@ const remove = createRoute({
   method: "post",
   path: "/auth/passkey/remove",
   operationId: "removePasskey",
-  summary: "Remove a passkey of the signed-in account",
+  summary: "Remove a passkey that signs in to the signed-in account (its own or its merged secondary's)",
   description: "Needs a recent sign-in or re-authentication.",
   security: SECURITY.user,
   request: Remove.request,
@@ -172,7 +177,8 @@ export function passkeyRoutes() {
 
   r.openapi(list, async (c) => {
     const actor = await user(c);
-    return c.json({ passkeys: (await listPasskeys(c.get("deps"), actor)).map(passkeyJson) }, 200);
+    const { own, mergedSecondary } = await listPasskeys(c.get("deps"), actor);
+    return c.json({ passkeys: own.map(passkeyJson), merged_secondary_passkeys: mergedSecondary.map(passkeyJson) }, 200);
   });
 
   r.openapi(rename, async (c) => {
