@@ -331,7 +331,8 @@ CREATE TABLE public.rate_limits (
     key text NOT NULL,
     window_start timestamp(3) without time zone NOT NULL,
     count integer NOT NULL,
-    window_seconds integer DEFAULT 60 NOT NULL
+    window_seconds integer DEFAULT 60 NOT NULL,
+    slices integer[] DEFAULT ARRAY[]::integer[]
 );
 
 CREATE TABLE public.sessions (
@@ -1180,18 +1181,56 @@ AS $function$
   SELECT reached.id, reached.what, reached.kind, reached.value FROM reached
 $function$;
 
+CREATE OR REPLACE FUNCTION public.rate_limit_bumped(p_slices integer[], p_shift integer, p_n integer)
+ RETURNS integer[]
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT CASE WHEN p_shift = 0 THEN ARRAY[coalesce(p_slices[1], 0) + p_n] || p_slices[2:5]
+              WHEN p_shift >= 5 THEN ARRAY[p_n]
+              ELSE ARRAY[p_n] || array_fill(0, ARRAY[p_shift - 1]) || p_slices[1:5 - p_shift] END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.rate_limit_count(p_slices integer[], p_start timestamp without time zone, p_window integer)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT rate_limit_live(p_slices, rate_limit_shift(p_start, p_window))
+$function$;
+
 CREATE OR REPLACE FUNCTION public.rate_limit_counted(p_key text, p_window integer)
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-  INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
-    VALUES (p_key, now(), p_window, 1)
+  INSERT INTO rate_limits AS r (key, window_start, window_seconds, count, slices)
+    VALUES (p_key, now(), p_window, 1, ARRAY[1])
     ON CONFLICT (key) DO UPDATE SET
-      count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
-      window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
+      slices = rate_limit_bumped(r.slices, rate_limit_shift(r.window_start, r.window_seconds), 1),
+      count = rate_limit_live(rate_limit_bumped(r.slices, rate_limit_shift(r.window_start, r.window_seconds), 1), 0),
+      window_start = rate_limit_moved(r.window_start, r.window_seconds, rate_limit_shift(r.window_start, r.window_seconds)),
       window_seconds = EXCLUDED.window_seconds;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.rate_limit_live(p_slices integer[], p_shift integer)
+ RETURNS integer
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT coalesce(CASE WHEN p_shift <= 4 THEN p_slices[1] END, 0) + coalesce(CASE WHEN p_shift <= 3 THEN p_slices[2] END, 0)
+       + coalesce(CASE WHEN p_shift <= 2 THEN p_slices[3] END, 0) + coalesce(CASE WHEN p_shift <= 1 THEN p_slices[4] END, 0)
+       + coalesce(CASE WHEN p_shift <= 0 THEN p_slices[5] END, 0)
+$function$;
+
+CREATE OR REPLACE FUNCTION public.rate_limit_moved(p_start timestamp without time zone, p_window integer, p_shift integer)
+ RETURNS timestamp without time zone
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT CASE WHEN p_shift >= 5 THEN (now() AT TIME ZONE 'UTC')::timestamp(3)
+              ELSE p_start + make_interval(secs => p_shift * p_window / 4.0) END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_resets_in(p_key text, p_max integer)
@@ -1200,9 +1239,36 @@ CREATE OR REPLACE FUNCTION public.rate_limit_resets_in(p_key text, p_max integer
  STABLE
 AS $function$
 BEGIN
-  RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
-    FROM rate_limits r
-    WHERE r.key = p_key AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max);
+  RETURN (SELECT rate_limit_wait(r.slices, r.window_start, r.window_seconds, p_max) FROM rate_limits r WHERE r.key = p_key);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.rate_limit_shift(p_start timestamp without time zone, p_window integer)
+ RETURNS integer
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT greatest(0, floor(extract(epoch FROM now() - p_start) * 4 / p_window))::integer
+$function$;
+
+CREATE OR REPLACE FUNCTION public.rate_limit_wait(p_slices integer[], p_start timestamp without time zone, p_window integer, p_max integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+DECLARE
+  v_shift integer := rate_limit_shift(p_start, p_window);
+BEGIN
+  IF rate_limit_live(p_slices, v_shift) < p_max THEN
+    RETURN NULL;
+  END IF;
+  FOR k IN v_shift + 1 .. 5 LOOP
+    IF rate_limit_live(p_slices, k) < p_max THEN
+      RETURN greatest(1, ceil(extract(epoch FROM p_start + make_interval(secs => k * p_window / 4.0) - now())))::integer;
+    END IF;
+  END LOOP;
+  -- a most of 0 refuses every call: say the whole window
+  RETURN p_window;
 END
 $function$;
 

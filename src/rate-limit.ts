@@ -1,4 +1,5 @@
-// Fixed-window counters in the database, so every gateway process shares one budget. Below
+// Counters over a sliding window in the database (src/rate-limit.sql says how they count), so
+// every gateway process shares one budget and no span of a window holds more than its most. Below
 // every service (sign-in and linking count codes and messages, webhooks count test events), so
 // it knows an identifier only as the kind and value its statements store.
 import { isIPv4, isIPv6 } from "node:net";
@@ -86,23 +87,29 @@ export type NewOtpState = {
 
 type Row = { key: string; count: number; resets_in: number; peeked: boolean; what: string };
 
-/** A counter's window has run out: the next count starts a new one. */
-const EXPIRED = "r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds)";
+/** Quarters of its window gone by since the counter `r`'s newest slice began (src/rate-limit.sql). */
+const SHIFT = "rate_limit_shift(r.window_start, r.window_seconds)";
+/** The counter `r`'s slices with the inserted row's count added now. */
+const BUMPED = `rate_limit_bumped(r.slices, ${SHIFT}, EXCLUDED.count)`;
 
 /**
- * Adds the inserted row's count to the key's counter (or starts a new window with it), and
- * returns the counter: every upsert into rate_limits ends with this.
+ * Adds the inserted row's count to the key's counter, and returns the counter with what it
+ * holds now as `count`: every upsert into rate_limits ends with this.
  */
 const BUMP = `
     ON CONFLICT (key) DO UPDATE SET
-      count = CASE WHEN ${EXPIRED} THEN EXCLUDED.count ELSE r.count + EXCLUDED.count END,
-      window_start = CASE WHEN ${EXPIRED} THEN now() ELSE r.window_start END,
+      slices = ${BUMPED},
+      count = rate_limit_live(${BUMPED}, 0),
+      window_start = rate_limit_moved(r.window_start, r.window_seconds, ${SHIFT}),
       window_seconds = EXCLUDED.window_seconds
-    RETURNING key, count, window_start, window_seconds`;
+    RETURNING key, count, window_start, window_seconds, slices`;
+
+/** A counter `c`'s count now (src/rate-limit.sql). */
+const LIVE = (c: string) => `rate_limit_count(${c}.slices, ${c}.window_start, ${c}.window_seconds)`;
 
 const UPSERT = (keys: string, windows: string, guard: string, at = "NULL::bool[]") => `
-    INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
-    SELECT k, now(), w, 1 FROM unnest(${keys}::text[], ${windows}::int[], ${at}) AS t(k, w, x)
+    INSERT INTO rate_limits AS r (key, window_start, window_seconds, count, slices)
+    SELECT k, now(), w, 1, ARRAY[1] FROM unnest(${keys}::text[], ${windows}::int[], ${at}) AS t(k, w, x)
     WHERE ${guard} AND ${APPLIES("x")}${BUMP}`;
 
 /** The identifier signed in from one of the places $1 names in the last KNOWN_FOR_DAYS (src/auth/known-places.ts). */
@@ -116,7 +123,7 @@ const KNOWN = (places: string) => `
  */
 const FULL = (keys: string, maxima: string, at: string) => `
     SELECT 1 FROM rate_limits r JOIN unnest(${keys}::text[], ${maxima}::int[], ${at}) AS m(k, mx, x) ON m.k = r.key
-    WHERE r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= m.mx AND ${APPLIES("m.x")}
+    WHERE ${LIVE("r")} >= m.mx AND ${APPLIES("m.x")}
     LIMIT 1`;
 
 /**
@@ -139,7 +146,13 @@ const NEW_ONLY_IF_ROOM = (always: string) => `(${always} OR NOT EXISTS (SELECT 1
  */
 const NEVER_ASYNC_COMMIT = `NOT (${ASYNC_COMMIT})`;
 
-const RESETS_IN = "ceil(extract(epoch FROM window_start + make_interval(secs => window_seconds) - now()))::int";
+/**
+ * Seconds until the row's counter holds fewer than `max` again, read only when its `count` (what
+ * it holds now) has reached `max`, the one case a caller shows it in: a PL/pgSQL call for every
+ * counter of every send would be most of what counting them costs. 0 otherwise.
+ */
+const RESETS_IN = (max: string, count = "count") =>
+  `CASE WHEN ${count} >= ${max} THEN coalesce(rate_limit_wait(slices, window_start, window_seconds, ${max}), 0) ELSE 0 END`;
 
 /**
  * Counts and checks every key of one call in one statement. Each upsert does read, window
@@ -152,7 +165,8 @@ const RESETS_IN = "ceil(extract(epoch FROM window_start + make_interval(secs => 
  * maxima; $8–$11 who may already own the identifier (account, project, kind, value: the
  * account null for no such check); $12–$17 the OTP state (id null for none); $18–$20 where
  * each counted, ceiling and peeked key applies (atKnown); $21 the places' ids; $22 whether a
- * refused call makes counters that do not exist yet (Consumption.newCountersWhenRefused).
+ * refused call makes counters that do not exist yet (Consumption.newCountersWhenRefused); $23
+ * the ceilings' maxima (for how long a full one refuses).
  */
 const COUNT_ALL = prepared<Row>(
   "count_all",
@@ -165,9 +179,9 @@ const COUNT_ALL = prepared<Row>(
     at_most AS (${FULL("$1", "$3", "$18::bool[]")}),
     bumped AS (${UPSERT("$1", "$2", `NOT EXISTS (SELECT 1 FROM own) AND ${NEW_ONLY_IF_ROOM("$22::bool")}`, "$18::bool[]")}),
     peeked AS (
-      SELECT key, count, window_start, window_seconds FROM rate_limits
-      JOIN unnest($6::text[], $20::bool[]) AS x(k, at) ON x.k = rate_limits.key
-      WHERE window_start > now() - make_interval(secs => window_seconds) AND ${APPLIES("x.at")}
+      SELECT key, ${LIVE("rate_limits")} AS count, window_start, window_seconds, slices, x.mx FROM rate_limits
+      JOIN unnest($6::text[], $20::bool[], $7::int[]) AS x(k, at, mx) ON x.k = rate_limits.key
+      WHERE ${LIVE("rate_limits")} > 0 AND ${APPLIES("x.at")}
     ),
     refused AS (
       SELECT 1 FROM own
@@ -184,9 +198,11 @@ const COUNT_ALL = prepared<Row>(
       WHERE $12::text IS NOT NULL AND NOT EXISTS (SELECT 1 FROM refused)
       RETURNING id
     )
-    SELECT key, count, ${RESETS_IN} AS resets_in, false AS peeked, 'counter' AS what FROM bumped
-    UNION ALL SELECT key, count, ${RESETS_IN}, true, 'counter' FROM peeked
-    UNION ALL SELECT key, count, ${RESETS_IN}, false, 'counter' FROM ceiling
+    SELECT key, count, ${RESETS_IN("m.mx")} AS resets_in, false AS peeked, 'counter' AS what
+      FROM bumped JOIN unnest($1::text[], $3::int[]) AS m(k, mx) ON m.k = bumped.key
+    UNION ALL SELECT key, count, ${RESETS_IN("mx")}, true, 'counter' FROM peeked
+    UNION ALL SELECT key, count, ${RESETS_IN("m.mx")}, false, 'counter'
+      FROM ceiling JOIN unnest($4::text[], $23::int[]) AS m(k, mx) ON m.k = ceiling.key
     UNION ALL SELECT NULL, 0, 0, false, 'own' FROM own
     UNION ALL SELECT NULL, 0, 0, false, 'known' FROM known
     UNION ALL SELECT id, 0, 0, false, 'state' FROM state
@@ -250,6 +266,7 @@ export async function countAndWrite(db: DbLike, c: Consumption): Promise<Counted
     peek.map(atKnown),
     c.knownPlaces ?? [],
     c.newCountersWhenRefused ?? false,
+    ceilings.map((x) => x.limit.max),
   ]);
   const limits = new Map([...c.count, ...ceilings, ...peek].map((x) => [x.key, x.limit.max]));
   const counters = rows.filter((r) => r.what === "counter").map((r) => counterOf(r, limits.get(r.key)!, r.peeked));
@@ -272,8 +289,8 @@ export type Message = { count: Check[]; ceiling?: Check };
  * statements that bump the same keys lock them in the same order and cannot deadlock.
  */
 const BUMP_ALL = (keys: string) => `
-    INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
-    SELECT k, now(), w, n FROM ${keys} ORDER BY k${BUMP}`;
+    INSERT INTO rate_limits AS r (key, window_start, window_seconds, count, slices)
+    SELECT k, now(), w, n, ARRAY[n] FROM ${keys} ORDER BY k${BUMP}`;
 
 /**
  * Each message's count of key k: the counter after the statement, less the messages after it
@@ -282,7 +299,7 @@ const BUMP_ALL = (keys: string) => `
 const AT_MESSAGE = (checks: string, keys: string, bumped: string) => `
     SELECT x.m, x.k AS key, x.mx,
            (b.count - g.n + row_number() OVER (PARTITION BY x.k ORDER BY x.m))::int AS count,
-           b.window_start, b.window_seconds
+           b.window_start, b.window_seconds, b.slices
     FROM ${checks} x JOIN ${keys} g ON g.k = x.k JOIN ${bumped} b ON b.key = x.k`;
 
 /**
@@ -309,8 +326,8 @@ const COUNT_MESSAGES = prepared<{ m: number; key: string; count: number; mx: num
     ceiling_keys AS (SELECT k, min(w) AS w, count(*)::int AS n FROM allowed GROUP BY k),
     ceiling_bumped AS (${BUMP_ALL("ceiling_keys")}),
     ceiling_counts AS (${AT_MESSAGE("allowed", "ceiling_keys", "ceiling_bumped")})
-    SELECT m, key, count, mx, ${RESETS_IN} AS resets_in FROM own_counts
-    UNION ALL SELECT m, key, count, mx, ${RESETS_IN} FROM ceiling_counts
+    SELECT m, key, count, mx, ${RESETS_IN("mx")} AS resets_in FROM own_counts
+    UNION ALL SELECT m, key, count, mx, ${RESETS_IN("mx")} FROM ceiling_counts
     UNION ALL SELECT 0, NULL, 0, 0, 0 WHERE ${NEVER_ASYNC_COMMIT}`,
 );
 
@@ -397,8 +414,9 @@ function failureCounters(rows: { key: string; count: number; resets_in: number }
 const READ_COUNTERS = prepared<{ key: string; count: number; resets_in: number }>(
   "read_counters",
   { key: "text", count: "int4", resets_in: "int4" },
-  `SELECT key, count, ${RESETS_IN} AS resets_in FROM rate_limits
-   WHERE key = ANY ($1::text[]) AND window_start > now() - make_interval(secs => window_seconds)`,
+  `SELECT key, ${LIVE("r")} AS count, ${RESETS_IN("m.mx", LIVE("r"))} AS resets_in
+   FROM rate_limits r JOIN unnest($1::text[], $2::int[]) AS m(k, mx) ON m.k = r.key
+   WHERE ${LIVE("r")} > 0`,
 );
 
 /**
@@ -407,7 +425,7 @@ const READ_COUNTERS = prepared<{ key: string; count: number; resets_in: number }
  * maximum, which one count reaches once per window. A counter with no live window is left out.
  */
 export async function readCounters(db: DbLike, checks: Check[]): Promise<Counter[]> {
-  return failureCounters(await run(db, READ_COUNTERS, [checks.map((x) => x.key)]), checks);
+  return failureCounters(await run(db, READ_COUNTERS, [checks.map((x) => x.key), checks.map((x) => x.limit.max)]), checks);
 }
 
 /**
@@ -420,7 +438,7 @@ export async function readCounters(db: DbLike, checks: Check[]): Promise<Counter
  */
 export function identifierCappedCondition(prefix: string, max: string, places: string): string {
   return `r.key = ${prefix}::text || s.project_id || ':' || s.kind::text || ':' || s.value
-     AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= ${max}::int
+     AND ${LIVE("r")} >= ${max}::int
      AND NOT EXISTS (
        SELECT 1 FROM known_sign_ins k JOIN unnest(${places}::text[]) AS p(place)
          ON k.id = encode(sha256(convert_to(s.project_id || E'\\n' || s.kind::text || E'\\n' || s.value || E'\\n' || p.place, 'UTF8')), 'hex')
@@ -431,7 +449,7 @@ export function identifierCappedCondition(prefix: string, max: string, places: s
 const STATE_FAILURES = prepared<{ count: number; resets_in: number }>(
   "state_failures",
   { count: "int4", resets_in: "int4" },
-  `SELECT r.count, ${RESETS_IN} AS resets_in
+  `SELECT ${LIVE("r")} AS count, ${RESETS_IN("$4::int", LIVE("r"))} AS resets_in
    FROM otp_states s JOIN rate_limits r ON ${identifierCappedCondition("$3", "$4", "$5")}
    WHERE s.id = $1::text AND s.project_id = $2::text`,
 );

@@ -641,7 +641,8 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       expect(r.body).toEqual({ error: "RateLimited", message: expect.any(String) });
       const retry = Number(r.headers.get("retry-after"));
       expect(retry).toBeGreaterThan(0);
-      expect(retry).toBeLessThanOrEqual(60);
+      // until the first request leaves the sliding minute: a minute and a quarter at most (docs/security.md)
+      expect(retry).toBeLessThanOrEqual(75);
       const g = await h.gql(`mutation { requestLink(email: "rl-${tag}-y@example.com") { __typename ... on RateLimited { retryAfterSeconds message } } }`, {}, auth);
       expect(g.body.data.requestLink).toMatchObject({ __typename: "RateLimited", retryAfterSeconds: expect.any(Number) });
       // no code went out for the refused requests

@@ -15,8 +15,8 @@
 -- new identifier taken by a parallel sign-in (unique_violation) or an identifier that moved
 -- under the lock (serialization_failure) raises, and the caller runs it again.
 
--- Seconds until the counter `p_key` of rate_limits takes more again (the end of its window), or
--- NULL when it has not reached `p_max` in a live window. The two caps below are this with their
+-- Seconds until the counter `p_key` of rate_limits takes more again (src/rate-limit.sql
+-- rate_limit_wait), or NULL when it holds fewer than `p_max`. The two caps below are this with their
 -- keys. PL/pgSQL so that its query is planned once per connection: as a LANGUAGE sql function
 -- with a FROM, which Postgres 15 cannot inline, it was parsed and planned again on every sign-in
 -- (as link_text_array was, src/linking/link-verify.sql).
@@ -24,9 +24,7 @@ CREATE OR REPLACE FUNCTION rate_limit_resets_in(p_key text, p_max integer)
 RETURNS integer
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  RETURN (SELECT ceil(extract(epoch FROM r.window_start + make_interval(secs => r.window_seconds) - now()))::int
-    FROM rate_limits r
-    WHERE r.key = p_key AND r.window_start > now() - make_interval(secs => r.window_seconds) AND r.count >= p_max);
+  RETURN (SELECT rate_limit_wait(r.slices, r.window_start, r.window_seconds, p_max) FROM rate_limits r WHERE r.key = p_key);
 END
 $$;
 
@@ -65,16 +63,17 @@ END
 $$;
 
 -- One count against the counter `p_key` of rate_limits in its window of `p_window` seconds, as
--- src/rate-limit.ts counts any counter (a window that ended starts again at 1).
+-- src/rate-limit.ts counts any counter (src/rate-limit.sql).
 CREATE OR REPLACE FUNCTION rate_limit_counted(p_key text, p_window integer)
 RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
-    VALUES (p_key, now(), p_window, 1)
+  INSERT INTO rate_limits AS r (key, window_start, window_seconds, count, slices)
+    VALUES (p_key, now(), p_window, 1, ARRAY[1])
     ON CONFLICT (key) DO UPDATE SET
-      count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN 1 ELSE r.count + 1 END,
-      window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
+      slices = rate_limit_bumped(r.slices, rate_limit_shift(r.window_start, r.window_seconds), 1),
+      count = rate_limit_live(rate_limit_bumped(r.slices, rate_limit_shift(r.window_start, r.window_seconds), 1), 0),
+      window_start = rate_limit_moved(r.window_start, r.window_seconds, rate_limit_shift(r.window_start, r.window_seconds)),
       window_seconds = EXCLUDED.window_seconds;
 END
 $$;

@@ -54,6 +54,7 @@ import { unknownMigrations } from "./applied-migrations.ts";
  * header says what its functions are for; the numbers that chose their form are there too.
  */
 export const REPEATABLE = [
+  "rate-limit.sql", // how a counter of rate_limits counts (the statements of src/rate-limit.ts and the caps of auth/sign-in.sql read it)
   "webhooks/outbox.sql", // outbox_enqueue (link_enqueue calls it)
   "webhooks/event-accounts.sql", // dashboard.event_account, dashboard.event_secondary_account (indexed)
   "webhooks/changes.sql", // webhook_changed_notify and its trigger (the delivery workers hear of a webhook's change)

@@ -57,7 +57,8 @@ const pastExpiry = (h: Horizon) => Prisma.sql`expires_at < ${h.now} - ${GRACE}`;
 const TARGETS = {
   otp_states: { key: "id", where: pastExpiry },
   webauthn_challenges: { key: "challenge", where: pastExpiry },
-  rate_limits: { key: "key", where: (h) => Prisma.sql`window_start + make_interval(secs => window_seconds) < ${h.now} - ${GRACE}` },
+  // a counter's newest slice leaves it a window and a quarter after it began (src/rate-limit.sql)
+  rate_limits: { key: "key", where: (h) => Prisma.sql`window_start + make_interval(secs => window_seconds * 1.25) < ${h.now} - ${GRACE}` },
   // Ended or expired, whichever came first: least() skips a NULL ended_at, and the expression
   // is the one `sessions_gone_at_idx` indexes (migration 20261125230000), so a run that finds
   // nothing reads a few index pages instead of every live session. The OR of the two columns

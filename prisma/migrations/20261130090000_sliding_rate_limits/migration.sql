@@ -1,0 +1,11 @@
+-- Counters over a sliding window instead of fixed ones (src/rate-limit.sql says how they count,
+-- and docs/security.md, section Abuse limits, why): a fixed window let the whole budget of a
+-- limit be used at the end of one window and again at the start of the next, twice the limit
+-- within seconds.
+--
+-- Rows written before this count as empty: a counter starts again from its next count, as a
+-- fixed window starts again at its end. During a rolling upgrade, gateways of the previous
+-- release keep bumping count and window_start only, and the new ones read slices, so counts
+-- made by the old ones are not seen by the new ones until the old ones are gone (at most one
+-- window of the budget of one limit, as the fixed window allowed anyway).
+ALTER TABLE "rate_limits" ADD COLUMN "slices" INTEGER[] DEFAULT ARRAY[]::INTEGER[];
