@@ -1181,14 +1181,18 @@ AS $function$
   SELECT reached.id, reached.what, reached.kind, reached.value FROM reached
 $function$;
 
-CREATE OR REPLACE FUNCTION public.rate_limit_bumped(p_slices integer[], p_shift integer, p_n integer)
+CREATE OR REPLACE FUNCTION public.rate_limit_bumped(p_slices integer[], p_start timestamp without time zone, p_window integer, p_n integer)
  RETURNS integer[]
  LANGUAGE sql
- IMMUTABLE
+ STABLE
 AS $function$
-  SELECT CASE WHEN p_shift = 0 THEN ARRAY[coalesce(p_slices[1], 0) + p_n] || p_slices[2:5]
-              WHEN p_shift >= 5 THEN ARRAY[p_n]
-              ELSE ARRAY[p_n] || array_fill(0, ARRAY[p_shift - 1]) || p_slices[1:5 - p_shift] END
+  SELECT CASE rate_limit_shift(p_start, p_window)
+           WHEN 0 THEN ARRAY[coalesce(p_slices[1], 0) + p_n] || p_slices[2:5]
+           WHEN 1 THEN ARRAY[p_n] || p_slices[1:4]
+           WHEN 2 THEN ARRAY[p_n, 0] || p_slices[1:3]
+           WHEN 3 THEN ARRAY[p_n, 0, 0] || p_slices[1:2]
+           WHEN 4 THEN ARRAY[p_n, 0, 0, 0] || p_slices[1:1]
+           ELSE ARRAY[p_n] END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_count(p_slices integer[], p_start timestamp without time zone, p_window integer)
@@ -1196,7 +1200,13 @@ CREATE OR REPLACE FUNCTION public.rate_limit_count(p_slices integer[], p_start t
  LANGUAGE sql
  STABLE
 AS $function$
-  SELECT rate_limit_live(p_slices, rate_limit_shift(p_start, p_window))
+  SELECT CASE rate_limit_shift(p_start, p_window)
+           WHEN 0 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0) + coalesce(p_slices[4], 0) + coalesce(p_slices[5], 0)
+           WHEN 1 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0) + coalesce(p_slices[4], 0)
+           WHEN 2 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0)
+           WHEN 3 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0)
+           WHEN 4 THEN coalesce(p_slices[1], 0)
+           ELSE 0 END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_counted(p_key text, p_window integer)
@@ -1207,30 +1217,20 @@ BEGIN
   INSERT INTO rate_limits AS r (key, window_start, window_seconds, count, slices)
     VALUES (p_key, now(), p_window, 1, ARRAY[1])
     ON CONFLICT (key) DO UPDATE SET
-      slices = rate_limit_bumped(r.slices, rate_limit_shift(r.window_start, r.window_seconds), 1),
-      count = rate_limit_live(rate_limit_bumped(r.slices, rate_limit_shift(r.window_start, r.window_seconds), 1), 0),
-      window_start = rate_limit_moved(r.window_start, r.window_seconds, rate_limit_shift(r.window_start, r.window_seconds)),
+      slices = rate_limit_bumped(r.slices, r.window_start, r.window_seconds, 1),
+      count = 1 + rate_limit_count(r.slices, r.window_start, r.window_seconds),
+      window_start = rate_limit_moved(r.window_start, r.window_seconds),
       window_seconds = EXCLUDED.window_seconds;
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.rate_limit_live(p_slices integer[], p_shift integer)
- RETURNS integer
- LANGUAGE sql
- IMMUTABLE
-AS $function$
-  SELECT coalesce(CASE WHEN p_shift <= 4 THEN p_slices[1] END, 0) + coalesce(CASE WHEN p_shift <= 3 THEN p_slices[2] END, 0)
-       + coalesce(CASE WHEN p_shift <= 2 THEN p_slices[3] END, 0) + coalesce(CASE WHEN p_shift <= 1 THEN p_slices[4] END, 0)
-       + coalesce(CASE WHEN p_shift <= 0 THEN p_slices[5] END, 0)
-$function$;
-
-CREATE OR REPLACE FUNCTION public.rate_limit_moved(p_start timestamp without time zone, p_window integer, p_shift integer)
+CREATE OR REPLACE FUNCTION public.rate_limit_moved(p_start timestamp without time zone, p_window integer)
  RETURNS timestamp without time zone
  LANGUAGE sql
  STABLE
 AS $function$
-  SELECT CASE WHEN p_shift >= 5 THEN (now() AT TIME ZONE 'UTC')::timestamp(3)
-              ELSE p_start + make_interval(secs => p_shift * p_window / 4.0) END
+  SELECT CASE WHEN rate_limit_shift(p_start, p_window) >= 5 THEN (now() AT TIME ZONE 'UTC')::timestamp(3)
+              ELSE p_start + make_interval(secs => rate_limit_shift(p_start, p_window) * p_window / 4.0) END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_resets_in(p_key text, p_max integer)
@@ -1248,7 +1248,7 @@ CREATE OR REPLACE FUNCTION public.rate_limit_shift(p_start timestamp without tim
  LANGUAGE sql
  STABLE
 AS $function$
-  SELECT greatest(0, floor(extract(epoch FROM now() - p_start) * 4 / p_window))::integer
+  SELECT greatest(0, floor(date_part('epoch', now() - p_start) * 4 / p_window))::integer
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_wait(p_slices integer[], p_start timestamp without time zone, p_window integer, p_max integer)
@@ -1258,12 +1258,15 @@ CREATE OR REPLACE FUNCTION public.rate_limit_wait(p_slices integer[], p_start ti
 AS $function$
 DECLARE
   v_shift integer := rate_limit_shift(p_start, p_window);
+  v_live integer := rate_limit_count(p_slices, p_start, p_window);
 BEGIN
-  IF rate_limit_live(p_slices, v_shift) < p_max THEN
+  IF v_live < p_max THEN
     RETURN NULL;
   END IF;
+  -- at k quarters gone by, the slice that is then the sixth newest has left
   FOR k IN v_shift + 1 .. 5 LOOP
-    IF rate_limit_live(p_slices, k) < p_max THEN
+    v_live := v_live - coalesce(p_slices[6 - k], 0);
+    IF v_live < p_max THEN
       RETURN greatest(1, ceil(extract(epoch FROM p_start + make_interval(secs => k * p_window / 4.0) - now())))::integer;
     END IF;
   END LOOP;

@@ -87,25 +87,20 @@ export type NewOtpState = {
 
 type Row = { key: string; count: number; resets_in: number; peeked: boolean; what: string };
 
-/** Quarters of its window gone by since the counter `r`'s newest slice began (src/rate-limit.sql). */
-const SHIFT = "rate_limit_shift(r.window_start, r.window_seconds)";
-/** The counter `r`'s slices with the inserted row's count added now. */
-const BUMPED = `rate_limit_bumped(r.slices, ${SHIFT}, EXCLUDED.count)`;
+/** A counter `c`'s count now (src/rate-limit.sql). */
+const LIVE = (c: string) => `rate_limit_count(${c}.slices, ${c}.window_start, ${c}.window_seconds)`;
 
 /**
- * Adds the inserted row's count to the key's counter, and returns the counter with what it
- * holds now as `count`: every upsert into rate_limits ends with this.
+ * Adds the inserted row's count to the key's counter (src/rate-limit.sql), and returns the
+ * counter with what it holds now as `count`: every upsert into rate_limits ends with this.
  */
 const BUMP = `
     ON CONFLICT (key) DO UPDATE SET
-      slices = ${BUMPED},
-      count = rate_limit_live(${BUMPED}, 0),
-      window_start = rate_limit_moved(r.window_start, r.window_seconds, ${SHIFT}),
+      slices = rate_limit_bumped(r.slices, r.window_start, r.window_seconds, EXCLUDED.count),
+      count = EXCLUDED.count + ${LIVE("r")},
+      window_start = rate_limit_moved(r.window_start, r.window_seconds),
       window_seconds = EXCLUDED.window_seconds
     RETURNING key, count, window_start, window_seconds, slices`;
-
-/** A counter `c`'s count now (src/rate-limit.sql). */
-const LIVE = (c: string) => `rate_limit_count(${c}.slices, ${c}.window_start, ${c}.window_seconds)`;
 
 const UPSERT = (keys: string, windows: string, guard: string, at = "NULL::bool[]") => `
     INSERT INTO rate_limits AS r (key, window_start, window_seconds, count, slices)

@@ -52,18 +52,29 @@ describe.each(backends)("limits over a sliding window, on %s", (backend) => {
   describe("the counting, quarter by quarter (src/rate-limit.sql)", () => {
     const one = async <T>(sql: string): Promise<T> => ((await h.db.prisma.$queryRawUnsafe<{ v: T }[]>(`SELECT ${sql} AS v`))[0].v);
 
+    /** A counter's newest slice as begun `quarters` quarters of a 600 s window ago, and a second more. */
+    const begun = (quarters: number) => `(now() - make_interval(secs => ${quarters * 150 + 1}))::timestamp`;
+
     it("adds to the newest quarter, moves the slices on by the quarters gone by, keeps five", async () => {
-      expect(await one("rate_limit_bumped(ARRAY[]::int[], 0, 1)")).toEqual([1]);
-      expect(await one("rate_limit_bumped(ARRAY[2, 3], 0, 1)")).toEqual([3, 3]);
-      expect(await one("rate_limit_bumped(ARRAY[1], 3, 1)")).toEqual([1, 0, 0, 1]);
-      expect(await one("rate_limit_bumped(ARRAY[5, 4, 3, 2, 1], 2, 7)")).toEqual([7, 0, 5, 4, 3]);
-      expect(await one("rate_limit_bumped(ARRAY[5, 4, 3, 2, 1], 5, 7)")).toEqual([7]);
+      expect(await one(`rate_limit_bumped(ARRAY[]::int[], ${begun(0)}, 600, 1)`)).toEqual([1]);
+      expect(await one(`rate_limit_bumped(ARRAY[2, 3], ${begun(0)}, 600, 1)`)).toEqual([3, 3]);
+      expect(await one(`rate_limit_bumped(ARRAY[1], ${begun(3)}, 600, 1)`)).toEqual([1, 0, 0, 1]);
+      expect(await one(`rate_limit_bumped(ARRAY[5, 4, 3, 2, 1], ${begun(2)}, 600, 7)`)).toEqual([7, 0, 5, 4, 3]);
+      expect(await one(`rate_limit_bumped(ARRAY[5, 4, 3, 2, 1], ${begun(5)}, 600, 7)`)).toEqual([7]);
     });
 
     it("holds the five newest quarters, and one less for each quarter gone by", async () => {
       const counts = [];
-      for (let shift = 0; shift <= 6; shift++) counts.push(await one(`rate_limit_live(ARRAY[1, 10, 100, 1000, 10000], ${shift})`));
+      for (let q = 0; q <= 6; q++) counts.push(await one(`rate_limit_count(ARRAY[1, 10, 100, 1000, 10000], ${begun(q)}, 600)`));
       expect(counts).toEqual([11111, 1111, 111, 11, 1, 0, 0]);
+    });
+
+    it("says how long until fewer than the most remain", async () => {
+      // 10 + 1 counted now; at most 11 they refuse, and the wait ends when the oldest quarter leaves
+      const wait = Number(await one(`rate_limit_wait(ARRAY[10, 0, 0, 0, 1], ${begun(0)}, 600, 11)`));
+      expect(wait).toBeGreaterThan(148);
+      expect(wait).toBeLessThanOrEqual(150);
+      expect(await one(`rate_limit_wait(ARRAY[10, 0, 0, 0, 1], ${begun(0)}, 600, 12)`)).toBeNull();
     });
   });
 });

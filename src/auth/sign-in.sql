@@ -71,9 +71,9 @@ BEGIN
   INSERT INTO rate_limits AS r (key, window_start, window_seconds, count, slices)
     VALUES (p_key, now(), p_window, 1, ARRAY[1])
     ON CONFLICT (key) DO UPDATE SET
-      slices = rate_limit_bumped(r.slices, rate_limit_shift(r.window_start, r.window_seconds), 1),
-      count = rate_limit_live(rate_limit_bumped(r.slices, rate_limit_shift(r.window_start, r.window_seconds), 1), 0),
-      window_start = rate_limit_moved(r.window_start, r.window_seconds, rate_limit_shift(r.window_start, r.window_seconds)),
+      slices = rate_limit_bumped(r.slices, r.window_start, r.window_seconds, 1),
+      count = 1 + rate_limit_count(r.slices, r.window_start, r.window_seconds),
+      window_start = rate_limit_moved(r.window_start, r.window_seconds),
       window_seconds = EXCLUDED.window_seconds;
 END
 $$;
