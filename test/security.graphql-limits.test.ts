@@ -432,8 +432,8 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
     const merged = getNamedType(account.getFields().mergedSecondary.type);
     expect(merged.name).toBe("MergedAccount");
     if (!isObjectType(merged)) throw new Error("MergedAccount");
-    // Objects reachable from MergedAccount: only identifiers and an external sign-in's profile
-    // claims (scalars), which lead nowhere further.
+    // Objects reachable from MergedAccount: only identifiers, an external sign-in's profile
+    // claims and a page of passkeys (scalars), which lead nowhere further.
     const reachable = new Set<string>();
     const walk = (type: ReturnType<typeof getNamedType>) => {
       if (!isObjectType(type) || reachable.has(type.name)) return;
@@ -441,6 +441,14 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
       for (const f of Object.values(type.getFields())) walk(getNamedType(f.type));
     };
     walk(merged);
-    expect([...reachable].sort()).toEqual(["ExternalProfile", "Identifier", "MergedAccount"]);
+    expect([...reachable].sort()).toEqual([
+      "ExternalProfile",
+      "Identifier",
+      "MergedAccount",
+      "MergedAccountPasskeysConnection",
+      "MergedAccountPasskeysConnectionEdge",
+      "PageInfo",
+      "Passkey",
+    ]);
   });
 });
