@@ -3,27 +3,53 @@
 // folder another process holds, a port in use, a master key too short or not the database's.
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { createServer } from "node:net";
 import path from "node:path";
+import { PassThrough } from "node:stream";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
 import { checkMasterKey } from "../src/auth/master-key.ts";
+import { runCli } from "../src/cli/program.ts";
 import { parseMasterKey } from "../src/crypto.ts";
 import { closedPort } from "./support/receiver.ts";
 import { backends, openTestDatabase, serverUrl } from "./support/db.ts";
 import { startCommand } from "./support/command.ts";
-import { CLI, MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
+import { MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
 
-const ROOT = path.resolve(import.meta.dirname, "..");
 const PASSWORD = "pw-7f3a9c-do-not-print";
 
 const dataDir = () => migratedDataDir("linkgate-startup-");
 
-const start = (entry: string, env: Record<string, string>) => startCommand([entry], { LINKGATE_DATA_DIR: dataDir(), ...env });
+/**
+ * A command in a data folder of its own unless `env` names one. On Postgres the folder holds
+ * only the development key, so it starts empty: a copy of the migrated PGlite cluster (41 MB,
+ * 1,162 files) for each command was made and never read, as it was for the folders the tests
+ * pass in.
+ */
+const start = (entry: string, env: Record<string, string>) =>
+  startCommand([entry], { LINKGATE_DATA_DIR: env.LINKGATE_DATA_DIR ?? (env.DATABASE_URL ? mkdtempSync(path.join(tmpdir(), "linkgate-startup-")) : dataDir()), ...env });
 
 const run = (entry: string, env: Record<string, string>) => start(entry, env).closed;
+
+/**
+ * A command of the admin CLI as bin/linkgate.mjs runs it (runCli), in this process: a CLI process
+ * opened the folder's PGlite in WebAssembly again, 2 to 3 s of CPU each here. test/cli.test.ts
+ * runs the commands as processes.
+ */
+async function runCliHere(env: Record<string, string>, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const captured = () => {
+    const stream = new PassThrough();
+    const chunks: Buffer[] = [];
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    return { stream, text: () => Buffer.concat(chunks).toString("utf8") };
+  };
+  const [stdout, stderr] = [captured(), captured()];
+  const code = await runCli(args, { env, stdout: stdout.stream, stderr: stderr.stream });
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
+}
 
 describe("a database that cannot be reached at start", () => {
   it.each([
@@ -56,16 +82,16 @@ describe("a bootstrap key revoked with the CLI", () => {
     first.child.kill("SIGTERM");
     expect((await first.closed).code).toBe(0);
 
-    const cli = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", LINKGATE_DATA_DIR: dir }, encoding: "utf8" });
-    const listed = JSON.parse(cli("keys", "list", "--json").stdout) as Array<{ id: string; prefix: string; revokedAt: string | null }>;
+    const cli = (...args: string[]) => runCliHere({ PATH: process.env.PATH ?? "", LINKGATE_DATA_DIR: dir }, args);
+    const listed = JSON.parse((await cli("keys", "list", "--json")).stdout) as Array<{ id: string; prefix: string; revokedAt: string | null }>;
     const bootstrap = listed.find((k) => key.startsWith(k.prefix.replace("…", "")));
-    expect(cli("keys", "revoke", bootstrap!.id).status).toBe(0);
+    expect((await cli("keys", "revoke", bootstrap!.id)).code).toBe(0);
 
     const again = await run(MAIN, { LINKGATE_DATA_DIR: dir, LINKGATE_BOOTSTRAP_API_KEY: key });
     expect(again.code, again.stderr).toBe(1);
     expect(again.stderr).toMatch(/^linkgate: .*LINKGATE_BOOTSTRAP_API_KEY names a key that was revoked/);
     expect(again.stderr.trim().split("\n")).toHaveLength(1);
-    const after = JSON.parse(cli("keys", "list", "--json").stdout) as Array<{ id: string; revokedAt: string | null }>;
+    const after = JSON.parse((await cli("keys", "list", "--json")).stdout) as Array<{ id: string; revokedAt: string | null }>;
     expect(after.find((k) => k.id === bootstrap!.id)?.revokedAt).toBeTruthy();
   }, 180_000);
 });
