@@ -4,9 +4,10 @@
 // LINKGATE_SHUTDOWN_TIMEOUT_MS with the delivery handed back in the database.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { createServer, type ServerResponse } from "node:http";
 import { connect, type AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { parseMasterKey } from "../src/crypto.ts";
@@ -27,6 +28,14 @@ const baseEnv = () => ({
   PATH: process.env.PATH ?? "",
   PORT: "0",
   LINKGATE_DATA_DIR: migratedDataDir("linkgate-shutdown-"),
+});
+
+/** On Postgres the data folder holds nothing the process reads: no copy of the PGlite cluster. */
+const postgresEnv = (databaseUrl: string) => ({
+  PATH: process.env.PATH ?? "",
+  PORT: "0",
+  LINKGATE_DATA_DIR: mkdtempSync(path.join(tmpdir(), "linkgate-shutdown-")),
+  DATABASE_URL: databaseUrl,
 });
 
 /** Whether a process (not necessarily our child) still runs; a zombie has finished. */
@@ -304,8 +313,7 @@ describe.skipIf(!postgres)(`the shutdown deadline${postgres ? "" : " (skipped: n
       const hook = await seedWebhook(db, masterKey, { url: silent.url });
 
       const p = start(entry, {
-        ...baseEnv(),
-        DATABASE_URL: db.url!,
+        ...postgresEnv(db.url!),
         LINKGATE_SECRET_KEY: secretKey,
         LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1",
         LINKGATE_WEBHOOK_TIMEOUT_MS: "120000",
@@ -352,7 +360,7 @@ describe.skipIf(!postgres)(`the shutdown deadline${postgres ? "" : " (skipped: n
     const receiver = await TestReceiver.start({ status: 200 });
     cleanup.push(() => receiver.close());
     const hook = await seedWebhook(db, masterKey, { url: receiver.url });
-    const p = start(MAIN, { ...baseEnv(), DATABASE_URL: db.url!, LINKGATE_SECRET_KEY: secretKey, LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1", LINKGATE_SHUTDOWN_TIMEOUT_MS: "20000" });
+    const p = start(MAIN, { ...postgresEnv(db.url!), LINKGATE_SECRET_KEY: secretKey, LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1", LINKGATE_SHUTDOWN_TIMEOUT_MS: "20000" });
     procs.push(p);
     await p.waitFor("linkgate listening");
     const port = Number(/listening on http:\/\/[^:]+:(\d+)/.exec(p.output())![1]);
