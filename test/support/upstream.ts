@@ -165,8 +165,11 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
   let chosen: string | undefined;
   let refuseNext = false;
   let hideCurrentKey = false;
-  const keys = { current: await newKey(alg), next: await newKey(alg), retired: [] as JWK[] };
-  const unknownKey = await newKey(alg);
+  const [current, next] = await Promise.all([newKey(alg), newKey(alg)]);
+  const keys = { current, next, retired: [] as JWK[] };
+  // Made when a test first asks for it: an RSA key costs a noticeable part of a second of CPU
+  // on a slow machine, and only the test of a key the JWKS never had signs with this one.
+  let unknownKey: Promise<JWK> | undefined;
   const Adapter = memoryAdapter();
   const cookieKey = randomBytes(32).toString("base64url");
 
@@ -282,7 +285,7 @@ export async function startUpstreamOidc(opts: Options = {}): Promise<UpstreamOid
     },
     currentKid: () => keys.current.kid!,
     async mintIdToken(claims, { key = "current" } = {}) {
-      const jwk = key === "current" ? keys.current : unknownKey;
+      const jwk = key === "current" ? keys.current : await (unknownKey ??= newKey(alg));
       const now = Math.floor(Date.now() / 1000);
       return new SignJWT({ iss: issuer, aud: clientId, iat: now, exp: now + 600, ...claims })
         .setProtectedHeader({ alg, kid: jwk.kid, typ: "JWT" })
