@@ -144,8 +144,8 @@ describe("linkgate CLI usage errors", () => {
     const { port } = server.address() as AddressInfo;
     await new Promise<void>((resolve) => server.close(() => resolve()));
     const unreachable = { ...env, DATABASE_URL: `postgres://postgres:pw-do-not-print@127.0.0.1:${port}/linkgate` };
-    for (const args of [["projects", "list"], ["db", "migrate"], ["webhooks", "list"]]) {
-      const r = await run(unreachable, args);
+    const commands = [["projects", "list"], ["db", "migrate"], ["webhooks", "list"]];
+    for (const r of await Promise.all(commands.map((args) => run(unreachable, args)))) {
       expectOneLineError(r, 1, new RegExp(`cannot reach the database at postgres://postgres:\\*\\*\\*@127\\.0\\.0\\.1:${port}/linkgate: connect ECONNREFUSED`));
       expect(r.stderr).not.toContain("pw-do-not-print");
     }

@@ -102,8 +102,9 @@ describe("one process per embedded PGlite folder", () => {
     const first = start(MAIN, { LINKGATE_DATA_DIR: dir });
     try {
       await first.said("linkgate listening on");
-      for (const entry of [MAIN, WORKER, MIGRATE]) {
-        const second = await run(entry, { LINKGATE_DATA_DIR: dir });
+      // side by side: each finds the lock held by the first, which none of them takes
+      const seconds = await Promise.all([MAIN, WORKER, MIGRATE].map((entry) => run(entry, { LINKGATE_DATA_DIR: dir })));
+      for (const second of seconds) {
         expect(second.code, second.stderr).toBe(1);
         expect(second.stderr).toMatch(new RegExp(`^linkgate: the PGlite database in .* is open in process ${first.child.pid} \\(is linkgate running\\?\\)`));
         expect(second.stderr.trim().split("\n")).toHaveLength(1);
