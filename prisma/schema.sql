@@ -1183,30 +1183,34 @@ $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_bumped(p_slices integer[], p_start timestamp without time zone, p_window integer, p_n integer)
  RETURNS integer[]
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
 AS $function$
-  SELECT CASE rate_limit_shift(p_start, p_window)
-           WHEN 0 THEN ARRAY[coalesce(p_slices[1], 0) + p_n] || p_slices[2:5]
-           WHEN 1 THEN ARRAY[p_n] || p_slices[1:4]
-           WHEN 2 THEN ARRAY[p_n, 0] || p_slices[1:3]
-           WHEN 3 THEN ARRAY[p_n, 0, 0] || p_slices[1:2]
-           WHEN 4 THEN ARRAY[p_n, 0, 0, 0] || p_slices[1:1]
-           ELSE ARRAY[p_n] END
+DECLARE
+  v_shift integer := rate_limit_shift(p_start, p_window);
+BEGIN
+  IF v_shift = 0 THEN
+    RETURN ARRAY[coalesce(p_slices[1], 0) + p_n] || p_slices[2:5];
+  ELSIF v_shift >= 5 THEN
+    RETURN ARRAY[p_n];
+  END IF;
+  RETURN ARRAY[p_n] || array_fill(0, ARRAY[v_shift - 1]) || p_slices[1:5 - v_shift];
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_count(p_slices integer[], p_start timestamp without time zone, p_window integer)
  RETURNS integer
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
 AS $function$
-  SELECT CASE rate_limit_shift(p_start, p_window)
-           WHEN 0 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0) + coalesce(p_slices[4], 0) + coalesce(p_slices[5], 0)
-           WHEN 1 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0) + coalesce(p_slices[4], 0)
-           WHEN 2 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0)
-           WHEN 3 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0)
-           WHEN 4 THEN coalesce(p_slices[1], 0)
-           ELSE 0 END
+DECLARE
+  v_count integer := 0;
+BEGIN
+  FOR i IN 1 .. 5 - rate_limit_shift(p_start, p_window) LOOP
+    v_count := v_count + coalesce(p_slices[i], 0);
+  END LOOP;
+  RETURN v_count;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_counted(p_key text, p_window integer)
@@ -1226,11 +1230,17 @@ $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_moved(p_start timestamp without time zone, p_window integer)
  RETURNS timestamp without time zone
- LANGUAGE sql
+ LANGUAGE plpgsql
  STABLE
 AS $function$
-  SELECT CASE WHEN rate_limit_shift(p_start, p_window) >= 5 THEN (now() AT TIME ZONE 'UTC')::timestamp(3)
-              ELSE p_start + make_interval(secs => rate_limit_shift(p_start, p_window) * p_window / 4.0) END
+DECLARE
+  v_shift integer := rate_limit_shift(p_start, p_window);
+BEGIN
+  IF v_shift >= 5 THEN
+    RETURN (now() AT TIME ZONE 'UTC')::timestamp(3);
+  END IF;
+  RETURN p_start + make_interval(secs => v_shift * p_window / 4.0);
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.rate_limit_resets_in(p_key text, p_max integer)

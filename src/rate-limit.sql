@@ -14,16 +14,19 @@
 -- most a quarter of a window longer than under a fixed one. Five integers a row: an exact log of
 -- every count would be a row per count (project-wide ceilings take thousands an hour).
 --
--- The helpers are LANGUAGE sql with one SELECT and no FROM, so Postgres inlines them into the
--- statements that call them (test/db.migrations.test.ts checks that every SQL function is). It
--- inlines one only when each argument it repeats is cheap, a column (an expression, such as the
--- quarters gone by, once passed to a parameter read five times, was not inlined, and a call then
--- cost 4 µs a row where the inlined one costs 0.6, measured over 100,000 rows): so every helper takes
--- the counter's columns and works out the quarters gone by itself, once (a simple CASE), in
--- floating point (extract() is numeric: five of them took 1.9 µs a row).
+-- The helpers are PL/pgSQL. As LANGUAGE sql functions Postgres inlined them, and the statement
+-- that counts a code send (src/rate-limit.ts count_all) took 1.5 to 3 ms to plan instead of 0.8
+-- to 1.2: a prepared statement is planned again after every ANALYZE of its tables, which tables
+-- that grow get often, and the sign-in benchmark's new users cost 15 to 25 % more database CPU
+-- (bench/RESULTS.md, sign-in). As PL/pgSQL, planned once per connection, a count_all of seven
+-- counters costs about 0.08 ms more to run than with fixed windows, and no more to plan (pgbench
+-- on a slow machine of this kind: 0.29 against 0.21 ms prepared, 4.8 against 4.8 ms planned
+-- each time; inlined, 0.35 and 7.5 ms).
 
 -- Quarters of its window gone by since a counter's newest slice began (0 while it is the
 -- current one). A transaction that began before another moved the counter on reads 0, not less.
+-- One expression, so Postgres inlines it into the functions below (test/db.migrations.test.ts
+-- checks that every LANGUAGE sql function is).
 CREATE OR REPLACE FUNCTION rate_limit_shift(p_start timestamp, p_window integer) RETURNS integer
 LANGUAGE sql STABLE AS $$
   SELECT greatest(0, floor(date_part('epoch', now() - p_start) * 4 / p_window))::integer
@@ -32,41 +35,51 @@ $$;
 -- A counter's count now: its five newest quarters, one fewer for each quarter gone by (a slice
 -- leaves the counter when it is the sixth newest).
 CREATE OR REPLACE FUNCTION rate_limit_count(p_slices integer[], p_start timestamp, p_window integer) RETURNS integer
-LANGUAGE sql STABLE AS $$
-  SELECT CASE rate_limit_shift(p_start, p_window)
-           WHEN 0 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0) + coalesce(p_slices[4], 0) + coalesce(p_slices[5], 0)
-           WHEN 1 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0) + coalesce(p_slices[4], 0)
-           WHEN 2 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0) + coalesce(p_slices[3], 0)
-           WHEN 3 THEN coalesce(p_slices[1], 0) + coalesce(p_slices[2], 0)
-           WHEN 4 THEN coalesce(p_slices[1], 0)
-           ELSE 0 END
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_count integer := 0;
+BEGIN
+  FOR i IN 1 .. 5 - rate_limit_shift(p_start, p_window) LOOP
+    v_count := v_count + coalesce(p_slices[i], 0);
+  END LOOP;
+  RETURN v_count;
+END
 $$;
 
 -- A counter's slices after `p_n` counts now: moved on by the quarters gone by (empty ones
 -- between), the counts added to the newest, no more than five kept. What it then holds is
 -- p_n + rate_limit_count of the slices before.
 CREATE OR REPLACE FUNCTION rate_limit_bumped(p_slices integer[], p_start timestamp, p_window integer, p_n integer) RETURNS integer[]
-LANGUAGE sql STABLE AS $$
-  SELECT CASE rate_limit_shift(p_start, p_window)
-           WHEN 0 THEN ARRAY[coalesce(p_slices[1], 0) + p_n] || p_slices[2:5]
-           WHEN 1 THEN ARRAY[p_n] || p_slices[1:4]
-           WHEN 2 THEN ARRAY[p_n, 0] || p_slices[1:3]
-           WHEN 3 THEN ARRAY[p_n, 0, 0] || p_slices[1:2]
-           WHEN 4 THEN ARRAY[p_n, 0, 0, 0] || p_slices[1:1]
-           ELSE ARRAY[p_n] END
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_shift integer := rate_limit_shift(p_start, p_window);
+BEGIN
+  IF v_shift = 0 THEN
+    RETURN ARRAY[coalesce(p_slices[1], 0) + p_n] || p_slices[2:5];
+  ELSIF v_shift >= 5 THEN
+    RETURN ARRAY[p_n];
+  END IF;
+  RETURN ARRAY[p_n] || array_fill(0, ARRAY[v_shift - 1]) || p_slices[1:5 - v_shift];
+END
 $$;
 
 -- Where a counter's newest slice begins after a count now: on by the quarters gone by (the
 -- slices stay on one grid, so no quarter is counted twice), or now when all of them had left.
 CREATE OR REPLACE FUNCTION rate_limit_moved(p_start timestamp, p_window integer) RETURNS timestamp
-LANGUAGE sql STABLE AS $$
-  SELECT CASE WHEN rate_limit_shift(p_start, p_window) >= 5 THEN (now() AT TIME ZONE 'UTC')::timestamp(3)
-              ELSE p_start + make_interval(secs => rate_limit_shift(p_start, p_window) * p_window / 4.0) END
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_shift integer := rate_limit_shift(p_start, p_window);
+BEGIN
+  IF v_shift >= 5 THEN
+    RETURN (now() AT TIME ZONE 'UTC')::timestamp(3);
+  END IF;
+  RETURN p_start + make_interval(secs => v_shift * p_window / 4.0);
+END
 $$;
 
 -- Seconds until a counter holds fewer than `p_max` (a call it refuses now may come again then),
--- or NULL when it does now: the wait until enough of its oldest slices have left. PL/pgSQL for
--- the loop; src/rate-limit.ts reads it only for a counter that has reached its most.
+-- or NULL when it does now: the wait until enough of its oldest slices have left.
+-- src/rate-limit.ts reads it only for a counter that has reached its most.
 CREATE OR REPLACE FUNCTION rate_limit_wait(p_slices integer[], p_start timestamp, p_window integer, p_max integer) RETURNS integer
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
