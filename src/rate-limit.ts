@@ -142,9 +142,9 @@ const NEW_ONLY_IF_ROOM = (always: string) => `(${always} OR NOT EXISTS (SELECT 1
 const NEVER_ASYNC_COMMIT = `NOT (${ASYNC_COMMIT})`;
 
 /**
- * Seconds until the row's counter holds fewer than `max` again, read only when its `count` (what
- * it holds now) has reached `max`, the one case a caller shows it in: a PL/pgSQL call for every
- * counter of every send would be most of what counting them costs. 0 otherwise.
+ * Seconds until the row's counter holds fewer than `max` again, worked out only when its `count`
+ * (what it holds now) has reached `max`: the one case a caller reads it (a refusal's
+ * Retry-After, a tripped ceiling's alarm). 0 otherwise.
  */
 const RESETS_IN = (max: string, count = "count") =>
   `CASE WHEN ${count} >= ${max} THEN coalesce(rate_limit_wait(slices, window_start, window_seconds, ${max}), 0) ELSE 0 END`;
