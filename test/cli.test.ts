@@ -12,15 +12,14 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
-import { PassThrough } from "node:stream";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli } from "../src/cli/program.ts";
 import { keyPrefix } from "../src/auth/projects.ts";
 import { sha256Hex } from "../src/crypto.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { adminQuery, backends, serverUrl, TEST_CONNECT_TIMEOUT_MS, withDatabase, type Backend } from "./support/db.ts";
+import { runCliHere } from "./support/command.ts";
 import { bulkEnqueue, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 const BIN = fileURLToPath(new URL("../bin/linkgate.mjs", import.meta.url));
@@ -42,20 +41,6 @@ function run(env: NodeJS.ProcessEnv, args: string[], timeoutMs = 45_000): Promis
       resolve({ code, stdout, stderr });
     });
   });
-}
-
-/** The same command line through runCli in this process, its output captured as a pipe would. */
-async function runHere(env: NodeJS.ProcessEnv, args: string[]): Promise<Run> {
-  const captured = () => {
-    const stream = new PassThrough();
-    const chunks: Buffer[] = [];
-    stream.on("data", (c: Buffer) => chunks.push(c));
-    return { stream, text: () => Buffer.concat(chunks).toString("utf8") };
-  };
-  const stdout = captured();
-  const stderr = captured();
-  const code = await runCli(args, { env, stdout: stdout.stream, stderr: stderr.stream });
-  return { code, stdout: stdout.text(), stderr: stderr.text() };
 }
 
 const json = (r: Run) => {
@@ -129,7 +114,7 @@ describe("linkgate CLI usage errors", () => {
       [["keys", "create", "--project", "prj_aaaaaaaaaaaaaaaaaaaaaa", "--project", "prj_bbbbbbbbbbbbbbbbbbbbbb", "--kind", "secret"], /option '--project <id>' given more than once/],
       [["keys", "create", "--project", "prj_aaaaaaaaaaaaaaaaaaaaaa", "--kind", "publishable", "--kind=secret"], /option '--kind <kind>' given more than once/],
     ];
-    const here = await Promise.all(cases.map(([args]) => runHere(env, args)));
+    const here = await Promise.all(cases.map(([args]) => runCliHere(env, args)));
     here.forEach((r, i) => expectOneLineError(r, 2, cases[i][1]));
     // and as processes, which exit with that code: an unknown command, a value, a repeated option
     const sample = [cases[0], cases[2], cases[cases.length - 1]];
@@ -175,7 +160,7 @@ describe("what lists show of a key", () => {
 // the Postgres half waited on it: one Postgres step took 62 s in a run where it took 24 s alone.
 describe.each(backends)("linkgate CLI on %s", (backend) => {
   let t: Target;
-  const cli = (...args: string[]) => runHere(t.env, args);
+  const cli = (...args: string[]) => runCliHere(t.env, args);
   let acme: { id: string; keys: { id: string; kind: string; key: string }[] };
   let extraKey: { id: string; key: string };
   let betaId: string;

@@ -7,16 +7,14 @@ import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { createServer } from "node:net";
 import path from "node:path";
-import { PassThrough } from "node:stream";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { redactUrl } from "../src/lifecycle.ts";
 import { checkMasterKey } from "../src/auth/master-key.ts";
-import { runCli } from "../src/cli/program.ts";
 import { parseMasterKey } from "../src/crypto.ts";
 import { closedPort } from "./support/receiver.ts";
 import { backends, openTestDatabase, serverUrl } from "./support/db.ts";
-import { startCommand } from "./support/command.ts";
+import { runCliHere, startCommand } from "./support/command.ts";
 import { MAIN, migratedDataDir, MIGRATE, WORKER } from "./support/server-entry.ts";
 
 const PASSWORD = "pw-7f3a9c-do-not-print";
@@ -33,23 +31,6 @@ const start = (entry: string, env: Record<string, string>) =>
   startCommand([entry], { LINKGATE_DATA_DIR: env.LINKGATE_DATA_DIR ?? (env.DATABASE_URL ? mkdtempSync(path.join(tmpdir(), "linkgate-startup-")) : dataDir()), ...env });
 
 const run = (entry: string, env: Record<string, string>) => start(entry, env).closed;
-
-/**
- * A command of the admin CLI as bin/linkgate.mjs runs it (runCli), in this process: a CLI process
- * opened the folder's PGlite in WebAssembly again, 2 to 3 s of CPU each here. test/cli.test.ts
- * runs the commands as processes.
- */
-async function runCliHere(env: Record<string, string>, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const captured = () => {
-    const stream = new PassThrough();
-    const chunks: Buffer[] = [];
-    stream.on("data", (c: Buffer) => chunks.push(c));
-    return { stream, text: () => Buffer.concat(chunks).toString("utf8") };
-  };
-  const [stdout, stderr] = [captured(), captured()];
-  const code = await runCli(args, { env, stdout: stdout.stream, stderr: stderr.stream });
-  return { code, stdout: stdout.text(), stderr: stderr.text() };
-}
 
 describe("a database that cannot be reached at start", () => {
   it.each([

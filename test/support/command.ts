@@ -3,6 +3,8 @@
 // a wait for a line it prints.
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import path from "node:path";
+import { PassThrough } from "node:stream";
+import { runCli } from "../../src/cli/program.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "../..");
 
@@ -29,4 +31,21 @@ export function startCommand(args: string[], env: Record<string, string>): Start
       void closed.then((r) => reject(new Error(`exited ${r.code} before saying ${text}:\n${r.stderr}`)));
     });
   return { child, closed, said };
+}
+
+/**
+ * A command line of the admin CLI through runCli, what bin/linkgate.mjs calls, in this process,
+ * its output captured as a pipe would: no PGlite opened again in WebAssembly by a new process.
+ */
+export async function runCliHere(env: NodeJS.ProcessEnv, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const captured = () => {
+    const stream = new PassThrough();
+    const chunks: Buffer[] = [];
+    stream.on("data", (c: Buffer) => chunks.push(c));
+    return { stream, text: () => Buffer.concat(chunks).toString("utf8") };
+  };
+  const stdout = captured();
+  const stderr = captured();
+  const code = await runCli(args, { env, stdout: stdout.stream, stderr: stderr.stream });
+  return { code, stdout: stdout.text(), stderr: stderr.text() };
 }
