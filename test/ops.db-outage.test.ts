@@ -282,6 +282,28 @@ describe("isConnectionFailure, on the errors the drivers really raise", () => {
     }
   });
 
+  it.runIf(postgres)("a connection the server refuses is an outage by its code, not its words: closed (55000), dropped (3D000), through the pool and Prisma", async () => {
+    const closed = `lg_closed_${randomBytes(4).toString("hex")}`;
+    await adminQuery(`CREATE DATABASE ${closed}`);
+    await adminQuery(`ALTER DATABASE ${closed} ALLOW_CONNECTIONS false`);
+    try {
+      for (const [name, sqlstate] of [[closed, "55000"], [`lg_never_${randomBytes(4).toString("hex")}`, "3D000"]] as const) {
+        const db = await openDatabase({ databaseUrl: withDatabase(serverUrl!, name), dataDir: "" });
+        try {
+          // the pool the per-delivery statements use, then Prisma over the same pool
+          const err = (await rejection(db.driver.kind === "postgres" ? db.driver.pool.query("SELECT 1") : Promise.reject(new Error("not postgres")))) as { code?: string; refusedAs?: string; message?: string };
+          expect({ code: err.code, refusedAs: err.refusedAs }, err.message).toEqual({ code: "08004", refusedAs: sqlstate });
+          expect(isConnectionFailure(err)).toBe(true);
+          expect(isConnectionFailure(await rejection(db.prisma.$queryRaw`SELECT 1`))).toBe(true);
+        } finally {
+          await db.close();
+        }
+      }
+    } finally {
+      await adminQuery(`DROP DATABASE IF EXISTS ${closed} WITH (FORCE)`);
+    }
+  });
+
   it.runIf(postgres)("a write refused by a standby after a failover (25006), a lock or a statement its operator timed out (55P03, 57014), through Prisma", async () => {
     const db = await openTestDatabase("postgres");
     const holder = new pg.Client({ connectionString: db.url });

@@ -10,6 +10,7 @@ import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaClient } from "../generated/prisma/client.ts";
 import { writingDataFolder } from "../data-folder.ts";
+import { RefusalAwarePool } from "./connect-refusals.ts";
 import { shareConnections } from "./connection-share.ts";
 import { lockPgliteFolder } from "./pglite-lock.ts";
 import { adoptPgliteSeed } from "./pglite-seed.ts";
@@ -148,7 +149,7 @@ async function openPostgres(url: string, poolSize = 10, connectTimeoutMs = CONNE
   // A server that accepts connections but never answers (a partition, a hung host) must fail
   // requests within seconds, as 503s, not hold them until the OS gives up. In pg this also
   // bounds the wait for a free pool slot.
-  const pool = new pg.Pool({ ...connectionConfig(url), max: poolSize, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
+  const pool = new RefusalAwarePool({ ...connectionConfig(url), max: poolSize, connectionTimeoutMillis: connectTimeoutMs, keepAlive: true });
   // An idle client dying with the server (restart, failover) must not crash the process;
   // the pool replaces it on the next checkout.
   pool.on("error", () => {});
