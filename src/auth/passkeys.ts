@@ -432,7 +432,8 @@ async function passkeyOwner(tx: Tx, passkeyId: string): Promise<string> {
  * A passkey that signs in to the caller's account, found within its project or not at all: the
  * account's own, or, while the account is a merge's primary, its merged secondary's, which sign
  * in here too (docs/authentication.md, passkeys). The user can see and remove every key to
- * their account without undoing the merge.
+ * their account without undoing the merge. Only ever asked with a passkey's id (passkeyOfCaller),
+ * which its primary key answers: without one, no index answers the OR across the join (listPasskeys).
  */
 function signingIntoCaller(actor: UserActor) {
   const { accountId } = actor.user;
@@ -485,16 +486,22 @@ async function proofAfter(tx: Tx, me: string, removed: { accountId: string; regi
 
 const PASSKEY_VIEW = { id: true, name: true, createdAt: true, lastUsedAt: true, deviceType: true, backedUp: true } as const;
 
-/** The passkeys that sign in to the caller's account: its own, and its merged secondary's (signingIntoCaller). */
+/**
+ * The passkeys that sign in to the caller's account: its own, and its merged secondary's (as
+ * signingIntoCaller, found from the accounts). The condition sits on accounts alone (the account
+ * by its primary key, its secondary by the unique merged_with_id) and the passkeys are read
+ * through their account_id index: signingIntoCaller's OR across the join is answered by no index,
+ * and every passkey of every project was read per call (test/security.passkey-list-reads.test.ts;
+ * src/auth/sign-in-identifiers.sql says the same of the identifiers).
+ */
 export async function listPasskeys(deps: Deps, actor: UserActor): Promise<{ own: PasskeyView[]; mergedSecondary: PasskeyView[] }> {
   const { accountId } = actor.user;
-  const rows = await deps.prisma.passkey.findMany({
-    where: signingIntoCaller(actor),
-    orderBy: [{ createdAt: "asc" }, { id: "asc" }],
-    select: { ...PASSKEY_VIEW, accountId: true },
+  const accounts = await deps.prisma.account.findMany({
+    where: { projectId: actor.projectId, OR: [{ id: accountId }, { mergedWithId: accountId, mergeRole: "secondary" }] },
+    select: { id: true, passkeys: { where: { projectId: actor.projectId }, orderBy: [{ createdAt: "asc" }, { id: "asc" }], select: PASSKEY_VIEW } },
   });
-  const view = ({ accountId: _, ...p }: (typeof rows)[number]): PasskeyView => p;
-  return { own: rows.filter((r) => r.accountId === accountId).map(view), mergedSecondary: rows.filter((r) => r.accountId !== accountId).map(view) };
+  const of = (mine: boolean) => accounts.filter((a) => (a.id === accountId) === mine).flatMap((a) => a.passkeys);
+  return { own: of(true), mergedSecondary: of(false) };
 }
 
 export function passkeyJson(p: PasskeyView) {
