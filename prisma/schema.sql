@@ -1243,6 +1243,31 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.rate_limit_previous_release()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_n integer;
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    NEW.slices := ARRAY[NEW.count];
+    RETURN NEW;
+  END IF;
+  IF NEW.count = (SELECT coalesce(sum(s), 0) FROM unnest(NEW.slices) AS s) THEN
+    RETURN NEW;
+  END IF;
+  v_n := CASE WHEN NEW.window_start = OLD.window_start THEN NEW.count - OLD.count ELSE NEW.count END;
+  IF v_n < 1 THEN
+    RETURN NEW;
+  END IF;
+  NEW.slices := rate_limit_bumped(OLD.slices, OLD.window_start, OLD.window_seconds, v_n);
+  NEW.count := v_n + rate_limit_count(OLD.slices, OLD.window_start, OLD.window_seconds);
+  NEW.window_start := rate_limit_moved(OLD.window_start, OLD.window_seconds);
+  RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.rate_limit_resets_in(p_key text, p_max integer)
  RETURNS integer
  LANGUAGE plpgsql
@@ -1496,5 +1521,9 @@ CREATE TRIGGER deliveries_dashboard_states_insert_finished AFTER INSERT ON publi
 CREATE TRIGGER deliveries_dashboard_states_update AFTER UPDATE ON public.deliveries REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_updated_deliveries();
 
 CREATE TRIGGER delivery_attempts_dashboard_hours AFTER INSERT ON public.delivery_attempts REFERENCING NEW TABLE AS logged FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_logged_attempts();
+
+CREATE TRIGGER rate_limits_previous_release_insert BEFORE INSERT ON public.rate_limits FOR EACH ROW WHEN ((COALESCE(cardinality(new.slices), 0) = 0)) EXECUTE FUNCTION public.rate_limit_previous_release();
+
+CREATE TRIGGER rate_limits_previous_release_update BEFORE UPDATE ON public.rate_limits FOR EACH ROW WHEN ((NOT (new.slices IS DISTINCT FROM old.slices))) EXECUTE FUNCTION public.rate_limit_previous_release();
 
 CREATE TRIGGER webhooks_changed_notify AFTER DELETE OR UPDATE OF url, enabled, secret_sealed, previous_secret_sealed, previous_secret_expires_at ON public.webhooks FOR EACH ROW EXECUTE FUNCTION public.webhook_changed_notify();

@@ -100,3 +100,53 @@ BEGIN
   RETURN p_window;
 END
 $$;
+
+-- Counts that gateways of the previous release make, put in the slices as they are made. During
+-- an upgrade both builds serve side by side, at any pace, and a rollback brings the old one back
+-- (docs/operations.md, "Upgrades without downtime"). Its statements count into `count` and
+-- `window_start` as fixed windows and never write `slices`. Left as they were, its counts were not
+-- seen here; and a window of its own that had ended it started again at `now()`, moving the
+-- slices this release had left there with it, so counts that had left their window counted again
+-- for up to a window and a quarter more: five codes sent twenty minutes before, and one by an old
+-- gateway, refused the next code for twelve minutes.
+--
+-- Every statement of this release writes `slices`, and leaves `count` the sum of the slices; the
+-- previous release's leave the slices as they were and change `count`: the count it adds is what
+-- it added to `count`, or all of `count` when it moved `window_start` (its window had ended). A
+-- write that fits neither (an operator setting `count` to 0) is left as it is. This release's
+-- counts change the slices but for rare patterns (five equal quarters moved on by one), so the
+-- triggers' WHEN, which Postgres checks without calling anything, keeps them from the function;
+-- one that gets there finds the sum and returns at once. A later release, once no gateway of the
+-- previous one is left, drops the triggers (contract).
+CREATE OR REPLACE FUNCTION rate_limit_previous_release() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_n integer;
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    NEW.slices := ARRAY[NEW.count];
+    RETURN NEW;
+  END IF;
+  IF NEW.count = (SELECT coalesce(sum(s), 0) FROM unnest(NEW.slices) AS s) THEN
+    RETURN NEW;
+  END IF;
+  v_n := CASE WHEN NEW.window_start = OLD.window_start THEN NEW.count - OLD.count ELSE NEW.count END;
+  IF v_n < 1 THEN
+    RETURN NEW;
+  END IF;
+  NEW.slices := rate_limit_bumped(OLD.slices, OLD.window_start, OLD.window_seconds, v_n);
+  NEW.count := v_n + rate_limit_count(OLD.slices, OLD.window_start, OLD.window_seconds);
+  NEW.window_start := rate_limit_moved(OLD.window_start, OLD.window_seconds);
+  RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER rate_limits_previous_release_insert
+  BEFORE INSERT ON rate_limits FOR EACH ROW
+  WHEN (coalesce(cardinality(NEW.slices), 0) = 0)
+  EXECUTE FUNCTION rate_limit_previous_release();
+
+CREATE OR REPLACE TRIGGER rate_limits_previous_release_update
+  BEFORE UPDATE ON rate_limits FOR EACH ROW
+  WHEN (NEW.slices IS NOT DISTINCT FROM OLD.slices)
+  EXECUTE FUNCTION rate_limit_previous_release();

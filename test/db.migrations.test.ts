@@ -90,12 +90,17 @@ describe("repeatable migrations", () => {
         const history = await catalog(db);
         expect(await applyRepeatable(db.adapterFactory, { knownMigrations: await known() })).toEqual([...REPEATABLE]);
         const now = await catalog(db);
-        // one trigger more, the one the history never had: the delivery workers hear of a webhook's
-        // change (20261129234500_webhook_changes_notify)
-        expect(now.triggers).toEqual([
-          ...history.triggers,
-          "CREATE TRIGGER webhooks_changed_notify AFTER DELETE OR UPDATE OF url, enabled, secret_sealed, previous_secret_sealed, previous_secret_expires_at ON public.webhooks FOR EACH ROW EXECUTE FUNCTION webhook_changed_notify()",
-        ]);
+        // triggers the history never had: the delivery workers hear of a webhook's change
+        // (20261129234500_webhook_changes_notify), and the counts of gateways of the build before
+        // the sliding windows go into the slices (20261130090000_sliding_rate_limits)
+        expect(now.triggers).toEqual(
+          [
+            ...history.triggers,
+            "CREATE TRIGGER rate_limits_previous_release_insert BEFORE INSERT ON public.rate_limits FOR EACH ROW WHEN ((COALESCE(cardinality(new.slices), 0) = 0)) EXECUTE FUNCTION rate_limit_previous_release()",
+            "CREATE TRIGGER rate_limits_previous_release_update BEFORE UPDATE ON public.rate_limits FOR EACH ROW WHEN ((NOT (new.slices IS DISTINCT FROM old.slices))) EXECUTE FUNCTION rate_limit_previous_release()",
+            "CREATE TRIGGER webhooks_changed_notify AFTER DELETE OR UPDATE OF url, enabled, secret_sealed, previous_secret_sealed, previous_secret_expires_at ON public.webhooks FOR EACH ROW EXECUTE FUNCTION webhook_changed_notify()",
+          ].sort(),
+        );
         // changed since by a release of their own, each with its migration: the two rollup triggers
         // return at once for the worker's record statement, which stages its numbers instead
         // (20261125180000_dashboard_staged_outcomes)
@@ -135,6 +140,7 @@ describe("repeatable migrations", () => {
           "public.rate_limit_count(p_slices integer[], p_start timestamp without time zone, p_window integer)",
           "public.rate_limit_counted(p_key text, p_window integer)",
           "public.rate_limit_moved(p_start timestamp without time zone, p_window integer)",
+          "public.rate_limit_previous_release()",
           "public.rate_limit_resets_in(p_key text, p_max integer)",
           "public.rate_limit_shift(p_start timestamp without time zone, p_window integer)",
           "public.rate_limit_wait(p_slices integer[], p_start timestamp without time zone, p_window integer, p_max integer)",
@@ -254,9 +260,10 @@ describe("the dashboard schema, renamed from console", () => {
 
   /**
    * The previous build's repeatable files: these files as they were before the rename. Neither
-   * build had ADDED_SINCE, which read columns their migrations had not made yet.
+   * build had ADDED_SINCE, which read columns their migrations had not made yet (rate-limit.sql's
+   * triggers read rate_limits.slices), in the order applyMigrations applies them.
    */
-  const ADDED_SINCE = ["auth/proofs.sql"];
+  const ADDED_SINCE = ["rate-limit.sql", "auth/proofs.sql"];
   const previousFiles = (files: RepeatableFile[]) =>
     files.filter((f) => !ADDED_SINCE.includes(f.name)).map((f) => ({
       name: f.name.replace("delivery/dashboard-", "delivery/console-"),

@@ -49,6 +49,46 @@ describe.each(backends)("limits over a sliding window, on %s", (backend) => {
     expect((await start(email)).status).toBe(429);
   });
 
+  // docs/operations.md, "Upgrades without downtime": gateways of the previous release serve beside
+  // the new ones, at any pace, and come back after a rollback. They count as fixed windows, in
+  // count and window_start, and never write slices.
+  describe("beside gateways of the previous release", () => {
+    const address = "198.51.100.77";
+    const startHere = (email: string) => h.call("POST", "/auth/otp/start", { body: { email }, from: address });
+    const sendKey = (email: string) => `send:ida:${h.projectId}:email:${email}@${address}`;
+    /** A code send counted by a gateway of the previous release: its upsert (src/rate-limit.ts before 20261130090000_sliding_rate_limits), word for word. */
+    const previousRelease = (key: string) =>
+      h.db.prisma.$executeRawUnsafe(`
+        INSERT INTO rate_limits AS r (key, window_start, window_seconds, count)
+        SELECT k, now(), w, 1 FROM unnest(ARRAY['${key}']::text[], ARRAY[600]::int[]) AS t(k, w)
+        ON CONFLICT (key) DO UPDATE SET
+          count = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN EXCLUDED.count ELSE r.count + EXCLUDED.count END,
+          window_start = CASE WHEN r.window_start <= now() - make_interval(secs => EXCLUDED.window_seconds) THEN now() ELSE r.window_start END,
+          window_seconds = EXCLUDED.window_seconds`);
+
+    it("a window the previous release starts again brings back no code that had left it", async () => {
+      const email = "back-from-the-old-window@example.com";
+      for (let i = 0; i < 5; i++) expect((await startHere(email)).status).toBe(200);
+      await age(1200);
+      // twenty minutes on, a gateway of the previous release sends one: its window had ended, so
+      // it starts a new one at 1, and leaves the five of twenty minutes ago where they were
+      await previousRelease(sendKey(email));
+      // one code in the last ten minutes: four more are allowed, and not a fifth
+      for (let i = 0; i < 4; i++) expect((await startHere(email)).status).toBe(200);
+      const refused = await startHere(email);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get("retry-after"))).toBeLessThanOrEqual(750);
+    });
+
+    it("the codes the previous release counts count here too", async () => {
+      const email = "counted-by-the-old-build@example.com";
+      for (let i = 0; i < 3; i++) await previousRelease(sendKey(email));
+      expect((await startHere(email)).status).toBe(200);
+      expect((await startHere(email)).status).toBe(200);
+      expect((await startHere(email)).status).toBe(429);
+    });
+  });
+
   describe("the counting, quarter by quarter (src/rate-limit.sql)", () => {
     const one = async <T>(sql: string): Promise<T> => ((await h.db.prisma.$queryRawUnsafe<{ v: T }[]>(`SELECT ${sql} AS v`))[0].v);
 
