@@ -948,8 +948,9 @@ BEGIN
         RETURN NEXT;
         RETURN;
       END IF;
-      -- the identifier-wide cap, this address's wrong codes, or no live state at all
-      SELECT coalesce(sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days),
+      -- the identifier-wide cap, this address's wrong codes, or no live state at all; when both
+      -- refuse, the later of their waits (the sooner one sent the caller back to be refused)
+      SELECT greatest(sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days),
                       sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
           AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries;
@@ -1403,8 +1404,9 @@ BEGIN
       END IF;
       outcome := 'replay';
     ELSE
-      -- not judged: the identifier-wide cap, this address's wrong codes, or no live state at all
-      SELECT coalesce(sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days),
+      -- not judged: the identifier-wide cap, this address's wrong codes, or no live state at all;
+      -- when both refuse, the later of their waits (the sooner one sent the caller back to be refused)
+      SELECT greatest(sign_in_capped(s.project_id, s.kind, s.value, p_fail_prefix, p_fail_max, p_judge_places, p_known_days),
                       sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
       outcome := CASE WHEN retry_after IS NULL THEN 'invalid' ELSE 'rate_limited' END;

@@ -49,6 +49,45 @@ describe.each(backends)("limits over a sliding window, on %s", (backend) => {
     expect((await start(email)).status).toBe(429);
   });
 
+  // A code is judged only while neither the identifier's wrong codes from everywhere nor those
+  // from this address are at their most. When both are, the caller is told to come back when
+  // both have room: the wait was the first cap's, and the caller came back to be refused again.
+  describe("when both caps on wrong codes refuse, Retry-After is the later of their waits", () => {
+    const address = "198.51.100.91";
+    const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+    /** The identifier's wrong codes from everywhere at their most (100 an hour) and made 50 minutes ago; from this address at their most (15 an hour), made now. */
+    async function bothCapsFull(email: string) {
+      const counter = (key: string, count: number, ageSeconds: number) =>
+        h.db.prisma.$executeRaw`INSERT INTO rate_limits (key, window_start, window_seconds, count, slices)
+          VALUES (${key}, (now() - make_interval(secs => ${ageSeconds}))::timestamp, 3600, ${count}, ARRAY[${count}]::int[])`;
+      await counter(`fail:id:${h.projectId}:email:${email}`, 100, 3000);
+      await counter(`fail:ida:${h.projectId}:email:${email}@${address}`, 15, 0);
+    }
+    // the everywhere cap's counts leave within 1,500 s, this address's not before 3,600 s
+    const laterWait = (r: { status: number; headers: Headers }) => {
+      expect(r.status).toBe(429);
+      return Number(r.headers.get("retry-after"));
+    };
+
+    it("signing in", async () => {
+      const email = "both-caps-sign-in@example.com";
+      const started = await h.call("POST", "/auth/otp/start", { body: { email }, from: address });
+      await bothCapsFull(email);
+      const refused = await h.call("POST", "/auth/otp/verify", { body: { state_id: started.body.state_id, otp: "000000" }, from: address });
+      expect(laterWait(refused)).toBeGreaterThanOrEqual(3600);
+    });
+
+    it("linking", async () => {
+      const user = await h.signIn({ email: "both-caps-linker@example.com" });
+      const target = "both-caps-link-target@example.com";
+      const requested = await h.call("POST", "/users/link/request", { body: { email: target }, headers: bearer(user.token), from: address });
+      expect(requested.status).toBe(200);
+      await bothCapsFull(target);
+      const refused = await h.call("POST", "/users/link/verify", { body: { state_id: requested.body.state_id, otp: "000000" }, headers: bearer(user.token), from: address });
+      expect(laterWait(refused)).toBeGreaterThanOrEqual(3600);
+    });
+  });
+
   // docs/operations.md, "Upgrades without downtime": gateways of the previous release serve beside
   // the new ones, at any pace, and come back after a rollback. They count as fixed windows, in
   // count and window_start, and never write slices.
