@@ -32,7 +32,7 @@ describe("a webhook host's name, resolved by the guard", () => {
     expect(await resolver()("hooks.example.test")).toEqual([{ address: "93.184.216.34", family: 4 }]);
     expect(ns.queries).toEqual(expect.arrayContaining(["A hooks.example.test", "AAAA hooks.example.test"]));
     expect(await assertSafeTarget("https://hooks.example.test/hook", { allowPrivate: false, lookup: resolver() })).toEqual([{ address: "93.184.216.34", family: 4 }]);
-    await expect(assertSafeTarget("https://inside.example.test/hook", { allowPrivate: false, lookup: resolver() })).rejects.toThrow(/resolves to a private address \(10\.1\.2\.3\)/);
+    await expect(assertSafeTarget("https://inside.example.test/hook", { allowPrivate: false, lookup: resolver() })).rejects.toThrow(/resolves to a private address;/);
     await expect(assertSafeTarget("https://nope.example.test/hook", { allowPrivate: false, lookup: resolver() })).rejects.toThrow(/could not be resolved \(ENOTFOUND\)/);
   });
 

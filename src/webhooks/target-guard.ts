@@ -264,9 +264,12 @@ export async function assertSafeTarget(
   for (const { address } of addresses) {
     const kind = classifyAddress(address);
     if (kind !== null) {
-      const what = literal ? "is" : "resolves to";
       const article = /^[aeiou]/.test(kind) ? "an" : "a";
-      throw new UnsafeWebhookTarget("blocked_address", `webhook host ${what} ${article} ${kind} address (${address})${LOCAL_HINT}`);
+      // A name's address is not said: the host is resolved by the operator's own name servers,
+      // and a project owner who tried internal names learnt what each resolves to (cloud private
+      // zones, a cluster's service names) from the refusal, the delivery log and a provider's 502.
+      const what = literal ? `is ${article} ${kind} address (${address})` : `resolves to ${article} ${kind} address`;
+      throw new UnsafeWebhookTarget("blocked_address", `webhook host ${what}${LOCAL_HINT}`);
     }
   }
   return addresses;
