@@ -4,6 +4,7 @@
 // and five more in the first second of the next, ten within two seconds; the hundred wrong codes
 // an identifier takes in an hour, two hundred. Time is moved by ageing the counters' rows, as
 // the database's clock would.
+import { decodeJwt } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startHarness, type Harness } from "./support/app.ts";
 import { backends } from "./support/db.ts";
@@ -83,6 +84,47 @@ describe.each(backends)("limits over a sliding window, on %s", (backend) => {
       const requested = await h.call("POST", "/users/link/request", { body: { email: target }, headers: bearer(user.token), from: address });
       expect(requested.status).toBe(200);
       await bothCapsFull(target);
+      const refused = await h.call("POST", "/users/link/verify", { body: { state_id: requested.body.state_id, otp: "000000" }, headers: bearer(user.token), from: address });
+      expect(laterWait(refused)).toBeGreaterThanOrEqual(3600);
+    });
+
+    // Re-authentication and an external sign-in's confirmation code are judged by the same caps
+    // (src/auth/otp-flow.ts verifyOtp), which told the first cap's wait, as sign-in and linking did.
+    it("re-authenticating", async () => {
+      const email = "both-caps-reauth@example.com";
+      const user = await h.signIn({ email });
+      const started = await h.call("POST", "/auth/reauthenticate/start", { body: { email }, headers: bearer(user.token), from: address });
+      expect(started.status, JSON.stringify(started.body)).toBe(200);
+      await bothCapsFull(email);
+      const refused = await h.call("POST", "/auth/reauthenticate/verify", { body: { state_id: started.body.state_id, otp: "000000" }, headers: bearer(user.token), from: address });
+      expect(laterWait(refused)).toBeGreaterThanOrEqual(3600);
+    });
+
+    // A signed-in subject's own wrong codes (a link's account, a re-authentication's session) are
+    // a third limit on the same verify: at its most, it was answered alone, with its own wait.
+    const subjectFullAndAddressCapped = async (subjectKey: string, email: string) => {
+      await h.db.prisma.$executeRaw`INSERT INTO rate_limits (key, window_start, window_seconds, count, slices)
+        VALUES (${subjectKey}, (now() - make_interval(secs => 3000))::timestamp, 3600, 15, ARRAY[15]::int[])`;
+      await h.db.prisma.$executeRaw`INSERT INTO rate_limits (key, window_start, window_seconds, count, slices)
+        VALUES (${`fail:ida:${h.projectId}:email:${email}@${address}`}, now()::timestamp, 3600, 15, ARRAY[15]::int[])`;
+    };
+
+    it("re-authenticating, the session's wrong codes at their most too", async () => {
+      const email = "both-caps-reauth-session@example.com";
+      const user = await h.signIn({ email });
+      const started = await h.call("POST", "/auth/reauthenticate/start", { body: { email }, headers: bearer(user.token), from: address });
+      expect(started.status, JSON.stringify(started.body)).toBe(200);
+      await subjectFullAndAddressCapped(`fail:ses:${decodeJwt(user.token).sid}`, email);
+      const refused = await h.call("POST", "/auth/reauthenticate/verify", { body: { state_id: started.body.state_id, otp: "000000" }, headers: bearer(user.token), from: address });
+      expect(laterWait(refused)).toBeGreaterThanOrEqual(3600);
+    });
+
+    it("linking, the account's wrong codes at their most too", async () => {
+      const user = await h.signIn({ email: "both-caps-linker-account@example.com" });
+      const target = "both-caps-link-account-target@example.com";
+      const requested = await h.call("POST", "/users/link/request", { body: { email: target }, headers: bearer(user.token), from: address });
+      expect(requested.status).toBe(200);
+      await subjectFullAndAddressCapped(`fail:acc:${user.accountId}`, target);
       const refused = await h.call("POST", "/users/link/verify", { body: { state_id: requested.body.state_id, otp: "000000" }, headers: bearer(user.token), from: address });
       expect(laterWait(refused)).toBeGreaterThanOrEqual(3600);
     });

@@ -223,8 +223,7 @@ export async function verifyOtp(deps: Deps, binding: OtpBinding, stateId: unknow
   } catch (err) {
     if (!(err instanceof OTPInvalid)) throw err;
     if (!(err as WrongCode).identifier) {
-      if (failures) refuseIfOver(await readCounters(deps.db, [failures]));
-      await refuseIfCapped(deps, binding, fields.stateId, places, guard.address);
+      await refuseIfCapped(deps, binding, fields.stateId, places, guard.address, failures ? await readCounters(deps.db, [failures]) : []);
     }
     await onWrongCode(deps, binding, fields.stateId, err as WrongCode, clientAddress);
     throw err;
@@ -268,14 +267,27 @@ export function refuseCapped(retryAfter: number): never {
   throw new RateLimited(Math.max(1, retryAfter));
 }
 
-/** A code that was not judged: RateLimited when that was the identifier-wide cap. */
-async function refuseIfCapped(deps: Deps, binding: OtpBinding, stateId: string, places: string[], address: { group: string; max: number }): Promise<void> {
-  const capped =
-    (await stateIdentifierCapped(deps.db, binding.projectId, stateId, FAIL_IDENTIFIER, deps.limits.failuresPerIdentifier, places)) ??
-    (await stateAddressCapped(deps.db, binding.projectId, stateId, address));
-  if (capped === null) return;
-  recordRateLimitRefusal("wrong_codes_per_identifier");
-  throw new RateLimited(capped);
+/**
+ * A code that was not judged: RateLimited when that was the subject's wrong codes (`subject`, as
+ * read), the identifier-wide cap or this address's wrong codes. When several refuse, the wait is
+ * the longest of theirs (docs/security.md, "Abuse limits"): the first one found was told, and the
+ * caller came back while another still refused, as sign_in_verify's and link_verify's callers did
+ * before them.
+ */
+async function refuseIfCapped(deps: Deps, binding: OtpBinding, stateId: string, places: string[], address: { group: string; max: number }, subject: Counter[]): Promise<void> {
+  const [identifierWide, fromAddress] = await Promise.all([
+    stateIdentifierCapped(deps.db, binding.projectId, stateId, FAIL_IDENTIFIER, deps.limits.failuresPerIdentifier, places),
+    stateAddressCapped(deps.db, binding.projectId, stateId, address),
+  ]);
+  const capped = identifierWide !== null || fromAddress !== null;
+  const subjectOver = subject.filter((c) => c.over);
+  if (!capped && !subjectOver.length) return;
+  if (capped) recordRateLimitRefusal("wrong_codes_per_identifier");
+  for (const c of subjectOver) {
+    const name = limitName(c.key);
+    if (name) recordRateLimitRefusal(name);
+  }
+  throw new RateLimited(Math.max(identifierWide ?? 1, fromAddress ?? 1, ...subjectOver.map((c) => c.resetsIn)));
 }
 
 type WrongCode = OTPInvalid & { exhausted?: boolean; identifier?: Identifier };

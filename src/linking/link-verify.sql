@@ -132,6 +132,7 @@ DECLARE
   v_other accounts%ROWTYPE;
   v_user text;
   v_n integer;
+  v_account_wait integer;
   v_proof text;
 BEGIN
   -- judged as every code is (otp_judge, src/auth/sign-in.sql), in the account's turn and under
@@ -150,19 +151,21 @@ BEGIN
         AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
         AND s.result IS NOT NULL AND s.code_hash = p_hash;
     IF stored IS NULL THEN
-      -- not judged: the account's wrong codes, reached while this verify waited for its turn
-      retry_after := rate_limit_resets_in(p_fail_key, p_fail_max);
-      IF retry_after IS NOT NULL THEN
-        outcome := 'rate_limited';
-        RETURN NEXT;
-        RETURN;
-      END IF;
-      -- the identifier-wide cap, this address's wrong codes, or no live state at all; when both
-      -- refuse, the later of their waits (the sooner one sent the caller back to be refused)
+      -- not judged: the account's wrong codes (reached while this verify waited for its turn),
+      -- the identifier-wide cap, this address's wrong codes, or no live state at all; when more
+      -- than one refuses, the latest of their waits (the sooner one sent the caller back to be
+      -- refused: the account's wait was told alone, whatever the caps said)
+      v_account_wait := rate_limit_resets_in(p_fail_key, p_fail_max);
       SELECT greatest(sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days),
                       sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
           AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries;
+      IF v_account_wait IS NOT NULL THEN
+        retry_after := greatest(v_account_wait, retry_after);
+        outcome := 'rate_limited';
+        RETURN NEXT;
+        RETURN;
+      END IF;
     END IF;
     outcome := CASE WHEN stored IS NOT NULL THEN 'replay' WHEN retry_after IS NOT NULL THEN 'capped' ELSE 'invalid' END;
     RETURN NEXT;
