@@ -1370,6 +1370,7 @@ DECLARE
   v_identifier text;
   v_holder text;
   v_acc accounts%ROWTYPE;
+  v_partner text;
   v_account text;
   v_created boolean := false;
   v_user text;
@@ -1436,11 +1437,17 @@ BEGIN
       v_created := true;
       v_user := link_user_object(v_account);
     ELSE
-      -- locked like a merge locks it (src/db/locks.ts): a sign-in racing a merge of this account
-      -- waits, then lands on the primary
-      SELECT * INTO v_acc FROM accounts a WHERE a.id = v_seen FOR UPDATE;
+      -- locked like a merge locks it (src/db/locks.ts): the account and its merge partner, in id
+      -- order. A sign-in racing a merge or an unmerge of this account waits, then lands on the
+      -- primary. Locking the secondary first and then writing to its primary deadlocked with an
+      -- unmerge whenever the primary's id sorted first: Postgres broke it after deadlock_timeout
+      -- (1 s), and one of the two was tried again.
+      SELECT a.merged_with_id INTO v_partner FROM accounts a WHERE a.id = v_seen;
+      PERFORM 1 FROM accounts a WHERE a.id IN (v_seen, v_partner) ORDER BY a.id FOR UPDATE;
+      SELECT * INTO v_acc FROM accounts a WHERE a.id = v_seen;
       SELECT i.account_id INTO v_holder FROM identifiers i WHERE i.project_id = p_project AND i.kind = v_kind AND i.value = v_value;
-      IF NOT FOUND OR v_holder IS DISTINCT FROM v_seen OR v_acc.id IS NULL THEN
+      IF NOT FOUND OR v_holder IS DISTINCT FROM v_seen OR v_acc.id IS NULL
+         OR (v_acc.merged_with_id IS NOT NULL AND v_acc.merged_with_id IS DISTINCT FROM v_partner) THEN
         RAISE EXCEPTION 'the identifier moved, deciding again' USING ERRCODE = 'serialization_failure';
       END IF;
       v_account := CASE WHEN v_acc.merge_role = 'secondary' AND v_acc.merged_with_id IS NOT NULL THEN v_acc.merged_with_id ELSE v_acc.id END;
