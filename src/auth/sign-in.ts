@@ -197,10 +197,18 @@ export async function primaryOf(tx: Tx, projectId: string, accountId: string): P
   return lockedPrimary(tx, projectId, accountId, () => new Unauthenticated("this account no longer exists"));
 }
 
-/** The account's primary, the account row-locked; `gone()` is thrown when it no longer exists. */
+/**
+ * The account's primary, the account and its merge partner row-locked in id order, as merges and
+ * unmerges lock them (src/db/locks.ts); `gone()` is thrown when it no longer exists. Locking the
+ * secondary alone and then writing to its primary (the session's sign-in) deadlocked with an
+ * unmerge whenever the primary's id sorted first (test/security.sign-in-lock-order.test.ts).
+ */
 async function lockedPrimary(tx: Tx, projectId: string, accountId: string, gone: () => Error): Promise<string> {
-  const [row] = await lockAccounts(tx, projectId, [accountId]);
+  const seen = await tx.account.findFirst({ where: { id: accountId, projectId }, select: { mergedWithId: true } });
+  const partner = seen?.mergedWithId ?? null;
+  const row = (await lockAccounts(tx, projectId, partner ? [accountId, partner] : [accountId])).find((a) => a.id === accountId);
   if (!row) throw gone();
+  if (row.merged_with_id && row.merged_with_id !== partner) throw new DecideAgain("the account was merged meanwhile");
   return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
 }
 
