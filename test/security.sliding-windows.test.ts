@@ -57,10 +57,11 @@ describe.each(backends)("limits over a sliding window, on %s", (backend) => {
     const address = "198.51.100.91";
     const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
     /** The identifier's wrong codes from everywhere at their most (100 an hour) and made 50 minutes ago; from this address at their most (15 an hour), made now. */
+    /** A counter of an hour holding `count`, all made `ageSeconds` ago. */
+    const counter = (key: string, count: number, ageSeconds: number) =>
+      h.db.prisma.$executeRaw`INSERT INTO rate_limits (key, window_start, window_seconds, count, slices)
+        VALUES (${key}, (now() - make_interval(secs => ${ageSeconds}))::timestamp, 3600, ${count}, ARRAY[${count}]::int[])`;
     async function bothCapsFull(email: string) {
-      const counter = (key: string, count: number, ageSeconds: number) =>
-        h.db.prisma.$executeRaw`INSERT INTO rate_limits (key, window_start, window_seconds, count, slices)
-          VALUES (${key}, (now() - make_interval(secs => ${ageSeconds}))::timestamp, 3600, ${count}, ARRAY[${count}]::int[])`;
       await counter(`fail:id:${h.projectId}:email:${email}`, 100, 3000);
       await counter(`fail:ida:${h.projectId}:email:${email}@${address}`, 15, 0);
     }
@@ -103,10 +104,8 @@ describe.each(backends)("limits over a sliding window, on %s", (backend) => {
     // A signed-in subject's own wrong codes (a link's account, a re-authentication's session) are
     // a third limit on the same verify: at its most, it was answered alone, with its own wait.
     const subjectFullAndAddressCapped = async (subjectKey: string, email: string) => {
-      await h.db.prisma.$executeRaw`INSERT INTO rate_limits (key, window_start, window_seconds, count, slices)
-        VALUES (${subjectKey}, (now() - make_interval(secs => 3000))::timestamp, 3600, 15, ARRAY[15]::int[])`;
-      await h.db.prisma.$executeRaw`INSERT INTO rate_limits (key, window_start, window_seconds, count, slices)
-        VALUES (${`fail:ida:${h.projectId}:email:${email}@${address}`}, now()::timestamp, 3600, 15, ARRAY[15]::int[])`;
+      await counter(subjectKey, 15, 3000);
+      await counter(`fail:ida:${h.projectId}:email:${email}@${address}`, 15, 0);
     };
 
     it("re-authenticating, the session's wrong codes at their most too", async () => {
