@@ -12,7 +12,7 @@ import { DecideAgain, transaction } from "../../db/transaction.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { isDisguising } from "../../text.ts";
 import { PRESETS, type Preset } from "./presets.ts";
-import { forgetProvider, type UpstreamProvider } from "./upstream.ts";
+import { forgetProvider, isDiscoveryUrl, type UpstreamProvider } from "./upstream.ts";
 
 export type ProviderInput = {
   preset?: Preset | null;
@@ -105,6 +105,8 @@ async function checkIssuer(deps: Deps, raw: unknown): Promise<string> {
     throw new InvalidRequest("issuer must be an absolute URL");
   }
   if (issuer.includes("#") || url.search || url.username || url.password) throw new InvalidRequest("issuer must have no query, fragment, user or password");
+  // the document's URL would be fetched as it is and its issuer taken unchecked (upstream.ts, isDiscoveryUrl)
+  if (isDiscoveryUrl(issuer)) throw new InvalidRequest("issuer must be the issuer itself, not a discovery document's URL (/.well-known/…)");
   try {
     await assertSafeTarget(issuer, { allowPrivate: deps.config.webhookAllowPrivate, signal: AbortSignal.timeout(deps.config.upstreamTimeoutMs) });
   } catch (err) {

@@ -134,7 +134,17 @@ function insecureAllowed(p: UpstreamProvider, guard: Guard): boolean {
   return guard.allowPrivate && p.issuer.startsWith("http://");
 }
 
+/**
+ * An issuer that is a discovery document's URL (anything under /.well-known/): openid-client
+ * fetches it as it is and takes whatever issuer the document names, unchecked, so such a
+ * provider could name another provider's issuer (Google's) and sign its users' ID tokens with
+ * keys of its own, signing into their accounts (docs/external-identities.md, "Providers").
+ */
+export const isDiscoveryUrl = (issuer: string) => /\/\.well-known\//i.test(new URL(issuer).href);
+
 async function discoverMetadata(p: UpstreamProvider, guard: Guard): Promise<oidc.ServerMetadata> {
+  // one stored before providers.ts refused such an issuer
+  if (isDiscoveryUrl(p.issuer)) throw new ExternalSignInFailed("the provider's issuer is a discovery document's URL, not an issuer: give the issuer itself");
   if (p.preset === "github") {
     const e = githubEndpoints(p.issuer);
     return { issuer: p.issuer, authorization_endpoint: e.authorization, token_endpoint: e.token };
