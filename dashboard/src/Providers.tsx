@@ -31,7 +31,7 @@ const PRESETS: Record<Preset, { label: string; issuer: "none" | "optional" | "re
   MICROSOFT: { label: "Microsoft", issuer: "required", issuerHint: "Your tenant's: https://login.microsoftonline.com/<tenant id>/v2.0" },
   GITLAB: { label: "GitLab", issuer: "optional", issuerHint: "Only for a self-managed GitLab: its URL. Empty: gitlab.com." },
   GITHUB: { label: "GitHub", issuer: "optional", issuerHint: "Only for GitHub Enterprise Server: its URL. Empty: github.com." },
-  OIDC: { label: "Another OpenID Connect provider", issuer: "required", issuerHint: "The provider's issuer URL (https), where /.well-known/openid-configuration is." },
+  OIDC: { label: "Another OpenID Connect provider", issuer: "required", issuerHint: "The provider's issuer URL (https), to which /.well-known/openid-configuration is added; not that document's own URL." },
 };
 
 const loadProviders = async () => (await gql<{ identityProviders: IdentityProvider[] }>(OPERATIONS.IdentityProviders)).identityProviders;
