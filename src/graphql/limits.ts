@@ -180,17 +180,43 @@ export function listSizes(config: Pick<Config, "webhooksPerProject">): ListSizes
 export const AGGREGATE_COST = 1000;
 const AGGREGATES: Record<string, readonly string[]> = { WebhookDeliveriesConnection: ["totalCount"] };
 
-/** How many aggregate fields (AGGREGATES) a field of this type selects, its fragments' included. */
-function aggregatesIn(set: SelectionSetNode | undefined, typeName: string, fragments: Map<string, FragmentDefinitionNode>, seen: Set<string> = new Set()): number {
-  const names = AGGREGATES[typeName];
-  if (!names || !set) return 0;
-  let n = 0;
-  for (const sel of set.selections) {
-    if (sel.kind === Kind.FIELD) n += names.includes(sel.name.value) ? 1 : 0;
-    else if (sel.kind === Kind.INLINE_FRAGMENT) n += aggregatesIn(sel.selectionSet, typeName, fragments, seen);
-    else if (!seen.has(sel.name.value)) n += aggregatesIn(fragments.get(sel.name.value)?.selectionSet, typeName, fragments, new Set([...seen, sel.name.value]));
-  }
-  return n;
+/**
+ * How many aggregate fields (AGGREGATES) a field of this type selects, its fragments' included:
+ * each spread counts its fragment's aggregates again, as the connection would count again. Each
+ * fragment's own count is worked out once per document and remembered. Walked afresh at every
+ * spread, a chain of fragments each spreading the one before twice (`fragment F1 on
+ * WebhookDeliveriesConnection { ...F0 ...F0 }`, 22 of them in 2 KB) cost 2^22 walks: 10 s of the
+ * process's only thread, from anyone without a key, since limits are checked before credentials
+ * (docs/graphql.md, "Operation limits"). A cycle counts nothing more where it closes; validation
+ * refuses cyclic fragments anyway.
+ */
+function aggregateCounter(fragments: Map<string, FragmentDefinitionNode>): (set: SelectionSetNode | undefined, typeName: string) => number {
+  const known = new Map<string, number>();
+  const open = new Set<string>();
+  const count = (set: SelectionSetNode | undefined, names: readonly string[]): number => {
+    let n = 0;
+    for (const sel of set?.selections ?? []) {
+      if (sel.kind === Kind.FIELD) n += names.includes(sel.name.value) ? 1 : 0;
+      else if (sel.kind === Kind.INLINE_FRAGMENT) n += count(sel.selectionSet, names);
+      else n += spread(sel.name.value, names);
+    }
+    return n;
+  };
+  const spread = (name: string, names: readonly string[]): number => {
+    const key = `${names.join(" ")}:${name}`;
+    const remembered = known.get(key);
+    if (remembered !== undefined) return remembered;
+    if (open.has(key)) return 0;
+    open.add(key);
+    const n = count(fragments.get(name)?.selectionSet, names);
+    open.delete(key);
+    known.set(key, n);
+    return n;
+  };
+  return (set, typeName) => {
+    const names = AGGREGATES[typeName];
+    return names && set ? count(set, names) : 0;
+  };
 }
 
 /**
@@ -219,7 +245,7 @@ const pageArgument = (size: number): ArgumentNode => ({
 function pricedPages(schema: GraphQLSchema, document: DocumentNode, lists: ListSizes): DocumentNode {
   const typeInfo = new TypeInfo(schema);
   const narrows = narrowing(document);
-  const fragments = new Map(document.definitions.filter((d) => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d]));
+  const aggregatesIn = aggregateCounter(new Map(document.definitions.filter((d) => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d])));
   return visit(
     document,
     visitWithTypeInfo(typeInfo, {
@@ -230,7 +256,7 @@ function pricedPages(schema: GraphQLSchema, document: DocumentNode, lists: ListS
           let aggregates = 0;
           for (const sel of node.selections) {
             const def = sel.kind === Kind.FIELD ? parent.getFields()[sel.name.value] : undefined;
-            if (def && sel.kind === Kind.FIELD) aggregates += aggregatesIn(sel.selectionSet, getNamedType(def.type).name, fragments);
+            if (def && sel.kind === Kind.FIELD) aggregates += aggregatesIn(sel.selectionSet, getNamedType(def.type).name);
           }
           return aggregates ? { ...node, selections: [...node.selections, pricedAt(aggregates * AGGREGATE_COST)] } : undefined;
         },
