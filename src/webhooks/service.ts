@@ -111,7 +111,12 @@ export async function updateWebhook(deps: Deps, actor: KeyActor, id: unknown, in
   const enabledAgain = data.enabled === true && !current.enabled;
   const moved = data.url !== undefined && data.url !== current.url;
   if (enabledAgain || moved) data.failuresCountedFrom = new Date();
-  return deps.prisma.webhook.update({ where: { ...webhooksOf(actor), id: current.id }, data });
+  // A deletion that commits between the read above and this write leaves nothing to update: that
+  // is the WebhookNotFound the caller would get a moment later, not a fault (Prisma's update
+  // throws when no row matches, which answered INTERNAL_SERVER_ERROR; docs/webhooks.md).
+  const [updated] = await deps.prisma.webhook.updateManyAndReturn({ where: { ...webhooksOf(actor), id: current.id }, data });
+  if (!updated) throw new WebhookNotFound();
+  return updated;
 }
 
 export async function deleteWebhook(deps: Deps, actor: KeyActor, id: unknown) {
@@ -139,7 +144,11 @@ export async function rotateWebhookSecret(deps: Deps, actor: KeyActor, id: unkno
       previous_secret_expires_at = (now() + make_interval(secs => ${TRANSITION_MS / 1000}::int)) AT TIME ZONE 'UTC', updated_at = now() AT TIME ZONE 'UTC'
     WHERE project_id = ${webhooksOf(actor).projectId} AND id = ${webhook.id} AND secret_sealed = ${webhook.secretSealed}
     RETURNING previous_secret_expires_at AS ends`;
-  if (!rotated) throw new InvalidRequest("the webhook was rotated concurrently; try again");
+  if (!rotated) {
+    // Deleted meanwhile: say so (WebhookNotFound), not that rotating again would help.
+    await findWebhook(deps, actor, webhook.id);
+    throw new InvalidRequest("the webhook was rotated concurrently; try again");
+  }
   return { webhookId: webhook.id, newSecret: secret, transitionEndsAt: rotated.ends };
 }
 

@@ -1,0 +1,66 @@
+// A webhook changed while another request deletes it (docs/webhooks.md, "Managing endpoints").
+// updateWebhook read the webhook, then wrote it with Prisma's update, which throws when no row
+// matches: a deletion committed in between answered INTERNAL_SERVER_ERROR ("Unexpected error.",
+// logged as a fault) instead of WebhookNotFound. rotateWebhookSecret, whose write is
+// conditional on the secret it read, told the caller the webhook had been rotated concurrently
+// and to try again. Both answer WebhookNotFound now and change nothing.
+// Postgres only: a second connection deletes the webhook and holds its row until the request's
+// write comes to wait for it, then commits; on PGlite one connection serves everything in turn.
+import { describe, expect, it } from "vitest";
+import { CreateWebhookDocument, RotateWebhookSecretDocument, UpdateWebhookDocument } from "./generated/operations.ts";
+import { serverUrl } from "./support/db.ts";
+import { harnessFor } from "./support/hooks.ts";
+import { lockHolder, waitingForLock } from "./support/locks.ts";
+
+const onPostgres = serverUrl ? describe : describe.skip;
+
+onPostgres("a webhook deleted while a request changes it", () => {
+  const h = harnessFor("postgres");
+  const blocker = lockHolder(h);
+
+  async function newWebhook(): Promise<string> {
+    const created = await h.op(CreateWebhookDocument, { input: { url: "https://127.0.0.1:9/hook", events: ["user.created"] } });
+    if (created.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(created.createWebhook.__typename);
+    return created.createWebhook.webhook.id;
+  }
+
+  /** `request` reads the webhook, then comes to wait for the row the blocker deletes; the deletion then commits. */
+  async function deletedUnder<T>(webhookId: string, request: () => Promise<T>): Promise<T> {
+    await blocker.query("BEGIN");
+    try {
+      await blocker.query("DELETE FROM webhooks WHERE id = $1", [webhookId]);
+      const answer = request();
+      await waitingForLock(blocker, 1);
+      await blocker.query("COMMIT");
+      return await answer;
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => {});
+    }
+  }
+
+  it.each([
+    ["a description", { description: "renamed" }],
+    ["enabled", { enabled: false }],
+    ["the url", { url: "https://127.0.0.1:9/moved" }],
+  ])("updateWebhook of %s answers WebhookNotFound, not a fault", async (_, input) => {
+    const webhookId = await newWebhook();
+    const updated = await deletedUnder(webhookId, () => h.op(UpdateWebhookDocument, { id: webhookId, input }));
+    expect(updated.updateWebhook).toEqual({ __typename: "WebhookNotFound", message: "no such webhook" });
+    expect(await h.db.prisma.webhook.count({ where: { id: webhookId } })).toBe(0);
+  });
+
+  it("rotateWebhookSecret answers WebhookNotFound, not that rotating again would help", async () => {
+    const webhookId = await newWebhook();
+    const rotated = await deletedUnder(webhookId, () => h.op(RotateWebhookSecretDocument, { webhookId }));
+    expect(rotated.rotateWebhookSecret).toEqual({ __typename: "WebhookNotFound", message: "no such webhook" });
+  });
+
+  it("an update of a webhook that stays still answers it as it is now", async () => {
+    const webhookId = await newWebhook();
+    const updated = await h.op(UpdateWebhookDocument, { id: webhookId, input: { description: "kept", enabled: false } });
+    expect(updated.updateWebhook).toMatchObject({
+      __typename: "UpdateWebhookPayload",
+      webhook: { id: webhookId, description: "kept", enabled: false, disabledReason: "disabled by the project", url: "https://127.0.0.1:9/hook" },
+    });
+  });
+});
