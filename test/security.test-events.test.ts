@@ -52,6 +52,9 @@ describe.each(backends)("test events on %s", (backend) => {
     // bad input is still told apart: the budget is counted only for a request that would queue an event
     const unknownType = await h.op(SendTestWebhookDocument, { webhookId: first, eventType: "user.nonsense" });
     expect(unknownType.sendTestWebhook.__typename).toBe("InvalidEventType");
+    // and not echoed whole, as createWebhook does not (a body may be 64 KiB)
+    const long = await h.op(SendTestWebhookDocument, { webhookId: first, eventType: "x".repeat(5000) });
+    expect(long.sendTestWebhook.__typename === "InvalidEventType" && long.sendTestWebhook.message.length).toBeLessThan(200);
   });
 
   it("leaves another project's budget untouched", async () => {

@@ -168,7 +168,7 @@ export const TEST_EVENTS_PER_PROJECT: Limit = { max: 100, windowSeconds: 600 };
 export async function sendTestWebhook(deps: Deps, actor: KeyActor, webhookId: unknown, eventType: unknown) {
   const webhook = await findWebhook(deps, actor, webhookId);
   const type = typeof eventType === "string" ? canonicalEventType(eventType) : undefined;
-  if (!type) throw new InvalidEventType(`unknown event type: ${String(eventType)}`);
+  if (!type) throw new InvalidEventType(`unknown event type: ${String(eventType).slice(0, 100)}`);
   const { projectId } = webhook;
   await consumePerProject(deps.db, "test_events_per_project", projectId, TEST_EVENTS_PER_PROJECT);
   const eventId = await transaction(deps.prisma, (tx) =>
