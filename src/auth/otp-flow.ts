@@ -76,11 +76,16 @@ function limitName(key: string): RateLimitName | undefined {
 
 /** Throws RateLimited when a counter refuses, after counting the refusal under each limit that refused. */
 function refuseIfOver(counters: Counter[]): void {
+  recordRefusals(counters);
+  assertNoneOver(counters);
+}
+
+/** One refusal in the metrics for each counter that is over its limit. */
+function recordRefusals(counters: Counter[]): void {
   for (const c of counters) {
     const name = c.over ? limitName(c.key) : undefined;
     if (name) recordRateLimitRefusal(name);
   }
-  assertNoneOver(counters);
 }
 
 /** Ceilings whose first refusal in a window is worth telling the project about. */
@@ -283,10 +288,7 @@ async function refuseIfCapped(deps: Deps, binding: OtpBinding, stateId: string, 
   const subjectOver = subject.filter((c) => c.over);
   if (!capped && !subjectOver.length) return;
   if (capped) recordRateLimitRefusal("wrong_codes_per_identifier");
-  for (const c of subjectOver) {
-    const name = limitName(c.key);
-    if (name) recordRateLimitRefusal(name);
-  }
+  recordRefusals(subjectOver);
   throw new RateLimited(Math.max(identifierWide ?? 1, fromAddress ?? 1, ...subjectOver.map((c) => c.resetsIn)));
 }
 

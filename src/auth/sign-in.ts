@@ -10,7 +10,7 @@ import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
 import type { EventType } from "../webhooks/event-types.ts";
 import { IDENTIFIER_INPUT_ERRORS, OTPInvalid, RateLimited, Unauthenticated } from "../errors.ts";
 import { newId, newOrderedId } from "../ids.ts";
-import { lockAccounts } from "../db/locks.ts";
+import { lockAccountAndPartner } from "../db/locks.ts";
 import { claimsForScopes, claimsOf, loadAccount, oidcClaims, userEventData } from "./accounts.ts";
 import { parseIdentifier, type Identifier } from "./identifiers.ts";
 import { signInPlaces } from "./known-places.ts";
@@ -204,11 +204,11 @@ export async function primaryOf(tx: Tx, projectId: string, accountId: string): P
  * unmerge whenever the primary's id sorted first (test/security.sign-in-lock-order.test.ts).
  */
 async function lockedPrimary(tx: Tx, projectId: string, accountId: string, gone: () => Error): Promise<string> {
-  const seen = await tx.account.findFirst({ where: { id: accountId, projectId }, select: { mergedWithId: true } });
-  const partner = seen?.mergedWithId ?? null;
-  const row = (await lockAccounts(tx, projectId, partner ? [accountId, partner] : [accountId])).find((a) => a.id === accountId);
+  const locked = await lockAccountAndPartner(tx, projectId, accountId);
+  const row = locked.find((a) => a.id === accountId);
   if (!row) throw gone();
-  if (row.merged_with_id && row.merged_with_id !== partner) throw new DecideAgain("the account was merged meanwhile");
+  // merged with another while this waited for the lock: that partner is not locked
+  if (row.merged_with_id && !locked.some((a) => a.id === row.merged_with_id)) throw new DecideAgain("the account was merged meanwhile");
   return row.merge_role === "secondary" && row.merged_with_id ? row.merged_with_id : row.id;
 }
 

@@ -16,6 +16,21 @@ export async function lockAccounts(tx: Tx, projectId: string, ids: string[]): Pr
 }
 
 /**
+ * Row-locks an account and its merge partner (as it was read), in id order, in one statement:
+ * what lockAccounts would lock for the pair, without a round trip to read the partner first.
+ * The partner read in the sub-select is not locked by it; the caller checks the account's
+ * partner under the lock against the rows returned.
+ */
+export async function lockAccountAndPartner(tx: Tx, projectId: string, id: string): Promise<LockedAccount[]> {
+  return tx.$queryRaw<LockedAccount[]>`
+    SELECT id, project_id, merged_with_id, merge_role::text AS merge_role
+    FROM accounts
+    WHERE project_id = ${projectId}
+      AND id = ANY (ARRAY[${id}, (SELECT p.merged_with_id FROM accounts p WHERE p.id = ${id} AND p.project_id = ${projectId})])
+    ORDER BY id FOR UPDATE`;
+}
+
+/**
  * Row-locks a project: what a project may hold only so many of (webhooks, src/webhooks/
  * service.ts) is counted and added under it, so two adds at once cannot both take the last place.
  */
