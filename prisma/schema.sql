@@ -505,6 +505,8 @@ CREATE UNIQUE INDEX api_keys_key_hash_key ON public.api_keys USING btree (key_ha
 
 CREATE UNIQUE INDEX deliveries_event_id_webhook_id_key ON public.deliveries USING btree (event_id, webhook_id);
 
+CREATE INDEX deliveries_failed_idx ON public.deliveries USING btree (webhook_id, created_at, id) WHERE (status = 'failed'::public.delivery_status);
+
 CREATE INDEX deliveries_pending_created_idx ON public.deliveries USING btree (webhook_id, created_at) WITH (deduplicate_items=off) WHERE (status = 'pending'::public.delivery_status);
 
 CREATE INDEX deliveries_webhook_due_idx ON public.deliveries USING btree (webhook_id, next_attempt_at) WITH (deduplicate_items=off) WHERE (status = 'pending'::public.delivery_status);
