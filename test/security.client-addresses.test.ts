@@ -20,6 +20,10 @@ describe("a forwarded hop as a client address", () => {
     ["::ffff:203.0.113.5", "203.0.113.5"],
     ["::FFFF:203.0.113.5", "203.0.113.5"],
     ["::ffff:0:203.0.113.5", "::ffff:0:203.0.113.5"], // SIIT: an address, grouped as its IPv4 one below
+    // a zone names the interface of the machine that saw the address: any word after the % was taken
+    ["fe80::1%eth0", "fe80::1"],
+    ["fe80::1%call-1-900-555-0100-to-cancel", "fe80::1"],
+    ["[fe80::1%call-1-900-555-0100]:443", "fe80::1"],
   ])("%s is %s", (hop, address) => {
     expect(normalize(hop)).toBe(address);
   });

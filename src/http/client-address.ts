@@ -38,8 +38,13 @@ export function clientAddressResolver(trustedProxies: string[]) {
  * place (31st review); it stays whole, and its group is the IPv4 address (rate-limit.ts).
  */
 export function normalize(hop: string): string {
-  const bare = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(hop)?.[1] ?? /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(hop)?.[1] ?? hop;
-  if (!isIP(bare)) return UNPARSED;
+  const spelled = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(hop)?.[1] ?? /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(hop)?.[1] ?? hop;
+  if (!isIP(spelled)) return UNPARSED;
+  // An IPv6 zone (`fe80::1%eth0`) names an interface of the machine that saw the address, no
+  // part of the client: Node's isIP takes any word of any length after the `%`, and a hop a
+  // client wrote itself ("fe80::1%call-1-900-…") went, as its address, into the "From:" of the
+  // security notices sent to others (docs/security.md, "Client addresses and trusted proxies").
+  const bare = spelled.replace(/%.*$/s, "");
   const mapped = /^::ffff:(.+)$/i.exec(bare)?.[1];
   return mapped && isIPv4(mapped) ? mapped : bare;
 }
