@@ -25,11 +25,25 @@ export type AccountChange =
 const cap = (s: string) => s[0].toUpperCase() + s.slice(1);
 const noun = (i: Identifier) => (i.kind === "email" ? "an e-mail address" : i.kind === "phone" ? "a phone number" : "a sign-in with another service");
 
-/** An identifier as a notice shows it: masked, and an external one by its provider's address only. */
+/**
+ * An identifier as a notice shows it: masked, and an external one by its provider's host name
+ * only. The issuer whole (up to 2,048 characters, its path any text) went into the notice
+ * twice: a single text of some 4,000 characters (60 paid SMS segments) where a gathered one
+ * keeps within MAX_GATHERED_LENGTH, and the path's words told to the account's owner under the
+ * service's name (docs/external-identities.md, "Removing and unmerging").
+ */
 function shown(i: Identifier): string {
   if (isContact(i)) return maskIdentifier(i);
   const { issuer } = externalParts(i.value);
-  return `an account at ${issuer.replace(/^https?:\/\//, "")}`;
+  let host: string;
+  try {
+    host = new URL(issuer).host;
+  } catch {
+    // stored issuers are URLs; anything else is named by what stands where a host would
+    host = issuer.replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").split(/[/?#]/)[0];
+  }
+  // a DNS name has at most 253 characters; a URL's host is not held to that
+  return `an account at ${host.slice(0, 253) || "another service"}`;
 }
 
 function describe(change: AccountChange): { subject: string; what: string; undo: string } {
