@@ -30,3 +30,35 @@ export function note(io: Io, text: string): void {
 
 /** Dates in tables: ISO 8601 to the second, UTC. */
 export const when = (d: Date | null | undefined): string => (d ? d.toISOString().replace(/\.\d{3}Z$/, "Z") : "");
+
+/**
+ * A URL as lists show it: scheme, host, port and path, with every query value, a fragment and any
+ * user or password replaced by `***`. Receivers that cannot check a signature often take a token
+ * in the query (https://x.example/hook?token=…), and `webhooks list` printed it whole to anyone
+ * reading a terminal, a pasted ticket or a CI log; docs/cli.md says secrets are never shown.
+ * Parameter names stay, so URLs can still be told apart. A token in the path is not recognisable
+ * as one and stays (docs/cli.md, `webhooks list`).
+ */
+export function maskedUrl(raw: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return "(an unparseable URL)";
+  }
+  const userinfo = u.username || u.password ? "***@" : "";
+  // each `name=value` keeps its name; a part without `=` may be the token itself (`?abc123`)
+  const query = u.search
+    ? `?${u.search
+        .slice(1)
+        .split("&")
+        .map((part) => {
+          const eq = part.indexOf("=");
+          if (eq < 0) return part ? "***" : part;
+          return eq === part.length - 1 ? part : `${part.slice(0, eq)}=***`;
+        })
+        .join("&")}`
+    : "";
+  const hash = u.hash ? "#***" : "";
+  return `${u.protocol}//${userinfo}${u.host}${u.pathname}${query}${hash}`;
+}

@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { idOf } from "../args.ts";
 import { withDatabase } from "../database.ts";
-import { emit, table, when, type Io } from "../output.ts";
+import { emit, maskedUrl, table, when, type Io } from "../output.ts";
 
 // Never the sealed secrets.
 const shown = { id: true, projectId: true, url: true, events: true, description: true, enabled: true, disabledReason: true, createdAt: true } as const;
@@ -18,8 +18,11 @@ export function registerWebhooks(program: Command, io: Io): void {
     .option("--project <id>", "only this project's webhooks", idOf("prj"))
     .option("--json", "print JSON")
     .action(async (opts: { project?: string; json?: boolean }) => {
-      const rows: WebhookRow[] = await withDatabase(io.env, (db) =>
-        db.prisma.webhook.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] }),
+      const rows: WebhookRow[] = await withDatabase(io.env, async (db) =>
+        (await db.prisma.webhook.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] })).map(
+          // a receiver's token in the query string is a credential like the secret (maskedUrl)
+          (w) => ({ ...w, url: maskedUrl(w.url) }),
+        ),
       );
       emit(io, !!opts.json, rows, () =>
         table<WebhookRow>(
