@@ -73,24 +73,29 @@ export function inRequest<T>(requestId: string, fn: () => Promise<T>): Promise<T
   return requestScope.run({ requestId }, fn);
 }
 
+/** Fields that carry a credential, by name (docs/security.md, "Logs"). */
+const SECRET_FIELDS = ["secret", "otp", "access_token", "id_token", "apiKey"];
+/** Headers that carry a credential, as Node and fetch name them (lower case) and as people write them. */
+const SECRET_HEADERS = ["authorization", "Authorization", "x-api-key", "X-API-Key", "x-admin-token", "X-Admin-Token"];
+
+/**
+ * Where those are redacted: a field of the logged object itself (`log.info({ secret })` puts it
+ * at the top of the line) or of an object in it (`{ err }`, `{ input }`), and a header of
+ * `headers` or `req.headers` at either place. Only `*.secret` and `req.headers` were listed, and
+ * pino's `*.` matches one level down only: `{ secret }`, `{ otp }` and `{ headers }` were
+ * written in the clear.
+ */
+const REDACTED_PATHS = [
+  ...SECRET_FIELDS.flatMap((f) => [f, `*.${f}`]),
+  ...SECRET_HEADERS.flatMap((h) => [`headers["${h}"]`, `*.headers["${h}"]`]),
+];
+
 export function createLogger(level = "info", destination: DestinationStream = stdioDestination()): Logger {
   return pino(
     {
       level,
       mixin: () => requestScope.getStore() ?? {},
-      redact: {
-        paths: [
-          "req.headers.authorization",
-          "req.headers['x-api-key']",
-          "req.headers['x-admin-token']",
-          "*.secret",
-          "*.otp",
-          "*.access_token",
-          "*.id_token",
-          "*.apiKey",
-        ],
-        censor: "[redacted]",
-      },
+      redact: { paths: REDACTED_PATHS, censor: "[redacted]" },
     },
     destination,
   );
