@@ -10,7 +10,7 @@ import { credentialError } from "./context.ts";
 
 type MaskError = NonNullable<Exclude<YogaServerOptions<object, object>["maskedErrors"], boolean | undefined>["maskError"]>;
 
-export const maskError: MaskError = (error, message, isDev) => {
+export const maskError: MaskError = (error, message) => {
   const original = (error as { originalError?: unknown } | undefined)?.originalError;
   if (original instanceof ServiceUnavailable) return serviceUnavailable(error, original);
   if (isConnectionFailure(error)) return serviceUnavailable(error, new ServiceUnavailable());
@@ -30,7 +30,10 @@ export const maskError: MaskError = (error, message, isDev) => {
   // Pothos's own argument checks (a negative `first` or `last`, before src/graphql/pages.ts
   // sees them): shown as they are, they carried no code
   if (original instanceof PothosValidationError) return replaced(error, original.message, { code: "BAD_USER_INPUT" });
-  return yogaMaskError(error, message, isDev);
+  // Never yoga's development mode (`isDev`, true whenever NODE_ENV is `development`), which
+  // answered the fault's message and stack (extensions.originalError) to any caller: unexpected
+  // errors are logged and answered masked (docs/security.md, "Logs"), as REST answers them.
+  return yogaMaskError(error, message, false);
 };
 
 /**
