@@ -8,10 +8,9 @@ import { signInIdentifiers } from "../src/auth/change-notices.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { seedPopulation } from "./support/population.ts";
+import { withTableReads } from "./support/table-reads.ts";
 
 const OTHER_ACCOUNTS = 3_000;
-
-type TableReads = { seq_scan: number; rows_read: number };
 
 describe.each(backends)("the identifiers that sign into an account, on %s", (backend) => {
   let db: TestDatabase;
@@ -45,21 +44,8 @@ describe.each(backends)("the identifiers that sign into an account, on %s", (bac
 
   /** The identifiers signInIdentifiers returns, and what the call read from the identifiers table. */
   async function readWithCounts(accountId: string) {
-    return db.prisma.$transaction(async (tx) => {
-      // The backend's counts not yet flushed to the shared statistics, this transaction's
-      // included (earlier ones may still be in them): read before and after the call.
-      const counts = async () =>
-        (
-          await tx.$queryRaw<TableReads[]>`
-            SELECT coalesce(seq_scan, 0)::int AS seq_scan, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int AS rows_read
-            FROM pg_stat_xact_user_tables WHERE relname = 'identifiers'`
-        )[0];
-      const before = await counts();
-      const ids = await signInIdentifiers(tx, accountId);
-      const after = await counts();
-      const reads = { seq_scan: after.seq_scan - before.seq_scan, rows_read: after.rows_read - before.rows_read };
-      return { values: ids.map((i) => `${i.kind}:${i.value}`).sort(), reads };
-    });
+    const { result, reads } = await withTableReads(db, "identifiers", (tx) => signInIdentifiers(tx, accountId));
+    return { values: result.map((i) => `${i.kind}:${i.value}`).sort(), reads };
   }
 
   it("a primary's are its own, its attached ones and its secondary's; nobody else's", async () => {

@@ -11,10 +11,9 @@ import type { Deps, UserActor } from "../src/deps.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
 import { seedPopulation } from "./support/population.ts";
+import { withTableReads } from "./support/table-reads.ts";
 
 const OTHER_ACCOUNTS = 3_000;
-
-type TableReads = { seq_scan: number; rows_read: number };
 
 describe.each(backends)("listing the passkeys that sign into an account, on %s", (backend) => {
   let db: TestDatabase;
@@ -62,19 +61,8 @@ describe.each(backends)("listing the passkeys that sign into an account, on %s",
   /** What listPasskeys returns for `accountId`'s user, and what the call read from the passkeys table. */
   async function listWithCounts(accountId: string) {
     const actor: UserActor = { projectId, keyKind: "publishable", clientAddress: "192.0.2.1", user: { accountId, sessionId: "ses_x", authTime: new Date(), authAgeMs: 0 } };
-    return db.prisma.$transaction(async (tx) => {
-      const counts = async () =>
-        (
-          await tx.$queryRaw<TableReads[]>`
-            SELECT coalesce(seq_scan, 0)::int AS seq_scan, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int AS rows_read
-            FROM pg_stat_xact_user_tables WHERE relname = 'passkeys'`
-        )[0];
-      const before = await counts();
-      const { own, mergedSecondary } = await listPasskeys({ prisma: tx } as unknown as Deps, actor);
-      const after = await counts();
-      const reads = { seq_scan: after.seq_scan - before.seq_scan, rows_read: after.rows_read - before.rows_read };
-      return { own: own.map((p) => p.id), mergedSecondary: mergedSecondary.map((p) => p.id), reads };
-    });
+    const { result, reads } = await withTableReads(db, "passkeys", (tx) => listPasskeys({ prisma: tx } as unknown as Deps, actor));
+    return { own: result.own.map((p) => p.id), mergedSecondary: result.mergedSecondary.map((p) => p.id), reads };
   }
 
   it("a primary's are its own and its secondary's, read through those two accounts alone", async () => {

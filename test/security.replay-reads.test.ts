@@ -2,21 +2,19 @@
 // replay`) reads its failed deliveries, not its log. It used to walk every delivery of the
 // webhook since the given time to find the few that failed: 85 to 200 ms a call on Postgres
 // with 300,000 delivered, 30 of them in one GraphQL request, as often as a secret key asked, and
-// every call after the first had nothing to replay. Counted from the table's statistics of the
-// transaction itself, so the test does not depend on time (as
-// test/security.passkey-list-reads.test.ts counts the passkeys a list reads).
+// every call after the first had nothing to replay. Counted from the table's statistics
+// (test/support/table-reads.ts), so the test does not depend on time.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KeyActor } from "../src/deps.ts";
 import { countReplayable, replayFailed } from "../src/delivery/redelivery.ts";
 import { newId } from "../src/ids.ts";
 import { keyActor } from "./support/actors.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { withTableReads } from "./support/table-reads.ts";
 
 const DELIVERED = 3_000;
 const FAILED = 5;
 const EPOCH = new Date(0);
-
-type TableReads = { seq_scan: number; rows_read: number };
 
 describe.each(backends)("replaying a webhook's failed deliveries, on %s", (backend) => {
   let db: TestDatabase;
@@ -48,20 +46,7 @@ describe.each(backends)("replaying a webhook's failed deliveries, on %s", (backe
   });
 
   /** What `call` returns, and what it read from the deliveries table. */
-  async function withReads<T>(call: (tx: TestDatabase) => Promise<T>): Promise<{ result: T; reads: TableReads }> {
-    return db.prisma.$transaction(async (tx) => {
-      const counts = async () =>
-        (
-          await tx.$queryRaw<TableReads[]>`
-            SELECT coalesce(seq_scan, 0)::int AS seq_scan, (coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int AS rows_read
-            FROM pg_stat_xact_user_tables WHERE relname = 'deliveries'`
-        )[0];
-      const before = await counts();
-      const result = await call({ ...db, prisma: tx } as unknown as TestDatabase);
-      const after = await counts();
-      return { result, reads: { seq_scan: after.seq_scan - before.seq_scan, rows_read: after.rows_read - before.rows_read } };
-    });
-  }
+  const withReads = <T>(call: (tx: TestDatabase) => Promise<T>) => withTableReads(db, "deliveries", (tx) => call({ ...db, prisma: tx } as unknown as TestDatabase));
 
   it("counts what a replay would send by reading the failed deliveries alone", async () => {
     const { result, reads } = await withReads((tx) => countReplayable(tx, { projectId, webhookId, since: EPOCH }));
