@@ -48,7 +48,7 @@ export async function updateProfile(deps: Deps, actor: UserActor, input: { name:
 }
 
 /**
- * Deletes the signed-in account with its identifiers and sessions. A merged account must be
+ * Deletes the signed-in account with its identifiers, passkeys, sessions and the apps it allowed. A merged account must be
  * unmerged first: deleting a primary would silently strand or take its secondary with it.
  */
 export async function deleteAccount(deps: Deps, actor: UserActor) {
@@ -62,6 +62,11 @@ export async function deleteAccount(deps: Deps, actor: UserActor) {
     if (!account) throw new Unauthenticated("this account no longer exists");
     if (account.mergedWithId) throw new AccountMerged();
     await tx.account.delete({ where: { id: account.id } });
+    // The apps the user allowed on the consent page go with the account: oauth_consents has no
+    // foreign key to it and nothing else removes a consent but its client's deletion, so each
+    // outlived the account for good (docs/oidc.md: remembered until withdrawn, the client
+    // deleted, or the account deleted). What the apps hold ends with the sessions (docs/oidc.md).
+    await tx.oAuthConsent.deleteMany({ where: { accountId: account.id, projectId } });
     await enqueue(tx, { projectId, eventType: "user.deleted", data: { user: userObject(account, "deleted") } });
   });
   return { deleted: true };
