@@ -147,14 +147,16 @@ async function deleteBatch(db: Db, table: Table, h: Horizon): Promise<number> {
  * Events go with a mark, in the same statement: per project, the highest seq removed
  * (event_retention). The events pull refuses a cursor below the mark, because events after it
  * are gone, and accepts one at or above it, so a quiet project's reader whose last event aged
- * out is not told to start over.
+ * out is not told to start over. Test events (sendTestWebhook) are never pulled, so removing
+ * one loses a reader nothing and moves no mark: counted, a test event sent after a caught-up
+ * reader's last event expired its cursor when it aged out (docs/operations.md).
  */
 async function deleteEvents(db: Db, pick: Prisma.Sql): Promise<number> {
   const rows = await db.$queryRaw<{ n: number }[]>`
-    WITH gone AS (DELETE FROM outbox_events WHERE id IN (${pick}) RETURNING project_id, seq),
+    WITH gone AS (DELETE FROM outbox_events WHERE id IN (${pick}) RETURNING project_id, seq, test),
      marked AS (
        INSERT INTO event_retention (project_id, swept_seq, swept_at)
-       SELECT project_id, max(seq), now() FROM gone GROUP BY project_id
+       SELECT project_id, max(seq), now() FROM gone WHERE NOT test GROUP BY project_id
        ON CONFLICT (project_id) DO UPDATE
          SET swept_seq = greatest(event_retention.swept_seq, excluded.swept_seq), swept_at = excluded.swept_at
      )
