@@ -1,11 +1,10 @@
 // `npm start`: builds the app, listens, runs the delivery worker unless LINKGATE_WORKER=0,
 // and drains on SIGTERM/SIGINT within LINKGATE_SHUTDOWN_TIMEOUT_MS (see lifecycle.ts).
-import { serve } from "@hono/node-server";
-import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { buildApp } from "./app.ts";
 import type { FirstProject } from "./auth/projects.ts";
 import { claimIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
-import { answerBeforeTheApp, answerHalfClosedClients, closeConnectionsWhenDraining, serverOptions, stopAccepting } from "./http/server.ts";
+import { answerBeforeTheApp, answerHalfClosedClients, closeConnectionsWhenDraining, createAppServer, stopAccepting } from "./http/server.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { databaseFault, die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
@@ -20,11 +19,13 @@ if (app.createdKeys) console.log(firstStartKeys(app.createdKeys, app.deps.db.kin
 
 const worker = config.worker ? await import("./delivery/worker.ts").then((m) => m.startWorker({ db: app.deps.db, config, masterKey: app.deps.master, logger })) : null;
 
-const server = serve({ fetch: (req, env) => app.fetch(req, env), port: config.port, hostname: config.host, serverOptions: serverOptions() }, (info) => {
+const server = createAppServer((req, env) => app.fetch(req, env), { hostname: config.host, logger });
+server.listen(config.port, config.host, () => {
   server.off("error", onListenFault);
+  const info = server.address() as AddressInfo;
   const pages = ["sign-in at /login", "dashboard at /dashboard", ...(config.graphiql ? ["GraphiQL at /graphql"] : [])];
   logger.info({ port: info.port, host: config.host, database: app.deps.db.kind, worker: !!worker }, `linkgate listening on ${localUrl(config.host, info.port)} (${pages.join(", ")})`);
-}) as Server;
+});
 // said at start, not by the first user whose code never comes (the start does not wait for it)
 void app.deps.messenger.check().then((fault) => {
   if (fault === undefined) return;

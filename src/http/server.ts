@@ -1,7 +1,8 @@
 // What the Node HTTP server answers before a request reaches the app (docs/rest.md,
 // "Conventions"): the app's own answers go through src/app.ts, these through Node's server events.
+import { getRequestListener, RequestError } from "@hono/node-server";
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage, Server, ServerOptions, ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerOptions, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { ERRORS } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -20,6 +21,16 @@ export const DEADLINES: Deadlines = { requestMs: 30_000, headersMs: 20_000, chec
 /** The server's options for these deadlines: Node reads them only when the server is made. */
 export function serverOptions(deadlines: Deadlines = DEADLINES): ServerOptions {
   return { requestTimeout: deadlines.requestMs, headersTimeout: deadlines.headersMs, connectionsCheckingInterval: deadlines.checkEveryMs };
+}
+
+/**
+ * The app's HTTP server (src/main.ts), made with serverOptions and not yet listening. Made here
+ * rather than by @hono/node-server's `serve`, which takes no errorHandler for the requests it
+ * refuses itself (answerUnreadableRequest).
+ */
+export function createAppServer(fetch: (req: Request, env: unknown) => Promise<Response>, opts: { hostname?: string; logger: Logger; deadlines?: Deadlines }): Server {
+  const listener = getRequestListener(fetch, { hostname: opts.hostname, errorHandler: answerUnreadableRequest(opts.logger) });
+  return createServer(serverOptions(opts.deadlines), listener);
 }
 
 /** The server's own answers, on a server made with serverOptions (src/main.ts). */
@@ -122,4 +133,27 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: L
     `HTTP/1.1 ${status} Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
       `Cache-Control: no-store\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
   );
+}
+
+/**
+ * The errorHandler of createAppServer's listener. @hono/node-server refuses, before the app, a request it
+ * cannot make a URL of: a Host header that is no host (`Host: a b`, a port over 65535), a
+ * backslash in the path, `GET *`, an absolute target of another scheme. It answered a bare
+ * `400` with no body and no request id, and logged nothing, where every refused request is
+ * answered in the error shape with an `X-Request-Id` and logged (docs/rest.md, "Conventions").
+ * Anything else reaching here is unexpected: the masked 500, logged.
+ */
+export function answerUnreadableRequest(logger: Logger): (err: unknown) => Response {
+  return (err) => {
+    const requestId = randomUUID();
+    const refused = err instanceof RequestError;
+    const status = refused ? ERRORS.InvalidRequest.status : 500;
+    const body = refused
+      ? errorBody("InvalidRequest", `the request's target or Host header is not valid (${err.message})`)
+      : errorBody("InternalError", "something went wrong on our side; the request id is in X-Request-Id");
+    if (refused) logger.info({ requestId, status, reason: err.message }, "request refused before the app");
+    else logger.error({ requestId, err }, "unexpected error");
+    // any body it has is never read: the connection cannot carry another request
+    return Response.json(body, { status, headers: { "Cache-Control": "no-store", "X-Request-Id": requestId, Connection: "close" } });
+  };
 }
