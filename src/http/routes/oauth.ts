@@ -17,7 +17,7 @@ import { foreignResource } from "../../oidc/token-request.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { jsonBody, readBody, str } from "../body.ts";
 import { DomainError, RateLimited } from "../../errors.ts";
-import { connectionHeaders, statusOf } from "../errors.ts";
+import { connectionHeaders, notFound, statusOf } from "../errors.ts";
 import type { AppEnv } from "../env.ts";
 
 type C = Context<AppEnv>;
@@ -138,6 +138,9 @@ async function handOver(c: C, provider: Provider, request: Request): Promise<Res
   const handled = oidcRequest.run(context, () => provider.callback()(req, res));
   handled.catch((err: unknown) => c.get("log").error({ err }, "OpenID Connect provider failed"));
   const response = await toFetchResponse(res);
+  // A method or path oidc-provider has no route for (GET /oauth/token, POST /oauth/logout/success)
+  // was Koa's bare text "Not Found"; it is the API's 404 like any other (docs/rest.md).
+  if (response.status === 404 && !(context.koa as ServedContext | undefined)?.oidc) return notFound(c, `no route for ${c.req.method} ${c.req.path}`);
   if (!response.headers.get("content-type")?.startsWith("text/html")) return response;
   return securePage(response, context.koa as ServedContext | undefined);
 }
