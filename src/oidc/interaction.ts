@@ -105,8 +105,7 @@ export async function answerConsent(deps: Deps, provider: Provider, http: Intera
   if (!pending) throw new InvalidRequest("sign in first");
   if (!allow) {
     await endSessions(deps.prisma, { id: pending.sessionId });
-    const redirectTo = await provider.interactionResult(http.req, http.res, { error: "access_denied", error_description: "the user did not allow access" });
-    return { redirectTo };
+    return { redirectTo: resumePath(await provider.interactionResult(http.req, http.res, { error: "access_denied", error_description: "the user did not allow access" })) };
   }
   const scopes = requestedScopes(details);
   const projectId = projectOf(client);
@@ -142,7 +141,20 @@ async function finish(deps: Deps, provider: Provider, http: InteractionHttp, cli
     login: { accountId: user.accountId, amr: [session.authMethod], ts: Math.floor(session.authTime.getTime() / 1000), remember: true },
     consent: { grantId },
   };
-  return provider.interactionResult(http.req, http.res, result, { mergeWithLastSubmission: false });
+  return resumePath(await provider.interactionResult(http.req, http.res, result, { mergeWithLastSubmission: false }));
+}
+
+/**
+ * Where the page sends the browser to resume the authorization: a path (under the issuer's path),
+ * taken on the host the browser is already on, where the resume cookie is. oidc-provider wrote
+ * an absolute URL on the authorization request's Host header, which any client may set: the
+ * answer named whatever host it was sent (`Host: evil.example`), not LINKGATE_ISSUER
+ * (docs/operations.md, "Behind a reverse proxy": paths, or URLs under the issuer).
+ */
+function resumePath(url: string): string {
+  const { pathname, search } = new URL(url);
+  // one leading slash: "//…" would be another host's address
+  return `/${pathname.replace(/^\/+/, "")}${search}`;
 }
 
 async function consentRemembered(deps: Deps, accountId: string, clientId: string, scopes: string[]): Promise<boolean> {
