@@ -59,4 +59,12 @@ describe.each(backends)("a Host header of the client's choosing, on %s", (backen
     expect(redirectTo).not.toContain("evil.example");
     expect(redirectTo).toMatch(new RegExp(`^/oauth/authorize/${uid}$`));
   });
+
+  it("the sign-out page posts its form to this host", async () => {
+    const res = await asSentTo("evil.example", `${ISSUER}/oauth/logout`);
+    expect(res.status).toBe(200);
+    const html = await res.text();
+    const action = /<form id="op\.logoutForm" method="post" action="([^"]+)"/.exec(html)?.[1];
+    expect(action, html).toBe("/oauth/logout/confirm");
+  });
 });

@@ -113,11 +113,18 @@ export function logoutForm(action: string, xsrf: string): string {
   return `<form id="op.logoutForm" method="post" action="${escape(action)}"><input type="hidden" name="xsrf" value="${escape(xsrf)}"/></form>`;
 }
 
-/** `form` is oidc-provider's own form (with its CSRF token); the buttons submit it, no script. */
+/**
+ * `form` is oidc-provider's own form (with its CSRF token); the buttons submit it, no script. Its
+ * action is made a path: oidc-provider writes it on the request's Host header, which any client
+ * may set, and a page sent with `Host: evil.example` posted the sign-out there (docs/security.md,
+ * "Client addresses and trusted proxies").
+ */
 export function logoutPage(form: string): string {
+  // one leading slash: "//…" would be another host's address
+  const onThisHost = form.replace(/(<form\b[^>]*\baction=")[a-z][a-z0-9+.-]*:\/\/[^/"]*\/*/i, "$1/");
   return page(
     "Sign out",
-    `${form}<h1>Sign out?</h1><p>This ends your session with this service and with the app that sent you here.</p>
+    `${onThisHost}<h1>Sign out?</h1><p>This ends your session with this service and with the app that sent you here.</p>
 <button type="submit" form="op.logoutForm" name="logout" value="yes" autofocus>Sign out</button>
 <button type="submit" form="op.logoutForm">Stay signed in</button>`,
   );
