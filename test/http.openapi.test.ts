@@ -655,6 +655,12 @@ describe("the reference page at /docs", () => {
     const gz = await get(bundle, { "accept-encoding": "gzip" });
     expect(gz.headers.get("content-encoding")).toBe("gzip");
     expect(gz.headers.get("cache-control")).toContain("immutable");
+    // by the header's weights: q=0 refuses gzip, the preferred coding wins
+    for (const [header, gzipped] of [["br, gzip;q=0.5", true], ["gzip;q=0", false], ["gzip;q=0.2, identity", false], ["identity", false]] as const) {
+      const res = await get(bundle, { "accept-encoding": header });
+      expect(res.headers.get("content-encoding"), header).toBe(gzipped ? "gzip" : null);
+      if (!gzipped) expect((await res.text()).length, header).toBeGreaterThan(100_000);
+    }
     const base = bundle.slice(0, bundle.lastIndexOf("/") + 1);
     for (const other of ["package.json", "index.html", "swagger-initializer.js", "..%2F..%2Fpackage.json"]) expect((await get(base + other)).status, other).toBe(404);
   });

@@ -2,6 +2,7 @@
 // split into safe segments or refused, types come from one table, and every response carries
 // the pages' strict security headers.
 import type { Context } from "hono";
+import { accepts } from "hono/accepts";
 import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import { notFound } from "./errors.ts";
@@ -13,6 +14,15 @@ import { notFound } from "./errors.ts";
  */
 export function notBuilt(what: string, script: string): string {
   return `${what} not built. Run \`npm run ${script}\` (npm install runs it; an install with --omit=dev cannot, having no vite: install with dev dependencies, build, then \`npm prune --omit=dev\`), then reload.\n`;
+}
+
+/**
+ * Whether the client takes a gzipped body, by its Accept-Encoding's weights: `gzip;q=0` says it
+ * does not (a search for the word "gzip" sent it gzip anyway). A bare `*` is answered
+ * uncompressed: every browser names gzip.
+ */
+export function acceptsGzip(c: Context): boolean {
+  return accepts(c, { header: "Accept-Encoding", supports: ["gzip", "identity"], default: "identity" }) === "gzip";
 }
 
 export const CONTENT_TYPES: Record<string, string> = {

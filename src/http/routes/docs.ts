@@ -11,7 +11,7 @@ import { gzip } from "node:zlib";
 import type { AppEnv } from "../env.ts";
 import { notFound } from "../errors.ts";
 import { openApiDocument } from "../openapi.ts";
-import { PAGE_SECURITY_HEADERS, underPrefix } from "../static-files.ts";
+import { acceptsGzip, PAGE_SECURITY_HEADERS, underPrefix } from "../static-files.ts";
 
 const require = createRequire(import.meta.url);
 const SWAGGER_DIR = path.dirname(require.resolve("swagger-ui-dist/package.json"));
@@ -84,7 +84,7 @@ function loadAsset(file: string, gz: boolean): Promise<Asset> {
 
 async function sendAsset(c: Context<AppEnv>, file: string, type: string, cacheControl: string) {
   // Source maps and images gain nothing from gzip.
-  const gz = (type === JS || type === CSS) && /\bgzip\b/.test(c.req.header("accept-encoding") ?? "");
+  const gz = (type === JS || type === CSS) && acceptsGzip(c);
   const asset = await loadAsset(file, gz);
   return c.body(gz ? asset.gzipped! : asset.body, 200, {
     "content-type": type,

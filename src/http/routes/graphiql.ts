@@ -6,6 +6,7 @@ import type { Config } from "../../config.ts";
 import { GRAPHIQL_ASSET_BASE, GRAPHIQL_HEADERS, graphiqlAsset } from "../graphiql-assets.ts";
 import type { AppEnv } from "../env.ts";
 import { notFound } from "../errors.ts";
+import { acceptsGzip } from "../static-files.ts";
 
 export function graphiqlRoutes(config: Config) {
   const r = new Hono<AppEnv>();
@@ -13,7 +14,7 @@ export function graphiqlRoutes(config: Config) {
   r.get(`${GRAPHIQL_ASSET_BASE}:file`, async (c) => {
     const asset = await graphiqlAsset(c.req.param("file") ?? "");
     if (!asset) return notFound(c, `no route for GET ${c.req.path}`);
-    const gzip = /\bgzip\b/.test(c.req.header("accept-encoding") ?? "");
+    const gzip = acceptsGzip(c);
     return c.body(gzip ? asset.gzipped : asset.body, 200, {
       "content-type": asset.type,
       "cache-control": "public, max-age=31536000, immutable",
