@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { buildApp } from "./app.ts";
 import type { FirstProject } from "./auth/projects.ts";
 import { claimIssuer, IssuerNotShared, type IssuerClaim } from "./auth/issuer.ts";
-import { answerBeforeTheApp, answerHalfClosedClients, closeConnectionsWhenDraining, createAppServer, stopAccepting } from "./http/server.ts";
+import { answerHalfClosedClients, closeConnectionsWhenDraining, createAppServer, stopAccepting } from "./http/server.ts";
 import { defaultIssuer, localUrl, type Config } from "./config.ts";
 import { databaseFault, die, ensureDatabaseReachable, ensurePortFree, listenFault, loadConfigOrDie, orDie, stopOnSignals } from "./lifecycle.ts";
 
@@ -32,7 +32,6 @@ void app.deps.messenger.check().then((fault) => {
   if (fault) logger.warn({ fault }, "e-mails cannot be sent: the SMTP server (SMTP_URL) could not be reached, refused linkgate's login or its TLS failed; codes by e-mail will fail until it is fixed");
   else logger.info("the SMTP server (SMTP_URL) answered the start's check");
 });
-answerBeforeTheApp(server, logger);
 answerHalfClosedClients(server);
 const closeConnections = closeConnectionsWhenDraining(server);
 // A port already taken (or not ours to bind) is said in one line, after everything started is

@@ -2,33 +2,25 @@
 // the path, `GET *`) never reach the app: they are answered in the error shape with a request id,
 // and logged, as every refused request is (docs/rest.md, "Conventions"), not with a bare 400.
 // HTTP-level behaviour, the same on both backends: it runs on PGlite.
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createAppServer } from "../src/http/server.ts";
-import { startHarness, type Harness } from "./support/app.ts";
+import { onSocket, startHarness, type Harness, type Socket } from "./support/app.ts";
 import { converse, lastAnswer } from "./support/raw-http.ts";
 
 describe("requests refused before the app", () => {
   let h: Harness;
-  let server: Server;
-  let port: number;
+  let socket: Socket;
   const logs: Array<Record<string, unknown>> = [];
 
   beforeAll(async () => {
     const sink = new Writable({ write: (chunk, _e, cb) => (logs.push(JSON.parse(String(chunk))), cb()) });
     const logger = pino({ level: "info" }, sink);
     h = await startHarness("pglite", { logger });
-    // as src/main.ts serves
-    server = createAppServer((req, env) => h.app.fetch(req, env), { hostname: "127.0.0.1", logger });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    port = (server.address() as AddressInfo).port;
+    socket = await onSocket(h, { logger });
   });
   afterAll(async () => {
-    server?.closeAllConnections();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    await socket?.close();
     await h?.close();
   });
 
@@ -39,7 +31,7 @@ describe("requests refused before the app", () => {
     ["an asterisk target", "OPTIONS * HTTP/1.1\r\nHost: localhost"],
     ["a POST with a body and a bad Host", `POST /auth/otp/start HTTP/1.1\r\nHost: a b\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`],
   ])("%s is a 400 InvalidRequest in the error shape, with a request id, logged", async (_name, head) => {
-    const answer = lastAnswer(await converse(port, (s) => s.write(`${head.includes("\r\n\r\n") ? head.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n") : `${head}\r\nConnection: close\r\n\r\n`}`)));
+    const answer = lastAnswer(await converse(socket.port, (s) => s.write(`${head.includes("\r\n\r\n") ? head.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n") : `${head}\r\nConnection: close\r\n\r\n`}`)));
     expect(answer.status).toBe(400);
     expect(answer.headers["content-type"]).toMatch(/^application\/json/);
     expect(answer.headers["cache-control"]).toBe("no-store");
@@ -50,7 +42,7 @@ describe("requests refused before the app", () => {
   });
 
   it("a request the server can read is still the app's", async () => {
-    const answer = lastAnswer(await converse(port, (s) => s.write("GET /nowhere HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")));
+    const answer = lastAnswer(await converse(socket.port, (s) => s.write("GET /nowhere HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")));
     expect(answer.status).toBe(404);
     expect(JSON.parse(answer.body)).toMatchObject({ error: "NotFound" });
   });

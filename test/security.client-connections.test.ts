@@ -3,20 +3,16 @@
 // it asks leave to send (Expect: 100-continue) is invited only when it may be read; a request
 // Node's parser refuses, or that outlives its deadline, is answered in the API's error shape with
 // a request id. HTTP-level behaviour, the same on both backends: it runs on PGlite.
-import { serve } from "@hono/node-server";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { answerBeforeTheApp, serverOptions } from "../src/http/server.ts";
-import { startHarness, type Harness } from "./support/app.ts";
+import { onSocket, startHarness, type Harness, type Socket } from "./support/app.ts";
 import { converse, lastAnswer } from "./support/raw-http.ts";
 
 describe("client connections", () => {
   let h: Harness;
-  let server: Server;
+  let socket: Socket;
   let port: number;
   const logs: Array<Record<string, unknown>> = [];
 
@@ -24,17 +20,12 @@ describe("client connections", () => {
     const sink = new Writable({ write: (chunk, _e, cb) => (logs.push(JSON.parse(String(chunk))), cb()) });
     const logger = pino({ level: "info" }, sink);
     h = await startHarness("pglite", { logger });
-    // as src/main.ts serves, with a request deadline a test can wait out
-    const deadlines = { requestMs: 1_500, headersMs: 1_000, checkEveryMs: 250 };
-    server = await new Promise<Server>((resolve) => {
-      const s = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1", serverOptions: serverOptions(deadlines) }, () => resolve(s as Server)) as Server;
-    });
-    answerBeforeTheApp(server, logger, deadlines);
-    port = (server.address() as AddressInfo).port;
+    // with a request deadline a test can wait out
+    socket = await onSocket(h, { logger, deadlines: { requestMs: 1_500, headersMs: 1_000, checkEveryMs: 250 } });
+    port = socket.port;
   });
   afterAll(async () => {
-    server?.closeAllConnections();
-    await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    await socket?.close();
     await h?.close();
   });
 

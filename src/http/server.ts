@@ -24,13 +24,16 @@ export function serverOptions(deadlines: Deadlines = DEADLINES): ServerOptions {
 }
 
 /**
- * The app's HTTP server (src/main.ts), made with serverOptions and not yet listening. Made here
- * rather than by @hono/node-server's `serve`, which takes no errorHandler for the requests it
- * refuses itself (answerUnreadableRequest).
+ * The app's HTTP server (src/main.ts), made with serverOptions, with the server's own answers
+ * (answerBeforeTheApp), and not yet listening. Made here rather than by @hono/node-server's
+ * `serve`, which takes no errorHandler for the requests it refuses itself (answerUnreadableRequest).
  */
 export function createAppServer(fetch: (req: Request, env: unknown) => Promise<Response>, opts: { hostname?: string; logger: Logger; deadlines?: Deadlines }): Server {
+  const deadlines = opts.deadlines ?? DEADLINES;
   const listener = getRequestListener(fetch, { hostname: opts.hostname, errorHandler: answerUnreadableRequest(opts.logger) });
-  return createServer(serverOptions(opts.deadlines), listener);
+  const server = createServer(serverOptions(deadlines), listener);
+  answerBeforeTheApp(server, opts.logger, deadlines);
+  return server;
 }
 
 /** The server's own answers, on a server made with serverOptions (src/main.ts). */

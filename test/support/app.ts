@@ -1,5 +1,4 @@
 // A whole linkgate on a test database with real OTP transports, driven through app.fetch.
-import { serve } from "@hono/node-server";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +9,7 @@ import { print } from "graphql";
 import { buildApp, type App } from "../../src/app.ts";
 import { loadConfig, type Config } from "../../src/config.ts";
 import type { Limits } from "../../src/limits.ts";
+import { createAppServer, type Deadlines } from "../../src/http/server.ts";
 import { createLogger, type Logger } from "../../src/log.ts";
 import { openTestDatabase, type Backend, type TestDatabase } from "./db.ts";
 import { startMailbox, type Mailbox } from "./mailbox.ts";
@@ -149,13 +149,22 @@ export async function harnessOn(db: TestDatabase, opts: HarnessOptions = {}): Pr
 export type Socket = { port: number; origin: string; close(): Promise<void> };
 
 /**
- * The harness's app served on a real socket by @hono/node-server on 127.0.0.1, as production
- * serves it: for what only the adapter does (socket addresses, how a body is framed, the headers
- * it writes). `call` goes around it, straight to the app.
+ * The harness's app on a real socket on 127.0.0.1, served as src/main.ts serves it
+ * (createAppServer): for what only the server does (socket addresses, how a body is framed, the
+ * headers it writes, the requests it answers before the app). `call` goes around it, straight to
+ * the app. `logger` hears the server's own answers; `deadlines` shortens a request's.
  */
-export async function onSocket(h: Harness): Promise<Socket> {
-  const server = serve({ fetch: h.app.fetch, port: 0, hostname: "127.0.0.1" });
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
+export async function onSocket(h: Harness, opts: { logger?: Logger; deadlines?: Deadlines } = {}): Promise<Socket> {
+  const server = createAppServer((req, env) => h.app.fetch(req, env), { hostname: "127.0.0.1", logger: opts.logger ?? createLogger("silent"), deadlines: opts.deadlines });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const port = (server.address() as AddressInfo).port;
-  return { port, origin: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return {
+    port,
+    origin: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }
