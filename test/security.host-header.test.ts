@@ -5,12 +5,9 @@
 // (docs/operations.md: paths, or URLs under the issuer). It is a path now, resolved on the host
 // the browser is on, where the interaction's cookies are.
 import { describe, expect, it } from "vitest";
-import * as client from "openid-client";
 import { harnessFor } from "./support/hooks.ts";
 import { backends } from "./support/db.ts";
-import { registerClient } from "./support/oidc.ts";
-
-const ISSUER = "http://linkgate.test";
+import { authorizationUrl, discover, ORIGIN as ISSUER, registerClient } from "./support/oidc.ts";
 
 describe.each(backends)("a Host header of the client's choosing, on %s", (backend) => {
   const h = harnessFor(backend, { env: { LINKGATE_ISSUER: ISSUER } });
@@ -27,17 +24,7 @@ describe.each(backends)("a Host header of the client's choosing, on %s", (backen
 
   it.each([true, false])("names no other host in the way back to the app (consent allowed: %s)", async (allow) => {
     const app = await registerClient(h, { firstParty: false });
-    const config = await client.discovery(new URL(ISSUER), app.clientId, app.clientSecret!, undefined, {
-      execute: [client.allowInsecureRequests],
-      [client.customFetch]: (url: string, init: RequestInit) => h.app.fetch(new Request(url, init)),
-    } as never);
-    const url = client.buildAuthorizationUrl(config, {
-      redirect_uri: app.redirectUri,
-      scope: "openid email",
-      code_challenge: await client.calculatePKCECodeChallenge(client.randomPKCECodeVerifier()),
-      code_challenge_method: "S256",
-      state: "s",
-    });
+    const { url } = await authorizationUrl(await discover(h, app), app, { scope: "openid email" });
     const host = "evil.example:8443";
     const authorize = await asSentTo(host, url.href);
     expect(authorize.status).toBe(303);
