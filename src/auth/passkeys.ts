@@ -90,12 +90,21 @@ function parseResponse<T>(schema: z.ZodType<T>, raw: unknown): T {
   return parsed.data;
 }
 
+/**
+ * What a challenge this gateway issued looks like: base64url (the library's options give 32
+ * random bytes, 43 characters). The challenge in clientDataJSON is whatever the client wrote; one
+ * with a NUL in it reached the lookup below, which Postgres refuses to compare, and every passkey
+ * ceremony, sign-in included, answered a stranger's made-up response with a 500.
+ */
+const ISSUED_CHALLENGE = /^[A-Za-z0-9_-]{1,512}$/;
+
 /** The challenge the browser signed, read from clientDataJSON (the library checks it again). */
 async function signedChallenge(clientDataJSON: string, type: "webauthn.create" | "webauthn.get"): Promise<string> {
   const { decodeClientDataJSON } = await webauthn();
   try {
     const data = decodeClientDataJSON(clientDataJSON);
     if (data.type !== type || typeof data.challenge !== "string") throw new Error("wrong ceremony");
+    if (!ISSUED_CHALLENGE.test(data.challenge)) throw new Error("never issued");
     return data.challenge;
   } catch {
     throw new PasskeyInvalid("the passkey response is malformed");
