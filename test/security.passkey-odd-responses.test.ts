@@ -2,7 +2,9 @@
 // session): each is refused as `PasskeyInvalid` (docs/authentication.md, "Signing in with a
 // passkey"), never a 500. The challenge in clientDataJSON is the client's word: one with a NUL
 // reached the challenge lookup, which Postgres refuses, in sign-in, re-authentication, an external
-// sign-in's confirmation and registration alike.
+// sign-in's confirmation and registration alike. A registration's credential id is the
+// authenticator's word too: one past the 1023 bytes WebAuthn allows did not fit the unique index
+// on (project_id, credential_id).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -51,4 +53,24 @@ describe.each(backends)("odd passkey responses on %s", (backend) => {
     expect(ok.body.account_id).toBe(user.accountId);
   });
 
+  it("a credential id longer than 1023 bytes is PasskeyInvalid and stores nothing; one of 1023 bytes registers and signs in", async () => {
+    const user = await h.signIn({ email: "long-credential@example.com" });
+    const headers = { ...bearer(user.token), "x-api-key": h.publishableKey };
+    const register = async (bytes: number) => {
+      const auth = new SoftAuthenticator(PASSKEY_ORIGIN);
+      const response = auth.create(await registrationOptions(user.token), { credentialIdBytes: bytes });
+      return { auth, r: await h.call("POST", "/auth/passkey/registration/verify", { body: { response }, headers }) };
+    };
+
+    for (const bytes of [4000, 1024]) {
+      const { r } = await register(bytes);
+      expect({ bytes, status: r.status, error: r.body.error }).toEqual({ bytes, status: 400, error: "PasskeyInvalid" });
+    }
+    expect(await h.db.prisma.passkey.count({ where: { accountId: user.accountId } })).toBe(0);
+
+    const { auth, r } = await register(1023);
+    expect(r.status).toBe(200);
+    const signedIn = await h.call("POST", "/auth/passkey/sign-in/verify", { body: { response: auth.get(await signInOptions()) }, headers: { "x-api-key": h.publishableKey } });
+    expect(signedIn.body.account_id).toBe(user.accountId);
+  });
 });

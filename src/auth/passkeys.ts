@@ -160,6 +160,9 @@ export const REGISTRATION_OPTIONS_PER_ACCOUNT: Limit = { max: 30, windowSeconds:
  */
 export const PASSKEYS_PER_ACCOUNT = 20;
 
+/** The longest credential id a registration takes (WebAuthn §7.1, docs/authentication.md). */
+export const MAX_CREDENTIAL_ID_BYTES = 1023;
+
 const TOO_MANY_PASSKEYS = `an account holds at most ${PASSKEYS_PER_ACCOUNT} passkeys: remove one first`;
 
 export async function startPasskeyRegistration(deps: Deps, actor: UserActor) {
@@ -213,6 +216,10 @@ export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, in
   }).catch(() => null);
   if (!verified?.verified || !verified.registrationInfo) throw new PasskeyInvalid();
   const { credential, credentialDeviceType, credentialBackedUp } = verified.registrationInfo;
+  // WebAuthn §7.1 (Level 3), "verify that the credentialId is ≤ 1023 bytes": the library takes
+  // any length authData declares (up to 65,535), and an attestation of 12 KB carried one the
+  // unique index on (project_id, credential_id) could not hold (2,704 bytes an entry): a 500.
+  if (Buffer.from(credential.id, "base64url").byteLength > MAX_CREDENTIAL_ID_BYTES) throw new PasskeyInvalid("that passkey's credential id is longer than 1023 bytes");
   return transaction(deps.prisma, async (tx) => {
     // a merge (or a deletion) that ended the session while the ceremony ran goes first: a passkey
     // added to a merged secondary would sign in to its primary (24th review)

@@ -34,8 +34,11 @@ function coseKey(publicKey: KeyObject): Uint8Array {
 
 const FLAGS = { UP: 0x01, UV: 0x04, AT: 0x40 };
 
-/** userVerified: false makes an assertion without the UV flag (a security key without a PIN, a skipped prompt). */
-export type Overrides = { origin?: string; rpId?: string; challenge?: string; type?: string; counter?: number; userVerified?: boolean };
+/**
+ * userVerified: false makes an assertion without the UV flag (a security key without a PIN, a skipped prompt).
+ * credentialIdBytes: the length of the credential id a registration creates (16 unless told).
+ */
+export type Overrides = { origin?: string; rpId?: string; challenge?: string; type?: string; counter?: number; userVerified?: boolean; credentialIdBytes?: number };
 
 export class SoftAuthenticator {
   readonly credentials: Credential[] = [];
@@ -45,8 +48,8 @@ export class SoftAuthenticator {
   create(options: any, o: Overrides = {}) {
     const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
     const rpId = o.rpId ?? options.rp.id;
-    const cred: Credential = { id: new Uint8Array(randomBytes(16)), privateKey, cose: coseKey(publicKey), userHandle: options.user.id, counter: 0, rpId };
-    const attested = concat(new Uint8Array(16), new Uint8Array([0, cred.id.length]), cred.id, cred.cose);
+    const cred: Credential = { id: new Uint8Array(randomBytes(o.credentialIdBytes ?? 16)), privateKey, cose: coseKey(publicKey), userHandle: options.user.id, counter: 0, rpId };
+    const attested = concat(new Uint8Array(16), new Uint8Array([cred.id.length >> 8, cred.id.length & 0xff]), cred.id, cred.cose);
     const authData = concat(sha256(rpId), new Uint8Array([FLAGS.UP | FLAGS.UV | FLAGS.AT]), u32(0), attested);
     const attestationObject = isoCBOR.encode(new Map<string, unknown>([["fmt", "none"], ["attStmt", new Map()], ["authData", authData]]) as never);
     const clientData = this.clientData(o.type ?? "webauthn.create", o.challenge ?? options.challenge, o.origin);
