@@ -14,7 +14,7 @@ import { liveSessionSql, endSessions } from "../auth/sessions.ts";
 import { findByClientId } from "./clients.ts";
 import { clientMetadata } from "./client-metadata.ts";
 import { oidcRequest } from "./request-context.ts";
-import { isStorableText } from "../text.ts";
+import { isStorableText, unstorableTextPath } from "../text.ts";
 
 const rowId = (kind: string, id: string) => sha256Hex(`${kind}:${id}`);
 const epoch = (d: Date) => Math.floor(d.getTime() / 1000);
@@ -38,6 +38,15 @@ export function adapterFor(deps: Deps) {
 
     async upsert(id: string, payload: AdapterPayload, expiresIn: number): Promise<void> {
       const { jti: _jti, ...rest } = payload;
+      // What a request says is stored as sent (an authorization's state, nonce, login_hint,
+      // ui_locales; a logout's state): a NUL there (`state=%00`) made Postgres refuse the row,
+      // a 500 for anyone's link. Refused as the request's own error instead: oidc-provider sends
+      // it to the client's redirect URI, or shows its error page (docs/oidc.md, "Errors").
+      const unstorable = unstorableTextPath(rest);
+      if (unstorable !== undefined) {
+        const { errors } = await import("oidc-provider");
+        throw new errors.InvalidRequest(`${unstorable.split(".").pop() || "a parameter"} contains a character that cannot be accepted`);
+      }
       const key = rowId(this.kind, id);
       await deps.prisma.$executeRaw`
         INSERT INTO oidc_payloads (id, kind, payload, grant_id, uid, expires_at)

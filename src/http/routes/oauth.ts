@@ -17,6 +17,7 @@ import { foreignResource } from "../../oidc/token-request.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { jsonBody, readBody, str } from "../body.ts";
 import { DomainError, RateLimited } from "../../errors.ts";
+import { isStorableText } from "../../text.ts";
 import { connectionHeaders, notFound, statusOf } from "../errors.ts";
 import type { AppEnv } from "../env.ts";
 
@@ -102,7 +103,29 @@ async function serveProtocol(c: C): Promise<Response> {
       ...pageSecurityHeaders(),
     });
   }
+  const unstorable = c.req.path === ROUTES.end_session ? unstorableParam(request) : undefined;
+  if (unstorable !== undefined) {
+    return c.html(errorPage("invalid_request", `${unstorable} contains a character that cannot be accepted`, "app"), 400, {
+      "cache-control": "no-store",
+      ...pageSecurityHeaders(),
+    });
+  }
   return handOver(c, await providerFor(c.get("deps")), request);
+}
+
+/**
+ * A logout request's parameter that Postgres cannot store (a NUL: `state=%00`). oidc-provider
+ * keeps the logout's `state` in the browser's session, saved after its own error handling, so the
+ * refused row was a 500, and the storage's refusal (src/oidc/adapter.ts) a bare text answer:
+ * refused here on the error page of docs/oidc.md, "Errors". An authorization's parameters are
+ * refused by the storage, as the request's invalid_request sent back to the client.
+ */
+function unstorableParam(request: Request): string | undefined {
+  for (const [key, value] of new URL(request.url).searchParams) {
+    if (!isStorableText(key)) return "a parameter name";
+    if (!isStorableText(value)) return key;
+  }
+  return undefined;
 }
 
 /**
