@@ -176,6 +176,12 @@ async function offlineAccessAsksConsent(ctx: { path: string; method: string; que
 function features(): Configuration["features"] {
   return {
     devInteractions: { enabled: false },
+    // Tokens are bearer tokens (docs/oidc.md, "Tokens"): the API and userinfo take them as
+    // `Authorization: Bearer` and check no DPoP proof. On (oidc-provider's default), a client that
+    // sent a DPoP proof got `token_type: DPoP` and a `cnf.jkt` it believed bound the token to its
+    // key, while anyone holding the token could use it as a bearer token. Off, the DPoP header
+    // is ignored and the answer says Bearer (RFC 9449 section 5), as discovery lists no DPoP.
+    dPoP: { enabled: false },
     userinfo: { enabled: false },
     introspection: { enabled: false },
     // RFC 7009: a client revokes only its own tokens; another's is answered 200 and left alone
