@@ -50,6 +50,27 @@ describe.each(backends)("OpenID Connect clients on %s", (backend) => {
     expect(res.body.errors[0].extensions.code).toBe("FORBIDDEN");
   });
 
+  // A private-use scheme makes the client a native app, and oidc-provider refuses a native app's
+  // https redirect URI on a loopback host: registered anyway, every authorization of the client
+  // was a 400 page (invalid_client_metadata) and every token request invalid_client_metadata.
+  it("refuses an https loopback redirect URI beside an app's private-use scheme; either alone signs in", async () => {
+    for (const loopback of ["https://localhost/cb", "https://127.0.0.1:8443/cb", "https://[::1]/cb"]) {
+      for (const type of ["PUBLIC", "CONFIDENTIAL"]) {
+        const res = await create({ name: "Native", redirectUris: ["com.example.app:/cb", loopback], type });
+        expect(res.body.data.createOAuthClient, `${type} ${loopback}`).toMatchObject({ __typename: "InvalidRequest", message: expect.stringContaining(loopback) });
+      }
+    }
+    const web = await registerClient(h, { type: "PUBLIC", firstParty: false, redirectUris: ["https://localhost/cb"] });
+    const upd = await h.gql(`mutation($id: ID!) { updateOAuthClient(id: $id, input: { redirectUris: ["https://localhost/cb", "com.example.app:/cb"] }) { __typename } }`, { id: web.id });
+    expect(upd.body.data.updateOAuthClient.__typename).toBe("InvalidRequest");
+    const native = await registerClient(h, { type: "PUBLIC", firstParty: false, redirectUris: ["com.example.app:/cb", "http://127.0.0.1/cb"] });
+    for (const c of [web, native]) {
+      const auth = await authorizationUrl(await discover(h, c), c);
+      const res = await new Agent(h).fetch(`${auth.url.pathname}${auth.url.search}`);
+      expect(res.headers.get("location"), c.redirectUri).toMatch(/^\/oauth\/interaction\//);
+    }
+  });
+
   it("updates, rotates (the old secret stops at once) and deletes", async () => {
     const c = await registerClient(h, { type: "CONFIDENTIAL" });
     const upd = await h.gql(`mutation($id: ID!) { updateOAuthClient(id: $id, input: { name: "Renamed", redirectUris: ["https://app.example/callback", "https://app.example/two"] }) { ... on UpdateOAuthClientPayload { client { name redirectUris } } } }`, { id: c.id });

@@ -11,7 +11,7 @@ export const EXTRA_METADATA = ["project_id", "first_party"];
 const isWebUri = (u: string) => u.startsWith("https:") || u.startsWith("http:");
 
 /** A client with an app's private-use scheme among its redirect URIs is a native client (RFC 8252). */
-const isNative = (redirectUris: readonly string[]) => !redirectUris.every(isWebUri);
+export const isNative = (redirectUris: readonly string[]) => !redirectUris.every(isWebUri);
 
 export function clientMetadata(c: OAuthClient): ClientMetadata {
   return {

@@ -8,6 +8,7 @@ import { safeEqual, sha256Hex } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
 import { InvalidRequest, NotFound } from "../errors.ts";
 import type { OAuthClient } from "../generated/prisma/client.ts";
+import { isNative } from "./client-metadata.ts";
 import { endGrants } from "./grants.ts";
 import { isDisguising } from "../text.ts";
 
@@ -16,6 +17,7 @@ export type ClientInput = { name?: string | null; redirectUris?: readonly string
 export type ClientWithSecret = { client: OAuthClient; clientSecret: string | null };
 
 const MAX_REDIRECT_URIS = 20;
+const LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"];
 const MAX_NAME = 100;
 const NOT_FOUND = "no OAuth client with that id in this project";
 
@@ -62,11 +64,26 @@ export function checkRedirectUris(uris: unknown): string[] {
       throw new InvalidRequest("a redirect URI must not carry a user or password");
     }
     if (raw.includes("*")) throw new InvalidRequest(`redirect URI ${raw} must not have a wildcard (*)`);
-    const loopback = ["localhost", "127.0.0.1", "[::1]"].includes(url.hostname);
+    const loopback = LOOPBACK_HOSTS.includes(url.hostname);
     const ok = url.protocol === "https:" || (url.protocol === "http:" && loopback) || /^[a-z][a-z0-9+-]*\.[a-z0-9.+-]+:$/.test(url.protocol);
     if (!ok) throw new InvalidRequest(`redirect URI ${raw} must be https (http only on a loopback host) or an app's private-use scheme`);
     return raw;
   });
+  // An app's private-use scheme makes the client native (src/oidc/client-metadata.ts), and
+  // oidc-provider refuses a native client with an https redirect URI on a loopback host (its
+  // claimed https URIs must name a real host): such a client was registered, and then every
+  // authorization, token and logout request of it failed with invalid_client_metadata.
+  if (isNative(out)) {
+    const loopbackHttps = out.find((raw) => {
+      const url = new URL(raw);
+      return url.protocol === "https:" && LOOPBACK_HOSTS.includes(url.hostname);
+    });
+    if (loopbackHttps) {
+      throw new InvalidRequest(
+        `redirect URI ${loopbackHttps} cannot be beside an app's private-use scheme: such a client is a native app, whose loopback redirect URIs are http (http://127.0.0.1:PORT/…)`,
+      );
+    }
+  }
   return [...new Set(out)];
 }
 
