@@ -5,24 +5,13 @@
 import { describe, expect, it } from "vitest";
 import * as client from "openid-client";
 import { backends } from "./support/db.ts";
-import { Agent, authorizationUrl, authorize, oidcHarnessWithApp, ORIGIN } from "./support/oidc.ts";
+import { Agent, authorizationUrl, authorize, discover, oidcHarnessWithApp } from "./support/oidc.ts";
 
 describe.each(backends)("a DPoP proof at the token endpoint on %s", (backend) => {
   const { h, app, email, userinfo } = oidcHarnessWithApp(backend);
 
-  /** openid-client against the app in-process, with the Host header a real request has (a DPoP proof names the URL). */
-  const discover = () =>
-    client.discovery(new URL(ORIGIN), app.clientId, app.clientSecret!, undefined, {
-      execute: [client.allowInsecureRequests],
-      [client.customFetch]: (url: string, init: RequestInit) => {
-        const headers = new Headers(init.headers);
-        headers.set("host", new URL(ORIGIN).host);
-        return h.app.fetch(new Request(url, { ...init, headers } as RequestInit));
-      },
-    } as never);
-
   it("issues bearer tokens claiming no key binding, for a code and a refresh", async () => {
-    const config = await discover();
+    const config = await discover(h, app);
     const dpop = client.getDPoPHandle(config, await client.randomDPoPKeyPair("ES256"));
     const auth = await authorizationUrl(config, app);
     const cb = await authorize(h, new Agent(h), auth, email());

@@ -34,16 +34,16 @@ const noun = (i: Identifier) => (i.kind === "email" ? "an e-mail address" : i.ki
  */
 function shown(i: Identifier): string {
   if (isContact(i)) return maskIdentifier(i);
-  const { issuer } = externalParts(i.value);
-  let host: string;
+  return `an account at ${providerHost(externalParts(i.value).issuer) || "another service"}`;
+}
+
+/** An issuer's host (stored issuers are URLs), at most as long as a DNS name (253), which a URL's host is not held to. */
+function providerHost(issuer: string): string {
   try {
-    host = new URL(issuer).host;
+    return new URL(issuer).host.slice(0, 253);
   } catch {
-    // stored issuers are URLs; anything else is named by what stands where a host would
-    host = issuer.replace(/^[a-z][a-z0-9+.-]*:\/\//i, "").split(/[/?#]/)[0];
+    return "";
   }
-  // a DNS name has at most 253 characters; a URL's host is not held to that
-  return `an account at ${host.slice(0, 253) || "another service"}`;
 }
 
 function describe(change: AccountChange): { subject: string; what: string; undo: string } {

@@ -48,8 +48,9 @@ export async function updateProfile(deps: Deps, actor: UserActor, input: { name:
 }
 
 /**
- * Deletes the signed-in account with its identifiers, passkeys, sessions and the apps it allowed. A merged account must be
- * unmerged first: deleting a primary would silently strand or take its secondary with it.
+ * Deletes the signed-in account with its identifiers, passkeys, sessions and the apps it allowed.
+ * A merged account must be unmerged first: deleting a primary would silently strand or take its
+ * secondary with it.
  */
 export async function deleteAccount(deps: Deps, actor: UserActor) {
   await requireRecentAuth(deps, actor);

@@ -19,6 +19,9 @@ export function errorBody(error: DomainError["code"] | "InternalError", message:
   return { error, message };
 }
 
+/** The masked 500 of anything unexpected: its details are in the log, under the request id. */
+export const maskedFault = () => errorBody("InternalError", "something went wrong on our side; the request id is in X-Request-Id");
+
 /** 404 NotFound in the error shape: unknown routes, and the static-file routes' missing files. */
 export function notFound(c: Context, message: string): Response {
   return c.json(errorBody("NotFound", message), ERRORS.NotFound.status);
@@ -45,5 +48,5 @@ export function errorResponse(c: Context, err: unknown): Response {
     return c.json(errorBody(err.code, err.message), statusOf(err.code) as 400, { ...headers, ...connectionHeaders(err) });
   }
   c.get("log")?.error({ err }, "unexpected error");
-  return c.json(errorBody("InternalError", "something went wrong on our side; the request id is in X-Request-Id"), 500);
+  return c.json(maskedFault(), 500);
 }

@@ -7,7 +7,7 @@ import type { Duplex } from "node:stream";
 import { ERRORS } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { BODY_LIMIT } from "./body.ts";
-import { errorBody } from "./errors.ts";
+import { errorBody, maskedFault } from "./errors.ts";
 
 /**
  * How long a client has to send a whole request, headers and body (Node's default is 300 s),
@@ -153,7 +153,7 @@ export function answerUnreadableRequest(logger: Logger): (err: unknown) => Respo
     const status = refused ? ERRORS.InvalidRequest.status : 500;
     const body = refused
       ? errorBody("InvalidRequest", `the request's target or Host header is not valid (${err.message})`)
-      : errorBody("InternalError", "something went wrong on our side; the request id is in X-Request-Id");
+      : maskedFault();
     if (refused) logger.info({ requestId, status, reason: err.message }, "request refused before the app");
     else logger.error({ requestId, err }, "unexpected error");
     // any body it has is never read: the connection cannot carry another request

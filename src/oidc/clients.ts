@@ -73,18 +73,18 @@ export function checkRedirectUris(uris: unknown): string[] {
   // oidc-provider refuses a native client with an https redirect URI on a loopback host (its
   // claimed https URIs must name a real host): such a client was registered, and then every
   // authorization, token and logout request of it failed with invalid_client_metadata.
-  if (isNative(out)) {
-    const loopbackHttps = out.find((raw) => {
-      const url = new URL(raw);
-      return url.protocol === "https:" && LOOPBACK_HOSTS.includes(url.hostname);
-    });
-    if (loopbackHttps) {
-      throw new InvalidRequest(
-        `redirect URI ${loopbackHttps} cannot be beside an app's private-use scheme: such a client is a native app, whose loopback redirect URIs are http (http://127.0.0.1:PORT/…)`,
-      );
-    }
+  const loopbackHttps = isNative(out) ? out.find(isHttpsOnLoopback) : undefined;
+  if (loopbackHttps) {
+    throw new InvalidRequest(
+      `redirect URI ${loopbackHttps} cannot be beside an app's private-use scheme: such a client is a native app, whose loopback redirect URIs are http (http://127.0.0.1:PORT/…)`,
+    );
   }
   return [...new Set(out)];
+}
+
+function isHttpsOnLoopback(raw: string): boolean {
+  const url = new URL(raw);
+  return url.protocol === "https:" && LOOPBACK_HOSTS.includes(url.hostname);
 }
 
 function checkType(type: unknown): ClientType {

@@ -63,11 +63,18 @@ export async function registerClient(
   return { id: r.client.id, clientId: r.client.clientId, clientSecret: r.clientSecret, redirectUri: redirectUris[0] };
 }
 
-/** openid-client talking to the in-process app. */
+/**
+ * openid-client talking to the in-process app, each request with the Host header a real one
+ * carries (a DPoP proof, for one, names the URL it was sent to).
+ */
 export async function discover(h: Harness, c: RegisteredClient): Promise<client.Configuration> {
   const config = await client.discovery(new URL(ORIGIN), c.clientId, c.clientSecret ?? undefined, c.clientSecret ? undefined : client.None(), {
     execute: [client.allowInsecureRequests],
-    [client.customFetch]: (url: string, init: RequestInit) => h.app.fetch(new Request(url, init as RequestInit)),
+    [client.customFetch]: (url: string, init: RequestInit) => {
+      const headers = new Headers(init.headers);
+      headers.set("host", new URL(url).host);
+      return h.app.fetch(new Request(url, { ...init, headers } as RequestInit));
+    },
   } as never);
   return config;
 }
