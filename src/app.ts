@@ -120,6 +120,9 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
     // Set on the response's own headers: c.header() after the response is made builds a new
     // Response from it (with @hono/node-server, the web Response the adapter otherwise avoids).
     c.res.headers.set("X-Request-Id", requestId);
+    // A browser that sniffs must not take an API answer (JSON holding a caller's own text) for
+    // HTML or a script; the pages set it already, every other answer here (docs/rest.md).
+    c.res.headers.set("X-Content-Type-Options", "nosniff");
     deps.logger.info({ requestId, method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) }, "request");
   });
   app.use(noStoreByDefault);

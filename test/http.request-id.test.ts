@@ -1,7 +1,8 @@
 // Every response carries X-Request-Id (docs/rest.md): the caller's own (its first 64
 // characters) or a new one, whoever made the response: a REST route, GraphQL, the OpenID Connect
 // provider, a refusal before any route, an unknown path. Checked in process and over a real
-// socket, where @hono/node-server writes the headers of the response it was handed.
+// socket, where @hono/node-server writes the headers of the response it was handed. And every
+// response says `X-Content-Type-Options: nosniff`, which the same middleware sets.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../src/log.ts";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -37,6 +38,7 @@ describe.each(backends)("X-Request-Id on %s", (backend) => {
     await fresh.arrayBuffer();
     expect(fresh.status).toBe(status);
     expect(fresh.headers.get("x-request-id")).toMatch(UUID);
+    expect(fresh.headers.get("x-content-type-options")).toBe("nosniff");
     const own = await fetch(served.socket.origin + path, { method, headers: { "x-api-key": served.h.apiKey, "x-request-id": "c".repeat(80), ...headers }, body });
     await own.arrayBuffer();
     expect(own.headers.get("x-request-id")).toBe("c".repeat(64));

@@ -35,6 +35,7 @@ describe("requests refused before the app", () => {
     expect(answer.status).toBe(400);
     expect(answer.headers["content-type"]).toMatch(/^application\/json/);
     expect(answer.headers["cache-control"]).toBe("no-store");
+    expect(answer.headers["x-content-type-options"]).toBe("nosniff");
     const requestId = answer.headers["x-request-id"];
     expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
     expect(JSON.parse(answer.body)).toMatchObject({ error: "InvalidRequest", message: expect.stringContaining("not valid") });

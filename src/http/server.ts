@@ -134,7 +134,7 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: L
   logger.info({ requestId, status, code: err.code, reason }, "request refused before the app");
   socket.end(
     `HTTP/1.1 ${status} Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-      `Cache-Control: no-store\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+      `Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
   );
 }
 
@@ -157,6 +157,6 @@ export function answerUnreadableRequest(logger: Logger): (err: unknown) => Respo
     if (refused) logger.info({ requestId, status, reason: err.message }, "request refused before the app");
     else logger.error({ requestId, err }, "unexpected error");
     // any body it has is never read: the connection cannot carry another request
-    return Response.json(body, { status, headers: { "Cache-Control": "no-store", "X-Request-Id": requestId, Connection: "close" } });
+    return Response.json(body, { status, headers: { "Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "X-Request-Id": requestId, Connection: "close" } });
   };
 }
