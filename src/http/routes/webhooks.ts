@@ -16,7 +16,7 @@ const Rotated = z
   .object({
     success: z.literal(true),
     webhook_id: z.string(),
-    new_secret: z.string().openapi({ description: "whsec_ and the base64 of 32 random bytes; shown only here", example: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" }),
+    new_secret: z.string().openapi({ description: "whsec_ and the base64 of 32 random bytes; shown only here", example: "whsec_EMxRy2O/CiwfeN0GkWfFBLhdMTnB9r9l6Gi/VSSun7A=" }),
     transition_ends_at: z.iso.datetime().openapi({ description: "until then the previous secret keeps verifying (7 days)" }),
   })
   .openapi("RotatedSecret");
