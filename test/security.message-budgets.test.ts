@@ -85,6 +85,46 @@ describe.each(backends)("message budgets on %s", (backend) => {
     });
   });
 
+  describe("two accounts merged", () => {
+    beforeAll(async () => {
+      h = await startHarness(backend);
+    });
+    afterAll(() => h?.close());
+
+    // the per-account budget is the account's, its merged secondary's addresses included: link
+    // verifies wrote their notices without the account of the change, and the secondary's
+    // addresses were counted against the secondary's own budget, a second 20 an hour
+    it("tells the addresses of both at most twenty notices an hour in all, whichever change queued them", async () => {
+      const a = await h.signIn({ email: "merging-a@example.com" });
+      for (let i = 0; i < 3; i++) await attach(a, phone(100 + i));
+      const b = await h.signIn({ email: "merging-b@example.com" });
+      for (let i = 0; i < 4; i++) await attach(b, phone(110 + i));
+      const req = await h.call("POST", "/users/link/request", { body: { email: "merging-b@example.com" }, headers: headers(a) });
+      const otp = await h.mailbox.otp("merging-b@example.com");
+      const merged = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp }, headers: headers(a) });
+      expect(merged.body.outcome).toBe("merged");
+      await settled();
+      // a new hour for the merged account: the budgets start empty
+      await h.db.prisma.$executeRawUnsafe(`DELETE FROM rate_limits WHERE key LIKE 'ntc:%'`);
+      const sentBefore = h.mailbox.messages.length;
+
+      // passkeys cycled (announced by the service) and addresses attached (by link_verify's notices)
+      const auth = new SoftAuthenticator(ORIGIN);
+      for (let i = 0; i < 2; i++) await removePasskey(a, await addPasskey(a, auth, `Key ${i}`));
+      for (let i = 0; i < 3; i++) {
+        const added = `merging-added-${i}@example.com`;
+        const r = await h.call("POST", "/users/link/request", { body: { email: added }, headers: headers(a) });
+        const code = await h.mailbox.otp(added);
+        const done = await h.call("POST", "/users/link/verify", { body: { state_id: r.body.state_id, otp: code }, headers: headers(a) });
+        expect(done.body.outcome).toBe("attached");
+      }
+      await settled();
+      const notices = h.mailbox.messages.slice(sentBefore).filter((m) => !/Your code is/.test(m.text));
+      expect(notices.length).toBeGreaterThan(0);
+      expect(notices.length).toBeLessThanOrEqual(20);
+    });
+  });
+
   describe("the project's hourly text ceiling", () => {
     beforeAll(async () => {
       h = await startHarness(backend, { env: { LINKGATE_LIMIT_SMS_PER_PROJECT_HOURLY: "3" } });

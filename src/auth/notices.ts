@@ -130,7 +130,10 @@ type Claimed = {
  * whole due index, which the pending notices' partial index would otherwise allow).
  * On the fast path: every change to how an account signs in queues notices, so this runs once
  * per change. A notice written without its account (link_verify writes them in SQL) counts
- * against the account its destination signs into. $1 lease seconds.
+ * against the account its destination signs into: a merged secondary's address against the
+ * primary, whose change it announces. Read as the address's own account, the secondary's
+ * addresses had a budget of their own, and a merged account's addresses were told 20 notices
+ * an hour twice over (docs/security.md, "Message budgets"). $1 lease seconds.
  */
 const CLAIM_NOTICES = prepared<Claimed>(
   "claim_notices",
@@ -150,7 +153,8 @@ const CLAIM_NOTICES = prepared<Claimed>(
     UPDATE notices SET attempts = attempts + 1, next_attempt_at = (now() + make_interval(secs => $1::int)) AT TIME ZONE 'UTC'
     WHERE id IN (SELECT id FROM taken)
     RETURNING id, project_id,
-      coalesce(account_id, (SELECT i.account_id FROM identifiers i
+      coalesce(account_id, (SELECT CASE WHEN a.merge_role = 'secondary' THEN a.merged_with_id ELSE a.id END
+                            FROM identifiers i JOIN accounts a ON a.id = i.account_id
                             WHERE i.project_id = notices.project_id AND i.kind = notices.kind AND i.value = notices.value)) AS account_id,
       kind::text AS kind, value, subject, text, attempts, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms`,
 );
