@@ -939,10 +939,8 @@ BEGIN
       'judge_places', p->'judge_places', 'known_days', p_known_days,
       'subject_key', p_fail_key, 'subject_max', p_fail_max, 'subject_window', p->'fail_window'))) j;
   IF NOT FOUND THEN
-    SELECT s.result::text INTO stored FROM otp_states s
-      WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
-        AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
-        AND s.result IS NOT NULL AND s.code_hash = p_hash;
+    -- a retried verify of a state that succeeded (a wrong code counts a try: otp_replay)
+    stored := otp_replay(p_project, p_state, 'link', p_account, NULL, p_hash, p_max_tries)::text;
     IF stored IS NULL THEN
       -- not judged: the account's wrong codes (reached while this verify waited for its turn),
       -- the identifier-wide cap, this address's wrong codes, or no live state at all; when more
@@ -1119,6 +1117,24 @@ BEGIN
     PERFORM rate_limit_counted(p_subject, (p->>'subject_window')::integer);
   END IF;
   RETURN NEXT;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.otp_replay(p_project text, p_state text, p_purpose public.otp_purpose, p_account text, p_session text, p_hash text, p_max_tries integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_right boolean;
+  v_result jsonb;
+BEGIN
+  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
+    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = p_purpose
+      AND s.account_id IS NOT DISTINCT FROM p_account AND s.session_id IS NOT DISTINCT FROM p_session
+      AND s.consumed_at IS NOT NULL AND s.expires_at > now() AND s.result IS NOT NULL
+      AND s.attempts < p_max_tries
+    RETURNING s.code_hash = p_hash, s.result INTO v_right, v_result;
+  RETURN CASE WHEN v_right THEN v_result END;
 END
 $function$;
 
@@ -1392,11 +1408,8 @@ BEGIN
 
   IF NOT FOUND THEN
     -- a retried verify of a state that succeeded: the same sign-in while its session lives
-    SELECT s.result INTO v_result FROM otp_states s
-      WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
-        AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
-        AND s.result IS NOT NULL AND s.code_hash = p_hash;
-    IF FOUND THEN
+    v_result := otp_replay(p_project, p_state, 'sign_in', NULL, NULL, p_hash, (p->>'max_tries')::integer);
+    IF v_result IS NOT NULL THEN
       v_account := v_result->>'account_id';
       p_session := v_result->>'session_id';
       SELECT extract(epoch FROM ss.auth_time AT TIME ZONE 'UTC')::float8 * 1000, ss.auth_method INTO auth_time_ms, auth_method

@@ -135,6 +135,7 @@ describe("repeatable migrations", () => {
           "public.link_text_array(a jsonb)",
           "public.link_verify(p jsonb)",
           "public.otp_judge(p jsonb)",
+          "public.otp_replay(p_project text, p_state text, p_purpose otp_purpose, p_account text, p_session text, p_hash text, p_max_tries integer)",
           "public.proven_through_secondary(p_primary text, p_secondary text)",
           "public.rate_limit_bumped(p_slices integer[], p_start timestamp without time zone, p_window integer, p_n integer)",
           "public.rate_limit_count(p_slices integer[], p_start timestamp without time zone, p_window integer)",

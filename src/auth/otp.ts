@@ -4,7 +4,7 @@
 // verify can never roll its own count back.
 import { randomInt } from "node:crypto";
 import type { Db, Tx } from "../db/client.ts";
-import { hmacHex, safeEqual } from "../crypto.ts";
+import { hmacHex } from "../crypto.ts";
 import { OTPInvalid } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { Identifier } from "./identifiers.ts";
@@ -123,24 +123,24 @@ export async function checkOtp(db: Db, key: Buffer, binding: OtpBinding, stateId
       identifier: { kind: live.kind, value: live.value },
     });
   }
-  return replayOfSuccess(db, key, binding, stateId, code);
+  return replayOfSuccess(db, binding, stateId, hash);
 }
 
 /**
  * The stored answer of a state a right code already used, for a client retrying its verify, while
- * the state lives. Expiry is the database's now(), as otp_judge's and as the state's expires_at was
- * written: this gateway's clock, running behind, answered a code's tokens again after it expired
+ * the state lives; a wrong code counts one of the state's tries (otp_replay, src/auth/sign-in.sql).
+ * Expiry is the database's now(), as otp_judge's and as the state's expires_at was written: this
+ * gateway's clock, running behind, answered a code's tokens again after it expired
  * (docs/operations.md, "Clocks").
  */
-async function replayOfSuccess(db: Db, key: Buffer, binding: OtpBinding, stateId: string, code: string): Promise<CheckedOtp> {
-  const [done] = await db.$queryRaw<{ kind: Identifier["kind"]; value: string; code_hash: string; result: unknown }[]>`
-    SELECT kind::text AS kind, value, code_hash, result FROM otp_states
-    WHERE id = ${stateId} AND project_id = ${binding.projectId} AND purpose = ${binding.purpose}::otp_purpose
-      AND account_id IS NOT DISTINCT FROM ${binding.accountId} AND session_id IS NOT DISTINCT FROM ${binding.sessionId ?? null}
-      AND consumed_at IS NOT NULL AND expires_at > now()`;
-  if (done?.result != null && safeEqual(done.code_hash, codeHash(key, stateId, code))) {
-    return { identifier: { kind: done.kind, value: done.value }, result: done.result };
-  }
+async function replayOfSuccess(db: Db, binding: OtpBinding, stateId: string, hash: string): Promise<CheckedOtp> {
+  const [done] = await db.$queryRaw<{ kind: Identifier["kind"]; value: string; result: unknown }[]>`
+    SELECT s.kind::text AS kind, s.value, r.result
+    FROM otp_replay(${binding.projectId}::text, ${stateId}::text, ${binding.purpose}::otp_purpose, ${binding.accountId}::text,
+                    ${binding.sessionId ?? null}::text, ${hash}::text, ${OTP_MAX_TRIES}::int) AS r(result)
+    JOIN otp_states s ON s.id = ${stateId}
+    WHERE r.result IS NOT NULL`;
+  if (done) return { identifier: { kind: done.kind, value: done.value }, result: done.result };
   throw new OTPInvalid();
 }
 

@@ -166,6 +166,31 @@ BEGIN
 END
 $$;
 
+-- A verify of a state a right code already used (no row from otp_judge): the stored result for a
+-- client retrying with that code, while the state lives. Any other code counts a try of the
+-- state, and none is answered once its tries are spent, so a used state takes no more guesses
+-- in all than a live one (max_tries). Uncounted, they were free for the rest of its 10 minutes
+-- to whoever held its id: a sign-in's or an external confirmation's state is bound to no
+-- account, and its stored result signs into the account that used it (docs/security.md,
+-- "Abuse limits"). NULL: no result for this code.
+CREATE OR REPLACE FUNCTION otp_replay(p_project text, p_state text, p_purpose otp_purpose, p_account text,
+                                      p_session text, p_hash text, p_max_tries integer)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_right boolean;
+  v_result jsonb;
+BEGIN
+  UPDATE otp_states s SET attempts = s.attempts + CASE WHEN s.code_hash = p_hash THEN 0 ELSE 1 END
+    WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = p_purpose
+      AND s.account_id IS NOT DISTINCT FROM p_account AND s.session_id IS NOT DISTINCT FROM p_session
+      AND s.consumed_at IS NOT NULL AND s.expires_at > now() AND s.result IS NOT NULL
+      AND s.attempts < p_max_tries
+    RETURNING s.code_hash = p_hash, s.result INTO v_right, v_result;
+  RETURN CASE WHEN v_right THEN v_result END;
+END
+$$;
+
 -- `p` holds named fields (src/auth/sign-in.ts SignInVerifyInput says what each is).
 --
 -- Outcomes: signed_in and replay (account_id, session_id and the facts tokens carry), wrong
@@ -220,11 +245,8 @@ BEGIN
 
   IF NOT FOUND THEN
     -- a retried verify of a state that succeeded: the same sign-in while its session lives
-    SELECT s.result INTO v_result FROM otp_states s
-      WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'sign_in' AND s.account_id IS NULL
-        AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
-        AND s.result IS NOT NULL AND s.code_hash = p_hash;
-    IF FOUND THEN
+    v_result := otp_replay(p_project, p_state, 'sign_in', NULL, NULL, p_hash, (p->>'max_tries')::integer);
+    IF v_result IS NOT NULL THEN
       v_account := v_result->>'account_id';
       p_session := v_result->>'session_id';
       SELECT extract(epoch FROM ss.auth_time AT TIME ZONE 'UTC')::float8 * 1000, ss.auth_method INTO auth_time_ms, auth_method

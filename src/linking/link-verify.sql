@@ -146,10 +146,8 @@ BEGIN
       'judge_places', p->'judge_places', 'known_days', p_known_days,
       'subject_key', p_fail_key, 'subject_max', p_fail_max, 'subject_window', p->'fail_window'))) j;
   IF NOT FOUND THEN
-    SELECT s.result::text INTO stored FROM otp_states s
-      WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
-        AND s.session_id IS NULL AND s.consumed_at IS NOT NULL AND s.expires_at > now()
-        AND s.result IS NOT NULL AND s.code_hash = p_hash;
+    -- a retried verify of a state that succeeded (a wrong code counts a try: otp_replay)
+    stored := otp_replay(p_project, p_state, 'link', p_account, NULL, p_hash, p_max_tries)::text;
     IF stored IS NULL THEN
       -- not judged: the account's wrong codes (reached while this verify waited for its turn),
       -- the identifier-wide cap, this address's wrong codes, or no live state at all; when more

@@ -1,0 +1,6 @@
+-- No table changes. This migration ships otp_replay (src/auth/sign-in.sql), which sign_in_verify,
+-- link_verify and the other verifies now call for a state a right code already used: a wrong code
+-- sent to such a state counts one of its tries, where before it was refused without being
+-- counted, for the rest of the state's 10 minutes. A process of the previous build restarting
+-- during the upgrade finds a migration it does not know and leaves the repeatable files alone
+-- (docs/operations.md, "Expand, then contract"). Its own verifies read used states as before.
