@@ -224,6 +224,24 @@ describe.concurrent.each(backends)("a stolen session on %s", (backend) => {
     expect((await h.call("GET", "/oauth/userinfo", { headers: bearer(two.token) })).status).toBe(200);
   });
 
+  // An expired session is not one of the account's live sessions (the list leaves it out, its
+  // tokens are refused): ending it answered `ended: 1`, and endOtherSessions counted it
+  it.sequential("an expired session is not found by endSession and not counted by endOtherSessions", async () => {
+    const current = await h.signIn({ email: "expiring@example.com" });
+    const expired = await h.signIn({ email: "expiring@example.com" });
+    const live = await h.signIn({ email: "expiring@example.com" });
+    const expiredSid = decodeJwt(expired.token).sid as string;
+    await h.db.prisma.$executeRaw`UPDATE sessions SET expires_at = now() - interval '1 second' WHERE id = ${expiredSid}`;
+    const listed = await h.gql(`{ viewer { sessions { edges { node { id } } } } }`, {}, bearer(current.token));
+    expect(listed.body.data.viewer.sessions.edges.map((e: any) => e.node.id)).not.toContain(expiredSid);
+
+    const end = await h.gql(`mutation($id: ID!) { endSession(id: $id) { __typename } }`, { id: expiredSid }, bearer(current.token));
+    expect(end.body.data.endSession.__typename).toBe("NotFound");
+    const others = await h.gql(`mutation { endOtherSessions { ... on EndSessionsPayload { ended } } }`, {}, bearer(current.token));
+    expect(others.body.data.endOtherSessions.ended).toBe(1);
+    expect((await h.call("GET", "/oauth/userinfo", { headers: bearer(live.token) })).status).toBe(401);
+  });
+
   it.sequential("a stale token cannot sign the owner out elsewhere, rename the account or cut off an app; it can still end its own session", async () => {
     const owner = await h.signIn({ email: "stale-owner@example.com" });
     const stolen = await h.signIn({ email: "stale-owner@example.com" });

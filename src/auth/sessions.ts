@@ -157,14 +157,19 @@ export async function endOtherSessionsOf(deps: Deps, actor: UserActor): Promise<
 
 const ownerOf = (actor: UserActor): Owner => ({ projectId: actor.projectId, accountId: actor.user.accountId });
 
-/** Ends one of the account's own live sessions; another account's is simply not found. */
+/**
+ * Ends one of the account's own live sessions; another account's is simply not found, and so is
+ * one that expired (docs/authentication.md, "Sessions": NotFound for a session that is not one of
+ * the account's live sessions, the ones viewer.sessions lists). An expired session's tokens were
+ * already refused: "ending" it answered `ended: 1` for nothing.
+ */
 export async function endOwnSession(db: Db, owner: Owner, sessionId: string): Promise<void> {
-  const { count } = await db.session.updateMany({ where: { id: sessionId, ...owner, endedAt: null }, data: { endedAt: new Date() } });
+  const { count } = await db.session.updateMany({ where: { id: sessionId, ...owner, ...liveSessionWhere() }, data: { endedAt: new Date() } });
   if (!count) throw new NotFound("no such session");
 }
 
-/** Ends every live session of the account but `keep`; returns how many ended. */
+/** Ends every live session of the account but `keep`; returns how many ended (expired ones are not counted: they had ended by themselves). */
 export async function endOtherSessions(db: Db, owner: Owner, keep: string): Promise<number> {
-  const { count } = await db.session.updateMany({ where: { ...owner, endedAt: null, id: { not: keep } }, data: { endedAt: new Date() } });
+  const { count } = await db.session.updateMany({ where: { ...owner, ...liveSessionWhere(), id: { not: keep } }, data: { endedAt: new Date() } });
   return count;
 }
