@@ -1146,8 +1146,8 @@ DECLARE
   v_n integer;
 BEGIN
   WITH ev AS (
-    INSERT INTO outbox_events (id, project_id, event_type, body, test)
-    SELECT * FROM unnest(p_ids, p_projects, p_types, p_bodies, p_tests)
+    INSERT INTO outbox_events (id, project_id, event_type, body, test, created_at)
+    SELECT *, clock_timestamp() AT TIME ZONE 'UTC' FROM unnest(p_ids, p_projects, p_types, p_bodies, p_tests)
     RETURNING id, project_id, event_type
   ), target AS (
     SELECT * FROM unnest(p_ids, p_only_webhooks) AS t(event_id, only_webhook)

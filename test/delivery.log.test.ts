@@ -214,6 +214,37 @@ describe.each(backends)("delivery log on %s", (backend) => {
         await open.end();
       }
     });
+
+    it.runIf(backend === "postgres")("never pages past an open transaction's event for one committed by a transaction that began earlier but wrote later", async () => {
+      const hook = await seedWebhook(world.db, masterKey, { url: "http://127.0.0.1:9/", enabled: false });
+      const owner = await keyActor(world.db, hook.projectId);
+      const start = await pullEvents(world.db, owner, { master: masterKey });
+      const [early, late] = [new pg.Client({ connectionString: world.db.url }), new pg.Client({ connectionString: world.db.url })];
+      await early.connect();
+      await late.connect();
+      // what every business transaction writes its events with (src/webhooks/outbox.ts)
+      const enqueueOn = (c: pg.Client, id: string) =>
+        c.query(`SELECT outbox_enqueue('unused', ARRAY[$1], ARRAY[$2], ARRAY['user.created'], ARRAY['{}'], ARRAY[false], ARRAY[NULL::text])`, [id, hook.projectId]);
+      try {
+        // `early` begins (a sign-in waiting on a lock, say) well before `late`, but writes its event after it.
+        await early.query("BEGIN");
+        await early.query("SELECT now()");
+        await new Promise((r) => setTimeout(r, 1_500));
+        await late.query("BEGIN");
+        await enqueueOn(late, "evt_late_begun");
+        await enqueueOn(early, "evt_early_begun");
+        await early.query("COMMIT");
+        // A reader pulls while `late` is still open: the event it holds has the lower seq.
+        const during = await pullEvents(world.db, owner, { master: masterKey, after: start.endCursor });
+        expect(during.events).toEqual([]);
+        await late.query("COMMIT");
+        const next = await pullEvents(world.db, owner, { master: masterKey, after: during.endCursor });
+        expect(next.events.map((e) => e.id)).toEqual(["evt_late_begun", "evt_early_begun"]);
+      } finally {
+        await early.end();
+        await late.end();
+      }
+    });
   });
 
   describe("webhooksStats", () => {

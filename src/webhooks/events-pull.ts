@@ -94,7 +94,10 @@ function sealedSeq(master: MasterKey, projectId: string, text: string): string |
  * moved past it would skip it forever. To prevent that, a page ends before the first event
  * that is not older (by a 1 s margin) than the oldest transaction that is still writing to this
  * database; such events are returned by a later call. With no transaction in progress, there is
- * no delay at all.
+ * no delay at all. An event's created_at is when it was written (outbox_enqueue,
+ * src/webhooks/outbox.sql), as its seq is: stamped with its transaction's start, an event of a
+ * transaction that began earlier but wrote later than an open one passed this check, and the
+ * open one's event was skipped (docs/webhooks.md, "Pulling events").
  *
  * The pull reaches back as far as the events' retention (LINKGATE_RETENTION_EVENTS_DAYS). A
  * cursor with events after it removed by retention is CursorExpired, never a page with a

@@ -17,6 +17,15 @@
 --
 -- `p_only_webhooks[i]` limits event i to one webhook (a test event); NULL fans it out.
 --
+-- An event's created_at is when it was written (clock_timestamp()), not when its transaction
+-- began (the column's default, now()): pulling events (src/webhooks/events-pull.ts) holds back
+-- every event written after the oldest open transaction began, and an event's seq is taken as
+-- it is written. Stamped with its transaction's start, an event written by a transaction that
+-- began over a second before another one, but wrote after it, looked older than that one's
+-- start: a pull while the other was still open returned it, and the reader's cursor moved past
+-- the other's event (a lower seq, visible once it commits), which that reader never saw
+-- (docs/webhooks.md, "Pulling events").
+--
 -- A delivery's id starts with the time it was made, like the events' and the attempts' ids
 -- (src/ids.ts newOrderedId): `dlv_`, the milliseconds since the epoch in 12 hex digits, then the
 -- last 20 hex digits of a version-4 UUID (78 random bits). New rows land at the right-hand end of
@@ -29,8 +38,8 @@ DECLARE
   v_n integer;
 BEGIN
   WITH ev AS (
-    INSERT INTO outbox_events (id, project_id, event_type, body, test)
-    SELECT * FROM unnest(p_ids, p_projects, p_types, p_bodies, p_tests)
+    INSERT INTO outbox_events (id, project_id, event_type, body, test, created_at)
+    SELECT *, clock_timestamp() AT TIME ZONE 'UTC' FROM unnest(p_ids, p_projects, p_types, p_bodies, p_tests)
     RETURNING id, project_id, event_type
   ), target AS (
     SELECT * FROM unnest(p_ids, p_only_webhooks) AS t(event_id, only_webhook)

@@ -225,7 +225,7 @@ const PulledEvent = builder.objectRef<Awaited<ReturnType<typeof pullEvents>>["ev
   fields: (t) => ({
     id: t.exposeID("id", { description: "The event's id: the envelope's `id`, as in its deliveries." }),
     eventType: t.exposeString("eventType", { description: "The event's type (see eventTypes)." }),
-    createdAt: t.expose("createdAt", { type: "DateTime", description: "When the change it describes committed." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was written, in the transaction of the change it describes." }),
     cursor: t.exposeString("cursor", { description: "Its place in the project's events: pass it as `after` to read the events after it." }),
     body: t.exposeString("body", { description: "The exact envelope webhooks receive." }),
     envelope: t.field({ type: "JSON", description: "The same envelope, parsed.", resolve: (e) => JSON.parse(e.body) }),
