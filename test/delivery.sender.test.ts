@@ -137,6 +137,48 @@ describe("sender", () => {
     }
   });
 
+  // RFC 9110 §15.2: a client must take 1xx answers it did not ask for. Some servers send
+  // `100 Continue` before every answer to a POST; undici took it for a broken connection, and a
+  // receiver that then answered 200 saw every attempt fail as "connection reset before a response".
+  it("an interim 100 Continue before the answer is skipped: the final status decides, over a reused connection too", async () => {
+    const answers = [
+      ["HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nkept"],
+      // in pieces, with two interim answers, one with a header
+      ["HTTP/1.1 1", "00 Continue\r\nx-a: b\r", "\n\r\nHTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 500 Oops\r\ncontent-length: 2\r\n\r\nno"],
+      ["HTTP/1.1 100 Continue\r\n\r\n", "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n"],
+      // not an interim answer: a 200 whose body starts like one is the body
+      ["HTTP/1.1 200 OK\r\ncontent-length: 25\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n"],
+    ];
+    let next = 0;
+    let connections = 0;
+    const server = net.createServer((socket) => {
+      connections++;
+      let pending = "";
+      socket.on("data", (d) => {
+        pending += d.toString("latin1");
+        const end = pending.indexOf("\r\n\r\n");
+        const length = Number(/content-length: (\d+)/i.exec(pending)?.[1] ?? 0);
+        if (end < 0 || pending.length < end + 4 + length) return;
+        pending = "";
+        const parts = answers[next++];
+        parts.forEach((p, i) => setTimeout(() => socket.write(p), 15 * i));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+    const sender = createSender({ timeoutMs: 2_000, allowPrivate: true });
+    try {
+      expect(await sender.send(input(url))).toMatchObject({ statusCode: 200, error: null, responseExcerpt: "kept" });
+      expect(await sender.send(input(url))).toMatchObject({ statusCode: 500, error: "HTTP 500", responseExcerpt: "no" });
+      expect(await sender.send(input(url))).toMatchObject({ statusCode: 202, error: null });
+      expect(await sender.send(input(url))).toMatchObject({ statusCode: 200, error: null, responseExcerpt: "HTTP/1.1 100 Continue\r\n\r\n" });
+      expect(connections).toBeLessThan(answers.length); // the later answers came over a connection used before
+    } finally {
+      await sender.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
   it("a refused connection reached the network; a host that does not resolve did not", async () => {
     const sender = createSender({
       timeoutMs: 2_000,

@@ -88,7 +88,7 @@ export function createSender(opts: SenderOptions): Sender {
     connect: (options, callback) => {
       let mark: (err: Error) => Error = (err) => err;
       const socket = (connector as unknown as (o: typeof options, cb: typeof callback) => Socket | undefined)(options, (err, s) =>
-        err ? callback(mark(err), null) : callback(null, s!),
+        err ? callback(mark(err), null) : callback(null, skipInterimContinue(s as unknown as Socket) as never),
       );
       mark = watchConnection(socket);
       return socket;
@@ -265,6 +265,68 @@ function decoded(kept: Buffer, encoding: string | null): string {
     // not what it says it is: say so below rather than show its bytes as text
   }
   return `[a ${coding.slice(0, 40)}-encoded body of which the first ${kept.length} bytes could not be decoded]`;
+}
+
+/** The status line of an interim `100 Continue`: `HTTP/1.0 100` or `HTTP/1.1 100`, then a space or the line's end. */
+const CONTINUE_LINE = "HTTP/1.x 100 ";
+const continueLineStarts = (b: Buffer): boolean => {
+  for (let i = 0; i < Math.min(b.length, CONTINUE_LINE.length); i++) {
+    const c = String.fromCharCode(b[i]);
+    const ok = i === 7 ? c === "0" || c === "1" : i === CONTINUE_LINE.length - 1 ? c === " " || c === "\r" : c === CONTINUE_LINE[i];
+    if (!ok) return false;
+  }
+  return true;
+};
+
+/**
+ * Drops the interim `100 Continue` answers a receiver sends ahead of its answer to a delivery
+ * (docs/webhooks.md, "Answers, retries and the schedule"). Deliveries never ask for one (no
+ * `Expect` header), but some servers send one before every answer to a POST, and HTTP says a
+ * client must take 1xx answers it did not ask for (RFC 9110, 15.2). undici takes an unasked
+ * 100 for a broken connection: the receiver's 200 that followed was never read, and the attempt
+ * failed as "connection reset before a response". Other 1xx answers (`103 Early Hints`) undici
+ * skips itself.
+ *
+ * undici reads a connection with read() (one request on it at a time): after each request's
+ * head is written, the first bytes read are checked for interim 100 answers, which are dropped whole
+ * (status line and headers, up to the blank line); bytes that might still become one are held
+ * until more arrive. The first byte of anything else ends the check until the next request.
+ */
+export function skipInterimContinue<S extends Socket>(socket: S): S {
+  const read = socket.read;
+  const write = socket.write;
+  /** A request went out and no byte of its answer has been passed on yet. */
+  let atAnswer = false;
+  let held: Buffer | null = null;
+  socket.write = function (this: S, ...args: unknown[]) {
+    // a request's head (undici writes it as one string, its body after it): its answer comes next
+    if (typeof args[0] === "string" && args[0].startsWith("POST ")) atAnswer = true;
+    return (write as (...a: unknown[]) => boolean).apply(this, args);
+  } as S["write"];
+  socket.read = function (this: S, size?: number) {
+    if (!atAnswer && held === null) return read.call(this, size);
+    for (;;) {
+      const chunk: Buffer | null = read.call(this);
+      if (chunk === null) return null; // what is held waits for more
+      let buf = held ? Buffer.concat([held, chunk]) : chunk;
+      held = null;
+      while (atAnswer && buf.length > 0) {
+        if (!continueLineStarts(buf)) {
+          atAnswer = false;
+          break;
+        }
+        const end = buf.length < CONTINUE_LINE.length ? -1 : buf.indexOf("\r\n\r\n");
+        if (end < 0) {
+          held = buf;
+          buf = Buffer.alloc(0);
+          break;
+        }
+        buf = buf.subarray(end + 4);
+      }
+      if (buf.length > 0) return buf;
+    }
+  } as S["read"];
+  return socket;
 }
 
 function headerValue(v: string | string[] | undefined): string | null {
