@@ -6,7 +6,11 @@ import { SMTPServer } from "smtp-server";
 import { afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../src/log.ts";
 import { createMessenger } from "../src/messaging/transport.ts";
+import { gatherNotices, maskIdentifier } from "../src/auth/notices.ts";
 import { startMailbox } from "./support/mailbox.ts";
+
+/** The GSM 03.38 basic character set, in which a text segment holds 160 characters (153 when concatenated). */
+const GSM7_BASIC = "@£$¥èéùìòÇ\nØø\rÅåΔ_ΦΓΛΩΠΨΣΘΞÆæßÉ !\"#¤%&'()*+,-./0123456789:;<=>?¡ABCDEFGHIJKLMNOPQRSTUVWXYZÄÖÑÜ§¿abcdefghijklmnopqrstuvwxyzäöñüà";
 
 const logger = createLogger("silent");
 const closers: Array<() => Promise<void>> = [];
@@ -93,6 +97,29 @@ describe("the SMS webhook", () => {
     expect(gateway.hits[0].headers.authorization).toBe(`Basic ${Buffer.from("sms:S3cret:Gateway Pass").toString("base64")}`);
     expect(JSON.parse(gateway.hits[0].body)).toEqual({ to: "+14155550143", body: "Your code is 123456" });
     expect(lines.join("")).not.toContain("S3cret");
+  });
+
+  // One character outside the GSM 7-bit alphabet sends a whole text as UCS-2, 70 characters a
+  // segment instead of 160: the masks and the "…and N more changes" of notices made every
+  // notice text cost twice its segments or more (docs/security.md, "Message budgets").
+  it("texts linkgate's own masks, ellipses, quotes and dashes in the GSM 7-bit alphabet, the rest as written", async () => {
+    const gateway = await httpServer((_req, res) => res.writeHead(200).end());
+    const messenger = createMessenger({ smsWebhookUrl: `${gateway.url}/send`, smtpFrom: "x@example.com", logger });
+    const notices = Array.from({ length: 40 }, (_, i) => ({
+      subject: i % 2 ? "A passkey was removed" : "An e-mail address was added",
+      text: `${i % 2 ? "A passkey was removed" : "An e-mail address was added"}\n${maskIdentifier({ kind: "email", value: `someone${i}@example.com` })} and ${maskIdentifier({ kind: "phone", value: "+14155550143" })} – “today”, it’s done\nIf it was not you: sign in and remove it.`,
+    }));
+    const gathered = gatherNotices(notices);
+    expect(gathered.text).toMatch(/[•…]/); // what the notice says, before it is texted
+    await messenger.send({ to: { kind: "phone", value: "+14155550143" }, subject: gathered.subject, text: gathered.text });
+    const texted: string = JSON.parse(gateway.hits[0].body).body;
+    expect([...texted].filter((c) => !GSM7_BASIC.includes(c))).toEqual([]);
+    expect(texted).toContain("s***@example.com");
+    expect(texted).toContain("...and");
+    expect(Math.ceil(texted.length / 153)).toBeLessThanOrEqual(7);
+    // a character of someone's own choosing outside GSM-7 is texted as it is
+    await messenger.send({ to: { kind: "phone", value: "+14155550143" }, subject: "s", text: "Ünïcødé 名前 •" });
+    expect(JSON.parse(gateway.hits[1].body).body).toBe("Ünïcødé 名前 *");
   });
 
   it("does not follow a redirect: the number and the text go nowhere else", async () => {

@@ -57,7 +57,7 @@ export async function queueNotices(tx: Tx, projectId: string, notices: Notice[],
                 ${notices.map((n) => n.subject)}::text[], ${notices.map((n) => n.text)}::text[]) AS n(id, kind, value, subject, text)`;
 }
 
-/** A gathered message's length at most: about seven concatenated text segments. */
+/** A gathered message's length at most: seven concatenated text segments of GSM-7, as texted (src/messaging/transport.ts smsText). */
 export const MAX_GATHERED_LENGTH = 1_000;
 
 /**

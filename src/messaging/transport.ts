@@ -70,6 +70,19 @@ function sendsCredentialsInTheClearUnlessTold(url: URL): boolean {
 /** The transport refused this recipient for good: sending to it again would fail the same way. */
 export class RecipientRefused extends Error {}
 
+/**
+ * The characters linkgate's own texts use that have a plain equivalent in the GSM 7-bit alphabet
+ * an SMS is counted in (the masks of notices, `a•••@example.com`; "…and 3 more changes"; quotes
+ * and dashes). One character outside that alphabet sends the whole text as UCS-2, 70 characters
+ * a segment instead of 160, and the operator pays for each segment: a gathered notice of 1,000
+ * characters was 15 segments instead of 7 (docs/security.md, "Message budgets").
+ */
+const GSM7_EQUIVALENTS: Record<string, string> = { "•": "*", "…": "...", "‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "\u00a0": " " };
+const OUTSIDE_GSM7 = new RegExp(`[${Object.keys(GSM7_EQUIVALENTS).join("")}]`, "g");
+
+/** A text as texted: linkgate's own characters outside GSM-7 replaced by their equivalents. */
+export const smsText = (text: string): string => text.replace(OUTSIDE_GSM7, (c) => GSM7_EQUIVALENTS[c]);
+
 /** The SMS webhook's answers that say the request itself (the number) is refused. */
 const REFUSES_RECIPIENT = new Set([400, 422]);
 /** The SMS webhook's answers worth another try. */
@@ -97,7 +110,7 @@ async function postText(target: { url: string; headers: Record<string, string> }
     res = await fetch(target.url, {
       method: "POST",
       headers: target.headers,
-      body: JSON.stringify({ to, body: text }),
+      body: JSON.stringify({ to, body: smsText(text) }),
       // a redirect would send the number and the text to another address: an answer that is not one
       redirect: "error",
       signal: AbortSignal.timeout(10_000),
