@@ -77,4 +77,41 @@ onPostgres("a sign-in with a merged secondary's address or passkey, racing an un
     );
     expect(signedIn.body.data?.finishPasskeySignIn, JSON.stringify(signedIn.body)).toEqual({ __typename: "SignInTokens", accountId: pair.primary.accountId });
   });
+
+  /**
+   * The other way round: the secondary's id sorts first. The sign-in locks the pair in id order,
+   * the secondary first; the unmerge (and the removal of the secondary's address, which is one)
+   * locked the primary alone, then the secondary, so it held the primary while it waited for the
+   * secondary the sign-in held, and the sign-in came to wait for the primary: deadlocked until
+   * Postgres broke it after deadlock_timeout. The connection here plays the sign-in's locks.
+   */
+  for (const how of ["unmerge", "the removal of the secondary's address"] as const) {
+    it(`${how} waits for the secondary a sign-in holds without holding the primary the sign-in waits for next`, async () => {
+      const [a, b] = [`lock-order-${how.length}-a@example.com`, `lock-order-${how.length}-b@example.com`];
+      const [ua, ub] = [await h.signIn({ email: a }), await h.signIn({ email: b })];
+      // the account whose id sorts last is the primary
+      const [primary, secondary, secondaryEmail] = ua.accountId > ub.accountId ? [ua, ub, b] : [ub, ua, a];
+      const req = await h.call("POST", "/users/link/request", { body: { email: secondaryEmail }, headers: bearer(primary.token) });
+      const linked = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(secondaryEmail) }, headers: bearer(primary.token) });
+      expect(linked.body.outcome).toBe("merged");
+
+      const signIn = unmerge; // the second connection, playing a sign-in's locks this time
+      await signIn.query("BEGIN");
+      try {
+        await signIn.query("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", [secondary.accountId]);
+        const separating =
+          how === "unmerge"
+            ? h.call("POST", "/users/link/unmerge", { body: {}, headers: bearer(primary.token) })
+            : h.call("POST", "/users/link/remove", { body: { email: secondaryEmail }, headers: bearer(primary.token) });
+        await waitingForLock(signIn, 1);
+        await signIn.query("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE NOWAIT", [primary.accountId]);
+        await signIn.query("COMMIT");
+        const done = await separating;
+        expect(done.status, JSON.stringify(done.body)).toBe(200);
+      } finally {
+        await signIn.query("ROLLBACK").catch(() => {});
+      }
+      expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: primary.accountId } })).mergedWithId).toBeNull();
+    });
+  }
 });

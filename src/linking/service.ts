@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import type { Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { run } from "../db/fast.ts";
-import { retryingConflicts, transaction } from "../db/transaction.ts";
+import { DecideAgain, retryingConflicts, transaction } from "../db/transaction.ts";
 import { DELIVERY_CHANNEL, enqueueAll, envelope } from "../webhooks/outbox.ts";
 import { attachedEvents, type EventType } from "../webhooks/event-types.ts";
 import {
@@ -32,7 +32,7 @@ import { withdrawConsentsOnUnmerge } from "../oidc/consents.ts";
 import { userEventData } from "../auth/accounts.ts";
 import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
-import { lockAccounts, type LockedAccount } from "../db/locks.ts";
+import { lockAccountAndPartner, lockAccounts, type LockedAccount } from "../db/locks.ts";
 import { clearMerge, LINK_STATE, runLinkVerify, type LinkVerifyInput } from "./sql.ts";
 
 /**
@@ -61,8 +61,15 @@ type IdentifierInput = { email?: unknown; phone?: unknown };
  * with no session of the user's.
  */
 async function currentAccount(tx: Tx, actor: UserActor, onBehalf = false): Promise<LockedAccount> {
+  // The account and its merge partner, locked together in id order as a sign-in locks them
+  // (src/auth/sign-in.sql): separating them needs both, and locking the account first and its
+  // secondary afterwards deadlocked with a sign-in with the secondary's address whenever the
+  // secondary's id sorted first (test/security.sign-in-lock-order.test.ts).
+  const locked = await lockAccountAndPartner(tx, actor.projectId, actor.user.accountId);
+  const me = locked.find((a) => a.id === actor.user.accountId);
+  // merged with another while this waited for the lock: that partner is not locked
+  if (me?.merged_with_id && !locked.some((a) => a.id === me.merged_with_id)) throw new DecideAgain("the account was merged meanwhile");
   if (!onBehalf) return (await lockForSession(tx, actor)).account;
-  const [me] = await lockAccounts(tx, actor.projectId, [actor.user.accountId]);
   if (!me) throw new Unauthenticated("this account no longer exists");
   if (me.merge_role === "secondary") throw new Unauthenticated("this session has ended; sign in again");
   return me;
