@@ -176,6 +176,20 @@ describe.each(backends)("linking external identities on %s", (backend) => {
       expect(await claimsAgain()).toEqual(after);
     });
 
+    it("a link started by one session is OTPInvalid for another session of the account, and stays good for its own", async () => {
+      const u = await mailUser();
+      const own = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: u.accountId } })).value;
+      const other = await h.signIn({ email: own });
+      google.loginAs(googleUser());
+      const { started, code } = await authorize(h, google, "google", app.redirectUri, { token: u.token });
+      const before = await snapshot(h);
+      const r = await verifyLink(h, other.token, started.state_id, code);
+      expect(r.status, JSON.stringify(r.body)).toBe(400);
+      expect(r.body).toEqual({ error: "OTPInvalid", message: expect.any(String) });
+      expect(await snapshot(h)).toEqual(before);
+      expect((await verifyLink(h, u.token, started.state_id, code)).body).toEqual({ ...LINKED, outcome: "attached" });
+    });
+
     it("a sign-in state cannot finish a link, and a link state cannot finish a sign-in", async () => {
       const u = await mailUser();
       google.loginAs(googleUser());

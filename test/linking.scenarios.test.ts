@@ -348,6 +348,44 @@ describe.each(backends)("identifier linking on %s", (backend) => {
       expect((await post(b, "verify", ch)).body.outcome).toBe("attached");
     });
 
+    it("OTPInvalid: a state presented by another session of the account, which the session that asked can still use", async () => {
+      const a = await fresh();
+      const other = await h.signIn(a.own);
+      const mail = { email: email() };
+      const ch = await challenge(a, mail);
+      await refused(() => post(other, "verify", ch), 400, "OTPInvalid");
+      expect((await unchanged(() => gql(other, GQL.verify, { stateId: ch.state_id, otp: ch.otp }))).__typename).toBe("OTPInvalid");
+      expect((await post(a, "verify", ch)).body.outcome).toBe("attached");
+    });
+
+    it("during an upgrade, a state the previous build wrote (bound to no session) is judged as before", async () => {
+      const a = await fresh();
+      const other = await h.signIn(a.own);
+      const mail = { email: email() };
+      const ch = await challenge(a, mail);
+      await h.db.prisma.otpState.update({ where: { id: ch.state_id }, data: { sessionId: null } });
+      expect((await post(other, "verify", ch)).body.outcome).toBe("attached");
+    });
+
+    it("a link begun by a session the owner ended is not completed from a stale session of the account", async () => {
+      const owner = await fresh();
+      // a token of the owner's, stolen and too old to start a link itself
+      const stolen = await h.signIn(owner.own);
+      await h.db.prisma.session.update({ where: { id: decodeJwt(stolen.token).sid as string }, data: { authTime: new Date(Date.now() - 3_600_000) } });
+      const intruders = { email: email() };
+      await linked(owner, intruders, "attached");
+      const intruder = await h.signIn(intruders);
+      const more = { email: email() };
+      expect((await post(stolen, "request", more)).body.error).toBe("ReauthenticationRequired");
+      const ch = await challenge(intruder, more);
+      // the owner removes the intruder's way in, which ends the intruder's session
+      expect((await post(owner, "remove", intruders)).status).toBe(200);
+      await refused(() => post(stolen, "verify", ch), 400, "OTPInvalid");
+      expect((await unchanged(() => gql(stolen, GQL.verify, { stateId: ch.state_id, otp: ch.otp }))).__typename).toBe("OTPInvalid");
+      expect(await identifiersOf(owner.accountId)).toEqual([`own:${addr(owner.own)}`]);
+      expect((await h.signIn(more)).accountId).not.toBe(owner.accountId);
+    });
+
     it("OTPInvalid: an expired state", async () => {
       const a = await fresh();
       const ch = await challenge(a, { email: email() });

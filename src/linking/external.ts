@@ -12,7 +12,7 @@ import { codeHash } from "../auth/otp.ts";
 import { checkInStatement } from "../auth/otp-flow.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { provenFlow, saveClaims, startFlow, type CompleteInput, type ProvenFlow, type StartInput, type Started } from "../auth/external/flows.ts";
-import { decideLink, LINK_ERRORS, type VerifyResult } from "./service.ts";
+import { decideLink, LINK_ERRORS, linkBinding, type VerifyResult } from "./service.ts";
 
 export const EXTERNAL_LINK_ERRORS = {
   start: [InvalidRequest, ProviderNotFound, InvalidRedirectUri, UpstreamUnavailable, ReauthenticationRequired, RateLimited],
@@ -27,10 +27,14 @@ export async function startExternalLink(deps: Deps, actor: UserActor, input: Sta
 
 export async function verifyExternalLink(deps: Deps, actor: UserActor, input: CompleteInput): Promise<VerifyResult> {
   const flow = await provenFlow(deps, actor, input, "link");
+  // the session that started it, as a code's link state (linkBinding): another session of the
+  // account, a stale stolen token that could not start a link, finished one whose session the
+  // owner had ended, and attached the intruder's identity
+  if (flow.sessionId !== actor.user.sessionId) throw new OTPInvalid();
   const code = input.code as string;
   const identifier: Identifier = { kind: "external", value: externalValue(flow.issuer, flow.subject) };
   const stateId = await linkState(deps, actor, flow, identifier, code);
-  const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
+  const binding = linkBinding(actor);
   const result = await decideLink(deps, actor, binding, checkInStatement(deps, binding, stateId, code, actor.clientAddress), identifier);
   await saveProfile(deps, actor.projectId, identifier, flow);
   return result;
@@ -55,6 +59,8 @@ async function linkState(deps: Deps, actor: UserActor, flow: ProvenFlow, identif
         id,
         projectId: actor.projectId,
         accountId: actor.user.accountId,
+        // bound to this session, as a code's link state is (src/linking/service.ts linkBinding)
+        sessionId: actor.user.sessionId,
         purpose: "link",
         kind: identifier.kind,
         value: identifier.value,

@@ -134,20 +134,27 @@ DECLARE
   v_n integer;
   v_account_wait integer;
   v_proof text;
+  v_session text;
 BEGIN
+  -- The state is good in the session that asked for it only (docs/authentication.md, "Recent
+  -- authentication"): another session of the account, a stale stolen token among them, finished
+  -- a link begun by a session the owner had ended. During a rolling upgrade a state the previous
+  -- build wrote has no session, and that build's calls name none: either is judged as before.
+  SELECT CASE WHEN s.session_id IS NULL OR p->>'session' IS NULL THEN s.session_id ELSE p->>'session' END INTO v_session
+    FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project;
   -- judged as every code is (otp_judge, src/auth/sign-in.sql), in the account's turn and under
   -- its wrong codes (fail_key, counted there); null fields (no cap_window nor fail_window from a
   -- gateway of the previous release, which counts them itself) are left out, not passed as null
   SELECT j.ok, j.attempts, j.kind::identifier_kind, j.value INTO v_ok, tries, v_kind, v_value
     FROM otp_judge(jsonb_strip_nulls(jsonb_build_object(
-      'project', p_project, 'state', p_state, 'hash', p_hash, 'purpose', 'link', 'account', p_account,
+      'project', p_project, 'state', p_state, 'hash', p_hash, 'purpose', 'link', 'account', p_account, 'session', v_session,
       'max_tries', p_max_tries, 'fail_prefix', p_cap_prefix, 'fail_max', p_cap_max, 'fail_window', p->'cap_window',
       'address_group', p_address_group, 'address_max', p_address_max, 'address_window', p->'address_window',
       'judge_places', p->'judge_places', 'known_days', p_known_days,
       'subject_key', p_fail_key, 'subject_max', p_fail_max, 'subject_window', p->'fail_window'))) j;
   IF NOT FOUND THEN
     -- a retried verify of a state that succeeded (a wrong code counts a try: otp_replay)
-    stored := otp_replay(p_project, p_state, 'link', p_account, NULL, p_hash, p_max_tries)::text;
+    stored := otp_replay(p_project, p_state, 'link', p_account, v_session, p_hash, p_max_tries)::text;
     IF stored IS NULL THEN
       -- not judged: the account's wrong codes (reached while this verify waited for its turn),
       -- the identifier-wide cap, this address's wrong codes, or no live state at all; when more
@@ -157,7 +164,7 @@ BEGIN
       SELECT greatest(sign_in_capped(s.project_id, s.kind, s.value, p_cap_prefix, p_cap_max, p_judge_places, p_known_days),
                       sign_in_address_capped(s.project_id, s.kind, s.value, p_address_group, p_address_max)) INTO retry_after
         FROM otp_states s WHERE s.id = p_state AND s.project_id = p_project AND s.purpose = 'link' AND s.account_id = p_account
-          AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries;
+          AND s.session_id IS NOT DISTINCT FROM v_session AND s.consumed_at IS NULL AND s.expires_at > now() AND s.attempts < p_max_tries;
       IF v_account_wait IS NOT NULL THEN
         retry_after := greatest(v_account_wait, retry_after);
         outcome := 'rate_limited';

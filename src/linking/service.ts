@@ -79,7 +79,7 @@ export async function requestLink(deps: Deps, actor: UserActor, input: Identifie
   const identifier = parseIdentifier(input);
   // Checked when the link starts; the verify of a state issued now needs no fresh check.
   await requireRecentAuth(deps, actor);
-  const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
+  const binding = linkBinding(actor);
   // Only what the caller already knows is checked here (in the send's own statement, before
   // anything is counted); who else holds the identifier is decided at verify, after the code
   // proved ownership, so this answer reveals nothing.
@@ -88,6 +88,17 @@ export async function requestLink(deps: Deps, actor: UserActor, input: Identifie
 }
 
 const LINKED = "Account linked successfully" as const;
+
+/**
+ * A link state is bound to the session that asked for it, whose recent authentication allowed
+ * it (docs/authentication.md, "Codes"): bound to the account alone, a state whose session the
+ * owner had ended (removing the address it signed in with, an unmerge) was completed from
+ * another session of the account, a stale stolen token that could not start a link itself, and
+ * attached the intruder's address.
+ */
+export function linkBinding(actor: UserActor): OtpBinding & { accountId: string; sessionId: string } {
+  return { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link", sessionId: actor.user.sessionId };
+}
 
 /**
  * The verify is decided in one statement, link_verify (src/linking/link-verify.sql), which
@@ -103,7 +114,7 @@ const LINKED = "Account linked successfully" as const;
  * every outcome that could need it.
  */
 export async function verifyLink(deps: Deps, actor: UserActor, input: { stateId: unknown; otp: unknown }): Promise<VerifyResult> {
-  const binding = { projectId: actor.projectId, accountId: actor.user.accountId, purpose: "link" as const };
+  const binding = linkBinding(actor);
   const check = verifyInStatement(deps, binding, input.stateId, input.otp, actor.clientAddress);
   const identifier = check && (await stateIdentifier(deps, binding, check.stateId));
   if (!check || !identifier) {
@@ -161,8 +172,8 @@ function refusal(outcome: string): Error {
 }
 
 /** The identifier a link state was issued for (null: no such state of this account). */
-async function stateIdentifier(deps: Deps, binding: { projectId: string; accountId: string }, stateId: string): Promise<Identifier | null> {
-  const [row] = await run(deps.db, LINK_STATE, [stateId, binding.projectId, binding.accountId]);
+async function stateIdentifier(deps: Deps, binding: { projectId: string; accountId: string; sessionId: string }, stateId: string): Promise<Identifier | null> {
+  const [row] = await run(deps.db, LINK_STATE, [stateId, binding.projectId, binding.accountId, binding.sessionId]);
   return row ? { kind: row.kind as Identifier["kind"], value: row.value } : null;
 }
 

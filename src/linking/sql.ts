@@ -13,13 +13,14 @@ export async function clearMerge(tx: Tx, primaryId: string, secondaryId: string)
 }
 
 /**
- * The identifier a link state was issued for, by its id, project and account ($1, $2, $3): the
- * verify reads it before link_verify to make the events and notices it may write.
+ * The identifier a link state was issued for, by its id, project, account and session ($1 to
+ * $4; a state of the previous build has none, src/linking/link-verify.sql): the verify reads it
+ * before link_verify to make the events and notices it may write.
  */
 export const LINK_STATE = prepared<{ kind: string; value: string }>(
   "link_state",
   { kind: "text", value: "text" },
-  `SELECT kind::text AS kind, value FROM otp_states WHERE id = $1 AND project_id = $2 AND account_id = $3 AND purpose = 'link'`,
+  `SELECT kind::text AS kind, value FROM otp_states WHERE id = $1 AND project_id = $2 AND account_id = $3 AND (session_id = $4 OR session_id IS NULL) AND purpose = 'link'`,
 );
 
 /**
