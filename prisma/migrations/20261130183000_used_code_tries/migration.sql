@@ -1,9 +1,11 @@
--- No table changes. This migration ships two changes to the repeatable files. otp_replay
+-- No table changes. This migration ships three changes to the repeatable files. otp_replay
 -- (src/auth/sign-in.sql), which sign_in_verify, link_verify and the other verifies now call for a
 -- state a right code already used: a wrong code sent to such a state counts one of its tries,
--- where before it was refused without being counted, for the rest of the state 10 minutes. And
--- outbox_enqueue (src/webhooks/outbox.sql) stamps each event with the time it is written, not
--- the time its transaction began, which the events pull needs to hold back the events of open
--- transactions. A process of the previous build restarting during the upgrade finds a migration
--- it does not know and leaves the repeatable files alone (docs/operations.md, "Expand, then
--- contract"). Its own verifies read used states as before.
+-- where before it was refused without being counted, for the rest of the state 10 minutes.
+-- link_verify (src/linking/link-verify.sql) judges a link state in the session that asked for it
+-- only, where any session of the account could. And outbox_enqueue (src/webhooks/outbox.sql)
+-- stamps each event with the time it is written, not the time its transaction began, which the
+-- events pull needs to hold back the events of open transactions. A process of the previous
+-- build restarting during the upgrade finds a migration it does not know and leaves the
+-- repeatable files alone (docs/operations.md, "Expand, then contract"). Its own verifies read
+-- used states as before, and its link states, which name no session, are judged as before.
