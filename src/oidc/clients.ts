@@ -186,11 +186,15 @@ export async function updateClient(deps: Deps, actor: Actor, id: string, input: 
 /** Deleting a client ends what it was given: its codes, tokens, remembered consents and sessions. */
 export async function deleteClient(deps: Deps, actor: Actor, id: string): Promise<{ id: string }> {
   return transaction(deps.prisma, async (tx) => {
-    const client = await tx.oAuthClient.findFirst({ where: { id, projectId: actor.projectId } });
+    // Locked as it is read, as updateClient does: read without the lock, a client another
+    // request deleted meanwhile was found, then had no row left for Prisma's delete, which
+    // throws; the second of two deletions answered a fault instead of NotFound.
+    const [client] = await tx.$queryRaw<{ client_id: string }[]>`
+      SELECT client_id FROM oauth_clients WHERE id = ${id} AND project_id = ${actor.projectId} FOR UPDATE`;
     if (!client) throw new NotFound(NOT_FOUND);
     await tx.oAuthClient.delete({ where: { id } });
-    await tx.oAuthConsent.deleteMany({ where: { clientId: client.clientId } });
-    await endGrants(tx, { clientId: client.clientId });
+    await tx.oAuthConsent.deleteMany({ where: { clientId: client.client_id } });
+    await endGrants(tx, { clientId: client.client_id });
     return { id };
   });
 }
@@ -201,7 +205,18 @@ export async function rotateClientSecret(deps: Deps, actor: Actor, id: string): 
   if (!client) throw new NotFound(NOT_FOUND);
   if (client.type !== "confidential") throw new InvalidRequest("a public client has no secret to rotate");
   const clientSecret = newSecret();
-  const updated = await deps.prisma.oAuthClient.update({ where: { id }, data: { secretHash: sha256Hex(clientSecret) } });
+  // Conditional on the secret read, as a webhook's rotation is (docs/oidc.md, "Clients"): with
+  // Prisma's update, a client deleted meanwhile answered a fault, and of two rotations at the
+  // same moment both answered a secret, the first already replaced by the second: its caller
+  // deployed a secret that was invalid_client from the start.
+  const [updated] = await deps.prisma.oAuthClient.updateManyAndReturn({
+    where: { id, projectId: actor.projectId, secretHash: client.secretHash },
+    data: { secretHash: sha256Hex(clientSecret) },
+  });
+  if (!updated) {
+    if (!(await deps.prisma.oAuthClient.count({ where: { id, projectId: actor.projectId } }))) throw new NotFound(NOT_FOUND);
+    throw new InvalidRequest("the client's secret was rotated by another request at the same moment; rotate again");
+  }
   return { client: updated, clientSecret };
 }
 
