@@ -199,7 +199,13 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
         await tx.externalFlow.deleteMany({ where: { providerId: current.id } });
         await lockHolders(tx, actor.projectId, current.id);
       }
-      const updated = await tx.identityProvider.update({ where: { id: current.id }, data: { preset, ...data, ...secret, ...moved } });
+      // Conditional, not Prisma's update, which throws when no row matches: a provider deleted
+      // by another request after it was read above answered a fault, not ProviderNotFound.
+      const [updated] = await tx.identityProvider.updateManyAndReturn({
+        where: { id: current.id, projectId: actor.projectId },
+        data: { preset, ...data, ...secret, ...moved },
+      });
+      if (!updated) throw new ProviderNotFound();
       if (detaches) await tx.externalIdentity.updateMany({ where: { providerId: current.id }, data: { providerId: null } });
       return updated;
     }),

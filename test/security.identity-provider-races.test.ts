@@ -1,0 +1,59 @@
+// An identity provider changed while another request deletes it (docs/external-identities.md,
+// "Providers"). updateIdentityProvider read the provider, then wrote it with Prisma's update,
+// which throws when no row matches: a deletion committed in between answered
+// INTERNAL_SERVER_ERROR ("Unexpected error.", logged as a fault) instead of ProviderNotFound. It
+// answers ProviderNotFound now and changes nothing.
+// Postgres only: a second connection deletes the provider and holds its row until the request's
+// write comes to wait for it, then commits; on PGlite one connection serves everything in turn.
+import { describe, expect, it } from "vitest";
+import { serverUrl } from "./support/db.ts";
+import { harnessFor } from "./support/hooks.ts";
+import { lockHolder, waitingForLock } from "./support/locks.ts";
+
+const onPostgres = serverUrl ? describe : describe.skip;
+
+const UPDATE = `mutation($id: ID!, $input: IdentityProviderInput!) { updateIdentityProvider(id: $id, input: $input) { __typename ... on Error { message } ... on IdentityProvider { id displayName issuer } } }`;
+
+onPostgres("an identity provider deleted while a request changes it", () => {
+  const h = harnessFor("postgres");
+  const blocker = lockHolder(h);
+  let n = 0;
+
+  async function newProvider(): Promise<string> {
+    const created = await h.gql(`mutation($slug: String!) { createIdentityProvider(input: {preset: OIDC, slug: $slug, issuer: "https://127.0.0.1:9", clientId: "c"}) { __typename ... on IdentityProvider { id } ... on Error { message } } }`, { slug: `p${++n}` });
+    const id = created.body.data?.createIdentityProvider?.id;
+    if (!id) throw new Error(JSON.stringify(created.body));
+    return id;
+  }
+
+  /** The request reads the provider, then comes to wait for the row the blocker deletes; the deletion then commits. */
+  async function deletedUnder<T>(id: string, request: () => Promise<T>): Promise<T> {
+    await blocker.query("BEGIN");
+    try {
+      await blocker.query("DELETE FROM identity_providers WHERE id = $1", [id]);
+      const answer = request();
+      await waitingForLock(blocker, 1);
+      await blocker.query("COMMIT");
+      return await answer;
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => {});
+    }
+  }
+
+  it.each([
+    ["its display name", { displayName: "Renamed" }],
+    ["its issuer", { issuer: "https://127.0.0.2:9" }],
+  ])("an update of %s answers ProviderNotFound, not a fault", async (_, input) => {
+    const id = await newProvider();
+    const updated = await deletedUnder(id, () => h.gql(UPDATE, { id, input }));
+    expect(updated.body.errors).toBeUndefined();
+    expect(updated.body.data.updateIdentityProvider).toEqual({ __typename: "ProviderNotFound", message: expect.any(String) });
+    expect(await h.db.prisma.identityProvider.count({ where: { id } })).toBe(0);
+  });
+
+  it("an update of a provider that stays answers it as it is now", async () => {
+    const id = await newProvider();
+    const updated = await h.gql(UPDATE, { id, input: { displayName: "Kept" } });
+    expect(updated.body.data.updateIdentityProvider).toMatchObject({ __typename: "IdentityProvider", id, displayName: "Kept" });
+  });
+});
