@@ -1158,13 +1158,23 @@ BEGIN
     RETURNING id, project_id, event_type
   ), target AS (
     SELECT * FROM unnest(p_ids, p_only_webhooks) AS t(event_id, only_webhook)
+  ), hooks AS (
+    -- Key-share locked as they are read, as the deliveries' foreign key would lock them anyway:
+    -- a webhook another transaction is deleting is waited for and then skipped. Read without the
+    -- lock, it was found, and its delivery's foreign key check then failed once the deletion
+    -- committed: the change that emitted the event (a sign-in, a link, a test event) answered a
+    -- 500 because the project deleted a webhook at that moment. Only a deletion waits: updates of
+    -- a webhook (enabling, its events, rotation) do not touch its key.
+    SELECT w.id, w.project_id, w.events FROM webhooks w
+    WHERE w.project_id = ANY (p_projects) AND w.enabled AND w.events && p_types
+    FOR KEY SHARE
   ), dl AS (
     INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
     SELECT 'dlv_' || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
              || right(replace(gen_random_uuid()::text, '-', ''), 20),
            ev.id, w.id, w.project_id, ev.event_type
     FROM ev JOIN target t ON t.event_id = ev.id
-    JOIN webhooks w ON w.project_id = ev.project_id AND w.enabled AND ev.event_type = ANY (w.events)
+    JOIN hooks w ON w.project_id = ev.project_id AND ev.event_type = ANY (w.events)
     WHERE t.only_webhook IS NULL OR w.id = t.only_webhook
     RETURNING 1
   )

@@ -3,7 +3,10 @@
 // matches: a deletion committed in between answered INTERNAL_SERVER_ERROR ("Unexpected error.",
 // logged as a fault) instead of WebhookNotFound. rotateWebhookSecret, whose write is
 // conditional on the secret it read, told the caller the webhook had been rotated concurrently
-// and to try again. Both answer WebhookNotFound now and change nothing.
+// and to try again. Both answer WebhookNotFound now and change nothing. An event emitted at that
+// moment (a sign-in's, a test event) found the webhook, and its delivery's foreign key check
+// failed once the deletion committed: the sign-in answered 500. The event now waits for the
+// deletion and skips the webhook (src/webhooks/outbox.sql).
 // Postgres only: a second connection deletes the webhook and holds its row until the request's
 // write comes to wait for it, then commits; on PGlite one connection serves everything in turn.
 import { describe, expect, it } from "vitest";
@@ -53,6 +56,23 @@ onPostgres("a webhook deleted while a request changes it", () => {
     const webhookId = await newWebhook();
     const rotated = await deletedUnder(webhookId, () => h.op(RotateWebhookSecretDocument, { webhookId }));
     expect(rotated.rotateWebhookSecret).toEqual({ __typename: "WebhookNotFound", message: "no such webhook" });
+  });
+
+  it("a sign-in whose events go out while the project deletes their webhook signs in, and nothing is queued for the deleted webhook", async () => {
+    const webhookId = await newWebhook();
+    const start = await h.call("POST", "/auth/otp/start", { body: { email: "deleted-under@example.com" } });
+    const otp = await h.mailbox.otp("deleted-under@example.com");
+    const verify = await deletedUnder(webhookId, () => h.call("POST", "/auth/otp/verify", { body: { state_id: start.body.state_id, otp } }));
+    expect(verify.status).toBe(200);
+    expect(await h.db.prisma.delivery.count({ where: { webhookId } })).toBe(0);
+    expect(await h.db.prisma.outboxEvent.count({ where: { projectId: h.projectId, eventType: "user.created", body: { contains: verify.body.account_id } } })).toBe(1);
+  });
+
+  it("a test event sent while its webhook is deleted is no fault, and queues nothing", async () => {
+    const webhookId = await newWebhook();
+    const sent = await deletedUnder(webhookId, () => h.gql(`mutation($id: ID!) { sendTestWebhook(webhookId: $id, eventType: "user.created") { __typename } }`, { id: webhookId }));
+    expect(sent.body.errors).toBeUndefined();
+    expect(await h.db.prisma.delivery.count({ where: { webhookId } })).toBe(0);
   });
 
   it("an update of a webhook that stays still answers it as it is now", async () => {
