@@ -9,6 +9,8 @@ import { describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { harnessFor } from "./support/hooks.ts";
 import { lockHolder, waitingForLock } from "./support/locks.ts";
+import { startUpstreamOidc } from "./support/upstream.ts";
+import { addProvider, externalWorldFor, start } from "./support/upstream-linkgate.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
 
@@ -55,5 +57,39 @@ onPostgres("an identity provider deleted while a request changes it", () => {
     const id = await newProvider();
     const updated = await h.gql(UPDATE, { id, input: { displayName: "Kept" } });
     expect(updated.body.data.updateIdentityProvider).toMatchObject({ __typename: "IdentityProvider", id, displayName: "Kept" });
+  });
+});
+
+// An external sign-in started while the project deletes its provider: the start read the
+// provider, fetched its discovery document, then wrote the flow, whose foreign key check failed
+// once the deletion committed; the app got 500 InternalError instead of ProviderNotFound.
+onPostgres("an external sign-in started while its provider is deleted", () => {
+  const world = externalWorldFor("postgres", "https://app.example/started");
+  const { h } = world;
+  const blocker = lockHolder(h);
+  let n = 0;
+
+  it("answers ProviderNotFound, not a fault, and keeps no flow", async () => {
+    const up = await startUpstreamOidc();
+    try {
+      const slug = `gone-${++n}`;
+      const { id } = await addProvider(h, up, slug);
+      await start(h, slug, world.app.redirectUri); // its discovery is fetched and cached: the raced start goes straight to its write
+      await h.db.prisma.externalFlow.deleteMany({ where: { providerId: id } });
+      await blocker.query("BEGIN");
+      try {
+        await blocker.query("DELETE FROM identity_providers WHERE id = $1", [id]);
+        const started = start(h, slug, world.app.redirectUri);
+        await waitingForLock(blocker, 1);
+        await blocker.query("COMMIT");
+        const answer = await started;
+        expect({ status: answer.status, error: answer.body.error }).toEqual({ status: 404, error: "ProviderNotFound" });
+      } finally {
+        await blocker.query("ROLLBACK").catch(() => {});
+      }
+      expect(await h.db.prisma.externalFlow.count({ where: { providerId: id } })).toBe(0);
+    } finally {
+      await up.stop();
+    }
   });
 });

@@ -16,7 +16,7 @@ import { publicPath } from "../../config.ts";
 import type { Actor, Deps } from "../../deps.ts";
 import type { Db, Tx } from "../../db/client.ts";
 import { randomToken, safeEqual, sha256Hex } from "../../crypto.ts";
-import { DomainError, InvalidRedirectUri, InvalidRequest, OTPInvalid } from "../../errors.ts";
+import { DomainError, InvalidRedirectUri, InvalidRequest, OTPInvalid, ProviderNotFound } from "../../errors.ts";
 import { Prisma, type ExternalFlow } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
 import { isStorableText } from "../../text.ts";
@@ -93,10 +93,16 @@ export async function startFlow(deps: Deps, actor: Actor, input: StartInput, pur
   const secrets = { state, nonce: randomToken(), codeVerifier: randomToken(48) };
   const url = await authorizationUrl(deps, provider, { ...secrets, redirectUri: callbackUrl(deps, provider) });
   const id = newId("xfl");
-  await deps.prisma.$executeRaw`
+  // Written only while the provider is there, key-share locked as its foreign key would lock it:
+  // one the project deleted since it was read above (the discovery fetch in between may take
+  // seconds) is ProviderNotFound, where the foreign key check's failure was a 500.
+  const written = await deps.prisma.$executeRaw`
     INSERT INTO external_flows (id, project_id, provider_id, purpose, account_id, session_id, redirect_uri, state_hash, nonce, code_verifier, created_at, expires_at)
-    VALUES (${id}, ${actor.projectId}, ${provider.id}, ${purpose}, ${actor.user?.accountId ?? null}, ${actor.user?.sessionId ?? null}, ${redirectUri},
-            ${hashOf(state)}, ${secrets.nonce}, ${secrets.codeVerifier}, now() AT TIME ZONE 'UTC', ${EXPIRES_AT})`;
+    SELECT ${id}, ${actor.projectId}, p.id, ${purpose}, ${actor.user?.accountId ?? null}, ${actor.user?.sessionId ?? null}, ${redirectUri},
+           ${hashOf(state)}, ${secrets.nonce}, ${secrets.codeVerifier}, now() AT TIME ZONE 'UTC', ${EXPIRES_AT}
+    FROM identity_providers p WHERE p.id = ${provider.id} AND p.project_id = ${actor.projectId}
+    FOR KEY SHARE`;
+  if (!written) throw new ProviderNotFound();
   return { state_id: id, authorization_url: url };
 }
 
