@@ -5,7 +5,9 @@
 -- link_verify (src/linking/link-verify.sql) judges a link state in the session that asked for it
 -- only, where any session of the account could. And outbox_enqueue (src/webhooks/outbox.sql)
 -- stamps each event with the time it is written, not the time its transaction began, which the
--- events pull needs to hold back the events of open transactions. A process of the previous
+-- events pull needs to hold back the events of open transactions, and key-share locks the
+-- webhooks it fans out to, so an event emitted while its webhook is deleted skips that webhook
+-- instead of failing the change that emitted it. A process of the previous
 -- build restarting during the upgrade finds a migration it does not know and leaves the
 -- repeatable files alone (docs/operations.md, "Expand, then contract"). Its own verifies read
 -- used states as before, and its link states, which name no session, are judged as before.
