@@ -117,6 +117,33 @@ function originFault(entry: string): string | undefined {
   return /^[a-z][a-z0-9+.-]*:\/\/[^/?#\s@]+$/.test(entry) ? undefined : "is not one (a lower-case scheme, a host, no path or trailing slash)";
 }
 
+/**
+ * The SMTP URL's documented query values (docs/configuration.md, `SMTP_URL`): milliseconds, and
+ * the pool's size. nodemailer hands a timeout to Node's resolver as it is: `connectionTimeout=-5`
+ * or `=abc` threw out of the start's SMTP check and killed the running gateway with a stack
+ * trace, and `sendTimeout=1e99` timed every send out at once. Said without the URL (it holds
+ * the password).
+ */
+const SMTP_QUERY_MS = ["connectionTimeout", "greetingTimeout", "socketTimeout", "sendTimeout"];
+/** Node's timers fire at once past this (about 24.8 days). */
+const MAX_TIMER_MS = 2_147_483_647;
+function smtpQueryFaults(value: string, ctx: z.RefinementCtx<string>): void {
+  let query: URLSearchParams;
+  try {
+    query = new URL(value).searchParams;
+  } catch {
+    return; // refused as not a URL already
+  }
+  for (const name of [...SMTP_QUERY_MS, "maxConnections"]) {
+    const given = query.get(name);
+    if (given === null) continue;
+    const ms = SMTP_QUERY_MS.includes(name);
+    if (!/^\d+$/.test(given) || Number(given) < 1 || (ms && Number(given) > MAX_TIMER_MS)) {
+      ctx.addIssue({ code: "custom", message: ms ? `must have ${name} in its query as a whole number of milliseconds from 1 to ${MAX_TIMER_MS}` : `must have ${name} in its query as a whole number of at least 1` });
+    }
+  }
+}
+
 /** Webhooks a project may hold unless LINKGATE_WEBHOOKS_PER_PROJECT says otherwise (src/webhooks/service.ts says why). */
 export const DEFAULT_WEBHOOKS_PER_PROJECT = 20;
 
@@ -181,6 +208,7 @@ const envSchema = z.object({
     .string()
     .url({ error: "must be a URL" })
     .refine((url) => /^smtps?:\/\/[^/?#]/i.test(url), "must be smtp://user:password@host:port (or smtps://)")
+    .superRefine(smtpQueryFaults)
     .optional(),
   // one sender with an address: a mail server refuses a MAIL FROM without one, and every e-mailed
   // code then failed (33rd review)
@@ -434,7 +462,14 @@ export function assertProductionReady(config: Config): void {
 
 /** An issuer every endpoint can follow with its path: http(s), a host, an optional path, nothing after. */
 function isIssuer(url: string): boolean {
-  const u = new URL(url);
+  // zod runs this refinement on a value its URL check refused too (http://, http://a b), and a
+  // throw here was a stack trace instead of the start's one line
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return false;
+  }
   return (u.protocol === "https:" || u.protocol === "http:") && !url.endsWith("/") && !url.includes("?") && !url.includes("#");
 }
 

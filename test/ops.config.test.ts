@@ -74,6 +74,27 @@ describe("configuration from the environment", () => {
     expect(loadConfig({ SMTP_URL: "smtp://mail.internal:587?connectionTimeout=5000" }).smtpUrl).toBe("smtp://mail.internal:587?connectionTimeout=5000");
   });
 
+  // ops review: nodemailer gave connectionTimeout=-5 (or =abc) to Node's resolver, which threw out
+  // of the start's SMTP check and killed the listening gateway with a stack trace; sendTimeout=1e99
+  // timed every send out at once
+  it("refuses SMTP query timeouts that are not whole milliseconds, without repeating the URL", () => {
+    for (const query of ["connectionTimeout=-5", "connectionTimeout=abc", "greetingTimeout=0", "socketTimeout=1.5", "sendTimeout=1e99", "sendTimeout=2147483648"]) {
+      const name = query.split("=")[0];
+      const message = refusal({ SMTP_URL: `smtp://u:S3cretPW@mail.internal:587?${query}` });
+      expect(message).toBe(`invalid configuration: SMTP_URL must have ${name} in its query as a whole number of milliseconds from 1 to 2147483647`);
+    }
+    expect(refusal({ SMTP_URL: "smtp://u:S3cretPW@mail.internal:587?maxConnections=0" })).toBe("invalid configuration: SMTP_URL must have maxConnections in its query as a whole number of at least 1");
+    const url = "smtp://u:pw@mail.internal:587?connectionTimeout=5000&greetingTimeout=5000&socketTimeout=9000&sendTimeout=30000&maxConnections=2";
+    expect(loadConfig({ SMTP_URL: url }).smtpUrl).toBe(url);
+  });
+
+  // ops review: zod runs the issuer's refinement on a value its URL check refused, and that threw
+  it("refuses an issuer that is no URL in one line, without a stack trace", () => {
+    for (const value of ["http://", "http://a b", "http://[::1"]) {
+      expect(refusal({ LINKGATE_ISSUER: value })).toBe("invalid configuration: LINKGATE_ISSUER must be a URL; LINKGATE_ISSUER must be http(s)://host[:port][/path] with no trailing slash, query or fragment");
+    }
+  });
+
   it("refuses LINKGATE_WEBHOOK_ALLOW_PRIVATE=1 in production: it turns off the guard against private targets for every secret key", () => {
     const production = { NODE_ENV: "production", LINKGATE_SECRET_KEY: Buffer.alloc(32, 7).toString("base64"), SMTP_URL: "smtp://127.0.0.1:2525", SMS_WEBHOOK_URL: "https://sms.example/send" };
     expect(refusal({ ...production, LINKGATE_WEBHOOK_ALLOW_PRIVATE: "1" })).toBe(
