@@ -5,8 +5,15 @@
 import path from "node:path";
 import { ConfigError } from "./config.ts";
 
-/** What a folder this process may not write fails with: no permission, or a read-only mount. */
-const DENIED: Record<string, string> = { EACCES: "permission denied", EPERM: "operation not permitted", EROFS: "read-only file system" };
+/** What a folder this process may not write fails with: no permission, a read-only mount, or a file in its place. */
+const DENIED: Record<string, string> = {
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EROFS: "read-only file system",
+  // a file where the folder (or one of its parents) should be: a stack trace before
+  ENOTDIR: "a file is in the way, not a folder",
+  EEXIST: "a file is in the way, not a folder",
+};
 
 /**
  * The failure of a write in the data folder `dataDir`, as the one line that says what to set, when

@@ -1,10 +1,11 @@
 // The embedded database's folder holds people's addresses and sealed secrets (thirteenth
 // review): made with the process's umask, it and most of its files were readable by every
 // local user. It is the owner's alone now, a folder an earlier version made included.
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { ConfigError } from "../src/config.ts";
 import { openDatabase } from "../src/db/client.ts";
 import { migratedSnapshot } from "./support/db.ts";
 
@@ -25,6 +26,23 @@ describe("the embedded database's folder", () => {
       } finally {
         await db.close();
       }
+    }
+  });
+
+  // ops review: LINKGATE_DATA_DIR naming a file (or a folder under one) stopped the start with
+  // ENOTDIR's stack trace instead of the one line that says what to set
+  it("refuses a file where the folder should be in one line naming LINKGATE_DATA_DIR", async () => {
+    const file = path.join(root, "a-file");
+    writeFileSync(file, "");
+    mkdirSync(path.join(root, "with-file"));
+    writeFileSync(path.join(root, "with-file", "pglite"), "");
+    for (const dataDir of [file, path.join(file, "below"), path.join(root, "with-file")]) {
+      const err = await openDatabase({ dataDir, pgliteSnapshot: migratedSnapshot() }).then(
+        (db) => db.close().then(() => null),
+        (e: unknown) => e,
+      );
+      expect(err, dataDir).toBeInstanceOf(ConfigError);
+      expect((err as Error).message).toMatch(/^cannot write the data folder .*: a file is in the way, not a folder\. Set LINKGATE_DATA_DIR to a folder/);
     }
   });
 });
