@@ -53,3 +53,32 @@ const DISGUISING = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/u;
 export function isDisguising(s: string): boolean {
   return DISGUISING.test(s);
 }
+
+/**
+ * A text's length as people count characters: code points, so an emoji or a letter beyond the
+ * Basic Multilingual Plane is one character, not the two UTF-16 units `.length` counts (150 emoji
+ * were refused as more than 200 characters). Every documented limit on a name is counted this way
+ * (docs/security.md, "Input, tenants and pages").
+ */
+export function charLength(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    // a high surrogate followed by a low one is one code point
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
+/**
+ * A name as it is stored and shown back: in Unicode's composed form (NFC), so that "é" typed as
+ * one character and as "e" with a combining accent is one spelling, counted alike, and without
+ * surrounding white space.
+ */
+export function nameText(s: string): string {
+  return s.normalize("NFC").trim();
+}

@@ -106,3 +106,119 @@ describe.each(backends)("names shown to others on %s", (backend) => {
     expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: fine.body.account_id } })).name).toBe("آدا لاولیس");
   });
 });
+
+// A documented limit counts characters as people count them: code points, an emoji one (not the
+// two UTF-16 units JavaScript's `.length` counts), in the composed form (NFC) in which the name is
+// stored and shown back, so "é" typed as "e" + U+0301 is the same name, and one character.
+describe.each(backends)("names are counted in characters, as stored, on %s", (backend) => {
+  const { h, google, app } = externalWorldFor(backend, "https://app.example/after-sign-in");
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+  const emoji = (n: number) => "😀".repeat(n);
+  const CAFE_NFD = "Cafe\u0301";
+  const CAFE = "Caf\u00e9";
+
+  it("createProject: 200 emoji are 200 characters, 201 are refused; the name is stored in NFC", async () => {
+    const create = async (name: string) =>
+      (
+        await h.gql(`mutation($name: String!) { createProject(name: $name) { __typename ... on CreateProjectPayload { project { name } } ... on Error { message } } }`, { name }, {
+          "x-admin-token": h.adminToken,
+        })
+      ).body.data.createProject;
+    expect(await create(emoji(150))).toEqual({ __typename: "CreateProjectPayload", project: { name: emoji(150) } });
+    expect(await create(emoji(200))).toEqual({ __typename: "CreateProjectPayload", project: { name: emoji(200) } });
+    const before = await h.db.prisma.project.count();
+    expect(await create(emoji(201))).toEqual({ __typename: "InvalidRequest", message: "name must be 1 to 200 characters" });
+    expect(await h.db.prisma.project.count()).toBe(before);
+    expect(await create(` ${CAFE_NFD}${"e\u0301".repeat(195)} `)).toEqual({ __typename: "CreateProjectPayload", project: { name: `${CAFE}${"\u00e9".repeat(195)}` } });
+  });
+
+  it("createOAuthClient and updateOAuthClient: 100 emoji are 100 characters, 101 are refused", async () => {
+    const create = async (name: string) =>
+      (
+        await h.gql(`mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename ... on Error { message } ... on OAuthClientWithSecret { client { id name } } } }`, {
+          input: { name, redirectUris: ["https://app.example/cb"], type: "PUBLIC", firstParty: false },
+        })
+      ).body.data.createOAuthClient;
+    const made = await create(emoji(100));
+    expect(made).toMatchObject({ __typename: "OAuthClientWithSecret", client: { name: emoji(100) } });
+    expect(await create(emoji(101))).toEqual({ __typename: "InvalidRequest", message: "name must be 1 to 100 characters" });
+    const update = async (name: string) =>
+      (await h.gql(`mutation($id: ID!, $input: OAuthClientInput!) { updateOAuthClient(id: $id, input: $input) { __typename ... on Error { message } ... on UpdateOAuthClientPayload { client { name } } } }`, { id: made.client.id, input: { name } }))
+        .body.data.updateOAuthClient;
+    expect(await update(`${emoji(99)}!`)).toEqual({ __typename: "UpdateOAuthClientPayload", client: { name: `${emoji(99)}!` } });
+    expect(await update(emoji(101))).toMatchObject({ __typename: "InvalidRequest" });
+    expect(await update(CAFE_NFD)).toEqual({ __typename: "UpdateOAuthClientPayload", client: { name: CAFE } });
+  });
+
+  it("updateProfile: 200 emoji are a name, 201 are refused; another spelling of the same name changes nothing and emits no event", async () => {
+    const user = await h.signIn({ email: `emoji-name-${tag}@example.com` });
+    const rename = async (name: string) =>
+      (await h.gql(`mutation($n: String!) { updateProfile(name: $n) { __typename ... on Account { name } ... on Error { message } } }`, { n: name }, bearer(user.token))).body.data.updateProfile;
+    expect(await rename(emoji(200))).toEqual({ __typename: "Account", name: emoji(200) });
+    expect(await rename(emoji(201))).toEqual({ __typename: "InvalidRequest", message: "name must be a string of at most 200 characters" });
+    expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: user.accountId } })).name).toBe(emoji(200));
+    expect(await rename(CAFE)).toEqual({ __typename: "Account", name: CAFE });
+    const events = () => h.db.prisma.outboxEvent.count({ where: { projectId: h.projectId, eventType: "user.updated" } });
+    const emitted = await events();
+    expect(await rename(` ${CAFE_NFD} `)).toEqual({ __typename: "Account", name: CAFE });
+    expect(await events()).toBe(emitted);
+  });
+
+  it("a passkey's name: 100 emoji are 100 characters when registering and renaming, 101 are refused", async () => {
+    const user = await h.signIn({ email: `emoji-passkey-${tag}@example.com` });
+    const headers = { ...bearer(user.token), "x-api-key": h.publishableKey };
+    const auth = new SoftAuthenticator(ORIGIN);
+    const register = async (name: string) => {
+      const opts = await h.call("POST", "/auth/passkey/registration/options", { headers });
+      return h.call("POST", "/auth/passkey/registration/verify", { body: { response: auth.create(opts.body), name }, headers });
+    };
+    const refused = await register(emoji(101));
+    expect(refused.status).toBe(400);
+    expect(refused.body).toMatchObject({ error: "InvalidRequest", message: "a passkey's name is 1 to 100 characters" });
+    const created = await register(emoji(100));
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    expect(created.body.passkey.name).toBe(emoji(100));
+    const id = created.body.passkey.id as string;
+    const rename = (name: string) => h.call("POST", "/auth/passkey/rename", { body: { id, name }, headers });
+    expect((await rename(emoji(101))).status).toBe(400);
+    expect((await h.db.prisma.passkey.findUniqueOrThrow({ where: { id } })).name).toBe(emoji(100));
+    expect((await rename(CAFE_NFD)).body.passkey.name).toBe(CAFE);
+  });
+
+  it("an identity provider's displayName: 60 emoji are 60 characters, 61 are refused", async () => {
+    const create = async (slug: string, displayName: string) =>
+      (
+        await h.gql(`mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on Error { message } ... on IdentityProvider { displayName } } }`, {
+          input: { preset: "OIDC", slug, displayName, issuer: google.issuer, clientId: "c", clientSecret: "s" },
+        })
+      ).body.data.createIdentityProvider;
+    expect(await create(`emoji-${tag}`, emoji(60))).toEqual({ __typename: "IdentityProvider", displayName: emoji(60) });
+    expect(await create(`emoji-more-${tag}`, emoji(61))).toEqual({ __typename: "InvalidRequest", message: "displayName must be 1 to 60 characters" });
+    expect(await h.db.prisma.identityProvider.count({ where: { slug: `emoji-more-${tag}` } })).toBe(0);
+  });
+
+  it("a webhook's description: 500 emoji are 500 characters, 501 are refused", async () => {
+    const create = async (description: string) =>
+      (
+        await h.gql(`mutation($i: WebhookInput!) { createWebhook(input: $i) { __typename ... on Error { message } ... on CreateWebhookPayload { webhook { id description } } } }`, {
+          i: { url: "https://127.0.0.1/emoji", events: ["user.created"], description },
+        })
+      ).body.data.createWebhook;
+    const made = await create(emoji(500));
+    expect(made).toMatchObject({ __typename: "CreateWebhookPayload", webhook: { description: emoji(500) } });
+    expect(await create(emoji(501))).toEqual({ __typename: "InvalidRequest", message: "description must be a string of at most 500 characters" });
+    await h.gql(`mutation($id: ID!) { deleteWebhook(id: $id) { __typename } }`, { id: made.webhook.id });
+  });
+
+  it("an identity provider's name claim of 150 emoji is kept whole, one of 201 characters is dropped", async () => {
+    google.loginAs({ sub: `g-${tag}-${++seq}`, email: `emoji-claim-${tag}@example.com`, email_verified: true, name: ` ${emoji(150)} ` });
+    const kept = await externalSignIn(h, google, "google", app.redirectUri);
+    expect(kept.status, JSON.stringify(kept.body)).toBe(200);
+    expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: kept.body.account_id } })).name).toBe(emoji(150));
+
+    google.loginAs({ sub: `g-${tag}-${++seq}`, email: `emoji-long-${tag}@example.com`, email_verified: true, name: `x${emoji(200)}` });
+    const long = await externalSignIn(h, google, "google", app.redirectUri);
+    expect(long.status, JSON.stringify(long.body)).toBe(200);
+    expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: long.body.account_id } })).name).toBeNull();
+  });
+});

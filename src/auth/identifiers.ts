@@ -3,6 +3,7 @@
 import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import { domainToASCII } from "node:url";
 import { IdentifierRequired, InvalidIdentifier, InvalidRequest } from "../errors.ts";
+import { charLength } from "../text.ts";
 
 /** `external`: a sign-in at an identity provider, `<issuer>#<subject>` (src/auth/external/). */
 export type IdentifierKind = "email" | "phone" | "external";
@@ -151,7 +152,7 @@ export function parseRemovable(input: { email?: unknown; phone?: unknown; extern
   if (input.external === undefined || input.external === null) return parseIdentifier(input, heldPhone);
   if (input.email != null || input.phone != null) throw new InvalidRequest("send one of email, phone or external");
   const value = input.external;
-  if (typeof value !== "string" || value.length > 2400 || value.indexOf("#") < 1 || value.endsWith("#")) {
+  if (typeof value !== "string" || charLength(value) > 2400 || value.indexOf("#") < 1 || value.endsWith("#")) {
     throw new InvalidIdentifier("external is an identifier's value as listed: <issuer>#<subject>");
   }
   return { kind: "external", value };

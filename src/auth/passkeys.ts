@@ -19,7 +19,7 @@ import { requireRecentAuth } from "./recent-auth.ts";
 import { handOnProofs } from "./proofs.ts";
 import { endSessionsSignedInWith, lockForSession, markReauthenticated } from "./sessions.ts";
 import { holderPrimaryOf, issueTokens, reissueTokens, startSession, type TokenResponse } from "./sign-in.ts";
-import { isDisguising } from "../text.ts";
+import { charLength, isDisguising, nameText } from "../text.ts";
 
 /**
  * @simplewebauthn/server, loaded at the first passkey ceremony: with the certificate parsers it
@@ -195,10 +195,12 @@ export type PasskeyView = { id: string; name: string; createdAt: Date; lastUsedA
 
 function passkeyName(name: unknown): string {
   if (name === undefined || name === null) return "Passkey";
-  if (typeof name !== "string" || name.trim().length === 0 || name.length > 100) throw new InvalidRequest("a passkey's name is 1 to 100 characters");
+  // counted in characters as people count them, in NFC, as stored (src/text.ts)
+  const named = typeof name === "string" ? nameText(name) : "";
+  if (!named || charLength(named) > 100) throw new InvalidRequest("a passkey's name is 1 to 100 characters");
   // shown on the operator's dashboard beside the account's other facts (src/text.ts)
-  if (isDisguising(name.trim())) throw new InvalidRequest("a passkey's name must not contain control or bidirectional override characters");
-  return name.trim();
+  if (isDisguising(named)) throw new InvalidRequest("a passkey's name must not contain control or bidirectional override characters");
+  return named;
 }
 
 export async function finishPasskeyRegistration(deps: Deps, actor: UserActor, input: { response: unknown; name?: unknown }): Promise<PasskeyView> {

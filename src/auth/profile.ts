@@ -7,7 +7,7 @@ import { loadAccount, userEventData, userObject } from "./accounts.ts";
 import { consumePerAccount, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 import { lockForSession } from "./sessions.ts";
-import { isDisguising } from "../text.ts";
+import { charLength, isDisguising, nameText } from "../text.ts";
 
 /** What each operation refuses with, besides bad credentials: its GraphQL field lists exactly these. */
 export const PROFILE_ERRORS = {
@@ -25,8 +25,11 @@ export const PROFILE_UPDATES_PER_ACCOUNT: Limit = { max: 30, windowSeconds: 600 
 
 /** Sets the display name; a name that does not change writes nothing and emits no event. */
 export async function updateProfile(deps: Deps, actor: UserActor, input: { name: unknown }) {
-  if (typeof input.name !== "string" || input.name.length > 200) throw new InvalidRequest("name must be a string of at most 200 characters");
-  const name = input.name.trim() || null;
+  // counted in characters as people count them, in NFC, as stored (src/text.ts): a name of 150
+  // emoji was refused as more than 200 characters, and a name re-sent in another spelling of
+  // the same letters was a change, with its user.updated event
+  const name = typeof input.name === "string" ? nameText(input.name) || null : undefined;
+  if (name === undefined || (name !== null && charLength(name) > 200)) throw new InvalidRequest("name must be a string of at most 200 characters");
   // shown to the operator (dashboard) and to every app and webhook: nothing that garbles or
   // disguises the text around it (src/text.ts)
   if (name !== null && isDisguising(name)) throw new InvalidRequest("name must not contain control or bidirectional override characters");

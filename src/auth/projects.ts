@@ -11,6 +11,7 @@ import { createHmac } from "node:crypto";
 import type { KeyKind } from "../deps.ts";
 import { InvalidRequest, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
+import { charLength, nameText } from "../text.ts";
 
 const PREFIX: Record<KeyKind, string> = { secret: "lg_sk_", publishable: "lg_pk_" };
 
@@ -35,8 +36,9 @@ export type NewProject = { project: { id: string; name: string; createdAt: Date 
 
 /** A project's name as given, trimmed: 1 to 200 characters, or InvalidRequest. */
 export function projectName(given: string): string {
-  const name = given.trim();
-  if (!name || name.length > 200) throw new InvalidRequest("name must be 1 to 200 characters");
+  // counted in characters as people count them, in NFC (src/text.ts; docs/cli.md)
+  const name = nameText(given);
+  if (!name || charLength(name) > 200) throw new InvalidRequest("name must be 1 to 200 characters");
   // `projects list` prints names to an operator's terminal: an escape sequence in one would be
   // run by it (fourteenth review)
   if (/\p{Cc}/u.test(name)) throw new InvalidRequest("name must not contain control characters");

@@ -10,7 +10,7 @@ import { InvalidRequest, NotFound } from "../errors.ts";
 import type { OAuthClient } from "../generated/prisma/client.ts";
 import { isNative } from "./client-metadata.ts";
 import { endGrants } from "./grants.ts";
-import { isDisguising } from "../text.ts";
+import { charLength, isDisguising, nameText } from "../text.ts";
 
 export type ClientType = "public" | "confidential";
 export type ClientInput = { name?: string | null; redirectUris?: readonly string[] | null; type?: ClientType | null; firstParty?: boolean | null };
@@ -31,8 +31,9 @@ export function secretMatches(secretHash: string | null | undefined, presented: 
 }
 
 function checkName(name: unknown): string {
-  const n = typeof name === "string" ? name.trim() : "";
-  if (!n || n.length > MAX_NAME) throw new InvalidRequest(`name must be 1 to ${MAX_NAME} characters`);
+  // counted in characters as people count them, in NFC (src/text.ts)
+  const n = typeof name === "string" ? nameText(name) : "";
+  if (!n || charLength(n) > MAX_NAME) throw new InvalidRequest(`name must be 1 to ${MAX_NAME} characters`);
   // the consent page asks users "Allow <name>?": nothing that garbles or disguises it (src/text.ts)
   if (isDisguising(n)) throw new InvalidRequest("name must not contain control or bidirectional override characters");
   return n;
@@ -49,7 +50,7 @@ export function checkRedirectUris(uris: unknown): string[] {
     throw new InvalidRequest(`redirectUris needs 1 to ${MAX_REDIRECT_URIS} absolute URIs`);
   }
   const out = uris.map((raw) => {
-    if (typeof raw !== "string" || raw.length > 2048) throw new InvalidRequest("a redirect URI must be a string of at most 2048 characters");
+    if (typeof raw !== "string" || charLength(raw) > 2048) throw new InvalidRequest("a redirect URI must be a string of at most 2048 characters");
     let url: URL;
     try {
       url = new URL(raw);

@@ -13,6 +13,7 @@ import { canonicalEventType, type EventType } from "./event-types.ts";
 import { sampleEventData } from "./samples.ts";
 import { generateWebhookSecret } from "./secrets.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "./target-guard.ts";
+import { charLength } from "../text.ts";
 
 export const TRANSITION_MS = 7 * 24 * 3600 * 1000;
 
@@ -48,7 +49,7 @@ export function parseEvents(events: unknown): EventType[] {
 
 function parseDescription(d: unknown): string {
   if (d === undefined || d === null) return "";
-  if (typeof d !== "string" || d.length > 500) throw new InvalidRequest("description must be a string of at most 500 characters");
+  if (typeof d !== "string" || charLength(d) > 500) throw new InvalidRequest("description must be a string of at most 500 characters");
   return d;
 }
 

@@ -10,7 +10,7 @@ import type { Tx } from "../../db/client.ts";
 import { lockAccounts } from "../../db/locks.ts";
 import { DecideAgain, transaction } from "../../db/transaction.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
-import { isDisguising } from "../../text.ts";
+import { charLength, isDisguising, nameText } from "../../text.ts";
 import { PRESETS, type Preset } from "./presets.ts";
 import { forgetProvider, isDiscoveryUrl, type UpstreamProvider } from "./upstream.ts";
 
@@ -85,9 +85,12 @@ function sharedCallbackChange(input: ProviderInput): { sharedCallback?: false } 
   return { sharedCallback: false };
 }
 
-function text(value: unknown, field: string, max: number): string {
-  if (typeof value !== "string" || !value.trim() || value.length > max) throw new InvalidRequest(`${field} must be 1 to ${max} characters`);
-  const trimmed = value.trim();
+function text(value: unknown, field: string, max: number, opts: { name?: boolean } = {}): string {
+  // counted in characters as people count them (src/text.ts), once trimmed, as stored; a name
+  // shown to people is stored in NFC, a value another party compares (an issuer, a client id
+  // or secret) exactly as given
+  const trimmed = typeof value !== "string" ? "" : opts.name ? nameText(value) : value.trim();
+  if (!trimmed || charLength(trimmed) > max) throw new InvalidRequest(`${field} must be 1 to ${max} characters`);
   // the display name goes into pages and the subject of mail to users, where a control or a
   // bidirectional override character would garble or disguise it; no field has a use for one
   // inside it (a pasted secret's trailing newline is trimmed, as before)
@@ -137,7 +140,7 @@ async function providerData(deps: Deps, preset: Preset, input: ProviderInput) {
   if (typeof slug !== "string" || !SLUG.test(slug)) throw new InvalidRequest("slug must be 1 to 40 characters: a-z, 0-9 and -, starting with a letter or digit");
   return {
     slug,
-    displayName: text(input.displayName ?? PRESETS[preset].displayName, "displayName", 60),
+    displayName: text(input.displayName ?? PRESETS[preset].displayName, "displayName", 60, { name: true }),
     issuer: await checkIssuer(deps, issuerRaw),
     clientId: text(input.clientId, "clientId", 512),
     scopes: checkScopes(preset, input.scopes),

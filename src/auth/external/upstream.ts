@@ -11,7 +11,7 @@ import * as oidc from "openid-client";
 import { Agent, fetch as undiciFetch, Response as UndiciResponse } from "undici";
 import type { Deps } from "../../deps.ts";
 import { ExternalSignInFailed, UpstreamUnavailable } from "../../errors.ts";
-import { isDisguising, isStorableText } from "../../text.ts";
+import { charLength, isDisguising, isStorableText, nameText } from "../../text.ts";
 import { normalizeEmail } from "../identifiers.ts";
 import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { githubEndpoints, PRESETS, type Preset } from "./presets.ts";
@@ -247,7 +247,7 @@ export async function exchangeCode(deps: Deps, p: UpstreamProvider, req: Authori
     email: typeof claims.email === "string" ? claims.email : null,
     // some providers (Apple) send the boolean as a string
     emailVerified: claims.email_verified === true || claims.email_verified === "true",
-    name: typeof claims.name === "string" ? claims.name.slice(0, 200) : p.preset === "apple" ? appleName(response.get("user")) : null,
+    name: typeof claims.name === "string" ? claims.name : p.preset === "apple" ? appleName(response.get("user")) : null,
   });
 }
 
@@ -258,7 +258,9 @@ export async function exchangeCode(deps: Deps, p: UpstreamProvider, req: Authori
  * is dropped (and an e-mail dropped is not verified).
  */
 function storable(identity: UpstreamIdentity): UpstreamIdentity {
-  const ok = (s: string | null, max: number): s is string => s !== null && s.length <= max && isStorableText(s);
+  // counted in characters as people count them (src/text.ts): cut at 200 UTF-16 units first, a
+  // name of 150 emoji lost a third of itself, and one cut inside an emoji was dropped whole
+  const ok = (s: string | null, max: number): s is string => s !== null && isStorableText(s) && charLength(s) <= max;
   if (!identity.subject || !ok(identity.subject, 255) || !ok(identity.issuer, 2048)) {
     throw new ExternalSignInFailed("the identity provider sent a user id that is not usable text");
   }
@@ -268,7 +270,9 @@ function storable(identity: UpstreamIdentity): UpstreamIdentity {
   const shown = (s: string | null): s is string => s !== null && !isDisguising(s.trim());
   const claimed = ok(identity.email, 320) ? claimedEmail(identity.email) : null;
   const email = shown(claimed) ? claimed : null;
-  return { ...identity, email, emailVerified: email !== null && identity.emailVerified, name: ok(identity.name, 200) && shown(identity.name) ? identity.name : null };
+  // a name is stored as a name typed here is (src/text.ts, nameText): in NFC, without surrounding white space
+  const name = identity.name !== null && isStorableText(identity.name) ? nameText(identity.name) || null : null;
+  return { ...identity, email, emailVerified: email !== null && identity.emailVerified, name: ok(name, 200) && shown(name) ? name : null };
 }
 
 /**
@@ -303,7 +307,7 @@ function appleName(field: string | null): string | null {
   }
   const name = (parsed as { name?: { firstName?: unknown; lastName?: unknown } } | null)?.name;
   const parts = [name?.firstName, name?.lastName].filter((x): x is string => typeof x === "string" && x.trim() !== "").map((x) => x.trim());
-  return parts.length ? parts.join(" ").slice(0, 200) : null;
+  return parts.length ? parts.join(" ") : null;
 }
 
 type GithubUser = { id?: unknown; name?: unknown; login?: unknown; email?: unknown };
@@ -336,7 +340,7 @@ async function githubIdentity(p: UpstreamProvider, accessToken: string, guard: G
   const primary = Array.isArray(emails) ? emails.find((m) => m?.primary === true && m.verified === true && typeof m.email === "string") : undefined;
   const email = primary ? String(primary.email) : typeof user.email === "string" ? user.email : null;
   const name = typeof user.name === "string" ? user.name : typeof user.login === "string" ? user.login : null;
-  return { issuer: p.issuer.replace(/\/+$/, ""), subject: String(user.id), email, emailVerified: !!primary, name: name?.slice(0, 200) ?? null };
+  return { issuer: p.issuer.replace(/\/+$/, ""), subject: String(user.id), email, emailVerified: !!primary, name };
 }
 
 const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ENOTFOUND", "ETIMEDOUT", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT", "UND_ERR_SOCKET", "EHOSTUNREACH"]);
