@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { ORIGIN } from "./support/oidc.ts";
-import { externalSignIn, externalWorldFor } from "./support/upstream-linkgate.ts";
+import { externalSignIn, externalWorldFor, start } from "./support/upstream-linkgate.ts";
 
 const tag = `t${randomBytes(3).toString("hex")}`;
 let seq = 0;
@@ -220,5 +220,19 @@ describe.each(backends)("names are counted in characters, as stored, on %s", (ba
     const long = await externalSignIn(h, google, "google", app.redirectUri);
     expect(long.status, JSON.stringify(long.body)).toBe(200);
     expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: long.body.account_id } })).name).toBeNull();
+  });
+
+  it("a redirect URI of 1,500 emoji (2,048 characters at most) is registered, and an external sign-in starts with it", async () => {
+    const uri = `https://app.example/cb/${emoji(1500)}`;
+    const made = await h.gql(`mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename ... on Error { message } } }`, {
+      input: { name: "Long", redirectUris: [uri], type: "CONFIDENTIAL", firstParty: true },
+    });
+    expect(made.body.data.createOAuthClient).toEqual({ __typename: "OAuthClientWithSecret" });
+    const started = await start(h, "google", uri);
+    expect(started.status, JSON.stringify(started.body)).toBe(200);
+    const over = await h.gql(`mutation($input: OAuthClientInput!) { createOAuthClient(input: $input) { __typename ... on Error { message } } }`, {
+      input: { name: "Longer", redirectUris: [`https://app.example/cb/${emoji(2030)}`], type: "CONFIDENTIAL", firstParty: true },
+    });
+    expect(over.body.data.createOAuthClient).toEqual({ __typename: "InvalidRequest", message: "a redirect URI must be a string of at most 2048 characters" });
   });
 });

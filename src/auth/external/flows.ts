@@ -19,7 +19,7 @@ import { randomToken, safeEqual, sha256Hex } from "../../crypto.ts";
 import { DomainError, InvalidRedirectUri, InvalidRequest, OTPInvalid, ProviderNotFound } from "../../errors.ts";
 import { Prisma, type ExternalFlow } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
-import { isStorableText } from "../../text.ts";
+import { charLength, isStorableText } from "../../text.ts";
 import { consumePerAddress, type Limit } from "../../rate-limit.ts";
 import { receivableByOthers } from "../redirect-uris.ts";
 import { callbackUrl, upstreamProvider } from "./providers.ts";
@@ -59,7 +59,7 @@ function hostedPage(deps: Deps, url: URL): boolean {
 }
 
 async function checkRedirectUri(deps: Deps, projectId: string, raw: unknown): Promise<string> {
-  if (typeof raw !== "string" || raw.length > 2048) throw new InvalidRedirectUri();
+  if (typeof raw !== "string" || charLength(raw) > 2048) throw new InvalidRedirectUri();
   let url: URL;
   try {
     url = new URL(raw);
