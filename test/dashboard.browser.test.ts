@@ -191,6 +191,9 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
 
   it("creates a webhook for every event type and shows its secret once", async () => {
     await page.getByLabel("Endpoint URL").fill(receiver.url);
+    // 500 emoji are 500 characters (docs/webhooks.md): the field took 250
+    await page.getByLabel("Description").fill("📦".repeat(500));
+    expect(await page.getByLabel("Description").inputValue()).toBe("📦".repeat(500));
     await page.getByLabel("Description").fill("local receiver");
     await page.getByRole("button", { name: "Create webhook" }).click();
     const shown = page.locator("#secret-value");
@@ -715,6 +718,10 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
 
   it("registers a sign-in app, shows its redirect URI, its secret once, and rotates it", async () => {
     await page.getByRole("link", { name: "Sign-in apps", exact: true }).click();
+    // 100 emoji are a name of 100 characters (docs/security.md, "Input, tenants and pages"): the
+    // field counted UTF-16 units and kept 50 of them
+    await page.getByLabel("Name").fill("🚀".repeat(100));
+    expect(await page.getByLabel("Name").inputValue()).toBe("🚀".repeat(100));
     await page.getByLabel("Name").fill("Acme server");
     await page.getByLabel("Redirect URIs").fill("https://acme.example/callback");
     await page.getByLabel(/Confidential/).check();

@@ -339,6 +339,18 @@ inBrowser.concurrent.each(backends)("hosted pages in Chromium on %s", (backend) 
     await page.keyboard.press("Enter");
     await status(page, "The passkey is now called “Work laptop”.").waitFor();
     await page.locator('li[data-passkey="Work laptop"]').filter({ hasText: "last used never" }).waitFor();
+    // 100 emoji are 100 characters (docs/rest.md): the field, counting UTF-16 units, took 50
+    const keys = "🔑".repeat(100);
+    await page.getByRole("button", { name: "Rename Work laptop" }).click();
+    await page.keyboard.press("Control+A");
+    await page.keyboard.type(keys);
+    await page.keyboard.press("Enter");
+    await page.locator(`li[data-passkey="${keys}"]`).waitFor();
+    await page.getByRole("button", { name: `Rename ${keys}` }).click();
+    await page.keyboard.press("Control+A");
+    await page.keyboard.type("Work laptop");
+    await page.keyboard.press("Enter");
+    await page.locator('li[data-passkey="Work laptop"]').waitFor();
 
     await signOut(page);
     await page.getByText("You are signed out.").waitFor();

@@ -154,7 +154,7 @@ function NewApp({ onCreated }: { onCreated: (r: WithSecret) => void }) {
       <h2 id="new-app-title">Register an app</h2>
       <div class="field">
         <label for="app-name">Name</label>
-        <input id="app-name" value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />
+        <input id="app-name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
         <p class="hint">Shown to users on the consent page.</p>
       </div>
       <div class="field">

@@ -115,7 +115,6 @@ export function WebhookForm(props: {
         <input
           id={`${p}-description`}
           data-field="description"
-          maxLength={500}
           value={description}
           onInput={(e) => setDescription(e.currentTarget.value)}
           aria-invalid={errors.description ? "true" : undefined}

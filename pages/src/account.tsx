@@ -805,7 +805,7 @@ function PasskeyRow(props: { passkey: Passkey; from?: string; reload: Reload; on
       )}
       {mode === "rename" && (
         <form class="inline-form" onSubmit={rename} noValidate>
-          <Field id={`rename-${p.id}`} label={`New name for “${isolated(p.name)}”`} value={name} onInput={setName} inputRef={nameInput} maxLength={100} error={error} />
+          <Field id={`rename-${p.id}`} label={`New name for “${isolated(p.name)}”`} value={name} onInput={setName} inputRef={nameInput} error={error} />
           <div class="actions">
             <button type="submit" class="primary" disabled={busy}>
               Save
@@ -853,7 +853,7 @@ function AddPasskey(props: { reload: Reload; onDone: (text: string) => void }) {
   return (
     <form class="subsection" onSubmit={add} aria-labelledby="add-passkey-title" noValidate>
       <h3 id="add-passkey-title">Add a passkey</h3>
-      <Field id="passkey-name" label="Name for the new passkey" value={name} onInput={setName} maxLength={100} hint="So you can tell your passkeys apart, e.g. “Work laptop”." />
+      <Field id="passkey-name" label="Name for the new passkey" value={name} onInput={setName} hint="So you can tell your passkeys apart, e.g. “Work laptop”." />
       <button type="submit" disabled={busy}>
         {busy ? "Waiting for your device…" : "Add a passkey"}
       </button>
