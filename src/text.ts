@@ -82,3 +82,16 @@ export function charLength(s: string): number {
 export function nameText(s: string): string {
   return s.normalize("NFC").trim();
 }
+
+/**
+ * At most `max` characters of a text, cut between code points: cut at a UTF-16 unit, an echoed
+ * value ending in an emoji ended in half of one, an unpaired surrogate in the answer's message.
+ */
+export function clip(s: string, max: number): string {
+  let end = 0;
+  for (let n = 0; n < max && end < s.length; n++) {
+    const c = s.charCodeAt(end);
+    end += c >= 0xd800 && c <= 0xdbff && end + 1 < s.length && (s.charCodeAt(end + 1) & 0xfc00) === 0xdc00 ? 2 : 1;
+  }
+  return s.slice(0, end);
+}

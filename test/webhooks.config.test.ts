@@ -67,6 +67,12 @@ describe.each(backends)("webhook configuration on %s", (backend) => {
     // an unknown event type is not echoed whole
     const odd = await create(undefined, ["x".repeat(5000)]);
     expect(odd.createWebhook.__typename === "InvalidEventType" && odd.createWebhook.message.length).toBeLessThan(200);
+    // cut between characters: an emoji at the cut is echoed whole, never half of it (an unpaired surrogate)
+    const emoji = await create(undefined, [`${"x".repeat(99)}😀${"x".repeat(10)}`]);
+    expect(emoji.createWebhook).toMatchObject({ __typename: "InvalidEventType", message: `unknown event type: ${"x".repeat(99)}😀` });
+    // a URL is counted in characters as written: 1,500 emoji are within 2048, but not percent-encoded
+    const emojiUrl = await create(`https://127.0.0.1:9/${"😀".repeat(1500)}`);
+    expect(emojiUrl.createWebhook).toMatchObject({ __typename: "InvalidWebhookUrl", message: expect.stringMatching(/at most 2048 characters, percent-encoded/) });
   });
 
   it("a webhook is rotated over REST with the API key as bearer; the old secret stays for 7 days", async () => {

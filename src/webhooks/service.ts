@@ -13,7 +13,7 @@ import { canonicalEventType, type EventType } from "./event-types.ts";
 import { sampleEventData } from "./samples.ts";
 import { generateWebhookSecret } from "./secrets.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "./target-guard.ts";
-import { charLength } from "../text.ts";
+import { charLength, clip } from "../text.ts";
 
 export const TRANSITION_MS = 7 * 24 * 3600 * 1000;
 
@@ -23,7 +23,7 @@ const MAX_URL = 2048;
 const TOO_LONG = `url must be a string of at most ${MAX_URL} characters`;
 
 async function checkUrl(deps: Deps, url: unknown): Promise<string> {
-  if (typeof url !== "string" || url.length > MAX_URL) throw new InvalidWebhookUrl(TOO_LONG);
+  if (typeof url !== "string" || charLength(url) > MAX_URL) throw new InvalidWebhookUrl(TOO_LONG);
   try {
     await assertSafeTarget(url, { allowPrivate: deps.config.webhookAllowPrivate, signal: AbortSignal.timeout(deps.config.webhookTimeoutMs) });
   } catch (err) {
@@ -41,7 +41,7 @@ export function parseEvents(events: unknown): EventType[] {
   const out = new Set<EventType>();
   for (const e of events) {
     const canonical = typeof e === "string" ? canonicalEventType(e) : undefined;
-    if (!canonical) throw new InvalidEventType(`unknown event type: ${String(e).slice(0, 100)}`);
+    if (!canonical) throw new InvalidEventType(`unknown event type: ${clip(String(e), 100)}`);
     out.add(canonical);
   }
   return [...out];
@@ -169,7 +169,7 @@ export const TEST_EVENTS_PER_PROJECT: Limit = { max: 100, windowSeconds: 600 };
 export async function sendTestWebhook(deps: Deps, actor: KeyActor, webhookId: unknown, eventType: unknown) {
   const webhook = await findWebhook(deps, actor, webhookId);
   const type = typeof eventType === "string" ? canonicalEventType(eventType) : undefined;
-  if (!type) throw new InvalidEventType(`unknown event type: ${String(eventType).slice(0, 100)}`);
+  if (!type) throw new InvalidEventType(`unknown event type: ${clip(String(eventType), 100)}`);
   const { projectId } = webhook;
   await consumePerProject(deps.db, "test_events_per_project", projectId, TEST_EVENTS_PER_PROJECT);
   const eventId = await transaction(deps.prisma, (tx) =>
