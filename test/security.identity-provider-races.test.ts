@@ -10,7 +10,7 @@ import { serverUrl } from "./support/db.ts";
 import { harnessFor } from "./support/hooks.ts";
 import { lockHolder, waitingForLock } from "./support/locks.ts";
 import { startUpstreamOidc } from "./support/upstream.ts";
-import { addProvider, externalWorldFor, start } from "./support/upstream-linkgate.ts";
+import { addProvider, authorize, complete, confirm, externalWorldFor, start } from "./support/upstream-linkgate.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
 
@@ -88,6 +88,49 @@ onPostgres("an external sign-in started while its provider is deleted", () => {
         await blocker.query("ROLLBACK").catch(() => {});
       }
       expect(await h.db.prisma.externalFlow.count({ where: { providerId: id } })).toBe(0);
+    } finally {
+      await up.stop();
+    }
+  });
+});
+
+
+// An external sign-in whose identity's verified e-mail an account holds, completed while the
+// project deletes its provider: the completion took its flow, sent the e-mail's code, then wrote
+// the flow's answer with Prisma's update, which threw once the deletion (which ends the
+// provider's flows) had committed: the app got 500 InternalError. It is ExternalSignInFailed now,
+// and the code that went out confirms nothing.
+onPostgres("an external sign-in asking for its e-mail's code while its provider is deleted", () => {
+  const world = externalWorldFor("postgres", "https://app.example/asked");
+  const { h } = world;
+  const blocker = lockHolder(h);
+
+  it("answers ExternalSignInFailed, not a fault, and the code sent signs nobody in", async () => {
+    const up = await startUpstreamOidc();
+    try {
+      const { id } = await addProvider(h, up, "asked");
+      const mail = `asked-${id.toLowerCase()}@example.com`;
+      await h.signIn({ email: mail });
+      up.loginAs({ sub: `asked-${id}`, email: mail, email_verified: true, name: "Ada" });
+      const { started, code } = await authorize(h, up, "asked", world.app.redirectUri);
+      await blocker.query("BEGIN");
+      let answer;
+      try {
+        // the completion decides (its flow taken), then waits to store the e-mail's code state;
+        // the provider is deleted meanwhile
+        await blocker.query("LOCK TABLE otp_states IN EXCLUSIVE MODE");
+        const completed = complete(h, started.state_id, code);
+        await waitingForLock(blocker, 1);
+        await blocker.query("DELETE FROM identity_providers WHERE id = $1", [id]);
+        await blocker.query("COMMIT");
+        answer = await completed;
+      } finally {
+        await blocker.query("ROLLBACK").catch(() => {});
+      }
+      expect({ status: answer.status, error: answer.body.error }).toEqual({ status: 400, error: "ExternalSignInFailed" });
+      const state = await h.db.prisma.otpState.findFirstOrThrow({ where: { purpose: "external_confirm", value: mail } });
+      const confirmed = await confirm(h, state.id, await h.mailbox.otp(mail));
+      expect({ status: confirmed.status, error: confirmed.body.error }).toEqual({ status: 400, error: "ExternalSignInFailed" });
     } finally {
       await up.stop();
     }

@@ -150,7 +150,13 @@ async function askForEmail(deps: Deps, actor: Actor, flow: ProvenFlow, email: Co
   });
   await deps.prisma.otpState.update({ where: { id: stateId }, data: { externalFlowId: flow.id } });
   const result: VerificationRequired = { verification_required: "email", state_id: stateId, destination: maskIdentifier(email) };
-  await deps.prisma.externalFlow.update({ where: { id: flow.id }, data: { result } });
+  // Conditional: deleting the provider (or pointing it at another issuer) ends its flows, and one
+  // that did so while the code was being sent left no row for Prisma's update, which threw: the
+  // completion answered 500 InternalError. It is refused as a completion of a flow its provider's
+  // deletion ended is (docs/external-identities.md, "Signing in"); the code sent confirms
+  // nothing, its flow being gone (joinOnce).
+  const { count } = await deps.prisma.externalFlow.updateMany({ where: { id: flow.id }, data: { result } });
+  if (!count) throw new ExternalSignInFailed("the sign-in to connect is gone; start again");
   return result;
 }
 
