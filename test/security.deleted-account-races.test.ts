@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { startHarness, type Harness } from "./support/app.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
-import { waitingForLock } from "./support/locks.ts";
+import { harnessFor } from "./support/hooks.ts";
+import { lockHolder, waitingForLock } from "./support/locks.ts";
 import { PASSKEY_ORIGIN, passkeyAssertion, registerPasskey } from "./support/passkeys.ts";
 import { authorize, complete, startExternalWorld, type ExternalWorld } from "./support/upstream-linkgate.ts";
 
@@ -103,5 +104,34 @@ onPostgres("a sign-in queued behind the deletion of its account", () => {
 
     expect(signedIn.body.data?.finishPasskeySignIn?.__typename, JSON.stringify(signedIn.body)).toBe("PasskeyInvalid");
     expect(await userEventsSince(h, since)).toEqual([{ type: "user.deleted", user: owner.accountId }]);
+  });
+});
+
+// `viewer` asked while the account is deleted on another device: the token's session was found
+// live (the request's check waited for the deletion, on the session's once-a-minute touch, and
+// read what was there when it began), then the account was gone, and viewer's findFirstOrThrow
+// answered INTERNAL_SERVER_ERROR ("Unexpected error.", logged as a fault). The deletion ended the
+// session: the answer is the ended session's, UNAUTHENTICATED (docs/authentication.md, "Sessions").
+onPostgres("viewer asked while its account is deleted", () => {
+  const h = harnessFor("postgres");
+  const blocker = lockHolder(h);
+
+  it("answers UNAUTHENTICATED, the session having ended, not a fault", async () => {
+    const owner = await h.signIn({ email: `v-${tag}-${++seq}@example.com` });
+    // the session's touch is due (last used over a minute ago): the check writes it, and waits for the deletion
+    await blocker.query("UPDATE sessions SET last_used_at = now() - interval '2 minutes' WHERE account_id = $1", [owner.accountId]);
+    await blocker.query("BEGIN");
+    let viewer;
+    try {
+      await blocker.query("DELETE FROM accounts WHERE id = $1", [owner.accountId]);
+      const asked = h.gql(`{ viewer { id name } }`, {}, bearer(owner.token));
+      await waitingForLock(blocker, 1);
+      await blocker.query("COMMIT");
+      viewer = await asked;
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => {});
+    }
+    expect(viewer.body.data).toBeNull();
+    expect(viewer.body.errors).toMatchObject([{ message: "this session has ended; sign in again", extensions: { code: "UNAUTHENTICATED" } }]);
   });
 });

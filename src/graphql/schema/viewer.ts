@@ -1,4 +1,6 @@
 import { deleteAccount, PROFILE_ERRORS, updateProfile } from "../../auth/profile.ts";
+import { ENDED } from "../../auth/sessions.ts";
+import { Unauthenticated } from "../../errors.ts";
 import type { LockedAccount } from "../../db/locks.ts";
 import { leavingOnUnmerge } from "../../linking/service.ts";
 import { builder } from "../builder.ts";
@@ -134,7 +136,12 @@ builder.queryFields((t) => ({
     description: `The signed-in (primary) account, its identifiers and its merged secondary. ${NEEDS.user}`,
     resolve: async (query, _, __, ctx) => {
       const { projectId, user } = await ctx.user();
-      return ctx.deps.prisma.account.findFirstOrThrow({ ...query, where: { id: user.accountId, projectId } });
+      // An account deleted after the token's session was found live (a deleteAccount on another
+      // device committing meanwhile) ended that session: the ended session's answer
+      // (docs/authentication.md, "Sessions"), where findFirstOrThrow answered INTERNAL_SERVER_ERROR.
+      const account = await ctx.deps.prisma.account.findFirst({ ...query, where: { id: user.accountId, projectId } });
+      if (!account) throw new Unauthenticated(ENDED);
+      return account;
     },
   }),
 }));
@@ -154,7 +161,10 @@ builder.mutationFields((t) => ({
     resolve: async (query, _, args, ctx) => {
       const actor = await ctx.user();
       await updateProfile(ctx.deps, actor, args);
-      return ctx.deps.prisma.account.findFirstOrThrow({ ...query, where: { id: actor.user.accountId, projectId: actor.projectId } });
+      // deleted on another device right after the change committed: as viewer answers it
+      const account = await ctx.deps.prisma.account.findFirst({ ...query, where: { id: actor.user.accountId, projectId: actor.projectId } });
+      if (!account) throw new Unauthenticated(ENDED);
+      return account;
     },
   }),
   deleteAccount: t.field({
