@@ -2,7 +2,9 @@
 // "Providers"). updateIdentityProvider read the provider, then wrote it with Prisma's update,
 // which throws when no row matches: a deletion committed in between answered
 // INTERNAL_SERVER_ERROR ("Unexpected error.", logged as a fault) instead of ProviderNotFound. It
-// answers ProviderNotFound now and changes nothing.
+// answers ProviderNotFound now and changes nothing. Of two deletions at the same moment, the
+// second read the provider before the first committed, found nothing left to delete, and
+// answered that it had deleted it too; it is ProviderNotFound now.
 // Postgres only: a second connection deletes the provider and holds its row until the request's
 // write comes to wait for it, then commits; on PGlite one connection serves everything in turn.
 import { describe, expect, it } from "vitest";
@@ -51,6 +53,13 @@ onPostgres("an identity provider deleted while a request changes it", () => {
     expect(updated.body.errors).toBeUndefined();
     expect(updated.body.data.updateIdentityProvider).toEqual({ __typename: "ProviderNotFound", message: expect.any(String) });
     expect(await h.db.prisma.identityProvider.count({ where: { id } })).toBe(0);
+  });
+
+  it("of two deletions at the same moment, the second is ProviderNotFound, not a second deletion", async () => {
+    const id = await newProvider();
+    const deleted = await deletedUnder(id, () => h.gql(`mutation($id: ID!) { deleteIdentityProvider(id: $id) { __typename ... on Error { message } } }`, { id }));
+    expect(deleted.body.errors).toBeUndefined();
+    expect(deleted.body.data.deleteIdentityProvider).toEqual({ __typename: "ProviderNotFound", message: expect.any(String) });
   });
 
   it("an update of a provider that stays answers it as it is now", async () => {

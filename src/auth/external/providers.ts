@@ -249,7 +249,11 @@ export async function deleteProvider(deps: Deps, actor: Actor, id: string): Prom
     // its flows first: a sign-in finishing holds its flow, then takes its account's lock
     await tx.externalFlow.deleteMany({ where: { providerId: found.id } });
     await lockHolders(tx, actor.projectId, found.id);
-    await tx.identityProvider.deleteMany({ where: { id: found.id, projectId: actor.projectId } });
+    // Read unlocked above: another deletion committed meanwhile leaves nothing to delete, and
+    // this one answered that it had deleted the provider too; the second of two is
+    // ProviderNotFound, as an update of a deleted provider is (docs/external-identities.md).
+    const { count } = await tx.identityProvider.deleteMany({ where: { id: found.id, projectId: actor.projectId } });
+    if (!count) throw new ProviderNotFound();
     return found;
   });
   forgetProvider(current.id);
