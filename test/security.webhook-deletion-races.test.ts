@@ -7,6 +7,10 @@
 // moment (a sign-in's, a test event) found the webhook, and its delivery's foreign key check
 // failed once the deletion committed: the sign-in answered 500. The event now waits for the
 // deletion and skips the webhook (src/webhooks/outbox.sql).
+// An enable racing the workers' disabling of a dead webhook (docs/webhooks.md: enabled again, a
+// webhook starts its failure record afresh) read the webhook enabled, so it kept the record that
+// had just disabled it, and the workers' next check disabled it again; the write is conditional
+// on what it read now, and an enable that finds the webhook disabled starts the record afresh.
 // Postgres only: a second connection deletes the webhook and holds its row until the request's
 // write comes to wait for it, then commits; on PGlite one connection serves everything in turn.
 import { describe, expect, it } from "vitest";
@@ -73,6 +77,29 @@ onPostgres("a webhook deleted while a request changes it", () => {
     const sent = await deletedUnder(webhookId, () => h.gql(`mutation($id: ID!) { sendTestWebhook(webhookId: $id, eventType: "user.created") { __typename } }`, { id: webhookId }));
     expect(sent.body.errors).toBeUndefined();
     expect(await h.db.prisma.delivery.count({ where: { webhookId } })).toBe(0);
+  });
+
+  it("an enable racing the workers' disabling of a dead webhook turns it on with a fresh record, as an enable of a disabled webhook does", async () => {
+    const webhookId = await newWebhook();
+    const countedFrom = new Date("2026-01-01T00:00:00Z");
+    await h.db.prisma.webhook.update({ where: { id: webhookId }, data: { failuresCountedFrom: countedFrom } });
+    // the blocker is disableDeadWebhooks (src/delivery/dead-webhooks.ts): the request read the
+    // webhook enabled, and its write waits for the disabling
+    await blocker.query("BEGIN");
+    let updated;
+    try {
+      await blocker.query("UPDATE webhooks SET enabled = false, disabled_reason = 'every delivery attempt failed for 24 hours' WHERE id = $1", [webhookId]);
+      const answer = h.op(UpdateWebhookDocument, { id: webhookId, input: { enabled: true } });
+      await waitingForLock(blocker, 1);
+      await blocker.query("COMMIT");
+      updated = await answer;
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => {});
+    }
+    expect(updated.updateWebhook).toMatchObject({ __typename: "UpdateWebhookPayload", webhook: { enabled: true, disabledReason: null } });
+    const stored = await h.db.prisma.webhook.findUniqueOrThrow({ where: { id: webhookId } });
+    expect(stored.enabled).toBe(true);
+    expect(stored.failuresCountedFrom!.getTime()).toBeGreaterThan(countedFrom.getTime());
   });
 
   it("an update of a webhook that stays still answers it as it is now", async () => {

@@ -96,28 +96,43 @@ export async function findWebhook(deps: Deps, actor: KeyActor, id: unknown) {
 }
 
 export async function updateWebhook(deps: Deps, actor: KeyActor, id: unknown, input: WebhookInput) {
-  const current = await findWebhook(deps, actor, id);
+  let current = await findWebhook(deps, actor, id);
   const data: Record<string, unknown> = {};
   if (input.url !== undefined && input.url !== null) data.url = await checkUrl(deps, input.url);
   if (input.events !== undefined && input.events !== null) data.events = parseEvents(input.events);
   if (input.description !== undefined && input.description !== null) data.description = parseDescription(input.description);
+  let enabled: boolean | undefined;
   if (input.enabled !== undefined && input.enabled !== null) {
     if (typeof input.enabled !== "boolean") throw new InvalidRequest("enabled must be a boolean");
-    data.enabled = input.enabled;
-    if (input.enabled) data.disabledReason = null;
-    else if (current.enabled) data.disabledReason = "disabled by the project";
+    enabled = input.enabled;
   }
-  // An endpoint enabled again, or moved, starts its record afresh: judged on the failures that
-  // disabled it, it was disabled again within a minute (src/delivery/dead-webhooks.ts)
-  const enabledAgain = data.enabled === true && !current.enabled;
-  const moved = data.url !== undefined && data.url !== current.url;
-  if (enabledAgain || moved) data.failuresCountedFrom = new Date();
-  // A deletion that commits between the read above and this write leaves nothing to update: that
-  // is the WebhookNotFound the caller would get a moment later, not a fault (Prisma's update
-  // throws when no row matches, which answered INTERNAL_SERVER_ERROR; docs/webhooks.md).
-  const [updated] = await deps.prisma.webhook.updateManyAndReturn({ where: { ...webhooksOf(actor), id: current.id }, data });
-  if (!updated) throw new WebhookNotFound();
-  return updated;
+  for (let tries = 0; ; tries++) {
+    const write = { ...data };
+    if (enabled !== undefined) {
+      write.enabled = enabled;
+      if (enabled) write.disabledReason = null;
+      else if (current.enabled) write.disabledReason = "disabled by the project";
+    }
+    // An endpoint enabled again, or moved, starts its record afresh: judged on the failures that
+    // disabled it, it was disabled again within a minute (src/delivery/dead-webhooks.ts)
+    const enabledAgain = enabled === true && !current.enabled;
+    const moved = write.url !== undefined && write.url !== current.url;
+    if (enabledAgain || moved) write.failuresCountedFrom = new Date();
+    // Conditional on what was read: a worker that disabled the webhook (every delivery failing for
+    // a day) between the read and this write made an enable that had read it enabled turn it on
+    // again with the record that disabled it, and it was disabled again at the workers' next
+    // check, where docs/webhooks.md promises an enabled-again webhook a fresh record. A deletion
+    // committed meanwhile leaves nothing to update: that is the WebhookNotFound the caller would
+    // get a moment later, not a fault (Prisma's update throws when no row matches, which
+    // answered INTERNAL_SERVER_ERROR).
+    const [updated] = await deps.prisma.webhook.updateManyAndReturn({
+      where: { ...webhooksOf(actor), id: current.id, enabled: current.enabled, url: current.url },
+      data: write,
+    });
+    if (updated) return updated;
+    current = await findWebhook(deps, actor, current.id);
+    if (tries >= 3) throw new InvalidRequest("the webhook was changed concurrently; try again");
+  }
 }
 
 export async function deleteWebhook(deps: Deps, actor: KeyActor, id: unknown) {
