@@ -2,7 +2,8 @@
 // call (docs/security.md, "Abuse limits"): every redeliverWebhookDelivery sends the body again at
 // once, whatever the delivery's state, and nothing bounded them. A project redelivers at most 100
 // deliveries in 10 minutes; an unknown id is DeliveryNotFound and costs nothing; another
-// project's budget is its own.
+// project's budget is its own. A delivery deleted with its webhook right after its reset was read
+// back with findFirstOrThrow, which answered INTERNAL_SERVER_ERROR: it is DeliveryNotFound.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createProject } from "../src/auth/projects.ts";
 import { REDELIVERIES_PER_PROJECT } from "../src/delivery/redelivery.ts";
@@ -66,5 +67,33 @@ describe.each(backends)("redeliveries on %s", (backend) => {
     for (let i = 0; i < 5; i++) unknown.push(...(await redeliver("dlv_nope", 25, headers)));
     expect(unknown).toEqual(Array(125).fill("DeliveryNotFound"));
     expect(await redeliver(deliveryId, 1, headers)).toEqual(["Delivery"]);
+  });
+
+  it("a delivery deleted with its webhook right after its reset is DeliveryNotFound, not a fault", async () => {
+    // a project of its own: the tests above spent the default project's redeliveries
+    const own = await createProject(h.db.prisma, "Deleting tenant");
+    const headers = { "x-api-key": own.secretKey };
+    const deliveryId = await deliveryOf(headers);
+    const { webhookId } = await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: deliveryId } });
+    // The project deletes the webhook between the reset and the read of the delivery it answers:
+    // that window has no lock to hold it open, so the deletion runs as the workers are woken.
+    const prisma = h.db.prisma as unknown as { $executeRaw: (...args: unknown[]) => Promise<unknown> };
+    const executeRaw = prisma.$executeRaw;
+    prisma.$executeRaw = function (this: unknown, ...args: unknown[]) {
+      const done = executeRaw.apply(this, args);
+      if (!(args[0] as { sql?: string })?.sql?.includes("pg_notify")) return done;
+      return done.then(async (r) => {
+        await h.db.prisma.webhook.delete({ where: { id: webhookId } });
+        return r;
+      });
+    };
+    let res;
+    try {
+      res = await h.gql(`mutation($id: ID!) { redeliverWebhookDelivery(deliveryId: $id) { __typename } }`, { id: deliveryId }, headers);
+    } finally {
+      prisma.$executeRaw = executeRaw;
+    }
+    expect(await h.db.prisma.webhook.count({ where: { id: webhookId } })).toBe(0);
+    expect(res.body).toEqual({ data: { redeliverWebhookDelivery: { __typename: "DeliveryNotFound" } } });
   });
 });

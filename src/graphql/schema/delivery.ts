@@ -283,7 +283,12 @@ builder.mutationFields((t) => ({
     resolve: async (query, _, args, ctx) => {
       const actor = await ctx.secret();
       const d = await redeliver(ctx.deps.db, actor, String(args.deliveryId));
-      return ctx.deps.prisma.delivery.findFirstOrThrow({ ...query, where: { id: d.id, projectId: actor.projectId } });
+      // Deleted right after the reset (its webhook deleted, or swept by retention): the
+      // DeliveryNotFound a moment later would give, where findFirstOrThrow answered
+      // INTERNAL_SERVER_ERROR (docs/webhooks.md, "Redelivery and replay").
+      const delivery = await ctx.deps.prisma.delivery.findFirst({ ...query, where: { id: d.id, projectId: actor.projectId } });
+      if (!delivery) throw new E.DeliveryNotFound();
+      return delivery;
     },
   }),
   replayFailedWebhookDeliveries: t.field({
