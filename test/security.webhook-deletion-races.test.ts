@@ -11,10 +11,12 @@
 // webhook starts its failure record afresh) read the webhook enabled, so it kept the record that
 // had just disabled it, and the workers' next check disabled it again; the write is conditional
 // on what it read now, and an enable that finds the webhook disabled starts the record afresh.
+// replayFailedWebhookDeliveries read the webhook, then its batches waited for the deliveries the
+// deletion took with it and found none: it answered a replay of 0, not WebhookNotFound.
 // Postgres only: a second connection deletes the webhook and holds its row until the request's
 // write comes to wait for it, then commits; on PGlite one connection serves everything in turn.
 import { describe, expect, it } from "vitest";
-import { CreateWebhookDocument, RotateWebhookSecretDocument, UpdateWebhookDocument } from "./generated/operations.ts";
+import { CreateWebhookDocument, ReplayFailedDocument, RotateWebhookSecretDocument, SendTestWebhookDocument, UpdateWebhookDocument } from "./generated/operations.ts";
 import { serverUrl } from "./support/db.ts";
 import { harnessFor } from "./support/hooks.ts";
 import { lockHolder, waitingForLock } from "./support/locks.ts";
@@ -100,6 +102,14 @@ onPostgres("a webhook deleted while a request changes it", () => {
     const stored = await h.db.prisma.webhook.findUniqueOrThrow({ where: { id: webhookId } });
     expect(stored.enabled).toBe(true);
     expect(stored.failuresCountedFrom!.getTime()).toBeGreaterThan(countedFrom.getTime());
+  });
+
+  it("a replay of a webhook deleted meanwhile is WebhookNotFound, not a replay of nothing", async () => {
+    const webhookId = await newWebhook();
+    await h.op(SendTestWebhookDocument, { webhookId, eventType: "user.created" });
+    await h.db.prisma.delivery.updateMany({ where: { webhookId }, data: { status: "failed", leaseUntil: null, leasedBy: null } });
+    const replayed = await deletedUnder(webhookId, () => h.op(ReplayFailedDocument, { webhookId, since: new Date(Date.now() - 60_000).toISOString() }));
+    expect(replayed.replayFailedWebhookDeliveries).toEqual({ __typename: "WebhookNotFound", message: "no such webhook" });
   });
 
   it("an update of a webhook that stays still answers it as it is now", async () => {

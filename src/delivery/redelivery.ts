@@ -114,7 +114,11 @@ export async function replayFailed(db: DbLike, actor: KeyActor, webhookId: strin
   const { projectId } = requireSecretKey(actor);
   assertStorableTime(since, "since");
   await assertWebhook(db, projectId, webhookId);
-  return replayInBatches(db, { projectId, webhookId, since }, { batchSize: REPLAY_BATCH });
+  const replayed = await replayInBatches(db, { projectId, webhookId, since }, { batchSize: REPLAY_BATCH });
+  // Deleted while the batches waited for its deliveries (the deletion takes them with it): the
+  // WebhookNotFound a moment later would give, not a replay of nothing (docs/webhooks.md).
+  if (replayed === 0) await assertWebhook(db, projectId, webhookId);
+  return replayed;
 }
 
 /**
