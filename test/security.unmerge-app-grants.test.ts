@@ -8,7 +8,8 @@
 // hold for the account on those consents; first-party apps keep theirs.
 import * as client from "openid-client";
 import { describe, expect, it } from "vitest";
-import { backends } from "./support/db.ts";
+import { backends, serverUrl } from "./support/db.ts";
+import { lockHolder, waitingForLock } from "./support/locks.ts";
 import { approveApp, oidcHarness, registerClient } from "./support/oidc.ts";
 
 describe.each(backends)("an unmerge ends what third-party apps hold on the consents it withdraws, on %s", (backend) => {
@@ -40,5 +41,51 @@ describe.each(backends)("an unmerge ends what third-party apps hold on the conse
     const again = await approveApp(h, partner, p, "openid email offline_access");
     expect(again.consentAsked).toBe(true);
     expect((await userinfo(again.tokens.access_token)).body).toMatchObject({ email: p });
+  });
+});
+
+// The owner withdraws an app (revokeOAuthConsent) while unmerging: the unmerge took the account,
+// ended the session the app's grant is bound to (signed in with the secondary's address) and
+// then came to the consent, which the withdrawal had locked before it came to end that same
+// session: a deadlock until Postgres broke it after deadlock_timeout (1 s) and one was tried
+// again. The withdrawal takes the account first now, as the unmerge does.
+// Postgres only: a second connection holds the consent until the withdrawal, then the unmerge,
+// wait; it then takes the session with NOWAIT, which the unmerge held while it waited.
+describe.skipIf(!serverUrl)("an app withdrawn while the owner unmerges, on postgres", () => {
+  const { h, email, asUser } = oidcHarness("postgres");
+  const blocker = lockHolder(h);
+
+  it("the two take the account in turn: neither holds the app's session while it waits, and both are done", async () => {
+    const p = email("owner");
+    const q = email("other");
+    const owner = await h.signIn({ email: p });
+    await h.signIn({ email: q });
+    const req = await h.call("POST", "/users/link/request", { body: { email: q }, headers: asUser(owner.token) });
+    const done = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(q) }, headers: asUser(owner.token) });
+    expect(done.body.outcome).toBe("merged");
+    const partner = await registerClient(h, { firstParty: false, name: "Partner" });
+    const approved = await approveApp(h, partner, q, "openid email offline_access");
+    const [{ session_id: appSession }] = (
+      await blocker.query("SELECT session_id FROM oidc_payloads WHERE kind = 'Grant' AND payload->>'clientId' = $1", [partner.clientId])
+    ).rows;
+
+    await blocker.query("BEGIN");
+    let revoked, unmerged;
+    try {
+      await blocker.query("SELECT 1 FROM oauth_consents WHERE client_id = $1 FOR UPDATE", [partner.clientId]);
+      const revoking = h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: partner.clientId }, asUser(owner.token));
+      await waitingForLock(blocker, 1);
+      const unmerging = h.call("POST", "/users/link/unmerge", { body: {}, headers: asUser(owner.token) });
+      await waitingForLock(blocker, 2);
+      // the unmerge waits for the account the withdrawal holds, not with the session in hand
+      await blocker.query("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE NOWAIT", [appSession]);
+      await blocker.query("COMMIT");
+      [revoked, unmerged] = await Promise.all([revoking, unmerging]);
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => {});
+    }
+    expect(revoked.body).toEqual({ data: { revokeOAuthConsent: { __typename: "RevokeOAuthConsentPayload" } } });
+    expect(unmerged.status).toBe(200);
+    await expect(client.refreshTokenGrant(approved.cfg, approved.tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
   });
 });

@@ -4,6 +4,7 @@
 import type { Deps, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
+import { lockForSession } from "../auth/sessions.ts";
 import { NotFound } from "../errors.ts";
 import { transaction } from "../db/transaction.ts";
 import { endGrants } from "./grants.ts";
@@ -13,6 +14,12 @@ export async function revokeConsent(deps: Deps, actor: UserActor, clientId: stri
   await requireRecentAuth(deps, actor);
   const { accountId } = actor.user;
   return transaction(deps.prisma, async (tx) => {
+    // The account first, as an unmerge takes it before the sessions and consents it changes: an
+    // unmerge ended the session an app's grant is bound to (signed in with the secondary's
+    // address) and then came to the consent this had locked, while this waited for that session,
+    // and the two deadlocked until Postgres broke it after deadlock_timeout (1 s). Also refuses a
+    // session that a merge or unmerge ended meanwhile (docs/authentication.md, "Sessions").
+    await lockForSession(tx, actor);
     const { count } = await tx.oAuthConsent.updateMany({
       where: { accountId, clientId, projectId: actor.projectId, revokedAt: null },
       data: { revokedAt: new Date() },
