@@ -55,7 +55,8 @@ describe.skipIf(!serverUrl)("an app withdrawn while the owner unmerges, on postg
   const { h, email, asUser } = oidcHarness("postgres");
   const blocker = lockHolder(h);
 
-  it("the two take the account in turn: neither holds the app's session while it waits, and both are done", async () => {
+  /** An owner who merged another account, whose holder then approved a third-party app. */
+  async function mergedWithApp() {
     const p = email("owner");
     const q = email("other");
     const owner = await h.signIn({ email: p });
@@ -68,24 +69,46 @@ describe.skipIf(!serverUrl)("an app withdrawn while the owner unmerges, on postg
     const [{ session_id: appSession }] = (
       await blocker.query("SELECT session_id FROM oidc_payloads WHERE kind = 'Grant' AND payload->>'clientId' = $1", [partner.clientId])
     ).rows;
+    return { owner, partner, approved, appSession: appSession as string };
+  }
 
+  /**
+   * `other` (which changes the app's consents, then its grants and their sessions) comes to wait
+   * for the consent the blocker holds, then the owner's unmerge comes to wait too; while both
+   * wait, the app's session must be free (NOWAIT): the unmerge, holding it, deadlocked with `other`.
+   */
+  async function withTheUnmerge<T>(appSession: string, owner: { token: string }, clientId: string, other: () => Promise<T>) {
     await blocker.query("BEGIN");
-    let revoked, unmerged;
     try {
-      await blocker.query("SELECT 1 FROM oauth_consents WHERE client_id = $1 FOR UPDATE", [partner.clientId]);
-      const revoking = h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: partner.clientId }, asUser(owner.token));
+      await blocker.query("SELECT 1 FROM oauth_consents WHERE client_id = $1 FOR UPDATE", [clientId]);
+      const first = other();
       await waitingForLock(blocker, 1);
       const unmerging = h.call("POST", "/users/link/unmerge", { body: {}, headers: asUser(owner.token) });
       await waitingForLock(blocker, 2);
-      // the unmerge waits for the account the withdrawal holds, not with the session in hand
       await blocker.query("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE NOWAIT", [appSession]);
       await blocker.query("COMMIT");
-      [revoked, unmerged] = await Promise.all([revoking, unmerging]);
+      return await Promise.all([first, unmerging]);
     } finally {
       await blocker.query("ROLLBACK").catch(() => {});
     }
+  }
+
+  it("the owner's withdrawal and unmerge take the account in turn, and both are done", async () => {
+    const { owner, partner, approved, appSession } = await mergedWithApp();
+    const [revoked, unmerged] = await withTheUnmerge(appSession, owner, partner.clientId, () =>
+      h.gql(`mutation($c: String!) { revokeOAuthConsent(clientId: $c) { __typename } }`, { c: partner.clientId }, asUser(owner.token)),
+    );
     expect(revoked.body).toEqual({ data: { revokeOAuthConsent: { __typename: "RevokeOAuthConsentPayload" } } });
     expect(unmerged.status).toBe(200);
     await expect(client.refreshTokenGrant(approved.cfg, approved.tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+  });
+
+  it("the project's deletion of the app and the owner's unmerge take the consent in turn, and both are done", async () => {
+    const { owner, partner, appSession } = await mergedWithApp();
+    const [deleted, unmerged] = await withTheUnmerge(appSession, owner, partner.clientId, () =>
+      h.gql(`mutation($id: ID!) { deleteOAuthClient(id: $id) { __typename } }`, { id: partner.id }),
+    );
+    expect(deleted.body).toEqual({ data: { deleteOAuthClient: { __typename: "DeleteOAuthClientPayload" } } });
+    expect(unmerged.status).toBe(200);
   });
 });

@@ -311,6 +311,14 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   const { projectId, user } = actor;
   await lockAccounts(tx, projectId, [user.accountId, secondaryId]);
   const { identifiers, passkeys, proofs } = await provenThroughSecondary(tx, user.accountId, secondaryId);
+  // the primary's remembered app consents go too: a sign-in with the secondary's address landed
+  // here while the two were merged, so the other person may have given them, and an app would
+  // then skip the consent page for this account (twenty-third review); each app asks again, and
+  // what the third-party apps hold for the account on their strength ends. Before any session
+  // ends: a client's deletion takes its consents, then its grants' sessions, and an unmerge that
+  // ended an app's session first and then waited for its consent deadlocked with it until
+  // Postgres broke it after deadlock_timeout (test/security.unmerge-app-grants.test.ts).
+  await withdrawConsentsOnUnmerge(tx, projectId, user.accountId);
   // the sessions they opened on the primary end, the one making this change too. Kept, it would
   // stay on an account it holds no proof for: an intruder's session that unmerged, or the owner's
   // on the account she just left (seventeenth review).
@@ -320,11 +328,6 @@ async function separate(tx: Tx, actor: UserActor, secondaryId: string, record: R
   // "Sessions"). Left on the primary, it would keep whoever held the secondary's address in.
   if (identifiers.length) await tx.identifier.deleteMany({ where: { accountId: user.accountId, id: { in: identifiers.map((i) => i.id) } } });
   if (passkeys.length) await tx.passkey.deleteMany({ where: { accountId: user.accountId, id: { in: passkeys } } });
-  // the primary's remembered app consents go too: a sign-in with the secondary's address landed
-  // here while the two were merged, so the other person may have given them, and an app would
-  // then skip the consent page for this account (twenty-third review); each app asks again, and
-  // what the third-party apps hold for the account on their strength ends
-  await withdrawConsentsOnUnmerge(tx, projectId, user.accountId);
   await clearMerge(tx, user.accountId, secondaryId);
   const pair = { secondary_user_id: secondaryId, primary_user_id: user.accountId };
   // a receiver that follows identifiers and passkeys by their events learns that those left the
