@@ -76,22 +76,18 @@ describe.each(backends)("redeliveries on %s", (backend) => {
     const deliveryId = await deliveryOf(headers);
     const { webhookId } = await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: deliveryId } });
     // The project deletes the webhook between the reset and the read of the delivery it answers:
-    // that window has no lock to hold it open, so the deletion runs as the workers are woken.
-    const prisma = h.db.prisma as unknown as { $executeRaw: (...args: unknown[]) => Promise<unknown> };
-    const executeRaw = prisma.$executeRaw;
-    prisma.$executeRaw = function (this: unknown, ...args: unknown[]) {
-      const done = executeRaw.apply(this, args);
-      if (!(args[0] as { sql?: string })?.sql?.includes("pg_notify")) return done;
-      return done.then(async (r) => {
-        await h.db.prisma.webhook.delete({ where: { id: webhookId } });
-        return r;
-      });
-    };
+    // no lock holds that window open, so the database deletes it as the reset writes the row (a
+    // trigger of this test's own, on this delivery only), which the read then no longer finds.
+    await h.db.prisma.$executeRawUnsafe(`CREATE FUNCTION test_delete_webhook() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN DELETE FROM webhooks WHERE id = NEW.webhook_id; RETURN NULL; END $$`);
+    await h.db.prisma.$executeRawUnsafe(`CREATE TRIGGER test_delete_webhook AFTER UPDATE ON deliveries FOR EACH ROW
+      WHEN (NEW.id = '${deliveryId}') EXECUTE FUNCTION test_delete_webhook()`);
     let res;
     try {
       res = await h.gql(`mutation($id: ID!) { redeliverWebhookDelivery(deliveryId: $id) { __typename } }`, { id: deliveryId }, headers);
     } finally {
-      prisma.$executeRaw = executeRaw;
+      await h.db.prisma.$executeRawUnsafe(`DROP TRIGGER test_delete_webhook ON deliveries`);
+      await h.db.prisma.$executeRawUnsafe(`DROP FUNCTION test_delete_webhook()`);
     }
     expect(await h.db.prisma.webhook.count({ where: { id: webhookId } })).toBe(0);
     expect(res.body).toEqual({ data: { redeliverWebhookDelivery: { __typename: "DeliveryNotFound" } } });
