@@ -10,7 +10,7 @@
 import { describe, expect, it } from "vitest";
 import { serverUrl } from "./support/db.ts";
 import { harnessFor } from "./support/hooks.ts";
-import { lockHolder, waitingForLock } from "./support/locks.ts";
+import { committedUnder, lockHolder, waitingForLock } from "./support/locks.ts";
 import { startUpstreamOidc } from "./support/upstream.ts";
 import { addProvider, authorize, complete, confirm, externalWorldFor, start } from "./support/upstream-linkgate.ts";
 
@@ -30,26 +30,12 @@ onPostgres("an identity provider deleted while a request changes it", () => {
     return id;
   }
 
-  /** The request reads the provider, then comes to wait for the row the blocker deletes; the deletion then commits. */
-  async function deletedUnder<T>(id: string, request: () => Promise<T>): Promise<T> {
-    await blocker.query("BEGIN");
-    try {
-      await blocker.query("DELETE FROM identity_providers WHERE id = $1", [id]);
-      const answer = request();
-      await waitingForLock(blocker, 1);
-      await blocker.query("COMMIT");
-      return await answer;
-    } finally {
-      await blocker.query("ROLLBACK").catch(() => {});
-    }
-  }
-
   it.each([
     ["its display name", { displayName: "Renamed" }],
     ["its issuer", { issuer: "https://127.0.0.2:9" }],
   ])("an update of %s answers ProviderNotFound, not a fault", async (_, input) => {
     const id = await newProvider();
-    const updated = await deletedUnder(id, () => h.gql(UPDATE, { id, input }));
+    const updated = await committedUnder(blocker, "DELETE FROM identity_providers WHERE id = $1", [id], () => h.gql(UPDATE, { id, input }));
     expect(updated.body.errors).toBeUndefined();
     expect(updated.body.data.updateIdentityProvider).toEqual({ __typename: "ProviderNotFound", message: expect.any(String) });
     expect(await h.db.prisma.identityProvider.count({ where: { id } })).toBe(0);
@@ -57,7 +43,7 @@ onPostgres("an identity provider deleted while a request changes it", () => {
 
   it("of two deletions at the same moment, the second is ProviderNotFound, not a second deletion", async () => {
     const id = await newProvider();
-    const deleted = await deletedUnder(id, () => h.gql(`mutation($id: ID!) { deleteIdentityProvider(id: $id) { __typename ... on Error { message } } }`, { id }));
+    const deleted = await committedUnder(blocker, "DELETE FROM identity_providers WHERE id = $1", [id], () => h.gql(`mutation($id: ID!) { deleteIdentityProvider(id: $id) { __typename ... on Error { message } } }`, { id }));
     expect(deleted.body.errors).toBeUndefined();
     expect(deleted.body.data.deleteIdentityProvider).toEqual({ __typename: "ProviderNotFound", message: expect.any(String) });
   });

@@ -14,7 +14,7 @@ import { describe, expect, it } from "vitest";
 import { secretMatches } from "../src/oidc/clients.ts";
 import { serverUrl } from "./support/db.ts";
 import { harnessFor } from "./support/hooks.ts";
-import { lockHolder, waitingForLock } from "./support/locks.ts";
+import { committedUnder, lockHolder } from "./support/locks.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
 
@@ -33,23 +33,9 @@ onPostgres("an OAuth client changed while its secret is rotated", () => {
     return id;
   }
 
-  /** The request reads the client, then comes to wait for the row the blocker changes with `sql`; the change then commits. */
-  async function changedUnder<T>(sql: string, id: string, request: () => Promise<T>): Promise<T> {
-    await blocker.query("BEGIN");
-    try {
-      await blocker.query(sql, [id]);
-      const answer = request();
-      await waitingForLock(blocker, 1);
-      await blocker.query("COMMIT");
-      return await answer;
-    } finally {
-      await blocker.query("ROLLBACK").catch(() => {});
-    }
-  }
-
   it("a client deleted meanwhile is NotFound, not a fault", async () => {
     const id = await newClient();
-    const rotated = await changedUnder("DELETE FROM oauth_clients WHERE id = $1", id, () => h.gql(ROTATE, { id }));
+    const rotated = await committedUnder(blocker, "DELETE FROM oauth_clients WHERE id = $1", [id], () => h.gql(ROTATE, { id }));
     expect(rotated.body.errors).toBeUndefined();
     expect(rotated.body.data.rotateOAuthClientSecret).toEqual({ __typename: "NotFound", message: expect.any(String) });
     expect(await h.db.prisma.oAuthClient.count({ where: { id } })).toBe(0);
@@ -59,7 +45,7 @@ onPostgres("an OAuth client changed while its secret is rotated", () => {
     const id = await newClient();
     // the blocker is the other rotation: its secret is "lgcs_other"
     const otherHash = (await import("../src/crypto.ts")).sha256Hex("lgcs_other");
-    const rotated = await changedUnder(`UPDATE oauth_clients SET secret_hash = '${otherHash}' WHERE id = $1`, id, () => h.gql(ROTATE, { id }));
+    const rotated = await committedUnder(blocker, `UPDATE oauth_clients SET secret_hash = '${otherHash}' WHERE id = $1`, [id], () => h.gql(ROTATE, { id }));
     expect(rotated.body.errors).toBeUndefined();
     expect(rotated.body.data.rotateOAuthClientSecret).toEqual({ __typename: "InvalidRequest", message: expect.stringMatching(/rotate/) });
     const stored = await h.db.prisma.oAuthClient.findUniqueOrThrow({ where: { id } });
@@ -68,7 +54,7 @@ onPostgres("an OAuth client changed while its secret is rotated", () => {
 
   it("of two deletions at the same moment, the second is NotFound, not a fault", async () => {
     const id = await newClient();
-    const deleted = await changedUnder("DELETE FROM oauth_clients WHERE id = $1", id, () =>
+    const deleted = await committedUnder(blocker, "DELETE FROM oauth_clients WHERE id = $1", [id], () =>
       h.gql(`mutation($id: ID!) { deleteOAuthClient(id: $id) { __typename ... on Error { message } } }`, { id }),
     );
     expect(deleted.body.errors).toBeUndefined();

@@ -19,32 +19,19 @@ import { describe, expect, it } from "vitest";
 import { CreateWebhookDocument, ReplayFailedDocument, RotateWebhookSecretDocument, SendTestWebhookDocument, UpdateWebhookDocument } from "./generated/operations.ts";
 import { serverUrl } from "./support/db.ts";
 import { harnessFor } from "./support/hooks.ts";
-import { lockHolder, waitingForLock } from "./support/locks.ts";
+import { committedUnder, lockHolder, waitingForLock } from "./support/locks.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
 
 onPostgres("a webhook deleted while a request changes it", () => {
   const h = harnessFor("postgres");
   const blocker = lockHolder(h);
+  const DELETE_WEBHOOK = "DELETE FROM webhooks WHERE id = $1";
 
   async function newWebhook(): Promise<string> {
     const created = await h.op(CreateWebhookDocument, { input: { url: "https://127.0.0.1:9/hook", events: ["user.created"] } });
     if (created.createWebhook.__typename !== "CreateWebhookPayload") throw new Error(created.createWebhook.__typename);
     return created.createWebhook.webhook.id;
-  }
-
-  /** `request` reads the webhook, then comes to wait for the row the blocker deletes; the deletion then commits. */
-  async function deletedUnder<T>(webhookId: string, request: () => Promise<T>): Promise<T> {
-    await blocker.query("BEGIN");
-    try {
-      await blocker.query("DELETE FROM webhooks WHERE id = $1", [webhookId]);
-      const answer = request();
-      await waitingForLock(blocker, 1);
-      await blocker.query("COMMIT");
-      return await answer;
-    } finally {
-      await blocker.query("ROLLBACK").catch(() => {});
-    }
   }
 
   it.each([
@@ -53,14 +40,14 @@ onPostgres("a webhook deleted while a request changes it", () => {
     ["the url", { url: "https://127.0.0.1:9/moved" }],
   ])("updateWebhook of %s answers WebhookNotFound, not a fault", async (_, input) => {
     const webhookId = await newWebhook();
-    const updated = await deletedUnder(webhookId, () => h.op(UpdateWebhookDocument, { id: webhookId, input }));
+    const updated = await committedUnder(blocker, DELETE_WEBHOOK, [webhookId], () => h.op(UpdateWebhookDocument, { id: webhookId, input }));
     expect(updated.updateWebhook).toEqual({ __typename: "WebhookNotFound", message: "no such webhook" });
     expect(await h.db.prisma.webhook.count({ where: { id: webhookId } })).toBe(0);
   });
 
   it("rotateWebhookSecret answers WebhookNotFound, not that rotating again would help", async () => {
     const webhookId = await newWebhook();
-    const rotated = await deletedUnder(webhookId, () => h.op(RotateWebhookSecretDocument, { webhookId }));
+    const rotated = await committedUnder(blocker, DELETE_WEBHOOK, [webhookId], () => h.op(RotateWebhookSecretDocument, { webhookId }));
     expect(rotated.rotateWebhookSecret).toEqual({ __typename: "WebhookNotFound", message: "no such webhook" });
   });
 
@@ -68,7 +55,7 @@ onPostgres("a webhook deleted while a request changes it", () => {
     const webhookId = await newWebhook();
     const start = await h.call("POST", "/auth/otp/start", { body: { email: "deleted-under@example.com" } });
     const otp = await h.mailbox.otp("deleted-under@example.com");
-    const verify = await deletedUnder(webhookId, () => h.call("POST", "/auth/otp/verify", { body: { state_id: start.body.state_id, otp } }));
+    const verify = await committedUnder(blocker, DELETE_WEBHOOK, [webhookId], () => h.call("POST", "/auth/otp/verify", { body: { state_id: start.body.state_id, otp } }));
     expect(verify.status).toBe(200);
     expect(await h.db.prisma.delivery.count({ where: { webhookId } })).toBe(0);
     expect(await h.db.prisma.outboxEvent.count({ where: { projectId: h.projectId, eventType: "user.created", body: { contains: verify.body.account_id } } })).toBe(1);
@@ -76,7 +63,7 @@ onPostgres("a webhook deleted while a request changes it", () => {
 
   it("a test event sent while its webhook is deleted is no fault, and queues nothing", async () => {
     const webhookId = await newWebhook();
-    const sent = await deletedUnder(webhookId, () => h.gql(`mutation($id: ID!) { sendTestWebhook(webhookId: $id, eventType: "user.created") { __typename } }`, { id: webhookId }));
+    const sent = await committedUnder(blocker, DELETE_WEBHOOK, [webhookId], () => h.gql(`mutation($id: ID!) { sendTestWebhook(webhookId: $id, eventType: "user.created") { __typename } }`, { id: webhookId }));
     expect(sent.body.errors).toBeUndefined();
     expect(await h.db.prisma.delivery.count({ where: { webhookId } })).toBe(0);
   });
@@ -108,7 +95,7 @@ onPostgres("a webhook deleted while a request changes it", () => {
     const webhookId = await newWebhook();
     await h.op(SendTestWebhookDocument, { webhookId, eventType: "user.created" });
     await h.db.prisma.delivery.updateMany({ where: { webhookId }, data: { status: "failed", leaseUntil: null, leasedBy: null } });
-    const replayed = await deletedUnder(webhookId, () => h.op(ReplayFailedDocument, { webhookId, since: new Date(Date.now() - 60_000).toISOString() }));
+    const replayed = await committedUnder(blocker, DELETE_WEBHOOK, [webhookId], () => h.op(ReplayFailedDocument, { webhookId, since: new Date(Date.now() - 60_000).toISOString() }));
     expect(replayed.replayFailedWebhookDeliveries).toEqual({ __typename: "WebhookNotFound", message: "no such webhook" });
   });
 

@@ -59,3 +59,21 @@ export async function waitingForLock(client: pg.Client, n = 1): Promise<void> {
   }
   throw new Error(`${n} statements never came to wait for the lock; the database's other connections: ${JSON.stringify(await otherConnections(client))}`);
 }
+
+/**
+ * `request` reads a row, then comes to wait for it while `blocker` changes it with `sql` in a
+ * transaction that commits only once the request waits: the request meets, deterministically,
+ * the change made between its read and its write (a deletion, another rotation).
+ */
+export async function committedUnder<T>(blocker: pg.Client, sql: string, params: unknown[], request: () => Promise<T>): Promise<T> {
+  await blocker.query("BEGIN");
+  try {
+    await blocker.query(sql, params);
+    const answer = request();
+    await waitingForLock(blocker, 1);
+    await blocker.query("COMMIT");
+    return await answer;
+  } finally {
+    await blocker.query("ROLLBACK").catch(() => {});
+  }
+}
