@@ -62,15 +62,7 @@ export function isDisguising(s: string): boolean {
  */
 export function charLength(s: string): number {
   let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    // a high surrogate followed by a low one is one code point
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) i++;
-    }
-    n++;
-  }
+  for (const _ of s) n++; // a string iterates by code point (an unpaired surrogate is one)
   return n;
 }
 
@@ -89,9 +81,10 @@ export function nameText(s: string): string {
  */
 export function clip(s: string, max: number): string {
   let end = 0;
-  for (let n = 0; n < max && end < s.length; n++) {
-    const c = s.charCodeAt(end);
-    end += c >= 0xd800 && c <= 0xdbff && end + 1 < s.length && (s.charCodeAt(end + 1) & 0xfc00) === 0xdc00 ? 2 : 1;
+  let n = 0;
+  for (const c of s) {
+    if (n++ === max) break;
+    end += c.length;
   }
   return s.slice(0, end);
 }

@@ -12,17 +12,26 @@ import { backends, serverUrl } from "./support/db.ts";
 import { lockHolder, waitingForLock } from "./support/locks.ts";
 import { approveApp, oidcHarness, registerClient } from "./support/oidc.ts";
 
+type OidcHarness = ReturnType<typeof oidcHarness>;
+
+/** The owner signed in with `p`, having merged the account `q` signs into (a code to `q`). */
+async function signedInMerged(h: OidcHarness["h"], p: string, q: string) {
+  const owner = await h.signIn({ email: p });
+  await h.signIn({ email: q });
+  const headers = { authorization: `Bearer ${owner.token}` };
+  const req = await h.call("POST", "/users/link/request", { body: { email: q }, headers });
+  const done = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(q) }, headers });
+  expect(done.body.outcome).toBe("merged");
+  return owner;
+}
+
 describe.each(backends)("an unmerge ends what third-party apps hold on the consents it withdraws, on %s", (backend) => {
   const { h, email, asUser, userinfo } = oidcHarness(backend);
 
   it("an app the secondary's holder approved loses the owner's refresh token; the owner's first-party app keeps hers", async () => {
     const p = email("owner");
     const q = email("other");
-    const owner = await h.signIn({ email: p });
-    await h.signIn({ email: q });
-    const req = await h.call("POST", "/users/link/request", { body: { email: q }, headers: asUser(owner.token) });
-    const done = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(q) }, headers: asUser(owner.token) });
-    expect(done.body.outcome).toBe("merged");
+    const owner = await signedInMerged(h, p, q);
 
     const partner = await registerClient(h, { firstParty: false, name: "Partner" });
     expect((await approveApp(h, partner, q, "openid email offline_access")).consentAsked).toBe(true);
@@ -59,11 +68,7 @@ describe.skipIf(!serverUrl)("an app withdrawn while the owner unmerges, on postg
   async function mergedWithApp() {
     const p = email("owner");
     const q = email("other");
-    const owner = await h.signIn({ email: p });
-    await h.signIn({ email: q });
-    const req = await h.call("POST", "/users/link/request", { body: { email: q }, headers: asUser(owner.token) });
-    const done = await h.call("POST", "/users/link/verify", { body: { state_id: req.body.state_id, otp: await h.mailbox.otp(q) }, headers: asUser(owner.token) });
-    expect(done.body.outcome).toBe("merged");
+    const owner = await signedInMerged(h, p, q);
     const partner = await registerClient(h, { firstParty: false, name: "Partner" });
     const approved = await approveApp(h, partner, q, "openid email offline_access");
     const [{ session_id: appSession }] = (

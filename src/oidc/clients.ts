@@ -4,6 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { receivableByOthers } from "../auth/redirect-uris.ts";
 import type { Actor, Deps } from "../deps.ts";
+import type { Tx } from "../db/client.ts";
 import { safeEqual, sha256Hex } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
 import { InvalidRequest, NotFound } from "../errors.ts";
@@ -160,6 +161,14 @@ export async function createClient(deps: Deps, actor: Actor, input: ClientInput)
   return { client, clientSecret };
 }
 
+/** One of the project's clients, locked for the rest of the transaction; another project's is NotFound. */
+async function lockedClient(tx: Tx, actor: Actor, id: string) {
+  const [row] = await tx.$queryRaw<{ client_id: string; type: ClientType; redirect_uris: string[]; first_party: boolean }[]>`
+    SELECT client_id, type::text AS type, redirect_uris, first_party FROM oauth_clients WHERE id = ${id} AND project_id = ${actor.projectId} FOR UPDATE`;
+  if (!row) throw new NotFound(NOT_FOUND);
+  return row;
+}
+
 /** Changes what was given; the type of a client is fixed at creation (its secret depends on it). */
 export async function updateClient(deps: Deps, actor: Actor, id: string, input: ClientInput): Promise<OAuthClient> {
   if (input.type != null) throw new InvalidRequest("a client's type cannot change; create another client");
@@ -168,9 +177,7 @@ export async function updateClient(deps: Deps, actor: Actor, id: string, input: 
   return transaction(deps.prisma, async (tx) => {
     // locked, so that two updates (one making it first-party, one adding an app's scheme) cannot
     // each pass the first-party rule on the row the other is changing
-    const [row] = await tx.$queryRaw<{ client_id: string; type: ClientType; redirect_uris: string[]; first_party: boolean }[]>`
-      SELECT client_id, type::text AS type, redirect_uris, first_party FROM oauth_clients WHERE id = ${id} AND project_id = ${actor.projectId} FOR UPDATE`;
-    if (!row) throw new NotFound(NOT_FOUND);
+    const row = await lockedClient(tx, actor, id);
     const firstParty = checkFirstParty({
       firstParty: input.firstParty ?? row.first_party,
       type: row.type,
@@ -187,12 +194,10 @@ export async function updateClient(deps: Deps, actor: Actor, id: string, input: 
 /** Deleting a client ends what it was given: its codes, tokens, remembered consents and sessions. */
 export async function deleteClient(deps: Deps, actor: Actor, id: string): Promise<{ id: string }> {
   return transaction(deps.prisma, async (tx) => {
-    // Locked as it is read, as updateClient does: read without the lock, a client another
-    // request deleted meanwhile was found, then had no row left for Prisma's delete, which
-    // throws; the second of two deletions answered a fault instead of NotFound.
-    const [client] = await tx.$queryRaw<{ client_id: string }[]>`
-      SELECT client_id FROM oauth_clients WHERE id = ${id} AND project_id = ${actor.projectId} FOR UPDATE`;
-    if (!client) throw new NotFound(NOT_FOUND);
+    // Locked as it is read: read without the lock, a client another request deleted meanwhile
+    // was found, then had no row left for Prisma's delete, which throws; the second of two
+    // deletions answered a fault instead of NotFound.
+    const client = await lockedClient(tx, actor, id);
     await tx.oAuthClient.delete({ where: { id } });
     await tx.oAuthConsent.deleteMany({ where: { clientId: client.client_id } });
     await endGrants(tx, { clientId: client.client_id });

@@ -4,7 +4,7 @@
 import { requireSecretKey, type Deps, type KeyActor } from "../deps.ts";
 import { seal } from "../crypto.ts";
 import { lockProject } from "../db/locks.ts";
-import { transaction } from "../db/transaction.ts";
+import { DecideAgain, retryingConflicts, transaction } from "../db/transaction.ts";
 import { enqueue } from "./outbox.ts";
 import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, RateLimited, WebhookNotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -96,7 +96,6 @@ export async function findWebhook(deps: Deps, actor: KeyActor, id: unknown) {
 }
 
 export async function updateWebhook(deps: Deps, actor: KeyActor, id: unknown, input: WebhookInput) {
-  let current = await findWebhook(deps, actor, id);
   const data: Record<string, unknown> = {};
   if (input.url !== undefined && input.url !== null) data.url = await checkUrl(deps, input.url);
   if (input.events !== undefined && input.events !== null) data.events = parseEvents(input.events);
@@ -106,7 +105,14 @@ export async function updateWebhook(deps: Deps, actor: KeyActor, id: unknown, in
     if (typeof input.enabled !== "boolean") throw new InvalidRequest("enabled must be a boolean");
     enabled = input.enabled;
   }
-  for (let tries = 0; ; tries++) {
+  // Decided on the webhook as read, and written only if it still is (DecideAgain: read again and
+  // decide again, as after any conflict): a worker that disabled the webhook (every delivery
+  // failing for a day) between the read and the write made an enable that had read it enabled
+  // turn it on again with the record that disabled it, and it was disabled again at the workers'
+  // next check, where docs/webhooks.md promises an enabled-again webhook a fresh record. A
+  // deletion committed meanwhile is the WebhookNotFound of the next read, not a fault.
+  return retryingConflicts(async () => {
+    const current = await findWebhook(deps, actor, id);
     const write = { ...data };
     if (enabled !== undefined) {
       write.enabled = enabled;
@@ -118,21 +124,13 @@ export async function updateWebhook(deps: Deps, actor: KeyActor, id: unknown, in
     const enabledAgain = enabled === true && !current.enabled;
     const moved = write.url !== undefined && write.url !== current.url;
     if (enabledAgain || moved) write.failuresCountedFrom = new Date();
-    // Conditional on what was read: a worker that disabled the webhook (every delivery failing for
-    // a day) between the read and this write made an enable that had read it enabled turn it on
-    // again with the record that disabled it, and it was disabled again at the workers' next
-    // check, where docs/webhooks.md promises an enabled-again webhook a fresh record. A deletion
-    // committed meanwhile leaves nothing to update: that is the WebhookNotFound the caller would
-    // get a moment later, not a fault (Prisma's update throws when no row matches, which
-    // answered INTERNAL_SERVER_ERROR).
     const [updated] = await deps.prisma.webhook.updateManyAndReturn({
       where: { ...webhooksOf(actor), id: current.id, enabled: current.enabled, url: current.url },
       data: write,
     });
-    if (updated) return updated;
-    current = await findWebhook(deps, actor, current.id);
-    if (tries >= 3) throw new InvalidRequest("the webhook was changed concurrently; try again");
-  }
+    if (!updated) throw new DecideAgain("the webhook changed since it was read");
+    return updated;
+  });
 }
 
 export async function deleteWebhook(deps: Deps, actor: KeyActor, id: unknown) {

@@ -1,6 +1,7 @@
 import { deleteAccount, PROFILE_ERRORS, updateProfile } from "../../auth/profile.ts";
 import { ENDED } from "../../auth/sessions.ts";
 import { Unauthenticated } from "../../errors.ts";
+import type { UserActor } from "../../deps.ts";
 import type { LockedAccount } from "../../db/locks.ts";
 import { leavingOnUnmerge } from "../../linking/service.ts";
 import { builder } from "../builder.ts";
@@ -129,19 +130,25 @@ const Account = builder.prismaObject("Account", {
   }),
 });
 
+/**
+ * The signed-in account as a query selects it. One deleted after the token's session was found
+ * live (a deleteAccount on another device committing meanwhile) ended that session: the ended
+ * session's answer (docs/authentication.md, "Sessions"), where findFirstOrThrow answered
+ * INTERNAL_SERVER_ERROR.
+ */
+async function signedInAccount<Q extends object>(ctx: GraphQLContext, query: Q, actor: UserActor) {
+  const account = await ctx.deps.prisma.account.findFirst({ ...query, where: { id: actor.user.accountId, projectId: actor.projectId } });
+  if (!account) throw new Unauthenticated(ENDED);
+  return account;
+}
+
 builder.queryFields((t) => ({
   viewer: t.prismaField({
     type: Account,
     authScopes: { user: true },
     description: `The signed-in (primary) account, its identifiers and its merged secondary. ${NEEDS.user}`,
     resolve: async (query, _, __, ctx) => {
-      const { projectId, user } = await ctx.user();
-      // An account deleted after the token's session was found live (a deleteAccount on another
-      // device committing meanwhile) ended that session: the ended session's answer
-      // (docs/authentication.md, "Sessions"), where findFirstOrThrow answered INTERNAL_SERVER_ERROR.
-      const account = await ctx.deps.prisma.account.findFirst({ ...query, where: { id: user.accountId, projectId } });
-      if (!account) throw new Unauthenticated(ENDED);
-      return account;
+      return signedInAccount(ctx, query, await ctx.user());
     },
   }),
 }));
@@ -161,10 +168,7 @@ builder.mutationFields((t) => ({
     resolve: async (query, _, args, ctx) => {
       const actor = await ctx.user();
       await updateProfile(ctx.deps, actor, args);
-      // deleted on another device right after the change committed: as viewer answers it
-      const account = await ctx.deps.prisma.account.findFirst({ ...query, where: { id: actor.user.accountId, projectId: actor.projectId } });
-      if (!account) throw new Unauthenticated(ENDED);
-      return account;
+      return signedInAccount(ctx, query, actor);
     },
   }),
   deleteAccount: t.field({
