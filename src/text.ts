@@ -39,7 +39,8 @@ function printableKey(key: string): string {
 }
 
 /**
- * Control characters (C0, DEL, C1: a line break, an ANSI escape) and the bidirectional
+ * Control characters (C0, DEL, C1: a line break, an ANSI escape), the line and paragraph
+ * separators (U+2028, U+2029: a line break everywhere but in JSON) and the bidirectional
  * embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069). A name someone chooses is
  * shown to others (an account's name on the dashboard and to every app, a passkey's, an app's on
  * the consent page, a provider's on the pages and in mail), where one of these garbles or
@@ -47,11 +48,30 @@ function printableKey(key: string): string {
  * right-to-left scripts and joiners (U+200C, U+200D) are left alone (docs/security.md, "Input,
  * tenants and pages").
  */
-const DISGUISING = /[\p{Cc}\u202a-\u202e\u2066-\u2069]/u;
+const DISGUISING = /[\p{Cc}\p{Zl}\p{Zp}\u202a-\u202e\u2066-\u2069]/u;
 
 /** Whether a name shown to others holds a character that would garble or disguise it. */
 export function isDisguising(s: string): boolean {
   return DISGUISING.test(s);
+}
+
+/**
+ * A character that shows something: not white space, not a format or default-ignorable
+ * character (a zero-width space, the Hangul filler U+3164), not a combining mark on its own, not
+ * the blank Braille pattern U+2800. A name made only of the others reads as nothing where it is
+ * shown: the consent page asked "Allow ?" of an app named U+200B.
+ */
+const VISIBLE = /[^\p{White_Space}\p{Default_Ignorable_Code_Point}\p{Cf}\p{M}\u2800]/u;
+
+/**
+ * Why a name shown to others cannot be stored, as the end of a sentence about the field ("name
+ * must …"), or null when it can: a character that would garble or disguise the text around it,
+ * or no character that shows (docs/security.md, "Input, tenants and pages").
+ */
+export function unshowable(name: string): string | null {
+  if (isDisguising(name)) return "must not contain control or bidirectional override characters";
+  if (!VISIBLE.test(name)) return "must hold a character that shows";
+  return null;
 }
 
 /**

@@ -28,9 +28,11 @@ describe.each(backends)("admin operations on %s", (backend) => {
     for (const name of ["   ", "x".repeat(201)]) {
       expect((await create(name)).body.data.createProject).toEqual({ __typename: "InvalidRequest", message: "name must be 1 to 200 characters" });
     }
-    for (const name of ["acme\u001b[2Jgone", "a\u0007b", "a\u009bb"]) {
-      expect((await create(name)).body.data.createProject).toEqual({ __typename: "InvalidRequest", message: "name must not contain control characters" });
+    // printed by `projects list` and shown on the dashboard: held to the rule of every name shown to others
+    for (const name of ["acme\u001b[2Jgone", "a\u0007b", "a\u009bb", "Acme \u202eemcA", "a\u2028b"]) {
+      expect((await create(name)).body.data.createProject).toEqual({ __typename: "InvalidRequest", message: "name must not contain control or bidirectional override characters" });
     }
+    expect((await create("\u200b\u3164")).body.data.createProject).toEqual({ __typename: "InvalidRequest", message: "name must hold a character that shows" });
   });
 
   it("createApiKey and revokeApiKey: a revoked key is refused at once", async () => {

@@ -50,13 +50,15 @@ describe.each(backends)("external sign-in on %s", (backend) => {
     const r = await h.gql(`mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on Error { message } } }`, {
       input: { preset: "OIDC", slug: "odd-name", displayName: "Goo\u001b[31mgle\r\nBcc: x@example.com", issuer: google.issuer, clientId: "c", clientSecret: "s" },
     });
-    expect(r.body.data.createIdentityProvider).toEqual({ __typename: "InvalidRequest", message: "displayName must not contain control characters" });
+    expect(r.body.data.createIdentityProvider).toEqual({ __typename: "InvalidRequest", message: "displayName must not contain control or bidirectional override characters" });
     const create = (input: object) =>
       h.gql(`mutation($input: IdentityProviderInput!) { createIdentityProvider(input: $input) { __typename ... on Error { message } } }`, {
         input: { preset: "OIDC", issuer: google.issuer, clientId: "c", clientSecret: "s", ...input },
       });
     // a right-to-left override would show the name reversed on the pages
     expect((await create({ slug: "odd-name", displayName: "Google \u202eelgooG" })).body.data.createIdentityProvider.__typename).toBe("InvalidRequest");
+    // "Continue with ​" on the sign-in page
+    expect((await create({ slug: "odd-name", displayName: "\u200b" })).body.data.createIdentityProvider).toEqual({ __typename: "InvalidRequest", message: "displayName must hold a character that shows" });
     expect(await h.db.prisma.identityProvider.count({ where: { slug: "odd-name" } })).toBe(0);
     // a secret pasted with its line end is trimmed, as always
     expect((await create({ slug: "pasted", displayName: "Pasted", clientSecret: "s3cret\n" })).body.data.createIdentityProvider.__typename).toBe("IdentityProvider");

@@ -22,7 +22,11 @@ const DISGUISED = [
   "Ada \u202eecalevoL",
   "Ada \u202aLovelace",
   "Ada \u2067Lovelace\u2069",
+  "Ada\u2028Bcc: x@example.com",
+  "Ada\u2029Lovelace",
 ];
+/** Names that show nothing: a zero-width space, the Hangul filler, the blank Braille pattern, a lone combining mark, a soft hyphen. */
+const BLANK = ["\u200b", "\u3164\u3164", "\u2800", "\u0301", "\u00ad", "\u200b \u200d"];
 /** Names people have, which stay: other scripts, right-to-left ones, joiners within a word. */
 const FINE = ["Ada Lovelace", "אדה לאבלייס", "آدا لاولیس", "نی\u200cها", "👩\u200d💻 Ada", "O'Brien <Ada>"];
 
@@ -39,6 +43,9 @@ describe.each(backends)("names shown to others on %s", (backend) => {
     for (const name of DISGUISED) {
       expect(await rename(name), JSON.stringify(name)).toEqual({ __typename: "InvalidRequest", message: "name must not contain control or bidirectional override characters" });
     }
+    for (const name of BLANK) {
+      expect(await rename(name), JSON.stringify(name)).toEqual({ __typename: "InvalidRequest", message: "name must hold a character that shows" });
+    }
     expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: user.accountId } })).name).toBeNull();
     for (const name of FINE) expect(await rename(name)).toEqual({ __typename: "Account", name });
   });
@@ -54,12 +61,14 @@ describe.each(backends)("names shown to others on %s", (backend) => {
     const refused = await register("Phone \u202eenohP");
     expect(refused.status).toBe(400);
     expect(refused.body).toMatchObject({ error: "InvalidRequest", message: "a passkey's name must not contain control or bidirectional override characters" });
+    const blank = await register("\u200b");
+    expect(blank.body).toMatchObject({ error: "InvalidRequest", message: "a passkey's name must hold a character that shows" });
     expect(await h.db.prisma.passkey.count({ where: { accountId: user.accountId } })).toBe(0);
 
     const created = await register("Phone");
     expect(created.status).toBe(200);
     const id = created.body.passkey.id as string;
-    for (const name of DISGUISED) {
+    for (const name of [...DISGUISED, ...BLANK]) {
       const r = await h.call("POST", "/auth/passkey/rename", { body: { id, name }, headers });
       expect(r.status, JSON.stringify(name)).toBe(400);
     }
@@ -77,6 +86,10 @@ describe.each(backends)("names shown to others on %s", (backend) => {
     const before = await h.db.prisma.oAuthClient.count();
     for (const name of DISGUISED) {
       expect(await create(name), JSON.stringify(name)).toEqual({ __typename: "InvalidRequest", message: "name must not contain control or bidirectional override characters" });
+    }
+    // "Allow ?" on the consent page
+    for (const name of BLANK) {
+      expect(await create(name), JSON.stringify(name)).toEqual({ __typename: "InvalidRequest", message: "name must hold a character that shows" });
     }
     expect(await h.db.prisma.oAuthClient.count()).toBe(before);
     const made = await create("Acme");
@@ -99,6 +112,11 @@ describe.each(backends)("names shown to others on %s", (backend) => {
     const account = await h.db.prisma.account.findUniqueOrThrow({ where: { id: r.body.account_id }, include: { identifiers: { include: { external: true } } } });
     expect(account.name).toBeNull();
     expect(account.identifiers[0].external).toMatchObject({ name: null, email: null, emailVerified: false });
+
+    // a name claim that shows nothing is dropped too
+    google.loginAs({ sub: `g-${tag}-${++seq}`, email: `blank-${tag}@example.com`, email_verified: true, name: "\u3164\u200b" });
+    const blank = await externalSignIn(h, google, "google", app.redirectUri);
+    expect((await h.db.prisma.account.findUniqueOrThrow({ where: { id: blank.body.account_id } })).name).toBeNull();
 
     // a name people have is kept
     google.loginAs({ sub: `g-${tag}-${++seq}`, email: `ada-${tag}@example.com`, email_verified: true, name: "آدا لاولیس" });

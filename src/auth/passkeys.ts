@@ -19,7 +19,7 @@ import { requireRecentAuth } from "./recent-auth.ts";
 import { handOnProofs } from "./proofs.ts";
 import { endSessionsSignedInWith, lockForSession, markReauthenticated } from "./sessions.ts";
 import { holderPrimaryOf, issueTokens, reissueTokens, startSession, type TokenResponse } from "./sign-in.ts";
-import { charLength, isDisguising, nameText } from "../text.ts";
+import { charLength, nameText, unshowable } from "../text.ts";
 
 /**
  * @simplewebauthn/server, loaded at the first passkey ceremony: with the certificate parsers it
@@ -199,7 +199,8 @@ function passkeyName(name: unknown): string {
   const named = typeof name === "string" ? nameText(name) : "";
   if (!named || charLength(named) > 100) throw new InvalidRequest("a passkey's name is 1 to 100 characters");
   // shown on the operator's dashboard beside the account's other facts (src/text.ts)
-  if (isDisguising(named)) throw new InvalidRequest("a passkey's name must not contain control or bidirectional override characters");
+  const why = unshowable(named);
+  if (why) throw new InvalidRequest(`a passkey's name ${why}`);
   return named;
 }
 

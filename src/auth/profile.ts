@@ -7,7 +7,7 @@ import { loadAccount, userEventData, userObject } from "./accounts.ts";
 import { consumePerAccount, type Limit } from "../rate-limit.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
 import { lockForSession } from "./sessions.ts";
-import { charLength, isDisguising, nameText } from "../text.ts";
+import { charLength, nameText, unshowable } from "../text.ts";
 
 /** What each operation refuses with, besides bad credentials: its GraphQL field lists exactly these. */
 export const PROFILE_ERRORS = {
@@ -31,8 +31,9 @@ export async function updateProfile(deps: Deps, actor: UserActor, input: { name:
   const name = typeof input.name === "string" ? nameText(input.name) || null : undefined;
   if (name === undefined || (name !== null && charLength(name) > 200)) throw new InvalidRequest("name must be a string of at most 200 characters");
   // shown to the operator (dashboard) and to every app and webhook: nothing that garbles or
-  // disguises the text around it (src/text.ts)
-  if (name !== null && isDisguising(name)) throw new InvalidRequest("name must not contain control or bidirectional override characters");
+  // disguises the text around it, nor a name that shows nothing (src/text.ts)
+  const why = name === null ? null : unshowable(name);
+  if (why) throw new InvalidRequest(`name ${why}`);
   // the name reaches every app (ID tokens, userinfo) and webhook: a stale, stolen token must not set it
   await requireRecentAuth(deps, actor);
   const { projectId, user } = actor;

@@ -11,7 +11,7 @@ import { createHmac } from "node:crypto";
 import type { KeyKind } from "../deps.ts";
 import { InvalidRequest, NotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
-import { charLength, nameText } from "../text.ts";
+import { charLength, nameText, unshowable } from "../text.ts";
 
 const PREFIX: Record<KeyKind, string> = { secret: "lg_sk_", publishable: "lg_pk_" };
 
@@ -39,9 +39,11 @@ export function projectName(given: string): string {
   // counted in characters as people count them, in NFC (src/text.ts; docs/cli.md)
   const name = nameText(given);
   if (!name || charLength(name) > 200) throw new InvalidRequest("name must be 1 to 200 characters");
-  // `projects list` prints names to an operator's terminal: an escape sequence in one would be
-  // run by it (fourteenth review)
-  if (/\p{Cc}/u.test(name)) throw new InvalidRequest("name must not contain control characters");
+  // `projects list` prints names to an operator's terminal, where an escape sequence in one would
+  // be run (fourteenth review), and the dashboard shows them: held to the rule of every name
+  // shown to others (src/text.ts)
+  const why = unshowable(name);
+  if (why) throw new InvalidRequest(`name ${why}`);
   return name;
 }
 

@@ -11,7 +11,7 @@ import { InvalidRequest, NotFound } from "../errors.ts";
 import type { OAuthClient } from "../generated/prisma/client.ts";
 import { isNative } from "./client-metadata.ts";
 import { endGrants } from "./grants.ts";
-import { charLength, isDisguising, nameText } from "../text.ts";
+import { charLength, nameText, unshowable } from "../text.ts";
 
 export type ClientType = "public" | "confidential";
 export type ClientInput = { name?: string | null; redirectUris?: readonly string[] | null; type?: ClientType | null; firstParty?: boolean | null };
@@ -35,8 +35,9 @@ function checkName(name: unknown): string {
   // counted in characters as people count them, in NFC (src/text.ts)
   const n = typeof name === "string" ? nameText(name) : "";
   if (!n || charLength(n) > MAX_NAME) throw new InvalidRequest(`name must be 1 to ${MAX_NAME} characters`);
-  // the consent page asks users "Allow <name>?": nothing that garbles or disguises it (src/text.ts)
-  if (isDisguising(n)) throw new InvalidRequest("name must not contain control or bidirectional override characters");
+  // the consent page asks users "Allow <name>?": nothing that garbles, disguises or blanks it (src/text.ts)
+  const why = unshowable(n);
+  if (why) throw new InvalidRequest(`name ${why}`);
   return n;
 }
 

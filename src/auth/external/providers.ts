@@ -10,7 +10,7 @@ import type { Tx } from "../../db/client.ts";
 import { lockAccounts } from "../../db/locks.ts";
 import { DecideAgain, transaction } from "../../db/transaction.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
-import { charLength, isDisguising, nameText } from "../../text.ts";
+import { charLength, isDisguising, nameText, unshowable } from "../../text.ts";
 import { PRESETS, type Preset } from "./presets.ts";
 import { forgetProvider, isDiscoveryUrl, type UpstreamProvider } from "./upstream.ts";
 
@@ -93,8 +93,9 @@ function text(value: unknown, field: string, max: number, opts: { name?: boolean
   if (!trimmed || charLength(trimmed) > max) throw new InvalidRequest(`${field} must be 1 to ${max} characters`);
   // the display name goes into pages and the subject of mail to users, where a control or a
   // bidirectional override character would garble or disguise it; no field has a use for one
-  // inside it (a pasted secret's trailing newline is trimmed, as before)
-  if (isDisguising(trimmed)) throw new InvalidRequest(`${field} must not contain control characters`);
+  // inside it (a pasted secret's trailing newline is trimmed, as before), and a name must show
+  const why = opts.name ? unshowable(trimmed) : isDisguising(trimmed) ? "must not contain control characters" : null;
+  if (why) throw new InvalidRequest(`${field} ${why}`);
   return trimmed;
 }
 

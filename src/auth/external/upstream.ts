@@ -11,7 +11,7 @@ import * as oidc from "openid-client";
 import { Agent, fetch as undiciFetch, Response as UndiciResponse } from "undici";
 import type { Deps } from "../../deps.ts";
 import { ExternalSignInFailed, UpstreamUnavailable } from "../../errors.ts";
-import { charLength, isDisguising, isStorableText, nameText } from "../../text.ts";
+import { charLength, isDisguising, isStorableText, nameText, unshowable } from "../../text.ts";
 import { normalizeEmail } from "../identifiers.ts";
 import { assertSafeTarget, pinnedLookup, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { githubEndpoints, PRESETS, type Preset } from "./presets.ts";
@@ -266,13 +266,14 @@ function storable(identity: UpstreamIdentity): UpstreamIdentity {
   }
   // profile claims are shown to others (the account's name on the dashboard and to every app, the
   // claims on the account page): one that would garble or disguise what is around it is dropped
-  // too (src/text.ts), judged as it is spelled once stored (an address's line end is trimmed)
+  // too, and a name that shows nothing (src/text.ts), judged as it is spelled once stored (an
+  // address's line end is trimmed)
   const shown = (s: string | null): s is string => s !== null && !isDisguising(s.trim());
   const claimed = ok(identity.email, 320) ? claimedEmail(identity.email) : null;
   const email = shown(claimed) ? claimed : null;
   // a name is stored as a name typed here is (src/text.ts, nameText): in NFC, without surrounding white space
   const name = identity.name !== null && isStorableText(identity.name) ? nameText(identity.name) || null : null;
-  return { ...identity, email, emailVerified: email !== null && identity.emailVerified, name: ok(name, 200) && shown(name) ? name : null };
+  return { ...identity, email, emailVerified: email !== null && identity.emailVerified, name: ok(name, 200) && unshowable(name) === null ? name : null };
 }
 
 /**
