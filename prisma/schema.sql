@@ -93,6 +93,11 @@ CREATE TABLE dashboard.webhook_hours (
     latency integer[] NOT NULL
 );
 
+CREATE TABLE dashboard.webhook_last_success (
+    webhook_id text NOT NULL,
+    at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE public.accounts (
     id text NOT NULL,
     project_id text NOT NULL,
@@ -403,6 +408,8 @@ ALTER TABLE ONLY dashboard.webhook_delivery_hours ADD CONSTRAINT webhook_deliver
 
 ALTER TABLE ONLY dashboard.webhook_hours ADD CONSTRAINT webhook_hours_pkey PRIMARY KEY (webhook_id, hour);
 
+ALTER TABLE ONLY dashboard.webhook_last_success ADD CONSTRAINT webhook_last_success_pkey PRIMARY KEY (webhook_id);
+
 ALTER TABLE ONLY public.accounts ADD CONSTRAINT accounts_merge_consistent CHECK ((((merged_with_id IS NULL) = (merge_role IS NULL)) AND (merged_with_id IS DISTINCT FROM id)));
 
 ALTER TABLE ONLY public.accounts ADD CONSTRAINT accounts_pkey PRIMARY KEY (id);
@@ -462,6 +469,8 @@ ALTER TABLE ONLY dashboard.project_hours ADD CONSTRAINT project_hours_project_id
 ALTER TABLE ONLY dashboard.webhook_delivery_hours ADD CONSTRAINT webhook_delivery_hours_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES public.webhooks(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY dashboard.webhook_hours ADD CONSTRAINT webhook_hours_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES public.webhooks(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY dashboard.webhook_last_success ADD CONSTRAINT webhook_last_success_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES public.webhooks(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.accounts ADD CONSTRAINT accounts_merged_with_id_fkey FOREIGN KEY (merged_with_id) REFERENCES public.accounts(id) ON UPDATE CASCADE ON DELETE SET NULL;
 
@@ -695,6 +704,15 @@ BEGIN
   END IF;
   IF v_states IS NOT NULL THEN
     PERFORM dashboard.add_delivery_states(v_states);
+    -- each webhook's latest success, whatever hour its delivery was created in (the counts above
+    -- keep 26 hours): a delivery created days ago, replayed, can succeed after every newer one
+    -- (migration 20261130200000_webhook_last_success)
+    INSERT INTO dashboard.webhook_last_success AS s (webhook_id, at)
+    SELECT c.webhook_id, max(c.ok) FROM unnest(v_states) AS c
+    WHERE c.ok IS NOT NULL AND EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = c.webhook_id)
+    GROUP BY c.webhook_id
+    ORDER BY c.webhook_id
+    ON CONFLICT (webhook_id) DO UPDATE SET at = greatest(s.at, excluded.at);
   END IF;
   RETURN cardinality(v_ids);
 END

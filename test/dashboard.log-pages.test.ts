@@ -6,6 +6,9 @@
 // webhooks and deliveries are never counted or shown.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PENDING_COUNT_LIMIT, webhooksStats } from "../src/delivery/charts.ts";
+import { replayFailed } from "../src/delivery/redelivery.ts";
+import { claimDue, recordResults, releaseLeases } from "../src/delivery/sql.ts";
+import { newId } from "../src/ids.ts";
 import type { KeyActor } from "../src/deps.ts";
 import { keyActor } from "./support/actors.ts";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -221,6 +224,29 @@ describe.each(backends)("the dashboard's webhook list and log on %s", (backend) 
       expect(stats).toEqual(await counted(id));
       expect(stats.succeeded + stats.failed + stats.pending).toBe(40);
     }
+  });
+
+  it("gives as lastSuccessAt a replayed delivery created days ago that succeeded after every newer one", async () => {
+    // After an outage the project replays its failed deliveries of the last days: the oldest,
+    // created 3 days ago, succeeds now, after the newest delivery (created 2 h ago, delivered
+    // 1.5 h ago). Its success is the latest, whenever it was created.
+    await webhook("wh_replayed", h.projectId);
+    await deliveries("wh_replayed", h.projectId, [
+      { id: "dlv_r1", status: "failed", hoursAgo: 72, completedHoursAgo: 48 },
+      { id: "dlv_r2", status: "succeeded", hoursAgo: 2, completedHoursAgo: 1.5 },
+    ]);
+    expect((await webhooksStats(h.db, owner, ["wh_replayed"])).get("wh_replayed")!.lastSuccessAt).toEqual(at(1.5));
+    expect(await replayFailed(h.db, owner, "wh_replayed", at(96))).toBe(1);
+    // the worker claims it and records its success, as it records every attempt
+    const claimed = await claimDue(h.db, { workerId: "w_replay", limit: 1_000, leaseMs: 30_000, perWebhookCap: 1_000 });
+    const replayed = claimed.find((c) => c.deliveryId === "dlv_r1")!;
+    await releaseLeases(h.db, "w_replay", claimed.filter((c) => c !== replayed).map((c) => c.deliveryId));
+    const attempt = { attemptId: newId("att"), attempt: replayed.attempt, status: "succeeded" as const, delayMs: null, statusCode: 200, error: null };
+    await recordResults(h.db, "w_replay", [{ deliveryId: "dlv_r1", ...attempt, startedAt: new Date(), durationMs: 5, responseExcerpt: "ok", signedWith: [] }]);
+    const { completedAt } = await h.db.prisma.delivery.findUniqueOrThrow({ where: { id: "dlv_r1" } });
+    expect(completedAt!.getTime()).toBeGreaterThan(at(1.5).getTime());
+    expect((await webhooksStats(h.db, owner, ["wh_replayed"])).get("wh_replayed")).toMatchObject({ succeeded: 1, failed: 0, lastSuccessAt: completedAt });
+    await h.db.prisma.webhook.delete({ where: { id: "wh_replayed" } });
   });
 
   it("stops counting a webhook's pending deliveries at 10,000, and says so", async () => {

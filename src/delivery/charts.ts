@@ -115,6 +115,9 @@ export type WebhookStats = {
  * deliveries are the few in flight unless its receiver is failing. A failing receiver can leave
  * millions pending, so the count stops at PENDING_COUNT_LIMIT per webhook (as the pending gauge of
  * /metrics does): one request reads at most that many index entries per webhook of its page.
+ * The newest success is the latest of dashboard.webhook_last_success (kept as the workers'
+ * numbers are applied: a delivery created days ago, replayed, can succeed after every newer
+ * one), the hours' and the newest delivery's, which cover what succeeded before that table.
  * Ids of other projects than the actor's, or of no webhook, get empty stats.
  */
 export const PENDING_COUNT_LIMIT = PENDING_COUNTED_UP_TO;
@@ -133,7 +136,7 @@ export async function webhooksStats(db: DbLike, actor: KeyActor, webhookIds: rea
     SELECT h.id,
            (coalesce(r.succeeded, 0) + e.succeeded)::int AS succeeded, (coalesce(r.failed, 0) + e.failed)::int AS failed,
            (coalesce(r.gone, 0) + e.gone)::int AS gone, p.pending::int AS pending,
-           greatest(r.last_ok, e.last_ok, newest.completed_at) AS last_ok
+           greatest(r.last_ok, e.last_ok, newest.completed_at, ls.at) AS last_ok
     FROM hooks h CROSS JOIN bounds b
     LEFT JOIN LATERAL (
       SELECT sum(succeeded) AS succeeded, sum(failed) AS failed, sum(gone) AS gone, max(last_ok) AS last_ok
@@ -154,7 +157,8 @@ export async function webhooksStats(db: DbLike, actor: KeyActor, webhookIds: rea
       SELECT completed_at FROM deliveries d
       WHERE d.webhook_id = h.id AND d.status = 'succeeded'
       ORDER BY d.created_at DESC LIMIT 1
-    ) newest ON true`;
+    ) newest ON true
+    LEFT JOIN dashboard.webhook_last_success ls ON ls.webhook_id = h.id`;
   const found = new Map(rows.map((r) => [r.id, statsOf(r)]));
   return new Map(ids.map((id) => [id, found.get(id) ?? statsOf(NONE)]));
 }

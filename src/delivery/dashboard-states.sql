@@ -190,6 +190,15 @@ BEGIN
   END IF;
   IF v_states IS NOT NULL THEN
     PERFORM dashboard.add_delivery_states(v_states);
+    -- each webhook's latest success, whatever hour its delivery was created in (the counts above
+    -- keep 26 hours): a delivery created days ago, replayed, can succeed after every newer one
+    -- (migration 20261130200000_webhook_last_success)
+    INSERT INTO dashboard.webhook_last_success AS s (webhook_id, at)
+    SELECT c.webhook_id, max(c.ok) FROM unnest(v_states) AS c
+    WHERE c.ok IS NOT NULL AND EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = c.webhook_id)
+    GROUP BY c.webhook_id
+    ORDER BY c.webhook_id
+    ON CONFLICT (webhook_id) DO UPDATE SET at = greatest(s.at, excluded.at);
   END IF;
   RETURN cardinality(v_ids);
 END
