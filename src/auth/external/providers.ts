@@ -184,6 +184,12 @@ export async function updateProvider(deps: Deps, actor: Actor, id: string, input
     clientId: input.clientId ?? current.clientId,
     scopes: input.scopes ?? current.scopes.split(" "),
   });
+  // The same URL spelled otherwise (a host in capitals, an explicit :443) is the same issuer, and
+  // keeps the spelling stored: a GitHub identity is <the issuer as stored>#<user id> (no ID token
+  // says its `iss`), so a new spelling made its users' next sign-ins new accounts, while their
+  // identities, not detached below, still counted as a way their accounts sign in
+  // (docs/external-identities.md, "Removing and unmerging").
+  if (new URL(data.issuer).href === new URL(current.issuer).href) data.issuer = current.issuer;
   const secret = input.clientSecret == null ? {} : { clientSecret: sealSecret(deps, input.clientSecret) };
   const moved = sharedCallbackChange(input);
   if (current.sharedCallback && moved.sharedCallback !== false) assertSameEndpoints(current, { preset, ...data });
