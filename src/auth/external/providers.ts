@@ -117,7 +117,15 @@ async function checkIssuer(deps: Deps, raw: unknown): Promise<string> {
     if (err instanceof UnsafeWebhookTarget) throw new InvalidRequest(err.message.replace(/webhook (URL|host)/g, "issuer"));
     throw err;
   }
-  return issuer;
+  // Stored as its URL spells it (a host in lower case, no default port): a GitHub identity is
+  // <the issuer as stored>#<user id>, so a provider added again after a deletion, spelled
+  // otherwise, made its users' sign-ins new accounts, where the same issuer's provider signs them
+  // in again (docs/external-identities.md, "Removing and unmerging"). OpenID Connect discovery
+  // compares issuers as URLs, so this changes nothing for the other presets.
+  const spelled = url.href.replace(/\/+$/, "");
+  // percent-encoding can lengthen it: an identity's issuer is at most 2048 characters (upstream.ts)
+  if (charLength(spelled) > 2048) throw new InvalidRequest("issuer must be 1 to 2048 characters");
+  return spelled;
 }
 
 function checkScopes(preset: Preset, scopes: readonly string[] | null | undefined): string {
