@@ -4,6 +4,7 @@
 // exact values; rollup rows land in the right hour, are pruned after 8 days, survive concurrent
 // writers, and go with their webhook. Secret key only.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fmtRate } from "../dashboard/src/rate.ts";
 import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
 import { newId } from "../src/ids.ts";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -22,6 +23,19 @@ const Q = {
 
 type Counts = { succeeded: number; retried: number; failed: number; p50Ms: number | null; p95Ms: number | null };
 type Chart = { range: string; stepSeconds: number; from: string; to: string; points: (Counts & { start: string; end: string })[]; totals: Counts };
+
+describe("the dashboard's success rate", () => {
+  it("reads 100 % only when every finished delivery succeeded, and 0 % only when none did", () => {
+    expect(fmtRate({ successRate: null })).toBe("—");
+    expect(fmtRate({ successRate: 1 })).toBe("100 %");
+    expect(fmtRate({ successRate: 0 })).toBe("0 %");
+    expect(fmtRate({ successRate: 0.5 })).toBe("50 %");
+    expect(fmtRate({ successRate: 2 / 3 })).toBe("66.7 %");
+    // one failure in 3,000, one success in 3,000
+    expect(fmtRate({ successRate: 2999 / 3000 })).toBe("99.9 %");
+    expect(fmtRate({ successRate: 1 / 3000 })).toBe("0.1 %");
+  });
+});
 
 describe.each(backends)("delivery charts on %s", (backend) => {
   let h: Harness;

@@ -11,7 +11,7 @@ export { message } from "../../ui/text.ts";
 export const fmtTime = (iso: string | null | undefined) =>
   iso ? new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" }) : "—";
 
-export const fmtRate = (s: Stats) => (s.successRate === null ? "—" : `${Math.round(s.successRate * 1000) / 10} %`);
+export { fmtRate } from "./rate.ts";
 
 export const fmtCount = (n: number) => n.toLocaleString();
 
