@@ -649,7 +649,8 @@ BEGIN
     SELECT webhook_id, project_id, hour,
            count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok AND NOT gave_up), count(*) FILTER (WHERE gave_up),
            dashboard.histogram(array_agg(bucket) FILTER (WHERE ok))
-    FROM a GROUP BY webhook_id, project_id, hour
+    FROM a WHERE EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = a.webhook_id)
+    GROUP BY webhook_id, project_id, hour
     ORDER BY webhook_id, hour
     ON CONFLICT (webhook_id, hour) DO UPDATE
       SET succeeded = s.succeeded + excluded.succeeded, retried = s.retried + excluded.retried, failed = s.failed + excluded.failed,
@@ -696,7 +697,7 @@ BEGIN
     DELETE FROM dashboard.staged_outcomes s WHERE s.id = ANY (v_ids) RETURNING s.outcomes, s.states
   )
   SELECT (SELECT array_agg(o) FROM taken t CROSS JOIN LATERAL unnest(t.outcomes) AS o
-          WHERE EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = o.webhook_id AND w.project_id = o.project_id)),
+          WHERE EXISTS (SELECT 1 FROM public.projects p WHERE p.id = o.project_id)),
          (SELECT array_agg(c) FROM taken t CROSS JOIN LATERAL unnest(t.states) AS c)
   INTO v_outcomes, v_states;
   IF v_outcomes IS NOT NULL THEN

@@ -117,7 +117,10 @@ describe("repeatable migrations", () => {
         // the delivered statuses written once, in a function Postgres inlines (20261128053000_delivery_ok)
         const outcome = "dashboard.outcome(project_id text, webhook_id text, delivery_status delivery_status, delivery_attempts integer, attempt integer, started_at timestamp with time zone, status_code integer, duration_ms integer)";
         expect(now.functions.get(outcome)!.body).toContain("public.delivery_ok(status_code)");
-        const changed = [...staged, account, enqueue, outbox, outcome];
+        // a deleted webhook's outcomes still count in its project's hours (20261130201000_staged_outcomes_of_deleted_webhooks)
+        const addOutcomes = "dashboard.add_outcomes(batch dashboard.attempt_outcome[])";
+        expect(now.functions.get(addOutcomes)!.body).toContain("FROM a WHERE EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = a.webhook_id)");
+        const changed = [...staged, account, enqueue, outbox, outcome, addOutcomes];
         for (const [name, fn] of history.functions) {
           if (changed.includes(name)) continue;
           // the history wrote them in schema console, which 20261125170500_dashboard_schema renamed

@@ -261,6 +261,25 @@ describe.each(backends)("delivery SQL on %s", (backend) => {
     expect(rows).toEqual([{ webhook_id: kept.webhookId, succeeded: 1 }]);
   });
 
+  it("an apply after a webhook's deletion still adds its staged attempts to the project's chart", async () => {
+    // The project's chart counts every webhook's attempts, deleted ones included (docs/graphql.md,
+    // deliveryChart): attempts recorded in the second before the deletion are no exception.
+    const hook = await seedWebhook(db, masterKey, { url: URL_ });
+    await enqueueEvents(db, hook.projectId, 2);
+    const claimed = await claim("w1");
+    expect(claimed).toHaveLength(2);
+    await applyStaged(db, true); // what earlier tests staged
+    await recordResults(db, "w1", [result(claimed[0]), result(claimed[1], { status: "pending", delayMs: 60_000, statusCode: 500 })]);
+    await db.prisma.webhook.delete({ where: { id: hook.webhookId } });
+    expect(await applyStaged(db, true)).toBe(1);
+    const [project] = await db.prisma.$queryRaw<{ succeeded: number; retried: number }[]>`
+      SELECT coalesce(sum(succeeded), 0)::int AS succeeded, coalesce(sum(retried), 0)::int AS retried
+      FROM dashboard.project_hours WHERE project_id = ${hook.projectId}`;
+    expect(project).toEqual({ succeeded: 1, retried: 1 });
+    const [hours] = await db.prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM dashboard.webhook_hours WHERE webhook_id = ${hook.webhookId}`;
+    expect(hours.n).toBe(0);
+  });
+
   it("a lease that runs out puts its delivery first in line again, with the same attempt number", async () => {
     const hook = await seedWebhook(db, masterKey, { url: URL_ });
     const ids = await enqueueEvents(db, hook.projectId, 6, { perTx: 1 });

@@ -63,7 +63,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- Adds a batch of outcomes to both tables. Rows are upserted in key order, so concurrent batches
--- never deadlock on them. A row opened for a new hour drops the rows of its key older than
+-- never deadlock on them. An outcome of a webhook deleted meanwhile (dashboard.apply_staged adds
+-- what the worker staged before the deletion) is added to its project's hours only: the project's
+-- chart counts deleted webhooks' attempts too (docs/graphql.md, deliveryChart), and the webhook's
+-- rows went with it. A row opened for a new hour drops the rows of its key older than
 -- 8 days: nothing reads them, and each webhook stays at ~200 rows with no sweeper. PL/pgSQL,
 -- so its statement is planned once per connection (an SQL function is planned at every call).
 CREATE OR REPLACE FUNCTION dashboard.add_outcomes(batch dashboard.attempt_outcome[]) RETURNS void
@@ -77,7 +80,8 @@ BEGIN
     SELECT webhook_id, project_id, hour,
            count(*) FILTER (WHERE ok), count(*) FILTER (WHERE NOT ok AND NOT gave_up), count(*) FILTER (WHERE gave_up),
            dashboard.histogram(array_agg(bucket) FILTER (WHERE ok))
-    FROM a GROUP BY webhook_id, project_id, hour
+    FROM a WHERE EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = a.webhook_id)
+    GROUP BY webhook_id, project_id, hour
     ORDER BY webhook_id, hour
     ON CONFLICT (webhook_id, hour) DO UPDATE
       SET succeeded = s.succeeded + excluded.succeeded, retried = s.retried + excluded.retried, failed = s.failed + excluded.failed,

@@ -161,8 +161,10 @@ FOR EACH STATEMENT EXECUTE FUNCTION dashboard.count_deleted_deliveries();
 -- (src/delivery/charts.ts), with p_wait: a reader waits for rows another apply holds and then
 -- finds them applied, so what it reads includes every batch committed before it asked. Workers
 -- skip such rows instead. Rows are taken in id order either way, so two applies never deadlock;
--- the upserts then lock the rollups' rows in key order, as the triggers do. Outcomes of a webhook
--- or project deleted meanwhile are dropped (their rollups went with them by cascade).
+-- the upserts then lock the rollups' rows in key order, as the triggers do. Outcomes of a project
+-- deleted meanwhile are dropped (its rollups went with it by cascade); those of a webhook deleted
+-- meanwhile still count in its project's chart, which counts deleted webhooks' attempts
+-- (docs/graphql.md, deliveryChart; dashboard.add_outcomes skips the webhook's own rows).
 CREATE OR REPLACE FUNCTION dashboard.apply_staged(p_wait boolean) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -182,7 +184,7 @@ BEGIN
     DELETE FROM dashboard.staged_outcomes s WHERE s.id = ANY (v_ids) RETURNING s.outcomes, s.states
   )
   SELECT (SELECT array_agg(o) FROM taken t CROSS JOIN LATERAL unnest(t.outcomes) AS o
-          WHERE EXISTS (SELECT 1 FROM public.webhooks w WHERE w.id = o.webhook_id AND w.project_id = o.project_id)),
+          WHERE EXISTS (SELECT 1 FROM public.projects p WHERE p.id = o.project_id)),
          (SELECT array_agg(c) FROM taken t CROSS JOIN LATERAL unnest(t.states) AS c)
   INTO v_outcomes, v_states;
   IF v_outcomes IS NOT NULL THEN

@@ -1,0 +1,6 @@
+-- No table changes. This migration ships a change to the repeatable files
+-- src/delivery/dashboard-rollups.sql and src/delivery/dashboard-states.sql. The attempts a delivery
+-- worker recorded in the second before its webhook was deleted were staged, then dropped by
+-- dashboard.apply_staged from the project's chart too, which counts every webhook's attempts,
+-- deleted ones included (docs/graphql.md, deliveryChart). They are now added to the project's
+-- hours, and only the deleted webhook's own rows skip them
