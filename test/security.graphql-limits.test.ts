@@ -221,6 +221,21 @@ describe.each(backends)("GraphQL operation limits on %s", (backend) => {
     expect((await expectRefused(tokens)).message).toMatch(/Token limit/);
   });
 
+  it("prices a delivery chart at the points it reads, so a page of webhooks' charts is not one value each", async () => {
+    // Each chart reads 28 points (a week) in two statements, whatever is selected of it; priced
+    // as one value, 30 aliases of a page of 20 webhooks' charts (cost 1,800) ran 600 charts, and
+    // 10 aliases of their points (cost 2,200) answered 5,600 points (docs/graphql.md, "Operation limits").
+    const alias = (n: number, field: string) => `{ ${Array.from({ length: n }, (_, i) => `a${i}: ${field}`).join(" ")} }`;
+    expect((await expectRefused(alias(30, `webhooks(first: 20) { edges { node { deliveryChart(range: week) { range } } } }`))).message).toMatch(/Cost limit/);
+    expect((await expectRefused(alias(10, `webhooks(first: 20) { edges { node { deliveryChart(range: week) { points { start } } } } }`))).message).toMatch(/Cost limit/);
+    // 30 project charts hold 30 × 28 points × 7 values
+    expect((await expectRefused(alias(30, `deliveryChart(range: week) { points { start end succeeded retried failed p50Ms p95Ms } }`))).message).toMatch(/Cost limit/);
+    // one chart, as the dashboard asks for it, still runs
+    const one = await post(OPERATIONS.ProjectChart, undefined, { variables: { range: "week" } });
+    expect(one.body.errors).toBeUndefined();
+    expect(one.body.data.deliveryChart.points).toHaveLength(28);
+  });
+
   it("answers 400 even to a client that accepts only application/json", async () => {
     const before = statements();
     const res = await post(aliasBomb, { "x-api-key": h.apiKey, accept: "application/json" });

@@ -27,6 +27,7 @@ import { maxTokensPlugin } from "@escape.tech/graphql-armor-max-tokens";
 import { GraphQLError, getNamedType, isInterfaceType, isObjectType, Kind, Lexer, Source, TokenKind, TypeInfo, validate, visit, visitWithTypeInfo, type ArgumentNode, type DocumentNode, type FieldNode, type FragmentDefinitionNode, type GraphQLArgument, type GraphQLSchema, type SelectionSetNode } from "graphql";
 import { createGraphQLError, type Plugin } from "graphql-yoga";
 import { DEFAULT_WEBHOOKS_PER_PROJECT, type Config } from "../config.ts";
+import { CHART_RANGES } from "../delivery/charts.ts";
 import { MAX_PAGE } from "./pages.ts";
 
 export const QUERY_TOO_COMPLEX = "QUERY_TOO_COMPLEX";
@@ -163,8 +164,20 @@ export type ListSizes = Record<string, { rows: number; unless?: string }>;
  * default a project that raised its cap is priced as one at the default.
  */
 export function listSizes(config: Pick<Config, "webhooksPerProject">): ListSizes {
-  return { "Event.deliveries": { rows: Math.min(config.webhooksPerProject, DEFAULT_WEBHOOKS_PER_PROJECT), unless: "webhookId" } };
+  return {
+    "Event.deliveries": { rows: Math.min(config.webhooksPerProject, DEFAULT_WEBHOOKS_PER_PROJECT), unless: "webhookId" },
+    // A chart is its points, 24 or 28, read whatever is selected of it (its totals, or only its
+    // `range`, take the same statements): the chart is priced as that many rows, everything
+    // selected in it multiplied by that. Priced as one value, 30 aliases of a page of 20
+    // webhooks' charts (cost 1,800 with `range` alone) ran 600 charts, two statements each, and
+    // 10 aliases of their points (cost 2,200) answered 5,600 (docs/graphql.md, "Operation limits").
+    "Query.deliveryChart": { rows: CHART_POINTS },
+    "Webhook.deliveryChart": { rows: CHART_POINTS },
+  };
 }
+
+/** The most points a delivery chart has, whatever its range. */
+const CHART_POINTS = Math.max(...Object.values(CHART_RANGES).map((r) => r.points));
 
 /**
  * Fields that count or aggregate over a whole list, by the type that has them, and what each
