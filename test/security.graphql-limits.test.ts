@@ -255,6 +255,24 @@ describe.each(backends)("GraphQL operation limits on %s", (backend) => {
     }
   });
 
+  it("asks for the whole schema once per operation: aliases of __schema are refused before they run", async () => {
+    // Depth and cost skip __schema (GraphiQL's query needs that), and each answer is the whole
+    // schema: 30 aliases of it, a 13 KB document sent without a key, answered 6 MB.
+    const full = getIntrospectionQuery({ descriptions: true });
+    const selection = full.slice(full.indexOf("__schema") + "__schema".length, full.indexOf("fragment FullType")).trim().replace(/\}\s*$/, "");
+    const fragments = full.slice(full.indexOf("fragment FullType"));
+    const many = `query { ${Array.from({ length: 30 }, (_, i) => `a${i}: __schema ${selection}`).join(" ")} }\n${fragments}`;
+    expect((await expectRefused(many, {})).message).toMatch(/Introspection limit/);
+    // two names through fragments, spread inline or by name
+    const spread = `{ ... on Query { a: __schema { queryType { name } } } ...S } fragment S on Query { b: __schema { queryType { name } } }`;
+    expect((await expectRefused(spread, {})).message).toMatch(/Introspection limit/);
+    // the same name twice is one answer, and one operation of a document at a time is counted
+    const merged = `query A { __schema { queryType { name } } ...S } query B { __schema { types { name } } } fragment S on Query { __schema { queryType { name } } }`;
+    const one = await post(merged, {}, { operationName: "A" });
+    expect(one.status).toBe(200);
+    expect(one.body.data.__schema.queryType.name).toBe("Query");
+  });
+
   /**
    * Ordinary documents: parsed and validated by the server's own GraphQL pipeline (the same
    * plugins, limits included) without running them, since some are mutations. Returns what

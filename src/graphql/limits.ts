@@ -8,7 +8,8 @@
 // Introspection: depth and cost skip `__schema`, since GraphiQL's own introspection query nests
 // deeper than any operation on the schema needs. What makes introspection explode is nesting
 // lists of types within types, which graphql-js' MaxIntrospectionDepthRule (a standard rule)
-// bounds; its refusal is reported like the others. Tokens, aliases and directives are counted
+// bounds, and asking for the whole schema many times, which MAX_SCHEMA_INTROSPECTIONS bounds;
+// their refusals are reported like the others. Tokens, aliases and directives are counted
 // in introspection like anywhere else.
 //
 // Cost: armor's rule multiplies a list's cost by its `first`/`last` when the document spells it
@@ -51,6 +52,51 @@ const introspectionDepth: Plugin = {
     return ({ result, setResult }) => {
       if (result.some(isIntrospectionTooDeep)) setResult(result.filter(isIntrospectionTooDeep).map(tooComplexError));
     };
+  },
+};
+
+/**
+ * How many times an operation may ask for `__schema` (under distinct names; the same name twice
+ * is one answer). Depth and cost skip it, so that GraphiQL's introspection query passes, and each
+ * answer is the whole schema (about 200 KB with descriptions): 30 aliases of it, a 13 KB document
+ * sent without a key, were answered with 6 MB after about 350 ms of the process's only thread
+ * (docs/graphql.md, "GraphiQL and introspection"). No client asks for it twice in one operation.
+ */
+export const MAX_SCHEMA_INTROSPECTIONS = 1;
+
+/**
+ * The response names under which an operation asks for `__schema`: it exists only on the query
+ * root, so only the root's selections are walked, through its inline fragments and spreads (each
+ * fragment once: a name collected twice is one).
+ */
+function schemaIntrospections(document: DocumentNode): number {
+  const fragments = new Map(document.definitions.filter((d) => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d]));
+  let most = 0;
+  for (const op of document.definitions) {
+    if (op.kind !== Kind.OPERATION_DEFINITION) continue;
+    const names = new Set<string>();
+    const seen = new Set<string>();
+    const walk = (set: SelectionSetNode | undefined): void => {
+      for (const sel of set?.selections ?? []) {
+        if (sel.kind === Kind.FIELD) {
+          if (sel.name.value === "__schema") names.add(sel.alias?.value ?? sel.name.value);
+        } else if (sel.kind === Kind.INLINE_FRAGMENT) walk(sel.selectionSet);
+        else if (!seen.has(sel.name.value)) {
+          seen.add(sel.name.value);
+          walk(fragments.get(sel.name.value)?.selectionSet);
+        }
+      }
+    };
+    walk(op.selectionSet);
+    most = Math.max(most, names.size);
+  }
+  return most;
+}
+
+const schemaIntrospectionLimit: Plugin = {
+  onValidate({ params }) {
+    const found = schemaIntrospections(params.documentAST);
+    if (found > MAX_SCHEMA_INTROSPECTIONS) tooComplex(new GraphQLError(`Introspection limit of ${MAX_SCHEMA_INTROSPECTIONS} __schema exceeded, found ${found}.`));
   },
 };
 
@@ -323,6 +369,7 @@ export function limitPlugins(limits: Config["graphqlLimits"], lists: ListSizes):
     maxAliasesPlugin({ n: limits.maxAliases, allowList: [], ...refuse }),
     maxDirectivesPlugin({ n: limits.maxDirectives, ...refuse }),
     costPlugin(limits.maxCost, lists),
+    schemaIntrospectionLimit,
     introspectionDepth,
     // Suggestions ("Did you mean …?") would spell out the schema where introspection is off.
     blockFieldSuggestionsPlugin(),
