@@ -12,7 +12,7 @@ import { serverUrl } from "./support/db.ts";
 import { harnessFor } from "./support/hooks.ts";
 import { SoftAuthenticator } from "./support/authenticator.ts";
 import { lockHolder, waitingForLock } from "./support/locks.ts";
-import { PASSKEY_ORIGIN } from "./support/passkeys.ts";
+import { PASSKEY_ORIGIN, passkeyAssertion, registerPasskey } from "./support/passkeys.ts";
 
 const onPostgres = serverUrl ? describe : describe.skip;
 
@@ -96,5 +96,23 @@ onPostgres("a session ended while its request waits for the account", () => {
     );
     expect(gone.body.errors?.[0]?.extensions?.code, JSON.stringify(gone.body)).toBe("UNAUTHENTICATED");
     expect(await h.db.prisma.passkey.count({ where: { id: passkeyId } })).toBe(1);
+  });
+
+  // A re-authentication is a write with the session too: it moved the auth_time of a session
+  // ended while the assertion was checked (a sign-out, "end other sessions" on the owner's other
+  // device) and answered fresh tokens for it, as if it still lived.
+  it("a passkey re-authentication whose session ended re-authenticates nothing: UNAUTHENTICATED, not tokens", async () => {
+    const owner = await h.signIn({ email: "ended.reauth@example.com" });
+    const key = new SoftAuthenticator(PASSKEY_ORIGIN);
+    await registerPasskey(h, owner.token, key);
+    const sessionId = sessionOf(owner.token);
+    const before = await h.db.prisma.session.findUniqueOrThrow({ where: { id: sessionId } });
+    const assertion = await passkeyAssertion(h, key);
+    const reauth = await endedWhileWaiting(owner.accountId, sessionId, () =>
+      h.gql(`mutation($r: JSON!) { reauthenticateWithPasskey(response: $r) { __typename ... on SignInTokens { accessToken } } }`, { r: assertion }, bearer(owner.token)),
+    );
+    expect(reauth.body.errors?.[0]?.extensions?.code, JSON.stringify(reauth.body)).toBe("UNAUTHENTICATED");
+    const after = await h.db.prisma.session.findUniqueOrThrow({ where: { id: sessionId } });
+    expect({ authTime: after.authTime, reauthenticatedWith: after.reauthenticatedWith }).toEqual({ authTime: before.authTime, reauthenticatedWith: before.reauthenticatedWith });
   });
 });

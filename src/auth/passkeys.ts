@@ -403,7 +403,7 @@ export async function reauthenticateWithPasskey(deps: Deps, actor: UserActor, in
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response, { userVerified: true });
   await transaction(deps.prisma, async (tx) => {
     if ((await lockPasskeyAccount(tx, actor.projectId, passkey.id)) !== actor.user.accountId) throw new PasskeyInvalid("that passkey does not sign in to this account");
-    await markReauthenticated(tx, actor.user.sessionId, "passkey", passkey.id);
+    await markReauthenticated(tx, actor, "passkey", passkey.id);
   });
   return reissueTokens(deps, actor);
 }

@@ -54,7 +54,7 @@ export async function completeReauthentication(deps: Deps, actor: UserActor, inp
       });
       // no longer one of the account's own (removed since the code was sent, whoever holds it now)
       if (!proved) throw new OTPInvalid();
-      await markReauthenticated(tx, actor.user.sessionId, "otp", proved.id);
+      await markReauthenticated(tx, actor, "otp", proved.id);
       await recordKnownPlaces(tx, actor.projectId, checked.identifier, actor.clientAddress);
       await storeResult(tx, input.stateId as string, { reauthenticated: true });
     });

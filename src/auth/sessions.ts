@@ -124,14 +124,20 @@ export const ENDED = "this session has ended; sign in again";
 /**
  * A re-authentication moves the session's auth_time; its id (and every token's sid) stays.
  * `proofId`: the identifier or passkey it proved, which ends the session when it leaves the account.
+ * Only a live session moves (liveSessionCondition): one that a sign-out, "end other sessions", a
+ * merge or a removal ended while the proof was being checked is a change made with an ended
+ * session, which writes nothing (docs/security.md, "Stolen sessions"). Matched by id alone, it
+ * was re-authenticated all the same and answered fresh tokens, as if it lived.
  */
-export async function markReauthenticated(tx: Db | Tx, sessionId: string, method: AuthMethod, proofId: string): Promise<Date> {
+export async function markReauthenticated(tx: Db | Tx, actor: UserActor, method: AuthMethod, proofId: string): Promise<Date> {
+  const { projectId, user } = actor;
+  const condition = withHoles(liveSessionCondition("\0", "\0", "\0"), user.sessionId, user.accountId, projectId);
   // The database's now(), as a sign-in writes it (src/auth/sign-in.sql): the gateway's own clock
   // dated a re-authentication on a gateway running ahead into the future, recent that much longer
   // on every gateway (docs/operations.md, "Clocks").
   const [s] = await tx.$queryRaw<{ auth_time: Date }[]>`
-    UPDATE sessions SET auth_time = now() AT TIME ZONE 'UTC', auth_method = ${method}, reauthenticated_with = ${proofId}
-    WHERE id = ${sessionId} RETURNING auth_time`;
+    UPDATE sessions s SET auth_time = now() AT TIME ZONE 'UTC', auth_method = ${method}, reauthenticated_with = ${proofId}
+    FROM accounts a WHERE a.id = s.account_id AND ${condition} RETURNING s.auth_time`;
   if (!s) throw new Unauthenticated(ENDED);
   return s.auth_time;
 }

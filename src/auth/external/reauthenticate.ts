@@ -38,7 +38,7 @@ export async function completeExternalReauthentication(deps: Deps, actor: UserAc
       select: { id: true },
     });
     if (!own) throw new ExternalSignInFailed("that sign-in is not one of this account's; re-authenticate with one of yours");
-    await markReauthenticated(tx, actor.user.sessionId, "fed", own.id);
+    await markReauthenticated(tx, actor, "fed", own.id);
   });
   return reissueTokens(deps, actor);
 }
