@@ -47,4 +47,22 @@ describe.each(backends)("a retried external confirmation on %s", (backend) => {
     expect(retried.status, JSON.stringify(retried.body)).toBe(200);
     expect(retried.body.account_id).toBe(ada.accountId);
   });
+
+  // A retry answers the same sign-in "while the state lives" (docs/external-identities.md), and a
+  // retry with the code answers nothing once that session has ended: the passkey's answered
+  // fresh tokens for the ended session all the same, as if it lived.
+  it("answers a retry with the passkey after the session ended as the code's retry: the session has ended", async () => {
+    const { h, google, app } = world;
+    const ada = await withPasskey(`ended-${tag}@example.com`);
+    google.loginAs({ sub: `g-ended-${tag}`, email: `ended-${tag}@example.com`, email_verified: true, name: "Ada" });
+    const asked = await externalSignIn(h, google, "google", app.redirectUri);
+    const confirmed = await h.call("POST", "/auth/external/confirm/passkey", { body: { state_id: asked.body.state_id, response: await ada.assertion() } });
+    expect(confirmed.status, JSON.stringify(confirmed.body)).toBe(200);
+    const out = await h.gql(`mutation { signOut }`, {}, { authorization: `Bearer ${confirmed.body.access_token}` });
+    expect(out.body.errors, JSON.stringify(out.body)).toBeUndefined();
+
+    const retried = await h.call("POST", "/auth/external/confirm/passkey", { body: { state_id: asked.body.state_id, response: await ada.assertion() } });
+    expect(retried.body.access_token).toBeUndefined();
+    expect(retried.status, JSON.stringify(retried.body)).toBe(401);
+  });
 });

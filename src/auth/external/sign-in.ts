@@ -168,15 +168,15 @@ export async function confirmExternalSignIn(deps: Deps, actor: Actor, input: { s
   const binding = { projectId: actor.projectId, accountId: null, purpose: "external_confirm" as const };
   const checked = await verifyOtp(deps, binding, input.stateId, input.otp, actor.clientAddress);
   const stateId = input.stateId as string;
-  const replayed = checked.result as SignedIn | null;
-  const signedIn =
-    replayed ??
-    (await transaction(deps.prisma, async (tx) => {
-      const joined = await joinOnce(tx, actor, stateId, checked.identifier.value);
-      await recordKnownPlaces(tx, actor.projectId, checked.identifier, actor.clientAddress);
-      return joined;
-    }));
-  return tokensFor(deps, actor, signedIn, !!replayed);
+  const stored = checked.result as SignedIn | null;
+  const { signedIn, replayed } = stored
+    ? { signedIn: stored, replayed: true }
+    : await transaction(deps.prisma, async (tx) => {
+        const joined = await joinOnce(tx, actor, stateId, checked.identifier.value);
+        await recordKnownPlaces(tx, actor.projectId, checked.identifier, actor.clientAddress);
+        return joined;
+      });
+  return tokensFor(deps, actor, signedIn, replayed);
 }
 
 /**
@@ -187,7 +187,7 @@ export async function confirmExternalSignInWithPasskey(deps: Deps, actor: Actor,
   const stateId = input.stateId;
   if (typeof stateId !== "string" || !stateId || stateId.length > 100) throw new InvalidRequest("send the state_id of verification_required");
   const { passkey } = await verifyPasskeyAssertion(deps, actor, input.response);
-  const signedIn = await transaction(deps.prisma, async (tx) => {
+  const { signedIn, replayed } = await transaction(deps.prisma, async (tx) => {
     // expired by the database's clock, which dated the code (src/rate-limit.ts), as a code's
     // verify judges it: this gateway's own, running behind, took the passkey after the state had
     // expired (docs/operations.md, "Clocks")
@@ -197,7 +197,9 @@ export async function confirmExternalSignInWithPasskey(deps: Deps, actor: Actor,
     if (!state) throw new OTPInvalid();
     return joinOnce(tx, actor, stateId, state.value, passkey);
   });
-  return tokensFor(deps, actor, signedIn, false);
+  // a retry of a confirmation that succeeded answers its session only while it lives, as the
+  // code's retry does (docs/external-identities.md): it answered fresh tokens for an ended one
+  return tokensFor(deps, actor, signedIn, replayed);
 }
 
 async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed: boolean): Promise<TokenResponse> {
@@ -217,12 +219,12 @@ async function tokensFor(deps: Deps, actor: Actor, signedIn: SignedIn, replayed:
  * of a state that already succeeded too: the stored sign-in goes only to a passkey of its account
  * (any passkey of the project, a stranger's own, used to get it).
  */
-async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkey?: { id: string }): Promise<SignedIn> {
+async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, passkey?: { id: string }): Promise<{ signedIn: SignedIn; replayed: boolean }> {
   if (!(await consumeOtp(tx, stateId))) {
     const done = (await storedResult(tx, stateId)) as SignedIn | null;
     if (!done) throw new OTPInvalid();
     if (passkey) await assertPasskeyOf(tx, actor, passkey.id, await primaryOf(tx, actor.projectId, done.account_id));
-    return done;
+    return { signedIn: done, replayed: true };
   }
   const state = await tx.otpState.findUnique({ where: { id: stateId }, select: { externalFlowId: true } });
   const flow = state?.externalFlowId ? await tx.externalFlow.findUnique({ where: { id: state.externalFlowId } }) : null;
@@ -241,7 +243,7 @@ async function joinOnce(tx: Tx, actor: Actor, stateId: string, email: string, pa
   await attachIdentity(tx, actor, accountId, flow as ProvenFlow, passkey?.id ?? holder.id);
   const signedIn = await signIn(tx, actor, accountId, flow as ProvenFlow);
   await storeResult(tx, stateId, signedIn);
-  return signedIn;
+  return { signedIn, replayed: false };
 }
 
 /** The passkey signs in to `accountId`, read under its account's lock (lockPasskeyAccount): not where it was before an unmerge gave it back. */
