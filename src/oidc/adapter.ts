@@ -8,6 +8,7 @@ import type { Adapter, AdapterPayload } from "oidc-provider";
 import type { Deps } from "../deps.ts";
 import { sha256Hex } from "../crypto.ts";
 import { transaction } from "../db/transaction.ts";
+import type { Tx } from "../db/client.ts";
 import { enqueue } from "../webhooks/outbox.ts";
 import { Prisma } from "../generated/prisma/client.ts";
 import { liveSessionSql, endSessions } from "../auth/sessions.ts";
@@ -117,9 +118,18 @@ async function sessionLive(deps: Deps, sessionId: string | null, accountId: unkn
   return !!row?.live;
 }
 
-/** Ties a new grant to the linkgate session it was given in; until then it is never found. */
-export async function bindGrantToSession(deps: Deps, grantId: string, sessionId: string): Promise<void> {
-  await deps.prisma.oidcPayload.updateMany({ where: { id: rowId("Grant", grantId) }, data: { sessionId } });
+/**
+ * Ties a new grant to the linkgate session it was given in; until then it is never found. False
+ * when the grant is gone meanwhile (a client's deletion or change ended it before it was bound).
+ */
+export async function bindGrantToSession(tx: Tx, grantId: string, sessionId: string): Promise<boolean> {
+  const { count } = await tx.oidcPayload.updateMany({ where: { id: rowId("Grant", grantId), sessionId: null }, data: { sessionId } });
+  return count === 1;
+}
+
+/** A new grant that was never bound to a session (src/oidc/interaction.ts), removed. */
+export async function dropUnboundGrant(deps: Deps, grantId: string): Promise<void> {
+  await deps.prisma.oidcPayload.deleteMany({ where: { id: rowId("Grant", grantId), sessionId: null } });
 }
 
 /**

@@ -13,7 +13,7 @@ import { lockAccounts } from "../db/locks.ts";
 import { transaction } from "../db/transaction.ts";
 import type { TokenResponse } from "../auth/sign-in.ts";
 import { InvalidRequest } from "../errors.ts";
-import { bindGrantToSession } from "./adapter.ts";
+import { bindGrantToSession, dropUnboundGrant } from "./adapter.ts";
 import { isFirstParty, projectOf } from "./client-metadata.ts";
 import { resourceFor, SCOPES } from "./provider.ts";
 
@@ -88,7 +88,7 @@ export async function signedIn(deps: Deps, provider: Provider, http: Interaction
   const user = { accountId: tokens.account_id, sessionId: sid };
   const { details, client } = await load(provider, http);
   const scopes = requestedScopes(details);
-  if (isFirstParty(client) || (await consentRemembered(deps, user.accountId, client.clientId, scopes))) {
+  if (isFirstParty(client) || (await consentCovers(deps.prisma, user.accountId, client.clientId, scopes))) {
     return { redirectTo: await finish(deps, provider, http, client, user, scopes) };
   }
   const interaction = await provider.Interaction.find(details.uid);
@@ -136,7 +136,30 @@ async function finish(deps: Deps, provider: Provider, http: InteractionHttp, cli
   grant.addOIDCScope(scopes.join(" "));
   grant.addResourceScope(resourceFor(projectOf(client)), scopes.join(" "));
   const grantId = await grant.save();
-  await bindGrantToSession(deps, grantId, user.sessionId);
+  // Bound only while what let the app skip the page, or what the page was answered with, still
+  // holds: the consent was read (remembered) or written (the Allow) before the grant was saved,
+  // and a revokeOAuthConsent, an unmerge or the app's change to third-party committed in between
+  // found no grant to end, so the one saved after it was live while "Apps you allowed" no longer
+  // listed the app (docs/oidc.md, "Clients"). The client is taken first, as its change and
+  // deletion take it before what they end; then the account, as a withdrawal and an unmerge do.
+  const bound = await transaction(deps.prisma, async (tx) => {
+    const [row] = await tx.$queryRaw<{ first_party: boolean }[]>`
+      SELECT first_party FROM oauth_clients WHERE client_id = ${client.clientId} FOR SHARE`;
+    if (!row) return false;
+    await lockAccounts(tx, projectOf(client), [user.accountId]);
+    await liveOrExpired(tx, projectOf(client), user);
+    if (!row.first_party && !(await consentCovers(tx, user.accountId, client.clientId, scopes))) return false;
+    return bindGrantToSession(tx, grantId, user.sessionId);
+  }).catch(async (err) => {
+    await dropUnboundGrant(deps, grantId);
+    throw err;
+  });
+  if (!bound) {
+    // the session was opened for this app's sign-in alone, and no tokens of it left linkgate
+    await dropUnboundGrant(deps, grantId);
+    await endSessions(deps.prisma, { id: user.sessionId });
+    throw new InteractionExpired();
+  }
   const result = {
     login: { accountId: user.accountId, amr: [session.authMethod], ts: Math.floor(session.authTime.getTime() / 1000), remember: true },
     consent: { grantId },
@@ -157,8 +180,9 @@ function resumePath(url: string): string {
   return `/${pathname.replace(/^\/+/, "")}${search}`;
 }
 
-async function consentRemembered(deps: Deps, accountId: string, clientId: string, scopes: string[]): Promise<boolean> {
-  const row = await deps.prisma.oAuthConsent.findUnique({ where: { accountId_clientId: { accountId, clientId } } });
+/** Whether the user's remembered yes to the client, not withdrawn, covers every scope asked. */
+async function consentCovers(db: Deps["prisma"] | Tx, accountId: string, clientId: string, scopes: string[]): Promise<boolean> {
+  const row = await db.oAuthConsent.findUnique({ where: { accountId_clientId: { accountId, clientId } } });
   return !!row && !row.revokedAt && scopes.every((s) => row.scopes.includes(s));
 }
 
