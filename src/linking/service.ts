@@ -2,7 +2,7 @@
 // link_verify statement alone, see verifyLink), remove and unmerge. GraphQL and REST both call
 // these functions; no rule lives anywhere else.
 import { randomBytes } from "node:crypto";
-import type { Deps, UserActor } from "../deps.ts";
+import type { Deps, KeyActor, UserActor } from "../deps.ts";
 import type { Tx } from "../db/client.ts";
 import { run } from "../db/fast.ts";
 import { DecideAgain, retryingConflicts, transaction } from "../db/transaction.ts";
@@ -14,6 +14,7 @@ import {
   IDENTIFIER_INPUT_ERRORS,
   IdentifierNotLinked,
   LastIdentifier,
+  NotFound,
   NotMerged,
   OTPInvalid,
   RateLimited,
@@ -30,7 +31,7 @@ import { endSessionsSignedInWith, lockForSession } from "../auth/sessions.ts";
 import { handOnProofs, provenThroughSecondary } from "../auth/proofs.ts";
 import { withdrawConsentsOnUnmerge } from "../oidc/consents.ts";
 import { userEventData } from "../auth/accounts.ts";
-import { announce, identifiersOf, noticeText, signInIdentifiers } from "../auth/change-notices.ts";
+import { announce, identifiersOf, noticeText, signInIdentifiers, SUPPORT_STAFF } from "../auth/change-notices.ts";
 import { requireRecentAuth } from "../auth/recent-auth.ts";
 import { lockAccountAndPartner, lockAccounts, type LockedAccount } from "../db/locks.ts";
 import { clearMerge, LINK_STATE, runLinkVerify, type LinkVerifyInput } from "./sql.ts";
@@ -57,10 +58,9 @@ type IdentifierInput = { email?: unknown; phone?: unknown };
  * been deleted or merged away as a secondary since, and its session ended by a merge, a removal
  * or a sign-out on another gateway (an intruder's request queued behind the owner's unmerge
  * removed the owner's address: 26th review). So the session is checked again here, and a
- * secondary never acts: either is answered like any ended session. `onBehalf`: support staff act
- * with no session of the user's.
+ * secondary never acts: either is answered like any ended session.
  */
-async function currentAccount(tx: Tx, actor: UserActor, onBehalf = false): Promise<LockedAccount> {
+async function currentAccount(tx: Tx, actor: UserActor): Promise<LockedAccount> {
   // The account and its merge partner, locked together in id order as a sign-in locks them
   // (src/auth/sign-in.sql): separating them needs both, and locking the account first and its
   // secondary afterwards deadlocked with a sign-in with the secondary's address whenever the
@@ -69,10 +69,7 @@ async function currentAccount(tx: Tx, actor: UserActor, onBehalf = false): Promi
   const me = locked.find((a) => a.id === actor.user.accountId);
   // merged with another while this waited for the lock: that partner is not locked
   if (me?.merged_with_id && !locked.some((a) => a.id === me.merged_with_id)) throw new DecideAgain("the account was merged meanwhile");
-  if (!onBehalf) return (await lockForSession(tx, actor)).account;
-  if (!me) throw new Unauthenticated("this account no longer exists");
-  if (me.merge_role === "secondary") throw new Unauthenticated("this session has ended; sign in again");
-  return me;
+  return (await lockForSession(tx, actor)).account;
 }
 
 export async function requestLink(deps: Deps, actor: UserActor, input: IdentifierInput): Promise<{ stateId: string }> {
@@ -274,17 +271,28 @@ export async function unmerge(deps: Deps, actor: UserActor) {
 /**
  * Unmerge done for the user by someone else (src/linking/support.ts): the authority is theirs,
  * not the user's session, so the user's recent-authentication check does not apply. Only the
- * pair named (`actor`'s account the primary, `secondaryId` its secondary) is separated;
- * `record`, who did it, goes into user.unmerged.
+ * pair named is separated, `accountId` and `partnerId` in either order; `record`, who did it,
+ * goes into user.unmerged. Which of the two is the primary, whether they are still merged with
+ * each other and whether both still exist are read under both accounts' locks (in id order, as
+ * every other locker of a pair takes them): read before, the user's own unmerge and a merge the
+ * other way round, or a deletion, made meanwhile answered support staff UNAUTHENTICATED, as if
+ * their key had been refused (docs/graphql.md, unmergeAccount: NotFound, NotMerged).
  */
-export async function unmergeOnBehalf(deps: Deps, actor: UserActor, secondaryId: string, record: Record<string, string>) {
-  await transaction(deps.prisma, async (tx) => {
-    const me = await currentAccount(tx, actor, true);
-    if (me.merge_role !== "primary" || me.merged_with_id !== secondaryId) throw new NotMerged("these two accounts are not merged with each other");
-    return separate(tx, actor, secondaryId, record);
+export async function unmergeOnBehalf(deps: Deps, support: KeyActor, accountId: string, partnerId: string, record: Record<string, string>) {
+  const pair = await transaction(deps.prisma, async (tx) => {
+    const locked = await lockAccounts(tx, support.projectId, [accountId, partnerId]);
+    const account = locked.find((a) => a.id === accountId);
+    const partner = locked.find((a) => a.id === partnerId);
+    if (!account || !partner) throw new NotFound("no such account");
+    if (account.merged_with_id !== partner.id) throw new NotMerged("these two accounts are not merged with each other");
+    const [primary, secondary] = account.merge_role === "primary" ? [account, partner] : [partner, account];
+    // the primary acts, as in the user's own unmerge, with no session behind it
+    const actor: UserActor = { ...support, clientAddress: SUPPORT_STAFF, user: { accountId: primary.id, sessionId: "", authTime: new Date(), authAgeMs: 0 } };
+    await separate(tx, actor, secondary.id, record);
+    return { primaryId: primary.id, secondaryId: secondary.id };
   });
   deps.notices.kick();
-  return { message: "Accounts unmerged successfully" as const };
+  return { message: "Accounts unmerged successfully" as const, ...pair };
 }
 
 /**
