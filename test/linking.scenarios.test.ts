@@ -655,6 +655,28 @@ describe.each(backends)("identifier linking on %s", (backend) => {
     expect((await post(a, "remove", { phone: "+52 1 55 abc" })).body.error).toBe("InvalidIdentifier");
   });
 
+  // A number no longer valid (above), or one codes are not texted to, is held but signs in no
+  // more: a sign-in with it is 400 InvalidIdentifier before any code is sent. Counted as a way in,
+  // it let the owner remove the account's last address that still signed in, and the account was
+  // locked out for good (docs/external-identities.md: an account keeps at least one identifier it
+  // can sign in with).
+  it("a held number that signs in no more is not a way in: removing the last address that does is LastIdentifier", async () => {
+    const mail = `plan-last-${randomBytes(3).toString("hex")}@example.com`;
+    const a = await h.signIn({ email: mail });
+    for (const old of ["+5215512345677", "+19005550123"]) {
+      await h.db.prisma.identifier.create({ data: { id: newId("idt"), projectId: h.projectId, accountId: a.accountId, kind: "phone", value: old, origin: "attached" } });
+      const start = await h.call("POST", "/auth/otp/start", { body: { phone: old } });
+      expect(start.body.error, `${old}: ${JSON.stringify(start.body)}`).toBe("InvalidIdentifier");
+    }
+    await refused(() => post(a, "remove", { email: mail }), 409, "LastIdentifier");
+    expect((await h.signIn({ email: mail })).accountId).toBe(a.accountId);
+    // a number that still signs in counts, as before
+    const tel = { phone: phone() };
+    await linked(a, tel, "attached");
+    expect((await post(a, "remove", { email: mail })).status).toBe(200);
+    expect((await h.signIn(tel)).accountId).toBe(a.accountId);
+  });
+
   it("stores every code as a hash", async () => {
     const states = await h.db.prisma.otpState.findMany({ select: { codeHash: true } });
     expect(states.length).toBeGreaterThan(0);

@@ -105,6 +105,20 @@ export function untextable(phone: string, countries: readonly string[]): string 
   return null;
 }
 
+/**
+ * Whether a held number still signs in: a code sign-in reads it as a new number (normalizePhone)
+ * and texts no code to an untextable one, so a number proven before its numbering plan changed,
+ * or one of a country no longer texted, is refused (InvalidIdentifier) before any code is sent.
+ * Such a number is no way into its account (docs/external-identities.md, LastIdentifier).
+ */
+export function phoneSignsIn(held: string, countries: readonly string[]): boolean {
+  try {
+    return normalizePhone(held) === held && untextable(held, countries) === null;
+  } catch {
+    return false;
+  }
+}
+
 /** Domains whose mailboxes ignore dots in the local part: a.d.a@gmail.com is ada@gmail.com. */
 const DOTLESS_DOMAINS = new Set(["gmail.com", "googlemail.com"]);
 

@@ -24,7 +24,7 @@ import {
   Unauthenticated,
 } from "../errors.ts";
 import { newId, newOrderedId } from "../ids.ts";
-import { parseIdentifier, parseRemovable, type Identifier } from "../auth/identifiers.ts";
+import { parseIdentifier, parseRemovable, phoneSignsIn, type Identifier } from "../auth/identifiers.ts";
 import type { OtpBinding } from "../auth/otp.ts";
 import { refuseCapped, refuseForWrongCodes, sendOtp, verifyInStatement, verifyOtp, wrongCode, type VerifyInStatement } from "../auth/otp-flow.ts";
 import { endSessionsSignedInWith, lockForSession } from "../auth/sessions.ts";
@@ -242,7 +242,7 @@ export async function removeLink(deps: Deps, actor: UserActor, input: Identifier
     const onSecondary = !!row && me.merge_role === "primary" && row.accountId === me.merged_with_id;
     if (!row || (row.accountId !== me.id && !onSecondary)) throw new IdentifierNotLinked();
     if (onSecondary) return separate(tx, actor, me.merged_with_id!);
-    if ((await signInCapableBesides(tx, me, row.id)) === 0) throw new LastIdentifier();
+    if ((await signInCapableBesides(deps, tx, me, row.id)) === 0) throw new LastIdentifier();
     await endSessionsSignedInWith(tx, me.id, [row.id], actor.user.sessionId);
     await handOnProofs(tx, me.id, row.id, row.linkedWith ?? row.external?.provenBy ?? null);
     await tx.identifier.delete({ where: { id: row.id } });
@@ -297,15 +297,18 @@ export async function unmergeOnBehalf(deps: Deps, support: KeyActor, accountId: 
 
 /**
  * The account's identifiers other than `removed` that can still sign in and stay: an external
- * one whose provider was deleted cannot sign in, and one proven through the merged secondary
- * is removed on unmerge (counted, removing the account's own last address then unmerging
- * left it none: 21st review).
+ * one whose provider was deleted cannot sign in, nor a held number that a code sign-in refuses
+ * now (phoneSignsIn: its numbering plan changed, or its country is no longer texted), and one
+ * proven through the merged secondary is removed on unmerge (counted, removing the account's
+ * own last address then unmerging left it none: 21st review).
  */
-async function signInCapableBesides(tx: Tx, me: LockedAccount, removed: string): Promise<number> {
+async function signInCapableBesides(deps: Deps, tx: Tx, me: LockedAccount, removed: string): Promise<number> {
   const leaving = await leavingOnUnmerge(tx, me);
-  return tx.identifier.count({
+  const rest = await tx.identifier.findMany({
     where: { accountId: me.id, id: { notIn: [removed, ...leaving] }, OR: [{ kind: { not: "external" } }, { external: { providerId: { not: null } } }] },
+    select: { kind: true, value: true },
   });
+  return rest.filter((i) => i.kind !== "phone" || phoneSignsIn(i.value, deps.config.smsCountries)).length;
 }
 
 /** The identifiers of a primary that an unmerge would remove (none for any other account). */
