@@ -100,6 +100,71 @@ const schemaIntrospectionLimit: Plugin = {
   },
 };
 
+/**
+ * How many fields may stand at one place of the answer: the same field selected again there,
+ * directly, in inline fragments or through fragment spreads, with those of a field selected
+ * again above it. graphql-js' OverlappingFieldsCanBeMerged compares every pair of them, and
+ * their selections again, before anything runs: 490 copies of `viewer { id }`, a 6 KB document
+ * within every other limit and sent with no key, took 250 ms of validation on the process's only
+ * thread, 330 of `viewer { v { id } }` 550 ms (docs/graphql.md, "Operation limits"). A document
+ * that means something selects a field at one place a few times at most.
+ */
+export const MAX_SAME_PLACE = 30;
+/** Fields walked, fragment spreads expanded, before a document counts as too complex: spreads of spreads multiply. */
+const MAX_FIELDS_WALKED = 10_000;
+
+/**
+ * The most fields at one place of the answer (a response path: the response names from the
+ * root, through fragments), in any operation or fragment of the document (validation compares
+ * within each), and the field there; or a reason when the walk went past MAX_FIELDS_WALKED.
+ * Stops as soon as either limit is crossed.
+ */
+function samePlaceFields(document: DocumentNode): { most: number; name: string; walkedOut: boolean } {
+  const fragments = new Map(document.definitions.filter((d) => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d]));
+  // a place is its parent's number and its response name
+  const places = new Map<string, number>();
+  const counts: number[] = [];
+  let walked = 0;
+  const found = { most: 0, name: "", walkedOut: false };
+  const over = () => found.most > MAX_SAME_PLACE || found.walkedOut;
+  const walk = (set: SelectionSetNode, parent: number, spreading: Set<string>): void => {
+    for (const sel of set.selections) {
+      if (over()) return;
+      if (sel.kind === Kind.FIELD) {
+        if (++walked > MAX_FIELDS_WALKED) found.walkedOut = true;
+        const name = sel.alias?.value ?? sel.name.value;
+        const key = `${parent}:${name}`;
+        let place = places.get(key);
+        if (place === undefined) places.set(key, (place = counts.push(0) - 1));
+        if (++counts[place] > found.most) Object.assign(found, { most: counts[place], name });
+        if (sel.selectionSet) walk(sel.selectionSet, place, spreading);
+      } else if (sel.kind === Kind.INLINE_FRAGMENT) walk(sel.selectionSet, parent, spreading);
+      else {
+        // a cycle is refused by validation; here it is walked once
+        const fragment = fragments.get(sel.name.value);
+        if (!fragment || spreading.has(sel.name.value)) continue;
+        spreading.add(sel.name.value);
+        walk(fragment.selectionSet, parent, spreading);
+        spreading.delete(sel.name.value);
+      }
+    }
+  };
+  for (const definition of document.definitions) {
+    if (definition.kind !== Kind.OPERATION_DEFINITION && definition.kind !== Kind.FRAGMENT_DEFINITION) continue;
+    walk(definition.selectionSet, counts.push(0) - 1, new Set(definition.kind === Kind.FRAGMENT_DEFINITION ? [definition.name.value] : []));
+    if (over()) break;
+  }
+  return found;
+}
+
+const samePlaceLimit: Plugin = {
+  onValidate({ params }) {
+    const { most, name, walkedOut } = samePlaceFields(params.documentAST);
+    if (walkedOut) tooComplex(new GraphQLError(`Field limit of ${MAX_FIELDS_WALKED} exceeded, fragments expanded.`));
+    if (most > MAX_SAME_PLACE) tooComplex(new GraphQLError(`Limit of ${MAX_SAME_PLACE} fields at one place of the answer exceeded, found ${most} of "${name}".`));
+  },
+};
+
 const refuse = { onReject: [(_: unknown, err: GraphQLError) => tooComplex(err)], propagateOnRejection: true, exposeLimits: true };
 
 /**
@@ -368,6 +433,7 @@ export function limitPlugins(limits: Config["graphqlLimits"], lists: ListSizes):
     // nothing to resolve, but a document of thousands is work to validate and answer
     maxAliasesPlugin({ n: limits.maxAliases, allowList: [], ...refuse }),
     maxDirectivesPlugin({ n: limits.maxDirectives, ...refuse }),
+    samePlaceLimit,
     costPlugin(limits.maxCost, lists),
     schemaIntrospectionLimit,
     introspectionDepth,
