@@ -26,13 +26,14 @@ describe.each(backends)("fragments spread many times over on %s", (backend) => {
   });
   afterAll(() => h?.close());
 
-  it("refuses a chain of doubling fragments for its cost at once, without a key", async () => {
+  it("refuses a chain of doubling fragments at once, without a key", async () => {
     // 22 levels: 10 s before, on a quiet machine; each level more doubled it
     const started = performance.now();
     const res = await h.call("POST", "/graphql", { body: { query: fanout(22) }, headers: { "x-api-key": "" } });
     const elapsed = performance.now() - started;
     expect(res.status).toBe(400);
-    expect(res.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/Cost limit/), extensions: expect.objectContaining({ code: "QUERY_TOO_COMPLEX" }) })]);
+    // the 31st `totalCount` at one place of the answer, before its cost is priced (docs/graphql.md, "Operation limits")
+    expect(res.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/found 31 of "totalCount"/), extensions: expect.objectContaining({ code: "QUERY_TOO_COMPLEX" }) })]);
     expect(elapsed).toBeLessThan(1000);
   });
 
