@@ -4,6 +4,7 @@
 // e-mail claim that an account holds asks for that e-mail's code first, an unverified one never
 // links. The database, the outbox and the mailbox are the witnesses.
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { decodeJwt } from "jose";
 import { describe, expect, it } from "vitest";
 import { backends } from "./support/db.ts";
@@ -185,6 +186,24 @@ describe.each(backends)("external sign-in on %s", (backend) => {
       expect(await identifiersOf(holder.accountId)).toEqual([`own:email:${mail}`, `attached:external:${externalValue(google, user.sub)}`]);
       // from now on the identity signs in directly
       expect(signedIn(await google$()).account_id).toBe(holder.accountId);
+    });
+
+    it("five wrong codes end the confirmation with otp_attempts_exhausted, whose purpose docs/events.md lists", async () => {
+      const holder = await h.signIn({ email: email("holder") });
+      const mail = (await h.db.prisma.identifier.findFirstOrThrow({ where: { accountId: holder.accountId, kind: "email" } })).value;
+      google.loginAs(googleUser({ email: mail }));
+      const { started, code } = await authorize(h, google, "google", app.redirectUri);
+      const asked = await complete(h, started.state_id, code);
+      const otp = await h.mailbox.otp(mail);
+      const from = await lastSeq();
+      for (let i = 0; i < 5; i++) expect((await confirm(h, asked.body.state_id, otp === "000000" ? "111111" : "000000")).status).toBe(400);
+      const alarms = (await eventsSince(from)).filter((e) => e.type === "security.suspicious_activity");
+      expect(alarms).toEqual([{ type: "security.suspicious_activity", data: expect.objectContaining({ reason: "otp_attempts_exhausted", state_id: asked.body.state_id }) }]);
+      // a receiver handles the purposes the reasons table names, and no other
+      const row = readFileSync(new URL("../docs/events.md", import.meta.url), "utf8").split("\n").find((l) => l.startsWith("| `otp_attempts_exhausted` |"))!;
+      const purposes = [.../`purpose` \(([^)]*)\)/.exec(row)![1].matchAll(/`([a-z_]+)`/g)].map((m) => m[1]);
+      expect(purposes).toContain(alarms[0].data.purpose);
+      expect(alarms[0].data).not.toHaveProperty("user_id");
     });
 
     it("an abandoned verification leaves no account and no link; the next sign-in asks again", async () => {
