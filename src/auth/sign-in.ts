@@ -240,7 +240,11 @@ export async function issueTokens(deps: Deps, projectId: string, accountId: stri
     loadAccount(deps.prisma, projectId, accountId),
     deps.prisma.session.findUnique({ where: { id: sessionId }, select: { authTime: true, authMethod: true } }),
   ]);
-  if (!account || !session) throw new OTPInvalid();
+  // Read after the sign-in (or re-authentication) committed: an account deleted since, with its
+  // sessions, has ended the session these tokens were for. That is the ended session's answer
+  // (docs/authentication.md, "Sessions"), not OTPInvalid, which no passkey or re-authentication
+  // operation lists (GraphQL masked it as "Unexpected error.", a fault).
+  if (!account || !session) throw new Unauthenticated(ENDED);
   return signTokens(deps, projectId, sessionId, { claims: oidcClaims(account), authTimeMs: session.authTime.getTime(), method: session.authMethod, app });
 }
 
