@@ -8,6 +8,7 @@ import { withHoles } from "../db/fast.ts";
 import { lockAccounts, type LockedAccount } from "../db/locks.ts";
 import type { Deps, UserActor } from "../deps.ts";
 import { requireRecentAuth } from "./recent-auth.ts";
+import { transaction } from "../db/transaction.ts";
 
 export const SESSION_TTL_MS = 30 * 24 * 3600 * 1000;
 
@@ -151,14 +152,26 @@ type Owner = { projectId: string; accountId: string };
  */
 export async function endSessionOf(deps: Deps, actor: UserActor, sessionId: string): Promise<{ ended: number }> {
   if (sessionId !== actor.user.sessionId) await requireRecentAuth(deps, actor);
-  await endOwnSession(deps.prisma, ownerOf(actor), sessionId);
+  await transaction(deps.prisma, async (tx) => {
+    // the acting session checked live under the account's lock first, as every change made with
+    // a session is (lockForSession): one ended meanwhile (the owner ending the other sessions on
+    // another device) ended the owner's own session after it had lost (docs/security.md,
+    // "Stolen sessions")
+    await lockForSession(tx, actor);
+    await endOwnSession(tx, ownerOf(actor), sessionId);
+  });
   return { ended: 1 };
 }
 
 /** Ends every other session of the signed-in user; needs a recent authentication (endSessionOf). */
 export async function endOtherSessionsOf(deps: Deps, actor: UserActor): Promise<{ ended: number }> {
   await requireRecentAuth(deps, actor);
-  return { ended: await endOtherSessions(deps.prisma, ownerOf(actor), actor.user.sessionId) };
+  const ended = await transaction(deps.prisma, async (tx) => {
+    // as endSessionOf: a session ended meanwhile ends nothing (docs/security.md, "Stolen sessions")
+    await lockForSession(tx, actor);
+    return endOtherSessions(tx, ownerOf(actor), actor.user.sessionId);
+  });
+  return { ended };
 }
 
 const ownerOf = (actor: UserActor): Owner => ({ projectId: actor.projectId, accountId: actor.user.accountId });
@@ -169,13 +182,13 @@ const ownerOf = (actor: UserActor): Owner => ({ projectId: actor.projectId, acco
  * the account's live sessions, the ones viewer.sessions lists). An expired session's tokens were
  * already refused: "ending" it answered `ended: 1` for nothing.
  */
-export async function endOwnSession(db: Db, owner: Owner, sessionId: string): Promise<void> {
+export async function endOwnSession(db: Db | Tx, owner: Owner, sessionId: string): Promise<void> {
   const { count } = await db.session.updateMany({ where: { id: sessionId, ...owner, ...liveSessionWhere() }, data: { endedAt: new Date() } });
   if (!count) throw new NotFound("no such session");
 }
 
 /** Ends every live session of the account but `keep`; returns how many ended (expired ones are not counted: they had ended by themselves). */
-export async function endOtherSessions(db: Db, owner: Owner, keep: string): Promise<number> {
+export async function endOtherSessions(db: Db | Tx, owner: Owner, keep: string): Promise<number> {
   const { count } = await db.session.updateMany({ where: { ...owner, ...liveSessionWhere(), id: { not: keep } }, data: { endedAt: new Date() } });
   return count;
 }
