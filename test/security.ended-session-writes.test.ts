@@ -98,6 +98,23 @@ onPostgres("a session ended while its request waits for the account", () => {
     expect(await h.db.prisma.passkey.count({ where: { id: passkeyId } })).toBe(1);
   });
 
+  // A passkey's rename wrote with no look at its session at all: one ended while the request was
+  // under way (the owner removing the intruder's address, which ends his sessions) still renamed
+  // the owner's passkey. The passkey's row is held too: the rename waited for that alone.
+  it("a passkey rename whose session ended renames nothing: UNAUTHENTICATED", async () => {
+    const owner = await h.signIn({ email: "ended.passkey-rename@example.com" });
+    const key = new SoftAuthenticator(PASSKEY_ORIGIN);
+    const passkeyId = await registerPasskey(h, owner.token, key);
+    const before = (await h.db.prisma.passkey.findUniqueOrThrow({ where: { id: passkeyId } })).name;
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT id FROM passkeys WHERE id = $1 FOR UPDATE", [passkeyId]);
+    const renamed = await endedWhileWaiting(owner.accountId, sessionOf(owner.token), () =>
+      h.gql(`mutation($id: ID!) { renamePasskey(id: $id, name: "Renamed late") { __typename } }`, { id: passkeyId }, bearer(owner.token)),
+    );
+    expect(renamed.body.errors?.[0]?.extensions?.code, JSON.stringify(renamed.body)).toBe("UNAUTHENTICATED");
+    expect((await h.db.prisma.passkey.findUniqueOrThrow({ where: { id: passkeyId } })).name).toBe(before);
+  });
+
   // A re-authentication is a write with the session too: it moved the auth_time of a session
   // ended while the assertion was checked (a sign-out, "end other sessions" on the owner's other
   // device) and answered fresh tokens for it, as if it still lived.

@@ -463,8 +463,13 @@ const passkeyOfCaller = (actor: UserActor, id: string) => ({ id, ...signingIntoC
 
 export async function renamePasskey(deps: Deps, actor: UserActor, input: { id: string; name: unknown }) {
   const name = passkeyName(input.name);
-  const { count } = await deps.prisma.passkey.updateMany({ where: passkeyOfCaller(actor, input.id), data: { name } });
-  const renamed = count ? await deps.prisma.passkey.findUnique({ where: { id: input.id } }) : null;
+  const renamed = await transaction(deps.prisma, async (tx) => {
+    // a change made with the session: one ended while the request ran (its address removed by
+    // the owner, a merge, a sign-out) renames nothing (docs/security.md, "Stolen sessions")
+    await lockForSession(tx, actor);
+    const { count } = await tx.passkey.updateMany({ where: passkeyOfCaller(actor, input.id), data: { name } });
+    return count ? tx.passkey.findUnique({ where: { id: input.id } }) : null;
+  });
   // none, or removed by another request between the two statements: not a 500
   if (!renamed) throw new NotFound("no such passkey");
   return renamed;
