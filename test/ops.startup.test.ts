@@ -110,6 +110,63 @@ describe("one process per embedded PGlite folder", () => {
   }, 120_000);
 });
 
+describe("a migration a kill -9 cut off on the embedded database (docs/operations.md, \"A migration that failed\")", () => {
+  // A first `npm start` killed while it applied the migrations (a supervisor's kill -9, the OOM
+  // killer) left the migration it was in recorded as started and never finished: every later
+  // start refused with "found failed migrations", and the repair by hand needs SQL that nothing
+  // can run on an embedded folder. A file runs in one transaction with the mark that it finished
+  // (src/db/client.ts, migratingWholeFiles): what the kill leaves is the row alone, as made here.
+  it("is applied again by the next start, which then serves", async () => {
+    const dir = dataDir();
+    const name = "20261130200000_webhook_last_success";
+    const { PGlite } = await import("@electric-sql/pglite");
+    const cut = await PGlite.create({ dataDir: path.join(dir, "pglite") });
+    await cut.exec(`DROP TABLE dashboard.webhook_last_success; UPDATE _prisma_migrations SET finished_at = NULL, applied_steps_count = 0 WHERE migration_name = '${name}'`);
+    await cut.close();
+
+    const again = start(MAIN, { LINKGATE_DATA_DIR: dir });
+    const refused = await again.said("linkgate listening on").then(() => "", (err: Error) => err.message);
+    again.child.kill("SIGTERM");
+    const stopped = await again.closed;
+    expect(refused).toBe("");
+    expect(stopped.code).toBe(0);
+    const after = await PGlite.create({ dataDir: path.join(dir, "pglite") });
+    try {
+      const { rows } = await after.query<{ t: string | null }>(`SELECT to_regclass('dashboard.webhook_last_success') AS t`);
+      expect(rows[0].t).toBe("dashboard.webhook_last_success");
+      const left = await after.query(`SELECT 1 FROM _prisma_migrations WHERE finished_at IS NULL AND rolled_back_at IS NULL`);
+      expect(left.rows).toHaveLength(0);
+    } finally {
+      await after.close();
+    }
+  }, 180_000);
+
+  // pglite-prisma-adapter started a file's SQL without waiting for it: a file that failed was
+  // recorded as applied, the later ones were applied after it, and the process died of the
+  // unhandled error with a WebAssembly stack trace; the next start found nothing to apply.
+  it("that fails is said in one line, exit 1, and is not recorded as applied", async () => {
+    const dir = dataDir();
+    const name = "20261130090000_sliding_rate_limits";
+    const { PGlite } = await import("@electric-sql/pglite");
+    const cut = await PGlite.create({ dataDir: path.join(dir, "pglite") });
+    // its column is there already: applying it again fails ("already exists")
+    await cut.exec(`DELETE FROM _prisma_migrations WHERE migration_name = '${name}'`);
+    await cut.close();
+
+    const r = await run(MIGRATE, { LINKGATE_DATA_DIR: dir });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`^linkgate: could not apply the database's migrations \\(at ${name}\\): .*already exists`));
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    const after = await PGlite.create({ dataDir: path.join(dir, "pglite") });
+    try {
+      const { rows } = await after.query(`SELECT 1 FROM _prisma_migrations WHERE migration_name = '${name}' AND finished_at IS NOT NULL AND rolled_back_at IS NULL`);
+      expect(rows).toHaveLength(0);
+    } finally {
+      await after.close();
+    }
+  }, 180_000);
+});
+
 describe("other faults at start", () => {
   it("a port in use: one line, before the database is opened", async () => {
     const taken = createServer();

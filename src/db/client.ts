@@ -231,7 +231,7 @@ async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
     prisma,
     kind: "pglite",
     driver: { kind: "pglite", pglite },
-    adapterFactory,
+    adapterFactory: migratingWholeFiles(adapterFactory, pglite),
     async listen(channel, onNotify) {
       const unsub = await pglite.listen(channel, onNotify);
       return async () => unsub();
@@ -246,3 +246,50 @@ async function openPglite(dataDir: string, snapshot?: Blob): Promise<Database> {
     },
   };
 }
+
+/**
+ * The adapter the migrations run through on PGlite (docs/operations.md, "A migration that
+ * failed"). pglite-prisma-adapter (0.7) starts a migration file's SQL without waiting for it:
+ * Prisma's engine recorded a file that failed (a statement refused, a full disk) as applied, went
+ * on with the next ones, and the process died of the unhandled error with a stack trace; the next
+ * start found nothing to apply and served without that migration's tables or columns.
+ *
+ * Here a file runs to its end before the engine goes on, and its failure is the engine's, said in
+ * one line. A file runs in one transaction with the mark that its migration finished (the row the
+ * engine has just started), so a kill -9 leaves either both or neither: a migration recorded as
+ * started and never finished did nothing, and the next start applies it again
+ * (src/db/migrations.ts). A file that cannot run in a transaction (CREATE INDEX CONCURRENTLY, or
+ * its own BEGIN and COMMIT) runs as it is; those of prisma/migrations can be run again.
+ */
+function migratingWholeFiles(factory: PrismaPGlite, pglite: PGlite): SqlMigrationAwareDriverAdapterFactory {
+  return {
+    provider: factory.provider,
+    adapterName: factory.adapterName,
+    connectToShadowDb: () => factory.connectToShadowDb(),
+    async connect() {
+      const adapter = await factory.connect();
+      const converted = (err: unknown): never => (adapter as unknown as { onError(e: unknown): never }).onError(err);
+      adapter.executeScript = async (script: string) => {
+        try {
+          if (OWN_TRANSACTION.test(script.replace(/--.*$/gm, ""))) await pglite.exec(script);
+          else await pglite.transaction(async (tx) => void (await tx.exec(`${script}\n;${MIGRATION_FINISHED}`)));
+        } catch (err) {
+          converted(err);
+        }
+      };
+      return adapter;
+    },
+  };
+}
+
+/** What a file cannot run in a transaction with (comments taken out first). */
+const OWN_TRANSACTION = /\bCONCURRENTLY\b|^\s*(BEGIN|COMMIT|START\s+TRANSACTION)\s*;/im;
+
+/** Marks the migration the engine is applying finished, in the transaction of its file (nothing before the first). */
+const MIGRATION_FINISHED = `DO $lg$ BEGIN
+  IF to_regclass('_prisma_migrations') IS NOT NULL THEN
+    UPDATE _prisma_migrations SET finished_at = now()
+    WHERE finished_at IS NULL AND rolled_back_at IS NULL
+      AND started_at = (SELECT max(started_at) FROM _prisma_migrations WHERE rolled_back_at IS NULL);
+  END IF;
+END $lg$;`;

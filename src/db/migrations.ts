@@ -6,7 +6,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
+import type { SqlDriverAdapter, SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import type { MigrationList } from "@prisma/schema-engine-wasm";
 import { ConfigError } from "../config.ts";
 import { withSignalsHeld } from "../lifecycle.ts";
@@ -63,12 +63,36 @@ export async function applyMigrations(adapterFactory: SqlMigrationAwareDriverAda
   const migrationsList = await readMigrations();
   const known = migrationsList.migrationDirectories.map((d) => d.path);
   const adapter = await adapterFactory.connect();
-  const pending = await pendingMigrations(adapter, known).finally(() => adapter.dispose());
+  const pending = await releaseCutOffPgliteMigration(adapterFactory, adapter)
+    .then(() => pendingMigrations(adapter, known))
+    .finally(() => adapter.dispose());
   // A SIGTERM in the middle of a migration would leave it failed, refusing every later start;
   // held until the function files are in too, which `db migrate` counts among what it applies.
   return withSignalsHeld("applying the database's migrations", async () => {
     const applied = pending.length === 0 ? [] : await inMigrationTurn(adapterFactory, () => applyOrdinaryMigrations(adapterFactory, migrationsList));
     return [...applied, ...(await applyRepeatable(adapterFactory, { knownMigrations: known }))];
+  });
+}
+
+/**
+ * On the embedded database, a migration recorded as started and never finished was cut off by a
+ * kill -9 or a lost machine, or failed (docs/operations.md, "A migration that failed"): the
+ * folder is this process's alone (src/db/pglite-lock.ts), so nobody is applying it now, and its
+ * file ran in one transaction with the mark that it finished (migratingWholeFiles in
+ * src/db/client.ts), so none of it is there. It is marked rolled back, as `prisma migrate resolve
+ * --rolled-back` does, and applied again below (a file that failed fails again, and says why).
+ * Left failed, it refused every later start with a repair that needs SQL nothing can run on an
+ * embedded folder. On Postgres a file is applied statement by statement and another process may
+ * be applying it: that stays the operator's to repair.
+ */
+async function releaseCutOffPgliteMigration(adapterFactory: SqlMigrationAwareDriverAdapterFactory, adapter: SqlDriverAdapter): Promise<void> {
+  if (adapterFactory.adapterName === "@prisma/adapter-pg") return;
+  const { rows } = await adapter.queryRaw({ sql: "SELECT to_regclass('_prisma_migrations') IS NOT NULL", args: [], argTypes: [] });
+  if (rows[0]?.[0] !== true) return;
+  await adapter.executeRaw({
+    sql: "UPDATE _prisma_migrations SET rolled_back_at = now() WHERE finished_at IS NULL AND rolled_back_at IS NULL",
+    args: [],
+    argTypes: [],
   });
 }
 
