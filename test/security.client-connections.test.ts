@@ -74,6 +74,17 @@ describe("client connections", () => {
     expect(JSON.parse(answer.body)).toHaveProperty("state_id");
   });
 
+  it.each(["/auth/otp/start", "/graphql"])("an expectation other than 100-continue on %s is answered by the app, as if not asked", async (path) => {
+    // Node's own answer was a bare 417: no body, no X-Request-Id, no nosniff (docs/rest.md, "Bodies")
+    const body = path === "/graphql" ? `{"query":"{ __typename }"}` : `{"email":"expect-other@example.com"}`;
+    const raw = await converse(port, (s) => s.write(head(path, `Content-Length: ${body.length}\r\nExpect: something-else\r\nConnection: close\r\n`) + body));
+    const answer = lastAnswer(raw);
+    expect(answer.status, answer.raw).toBe(200);
+    expect(answer.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(answer.headers["x-content-type-options"]).toBe("nosniff");
+    expect(JSON.parse(answer.body)).toEqual(path === "/graphql" ? { data: { __typename: "Query" } } : { state_id: expect.stringMatching(/^otp_/) });
+  });
+
   it.each(["/auth/otp/start", "/graphql"])("a compressed body on %s is 415 UnsupportedMediaType, not read as text", async (path) => {
     const body = gzipSync(path === "/graphql" ? `{"query":"{ __typename }"}` : `{"email":"gzip@example.com"}`);
     const raw = await converse(port, (s) => {

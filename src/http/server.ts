@@ -42,6 +42,10 @@ export function answerBeforeTheApp(server: Server, logger: Logger, deadlines: De
     continueIfWithinLimit(req, res);
     server.emit("request", req, res);
   });
+  // Any other expectation is served as if it were not there (RFC 9110 10.1.1 lets a server
+  // ignore it): Node's own answer to one was a bare 417 with no body and no request id, where
+  // every answer is in the API's shape with an X-Request-Id (docs/rest.md, "Conventions").
+  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => server.emit("request", req, res));
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger, deadlines));
 }
 
