@@ -53,6 +53,20 @@ describe.each(backends)("bad input on %s", (backend) => {
     expect(g.status).toBe(413);
   });
 
+  it("a body of only white space counts as {}, with or without a Content-Type (docs/rest.md, Bodies)", async () => {
+    // bytes, so that fetch adds no text/plain Content-Type of its own
+    const send = async (body: string | null, type?: string) => {
+      const headers: Record<string, string> = { "x-api-key": h.apiKey, ...auth(), ...(type ? { "content-type": type } : {}) };
+      const init = { method: "POST", headers, body: body === null ? null : new TextEncoder().encode(body) };
+      const res = await h.app.fetch(new Request("http://linkgate.test/users/link/unmerge", init));
+      return { status: res.status, body: await res.json() };
+    };
+    const none = await send(null);
+    expect(none).toMatchObject({ status: 409, body: { error: "NotMerged" } });
+    expect(await send(" \r\n\t", "application/json")).toEqual(none);
+    expect(await send(" \r\n\t")).toEqual(none);
+  });
+
   it("a body that is not JSON is 415 with a clear message", async () => {
     const r = await h.call("POST", "/auth/otp/start", { raw: "email=a@example.com", headers: { "content-type": "application/x-www-form-urlencoded" } });
     expect(r.status).toBe(415);

@@ -160,8 +160,10 @@ function isJsonObject(text: string): boolean {
 export async function jsonBody(c: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
   const type = c.req.header("content-type") ?? "";
   const text = utf8(await readBody(c.req.raw));
-  // A POST with no body at all (e.g. unmerge) needs no content type; any body must be JSON.
-  if (text === "" && !type) return checkFields({}, allowed);
+  // A POST with no body at all (e.g. unmerge), or only white space, needs no content type
+  // (docs/rest.md, "Bodies"); any other body must be JSON. A body of white space without one was
+  // 415, though the docs count it as {} with or without a Content-Type.
+  if (text.trim() === "" && !type) return checkFields({}, allowed);
   if (!JSON_TYPE.test(type)) throw new UnsupportedMediaType("send the body as Content-Type: application/json");
   let body: unknown;
   try {
