@@ -82,6 +82,13 @@ describe.each(backends)("passkeys on %s", (backend) => {
     expect(list.body.passkeys).toHaveLength(1);
     const renamed = await h.call("POST", "/auth/passkey/rename", { body: { id: created.body.passkey.id, name: "Work phone" }, headers });
     expect(renamed.body.passkey.name).toBe("Work phone");
+    // `name` is required (docs/rest.md): leaving it out is 400, not a rename to the default "Passkey"
+    for (const body of [{ id: created.body.passkey.id }, {}]) {
+      const unnamed = await h.call("POST", "/auth/passkey/rename", { body, headers });
+      expect(unnamed.status, JSON.stringify(unnamed.body)).toBe(400);
+      expect(unnamed.body).toMatchObject({ error: "InvalidRequest" });
+    }
+    expect((await h.call("GET", "/auth/passkey/list", { headers })).body.passkeys[0].name).toBe("Work phone");
     const updatedBefore = (await events("user.updated", user.accountId)).length;
     const removed = await h.call("POST", "/auth/passkey/remove", { body: { id: created.body.passkey.id }, headers });
     expect(removed.body).toEqual({ removed_id: created.body.passkey.id });

@@ -462,6 +462,9 @@ function signingIntoCaller(actor: UserActor) {
 const passkeyOfCaller = (actor: UserActor, id: string) => ({ id, ...signingIntoCaller(actor) });
 
 export async function renamePasskey(deps: Deps, actor: UserActor, input: { id: string; name: unknown }) {
+  // A rename names the passkey (docs/rest.md, "POST /auth/passkey/rename": 1 to 100 characters):
+  // a REST body without `name` renamed it to the registration's default, "Passkey".
+  if (input.name === undefined || input.name === null) throw new InvalidRequest("a passkey's name is 1 to 100 characters");
   const name = passkeyName(input.name);
   const renamed = await transaction(deps.prisma, async (tx) => {
     // a change made with the session: one ended while the request ran (its address removed by
