@@ -209,10 +209,14 @@ function apiCors(origins: string[]): MiddlewareHandler<AppEnv> {
   // headers once it is made: hono's cors appends Vary with c.header(), which rebuilds a finished
   // response as a web Response (see the request id above).
   return async (c, next) => {
-    if (c.req.method === "OPTIONS") return preflight(c, next);
+    const origin = c.req.header("origin");
+    // Only an allowed origin's preflight is answered as one: hono's cors gave every OPTIONS,
+    // from any origin or none, a 204 with the allowed headers, methods and max-age, where other
+    // origins get no CORS headers (docs/security.md, "CORS") and an OPTIONS that is no allowed
+    // preflight is a method like any other, 404 where no route takes it (docs/rest.md).
+    if (c.req.method === "OPTIONS" && origin && allowed.has(origin)) return preflight(c, next);
     await next();
     const headers = c.res.headers;
-    const origin = c.req.header("origin");
     if (origin && allowed.has(origin)) {
       headers.set("Access-Control-Allow-Origin", origin);
       headers.set("Access-Control-Expose-Headers", exposed.join(","));

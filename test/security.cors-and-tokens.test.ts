@@ -26,7 +26,16 @@ describe.each(backends)("CORS on %s", (backend) => {
       const pre = await preflight(plain, "https://evil.example", path);
       expect(pre.headers.get("access-control-allow-origin")).toBeNull();
       expect(pre.headers.get("access-control-allow-credentials")).toBeNull();
+      // no CORS headers at all (docs/security.md, "CORS"), and no preflight's 204
+      for (const name of ["access-control-allow-headers", "access-control-allow-methods", "access-control-max-age", "access-control-expose-headers"]) {
+        expect(pre.headers.get(name), `${path} ${name}`).toBeNull();
+      }
+      expect(pre.status, path).not.toBe(204);
     }
+    // an OPTIONS that is no preflight is a method no REST route takes: 404 in the error shape (docs/rest.md)
+    const bare = await plain.call("OPTIONS", "/auth/otp/start");
+    expect(bare.status).toBe(404);
+    expect(bare.body).toEqual({ error: "NotFound", message: "no route for OPTIONS /auth/otp/start" });
     const r = await plain.call("POST", "/auth/otp/start", { body: { email: "cors@example.com" }, headers: { origin: "https://evil.example" } });
     expect(r.headers.get("access-control-allow-origin")).toBeNull();
     expect(r.headers.get("access-control-expose-headers")).toBeNull();
