@@ -96,6 +96,17 @@ describe("client connections", () => {
     expect(JSON.parse(answer.body)).toEqual({ error: "UnsupportedMediaType", message: "send the body without a Content-Encoding" });
   });
 
+  it.each(["/auth/otp/start", "/graphql"])("a body compressed as a transfer coding on %s is 415 too, not read as text", async (path) => {
+    const body = gzipSync(path === "/graphql" ? `{"query":"{ __typename }"}` : `{"email":"gzip-te@example.com"}`);
+    const raw = await converse(port, (s) => {
+      s.write(head(path, `Transfer-Encoding: gzip, chunked\r\nConnection: close\r\n`));
+      s.write(Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from("\r\n0\r\n\r\n")]));
+    });
+    const answer = lastAnswer(raw);
+    expect(answer.status, answer.body).toBe(415);
+    expect(JSON.parse(answer.body)).toEqual({ error: "UnsupportedMediaType", message: "send the body with no Transfer-Encoding but chunked" });
+  });
+
   it.each([
     ["two Content-Lengths", "Content-Length: 2\r\nContent-Length: 2\r\n", "{}", "not valid HTTP/1.1"],
     ["Content-Length beside Transfer-Encoding", "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", "0\r\n\r\n", "not valid HTTP/1.1"],

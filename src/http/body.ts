@@ -53,6 +53,10 @@ export async function readBody(req: Request): Promise<Uint8Array<ArrayBuffer>> {
 function refuseEncoded(req: Request): void {
   const encoding = req.headers.get("content-encoding");
   if (encoding !== null && !/^\s*identity\s*$/i.test(encoding)) throw new UnsupportedMediaType("send the body without a Content-Encoding");
+  // Node's parser takes `Transfer-Encoding: gzip, chunked` and undoes only the chunking: the
+  // compressed bytes were read as the body, the same fault as above, refused the same way.
+  const transfer = req.headers.get("transfer-encoding");
+  if (transfer !== null && !/^\s*chunked\s*$/i.test(transfer)) throw new UnsupportedMediaType("send the body with no Transfer-Encoding but chunked");
 }
 
 /**
