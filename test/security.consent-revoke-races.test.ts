@@ -66,6 +66,21 @@ onPostgres("a third-party app's sign-in finishing while the user withdraws it", 
     return client.authorizationCodeGrant(cfg, cb, { pkceCodeVerifier: auth.verifier, expectedState: auth.state, expectedNonce: auth.nonce }).catch(() => null);
   }
 
+  /**
+   * The app got nothing that lasts from the raced sign-in: tokens of it, if a code came back, are
+   * refused; no grant of the app lives; the sign-in was told it expired (400 InvalidRequest), its
+   * session, opened for this app alone, ended.
+   */
+  async function expectAppGotNothing(app: RegisteredClient, agent: Agent, auth: Awaited<ReturnType<typeof authorizationUrl>>, cfg: client.Configuration, answer: { status: number; body: any }, accountId: string) {
+    const tokens = await tokensFrom(app, agent, auth, cfg, answer.body.redirectTo);
+    if (tokens) {
+      expect((await userinfo(tokens.access_token)).status).toBe(401);
+      await expect(client.refreshTokenGrant(cfg, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
+    }
+    expect(await liveGrants(app, accountId)).toBe(0);
+    expect([answer.status, answer.body.error], JSON.stringify(answer.body)).toEqual([400, "InvalidRequest"]);
+  }
+
   it("an Allow on the consent page racing the withdrawal leaves the app nothing", async () => {
     const address = email("allow");
     const app = await registerClient(h, { firstParty: false, name: "Partner" });
@@ -87,14 +102,7 @@ onPostgres("a third-party app's sign-in finishing while the user withdraws it", 
     // the withdrawal came after the Allow's consent was written: it withdrew that consent
     expect(revoked!.body.data?.revokeOAuthConsent, JSON.stringify(revoked!.body)).toEqual({ __typename: "RevokeOAuthConsentPayload" });
 
-    const tokens = await tokensFrom(app, agent, auth, cfg, allowed.body.redirectTo);
-    if (tokens) {
-      expect((await userinfo(tokens.access_token)).status).toBe(401);
-      await expect(client.refreshTokenGrant(cfg, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
-    }
-    expect(await liveGrants(app, user.accountId)).toBe(0);
-    // the sign-in is told it expired, and its session, opened for this app alone, ends
-    expect([allowed.status, allowed.body.error], JSON.stringify(allowed.body)).toEqual([400, "InvalidRequest"]);
+    await expectAppGotNothing(app, agent, auth, cfg, allowed, user.accountId);
     const listed = await h.gql(`{ viewer { authorizedApps { clientId } } }`, {}, asUser(user.token));
     expect(listed.body.data.viewer.authorizedApps).toEqual([]);
   });
@@ -118,14 +126,7 @@ onPostgres("a third-party app's sign-in finishing while the user withdraws it", 
     );
     expect(revoked!.body.data?.revokeOAuthConsent, JSON.stringify(revoked!.body)).toEqual({ __typename: "RevokeOAuthConsentPayload" });
 
-    const tokens = await tokensFrom(app, agent, auth, cfg, signed.body.redirectTo);
-    if (tokens) {
-      expect((await userinfo(tokens.access_token)).status).toBe(401);
-      await expect(client.refreshTokenGrant(cfg, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
-    }
-    expect(await liveGrants(app, user.accountId)).toBe(0);
-    // the sign-in is told it expired, and its session, opened for this app alone, ends
-    expect([signed.status, signed.body.error], JSON.stringify(signed.body)).toEqual([400, "InvalidRequest"]);
+    await expectAppGotNothing(app, agent, auth, cfg, signed, user.accountId);
     expect((await approveApp(h, app, address, SCOPE)).consentAsked).toBe(true);
   });
 
@@ -149,14 +150,7 @@ onPostgres("a third-party app's sign-in finishing while the user withdraws it", 
     );
     expect(updated!.body.data?.updateOAuthClient, JSON.stringify(updated!.body)).toEqual({ __typename: "UpdateOAuthClientPayload", client: { firstParty: false } });
 
-    const tokens = await tokensFrom(app, agent, auth, cfg, signed.body.redirectTo);
-    if (tokens) {
-      expect((await userinfo(tokens.access_token)).status).toBe(401);
-      await expect(client.refreshTokenGrant(cfg, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
-    }
-    expect(await liveGrants(app, user.accountId)).toBe(0);
-    // the sign-in is told it expired, and its session, opened for this app alone, ends
-    expect([signed.status, signed.body.error], JSON.stringify(signed.body)).toEqual([400, "InvalidRequest"]);
+    await expectAppGotNothing(app, agent, auth, cfg, signed, user.accountId);
     expect((await approveApp(h, app, address, SCOPE)).consentAsked).toBe(true);
   });
 
@@ -185,13 +179,7 @@ onPostgres("a third-party app's sign-in finishing while the user withdraws it", 
     );
     expect(unmerged!.status, JSON.stringify(unmerged!.body)).toBe(200);
 
-    const tokens = await tokensFrom(app, agent, auth, cfg, signed.body.redirectTo);
-    if (tokens) {
-      expect((await userinfo(tokens.access_token)).status).toBe(401);
-      await expect(client.refreshTokenGrant(cfg, tokens.refresh_token!)).rejects.toMatchObject({ error: "invalid_grant" });
-    }
-    expect(await liveGrants(app, owner.accountId)).toBe(0);
-    expect([signed.status, signed.body.error], JSON.stringify(signed.body)).toEqual([400, "InvalidRequest"]);
+    await expectAppGotNothing(app, agent, auth, cfg, signed, owner.accountId);
     expect((await approveApp(h, app, p, SCOPE)).consentAsked).toBe(true);
   });
 });
