@@ -227,6 +227,37 @@ describe("repeatable migrations", () => {
     });
   });
 
+  it.skipIf(!serverUrl)("re-creating the delivery tables' triggers waits behind a worker's record instead of deadlocking with it", async () => {
+    // The record updates deliveries, then inserts into delivery_attempts; the step re-created
+    // delivery_attempts' trigger first (dashboard-rollups.sql), then deliveries' (the upgrade
+    // test's previous build logged "deadlock detected" when a release changed both files).
+    const db = await openTestDatabase("postgres");
+    const record = new pg.Client({ connectionString: db.url });
+    await record.connect();
+    try {
+      const files = edit(
+        edit(await readRepeatable(), "delivery/dashboard-rollups.sql", "RETURNS trigger", "RETURNS trigger -- edited\n"),
+        "delivery/dashboard-states.sql",
+        "RETURNS trigger",
+        "RETURNS trigger -- edited\n",
+      );
+      await record.query("BEGIN");
+      await record.query("UPDATE deliveries SET attempts = attempts WHERE false");
+      await record.query("LOCK TABLE deliveries IN ROW EXCLUSIVE MODE");
+      const step = applyRepeatable(db.adapterFactory, { files, knownMigrations: await known() });
+      const blocked = async () =>
+        (await db.prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'deliveries' AND NOT l.granted`)[0].n;
+      while ((await blocked()) < 1) await new Promise((r) => setImmediate(r));
+      // the record goes on to its attempts: it must not find the step holding them
+      await record.query("LOCK TABLE delivery_attempts IN ROW EXCLUSIVE MODE");
+      await record.query("COMMIT");
+      expect((await step).sort()).toEqual(["delivery/dashboard-rollups.sql", "delivery/dashboard-states.sql"]);
+    } finally {
+      await record.end();
+      await db.close();
+    }
+  });
+
   it.skipIf(!serverUrl)("two processes starting at once on Postgres both succeed, and the files are applied once", async () => {
     const db = await openTestDatabase("postgres");
     const other = await openDatabase({ databaseUrl: db.url!, dataDir: "", connectTimeoutMs: TEST_CONNECT_TIMEOUT_MS });

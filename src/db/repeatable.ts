@@ -108,6 +108,7 @@ export async function applyRepeatable(adapterFactory: SqlMigrationAwareDriverAda
       );
       if ((await unknownMigrations(tx, opts.knownMigrations)).length === 0) {
         const recorded = await recordedChecksums(tx);
+        await lockTriggerTables(tx, files.filter((f) => recorded.get(f.name) !== sums.get(f.name)));
         for (const f of files) {
           if (recorded.get(f.name) === sums.get(f.name)) continue;
           for (const statement of splitStatements(f.sql)) {
@@ -141,6 +142,25 @@ const text = { scalarType: "string", arity: "scalar" } as const;
 
 function exec(tx: Pick<Transaction, "executeRaw">, sql: string) {
   return tx.executeRaw({ sql, args: [], argTypes: [] });
+}
+
+/**
+ * The tables whose triggers the step may re-create, in the order the hottest statement writes
+ * them: the delivery worker's record updates deliveries, then inserts into delivery_attempts.
+ * CREATE TRIGGER holds a SHARE ROW EXCLUSIVE lock on its table until the step commits, and the
+ * files run in one transaction, dashboard-rollups.sql (delivery_attempts) before
+ * dashboard-states.sql (deliveries): a release changing both deadlocked with a record that held
+ * deliveries and waited for delivery_attempts (the previous build's worker logged "deadlock
+ * detected" during an upgrade). Taking both up front, in the record's order, makes the step
+ * wait behind a record instead (docs/operations.md, "Upgrades without downtime").
+ */
+const TRIGGER_TABLES = ["deliveries", "delivery_attempts"];
+const TRIGGER_ON = /CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+\w+[^;]*?\bON\s+(?:public\.)?(\w+)/gi;
+
+async function lockTriggerTables(tx: Transaction, applying: RepeatableFile[]): Promise<void> {
+  const named = new Set(applying.flatMap((f) => [...f.sql.matchAll(TRIGGER_ON)].map((m) => m[1].toLowerCase())));
+  const tables = TRIGGER_TABLES.filter((t) => named.has(t));
+  if (tables.length > 0) await exec(tx, `LOCK TABLE ${tables.map((t) => `public.${t}`).join(", ")} IN SHARE ROW EXCLUSIVE MODE`);
 }
 
 /**
