@@ -84,8 +84,12 @@ export function touchSessionStatement(session: string, keyHash: string): string 
 }
 
 export function liveSessionSql(sessionId: string, accountId: string, project: Prisma.Sql): Prisma.Sql {
-  const condition = withHoles(liveSessionCondition("\0", "\0", "\0"), sessionId, accountId, project);
-  return Prisma.sql`EXISTS (SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${condition})`;
+  return Prisma.sql`EXISTS (SELECT 1 FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${liveSessionOf(sessionId, accountId, project)})`;
+}
+
+/** liveSessionCondition for one session of an account of a project, with its values bound. */
+function liveSessionOf(sessionId: string, accountId: string, project: string | Prisma.Sql): Prisma.Sql {
+  return withHoles(liveSessionCondition("\0", "\0", "\0"), sessionId, accountId, project);
 }
 
 /**
@@ -108,7 +112,7 @@ export function liveSessionWhere(): Prisma.SessionWhereInput {
 export async function lockForSession(tx: Tx, actor: UserActor): Promise<{ account: LockedAccount; lastProof: string | null }> {
   const { projectId, user } = actor;
   const [account] = await lockAccounts(tx, projectId, [user.accountId]);
-  const condition = withHoles(liveSessionCondition("\0", "\0", "\0"), user.sessionId, user.accountId, projectId);
+  const condition = liveSessionOf(user.sessionId, user.accountId, projectId);
   const [live] = await tx.$queryRaw<{ proof: string | null }[]>`
     SELECT coalesce(s.reauthenticated_with, s.signed_in_with) AS proof FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE ${condition}`;
   if (!account || !live) throw new Unauthenticated(ENDED);
@@ -132,7 +136,7 @@ export const ENDED = "this session has ended; sign in again";
  */
 export async function markReauthenticated(tx: Db | Tx, actor: UserActor, method: AuthMethod, proofId: string): Promise<Date> {
   const { projectId, user } = actor;
-  const condition = withHoles(liveSessionCondition("\0", "\0", "\0"), user.sessionId, user.accountId, projectId);
+  const condition = liveSessionOf(user.sessionId, user.accountId, projectId);
   // The database's now(), as a sign-in writes it (src/auth/sign-in.sql): the gateway's own clock
   // dated a re-authentication on a gateway running ahead into the future, recent that much longer
   // on every gateway (docs/operations.md, "Clocks").
