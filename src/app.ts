@@ -22,7 +22,7 @@ import { createGraphQL } from "./graphql/yoga.ts";
 import { graphqlRequest, limitBody } from "./http/body.ts";
 import type { AppEnv } from "./http/env.ts";
 import { clientAddressResolver, deviceCookie } from "./http/client-address.ts";
-import { errorResponse, notFound } from "./http/errors.ts";
+import { errorResponse, notFound, refuseHead } from "./http/errors.ts";
 import { authRoutes } from "./http/routes/auth.ts";
 import { dashboardRoutes } from "./http/routes/dashboard.ts";
 import { graphiqlRoutes } from "./http/routes/graphiql.ts";
@@ -153,7 +153,7 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   // Hono answers HEAD through the GET route and copies the answer's headers, which it cannot
   // read from yoga's own Response class: the request id and CORS headers were lost, and the
   // Headers object's internals came out as headers. A GraphQL request is never a HEAD.
-  app.on(["GET", "POST", "OPTIONS"], "/graphql", (c, next) => (c.req.raw.method === "HEAD" ? c.body(null, 405, { Allow: "GET, POST, OPTIONS" }) : next()));
+  app.on(["GET", "POST", "OPTIONS"], "/graphql", refuseHead("GET, POST, OPTIONS"));
   app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => withConnectionShare(async () => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") })).catch(bodyAborted(c)));
   return app;
 }

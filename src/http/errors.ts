@@ -2,7 +2,7 @@
 // be reached is 503 ServiceUnavailable with Retry-After, so clients retry instead of reporting
 // a bug. Anything else that is not a DomainError is unexpected: logged with the request id and
 // answered with a masked 500.
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { isConnectionFailure } from "../db/faults.ts";
 import { DomainError, ERRORS, RateLimited, ServiceUnavailable, type ErrorName } from "../errors.ts";
 
@@ -25,6 +25,21 @@ export const maskedFault = () => errorBody("InternalError", "something went wron
 /** 404 NotFound in the error shape: unknown routes, and the static-file routes' missing files. */
 export function notFound(c: Context, message: string): Response {
   return c.json(errorBody("NotFound", message), ERRORS.NotFound.status);
+}
+
+/**
+ * A HEAD where a GET does something: Hono answers a HEAD through the GET route, and oidc-provider
+ * through its GET routes, so a link scanner's or a browser's prefetch sending HEAD ran them. At an
+ * external provider's callback that exchanged the code and used up the flow, and the user's own
+ * GET then got the expired page; at the authorization endpoint it stored an interaction, without
+ * being counted. Refused with 405 and the methods the route takes, before anything is read or
+ * written (docs/rest.md, "Conventions").
+ */
+export function refuseHead(allow: string): MiddlewareHandler {
+  return async (c, next) => {
+    if (c.req.raw.method !== "HEAD") return next();
+    return c.body(null, 405, { Allow: allow, "Cache-Control": "no-store" });
+  };
 }
 
 /**

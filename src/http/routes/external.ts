@@ -9,7 +9,7 @@ import { finishCallback } from "../../auth/external/flows.ts";
 import { completeExternalReauthentication, EXTERNAL_REAUTHENTICATION_ERRORS, startExternalReauthentication } from "../../auth/external/reauthenticate.ts";
 import { EXTERNAL_LINK_ERRORS, startExternalLink, verifyExternalLink } from "../../linking/external.ts";
 import { DomainError } from "../../errors.ts";
-import { connectionHeaders, statusOf } from "../errors.ts";
+import { connectionHeaders, refuseHead, statusOf } from "../errors.ts";
 import { errorPage, pageSecurityHeaders } from "../../oidc/pages.ts";
 import { projectActor, userActor } from "../credentials.ts";
 import type { AppEnv } from "../env.ts";
@@ -208,7 +208,9 @@ export function externalRoutes() {
     const actor = await userActor(c);
     return c.json(await verifyExternalLink(c.get("deps"), actor, pair(await readJsonBody(c, LinkVerify.fields))), 200);
   });
-  r.on(["GET", "POST"], SHARED_CALLBACK_PATH, callback);
-  r.on(["GET", "POST"], "/auth/external/:provider/callback", callback);
+  // a HEAD (a link scanner, a prefetch) would have exchanged the code and used up the flow
+  for (const path of [SHARED_CALLBACK_PATH, "/auth/external/:provider/callback"]) {
+    r.on(["GET", "POST"], path, refuseHead("GET, POST"), callback);
+  }
   return r;
 }

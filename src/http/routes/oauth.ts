@@ -18,7 +18,7 @@ import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { jsonBody, readBody, str } from "../body.ts";
 import { DomainError, RateLimited } from "../../errors.ts";
 import { isStorableText } from "../../text.ts";
-import { connectionHeaders, notFound, statusOf } from "../errors.ts";
+import { connectionHeaders, notFound, refuseHead, statusOf } from "../errors.ts";
 import type { AppEnv } from "../env.ts";
 
 type C = Context<AppEnv>;
@@ -223,6 +223,9 @@ async function boundedPage(c: C): Promise<Response> {
 
 export function oauthRoutes() {
   const r = new Hono<AppEnv>();
+  // oidc-provider serves a HEAD as the GET: an authorization stored an interaction (uncounted,
+  // boundedPage counts GETs), a resume finished the sign-in, a logout page stored a session
+  for (const path of [ROUTES.authorization, `${ROUTES.authorization}/:uid`, ROUTES.end_session, `${ROUTES.end_session}/success`]) r.get(path, refuseHead("GET"));
   for (const path of [ROUTES.authorization, ROUTES.end_session]) r.on(["GET", "POST", "OPTIONS"], path, boundedPage);
   for (const path of [`${ROUTES.authorization}/*`, ROUTES.revocation, `${ROUTES.end_session}/*`]) {
     r.on(["GET", "POST", "OPTIONS"], path, serveProtocol);
