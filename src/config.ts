@@ -147,6 +147,9 @@ function smtpQueryFaults(value: string, ctx: z.RefinementCtx<string>): void {
 /** Webhooks a project may hold unless LINKGATE_WEBHOOKS_PER_PROJECT says otherwise (src/webhooks/service.ts says why). */
 export const DEFAULT_WEBHOOKS_PER_PROJECT = 20;
 
+/** Identity providers a project may hold unless LINKGATE_IDENTITY_PROVIDERS_PER_PROJECT says otherwise (src/auth/external/providers.ts says why). */
+export const DEFAULT_IDENTITY_PROVIDERS_PER_PROJECT = 20;
+
 // Tokens are compared with what a request's header carries, which HTTP trims: a token set with
 // a space around it (a quoted .env line, a copied value) never matched (33rd review).
 const envSchema = z.object({
@@ -226,6 +229,7 @@ const envSchema = z.object({
   // bounded: a lease is this plus 30 s, stored as milliseconds in a 32-bit integer (31st review)
   LINKGATE_WEBHOOK_TIMEOUT_MS: whole(1, 300_000).default(10000),
   LINKGATE_WEBHOOKS_PER_PROJECT: whole(1).default(DEFAULT_WEBHOOKS_PER_PROJECT),
+  LINKGATE_IDENTITY_PROVIDERS_PER_PROJECT: whole(1).default(DEFAULT_IDENTITY_PROVIDERS_PER_PROJECT),
   LINKGATE_UPSTREAM_TIMEOUT_MS: whole(1, 60000).default(5000),
   LINKGATE_WEBHOOK_BREAKER_FAILURES: whole(1).default(5),
   LINKGATE_WEBHOOK_BREAKER_OPEN_MS: whole(1, 86_400_000).default(1000),
@@ -281,6 +285,8 @@ export type Config = {
   webhookTimeoutMs: number;
   /** webhooks one project may hold (src/webhooks/service.ts createWebhook says why) */
   webhooksPerProject: number;
+  /** identity providers one project may hold (src/auth/external/providers.ts createProvider says why) */
+  identityProvidersPerProject: number;
   /** how long one request to an external identity provider may take (docs/external-identities.md) */
   upstreamTimeoutMs: number;
   /** per-endpoint circuit breaker of the delivery worker (src/delivery/breaker.ts) */
@@ -368,6 +374,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     retryScheduleMs: e.LINKGATE_WEBHOOK_RETRY_SCHEDULE_MS,
     webhookTimeoutMs: e.LINKGATE_WEBHOOK_TIMEOUT_MS,
     webhooksPerProject: e.LINKGATE_WEBHOOKS_PER_PROJECT,
+    identityProvidersPerProject: e.LINKGATE_IDENTITY_PROVIDERS_PER_PROJECT,
     upstreamTimeoutMs: e.LINKGATE_UPSTREAM_TIMEOUT_MS,
     webhookBreaker: {
       failures: e.LINKGATE_WEBHOOK_BREAKER_FAILURES,

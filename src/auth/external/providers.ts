@@ -7,7 +7,7 @@ import { InvalidRequest, ProviderNotFound } from "../../errors.ts";
 import type { IdentityProvider } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
 import type { Tx } from "../../db/client.ts";
-import { lockAccounts } from "../../db/locks.ts";
+import { lockAccounts, lockProject } from "../../db/locks.ts";
 import { DecideAgain, transaction } from "../../db/transaction.ts";
 import { assertSafeTarget, UnsafeWebhookTarget } from "../../webhooks/target-guard.ts";
 import { charLength, isDisguising, nameText, unshowable } from "../../text.ts";
@@ -168,13 +168,29 @@ async function uniqueSlug<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * A project holds at most LINKGATE_IDENTITY_PROVIDERS_PER_PROJECT providers (20 unless
+ * configured; docs/external-identities.md, "Providers"). Every sign-in page's button list
+ * (/auth/external/providers, the hosted /login, an app's authorization) and the dashboard read
+ * all of a project's providers, unpaged, and the discovery cache is shared by every project
+ * (500 providers per process): with no bound one secret key could add providers without end,
+ * making each of those reads larger and pushing every other project's discovery out of the
+ * cache. Counted and added under the project's lock, as webhooks are, so two adds at once
+ * cannot both take the last place.
+ */
 export async function createProvider(deps: Deps, actor: Actor, input: ProviderInput): Promise<ProviderView> {
   const preset = checkPreset(input.preset);
   sharedCallbackChange(input);
   const data = await providerData(deps, preset, input);
+  const clientSecret = sealSecret(deps, input.clientSecret);
   const row = await uniqueSlug(() =>
-    deps.prisma.identityProvider.create({
-      data: { id: newId("idp"), projectId: actor.projectId, preset, ...data, clientSecret: sealSecret(deps, input.clientSecret) },
+    transaction(deps.prisma, async (tx) => {
+      await lockProject(tx, actor.projectId);
+      const most = deps.config.identityProvidersPerProject;
+      if ((await tx.identityProvider.count({ where: { projectId: actor.projectId } })) >= most) {
+        throw new InvalidRequest(`a project holds at most ${most} identity providers; delete one first`);
+      }
+      return tx.identityProvider.create({ data: { id: newId("idp"), projectId: actor.projectId, preset, ...data, clientSecret } });
     }),
   );
   return view(deps, row);
