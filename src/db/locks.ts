@@ -32,10 +32,13 @@ export async function lockAccountAndPartner(tx: Tx, projectId: string, id: strin
 
 /**
  * Row-locks a project: what a project may hold only so many of (webhooks, src/webhooks/
- * service.ts) is counted and added under it, so two adds at once cannot both take the last place.
+ * service.ts; identity providers) is counted and added under it, so two adds at once cannot both
+ * take the last place. NO KEY UPDATE, not UPDATE: every new account, identifier and key checks its
+ * foreign key to the project with a key-share lock, which FOR UPDATE conflicts with, so each
+ * sign-in of a new user waited for a webhook's add to commit.
  */
 export async function lockProject(tx: Tx, projectId: string): Promise<void> {
-  await tx.$queryRaw`SELECT 1 FROM projects WHERE id = ${projectId} FOR UPDATE`;
+  await tx.$queryRaw`SELECT 1 FROM projects WHERE id = ${projectId} FOR NO KEY UPDATE`;
 }
 
 /** The first-run turn's advisory lock ("lgfr"). */
