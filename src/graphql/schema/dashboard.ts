@@ -19,7 +19,7 @@ const Event = builder.prismaObject("OutboxEvent", {
   fields: (t) => ({
     id: t.exposeID("id", { description: "The event's id: its envelope's `id`, and the `webhook-id` and X-Service-Event-Id headers." }),
     eventType: t.exposeString("eventType", { description: "Its type, such as user.created." }),
-    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it happened (the envelope's created_at, to the microsecond)." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was written, on the database's clock, to the millisecond (the envelope's created_at is the gateway's time as it made the event, a moment before)." }),
     test: t.exposeBoolean("test", { description: "Whether it is a test event (sendTestWebhook), sent to one webhook and never pulled." }),
     body: t.exposeString("body", {
       description:
