@@ -238,6 +238,9 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"], { error: "must be one of fatal, error, warn, info, debug, trace, silent" }).default("info"),
 });
 
+/** Every environment variable linkgate reads (docs/configuration.md lists each). */
+export const SETTING_NAMES: readonly string[] = Object.keys(envSchema.shape);
+
 export type Config = {
   port: number;
   host: string;
@@ -427,7 +430,7 @@ function isOneSender(value: string): boolean {
 
 /** LINKGATE_ variables of `env` that no setting has, each with the nearest known name when one is close. */
 function unknownSettings(env: NodeJS.ProcessEnv): string[] {
-  const known = Object.keys(envSchema.shape).filter((k) => k.startsWith("LINKGATE_"));
+  const known = SETTING_NAMES.filter((k) => k.startsWith("LINKGATE_"));
   // LINKGATE_TEST_*: the test suite's own settings, passed down to the servers it starts
   const unknown = Object.keys(env).filter((k) => k.startsWith("LINKGATE_") && !k.startsWith("LINKGATE_TEST_") && !known.includes(k));
   return unknown.map((name) => {
