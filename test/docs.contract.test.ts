@@ -11,11 +11,13 @@ import { buildProgram } from "../src/cli/program.ts";
 import { loadConfig, SETTING_NAMES, type Config } from "../src/config.ts";
 import { ERRORS } from "../src/errors.ts";
 import { schema } from "../src/graphql/schema/index.ts";
+import { NEEDS } from "../src/graphql/schema/root.ts";
 import { openApiDocument } from "../src/http/openapi.ts";
 import { limitsFrom } from "../src/limits.ts";
 import { metrics, renderMetrics } from "../src/metrics.ts";
 import { SWEPT_TABLES } from "../src/retention/sweep.ts";
 import { EVENT_TYPES } from "../src/webhooks/event-types.ts";
+import { userObject } from "../src/webhooks/user-object.ts";
 
 const read = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), "utf8");
 
@@ -186,6 +188,23 @@ describe("docs/graphql.md against the GraphQL schema", () => {
     expect(faults).toEqual([]);
     expect(checked).toBeGreaterThan(40);
   });
+
+  it("each operation's scope is the one its schema description gives", () => {
+    const fields = { ...schema.getQueryType()!.getFields(), ...schema.getMutationType()!.getFields() } as Record<string, GraphQLField<unknown, unknown>>;
+    const SCOPES: Record<string, keyof typeof NEEDS> = { none: "nothing", project: "project", user: "user", "user (recent)": "recentUser", secret: "secret", admin: "admin" };
+    const faults: string[] = [];
+    let checked = 0;
+    for (const cells of tableRows(read("docs/graphql.md"))) {
+      const field = /^(?:(?:query|mutation) )?`(\w+)[(`]/.exec(cells[0])?.[1];
+      // "user (recent, unless `id` is the current session)": the description says user, and why
+      const scope = cells[1]?.replace(/^user \(recent, .*\)$/, "user");
+      if (!field || !Object.hasOwn(fields, field) || !Object.hasOwn(SCOPES, scope)) continue;
+      if (!fields[field].description?.includes(NEEDS[SCOPES[scope]])) faults.push(`${field}: documented ${cells[1]}; described "${fields[field].description?.match(/Needs [^.]*\./)?.[0]}"`);
+      checked++;
+    }
+    expect(faults).toEqual([]);
+    expect(checked).toBeGreaterThan(40);
+  });
 });
 
 describe("docs/events.md against the event types", () => {
@@ -193,6 +212,14 @@ describe("docs/events.md against the event types", () => {
     const rows = tableRows(section(read("docs/events.md"), "## Event types"));
     const listed = rows.map((cells) => /^`([a-z_.]+)`$/.exec(cells[0])?.[1]).filter((t): t is string => !!t);
     expect(listed.sort()).toEqual([...EVENT_TYPES].sort());
+  });
+
+  it("the table of the user object lists exactly its fields", () => {
+    const at = new Date("2026-11-23T01:44:18.427Z");
+    const user = userObject({ id: "acc_x", projectId: "prj_x", name: null, status: "active", createdAt: at, updatedAt: at, lastLoginAt: null, identifiers: [] });
+    const rows = tableRows(section(read("docs/events.md"), "## The user object"));
+    const listed = rows.slice(1).flatMap((cells) => ticked(cells[0]));
+    expect(listed.sort()).toEqual(Object.keys(user).sort());
   });
 });
 
