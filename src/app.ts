@@ -131,8 +131,8 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   app.notFound((c) => notFound(c, `no route for ${c.req.method} ${c.req.path}`));
 
   app.use("/.well-known/*", cors({ origin: "*" })); // public keys and discovery, no credentials
-  // The token and revocation endpoints answer CORS per client (a public client's own origins);
-  // oidc-provider decides that, so the API's origin list does not apply to them.
+  // The token and revocation endpoints answer CORS per client (a public client's own origins,
+  // docs/oidc.md "CORS": src/http/routes/oauth.ts), so the API's origin list does not apply to them.
   const api = apiCors(deps.config.corsOrigins);
   app.use((c, next) => (CLIENT_CORS_PATHS.has(c.req.path) ? next() : api(c, next)));
 

@@ -231,3 +231,28 @@ export async function rotateClientSecret(deps: Deps, actor: Actor, id: string): 
 export function findByClientId(deps: Deps, clientId: string): Promise<OAuthClient | null> {
   return deps.prisma.oAuthClient.findUnique({ where: { clientId } });
 }
+
+/**
+ * Whether `origin` is the web origin of a redirect URI of some public client, of any project. A
+ * CORS preflight to the token or revocation endpoint names no client (a browser sends no body
+ * with it), so it is answered for these origins only; the request that follows is answered by
+ * its own client's origins (docs/oidc.md, "CORS"). Origins are compared as browsers send them
+ * (lower case, no default port); a URI the pattern misses only goes without preflights.
+ */
+export async function isPublicClientOrigin(deps: Pick<Deps, "prisma">, origin: string): Promise<boolean> {
+  let url: URL;
+  try {
+    url = new URL(origin);
+  } catch {
+    return false;
+  }
+  if (url.origin !== origin || (url.protocol !== "https:" && url.protocol !== "http:")) return false;
+  // a redirect URI may spell the default port out (https://app.example:443/callback)
+  const forms = url.port ? [origin] : [origin, `${origin}:${url.protocol === "https:" ? 443 : 80}`];
+  const [row] = await deps.prisma.$queryRaw<{ found: boolean }[]>`
+    SELECT EXISTS (
+      SELECT 1 FROM oauth_clients c, unnest(c.redirect_uris) AS u
+       WHERE c.type = 'public' AND lower(substring(u FROM '^[A-Za-z]+://[^/?#]*')) = ANY (${forms}::text[])
+    ) AS found`;
+  return row?.found === true;
+}

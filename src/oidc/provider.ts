@@ -254,7 +254,8 @@ async function configuration(deps: Deps): Promise<Configuration> {
     enabledJWA: { idTokenSigningAlgValues: [SIGNING_ALG] },
     extraClientMetadata: { properties: EXTRA_METADATA },
     // A browser may call the token and revocation endpoints only for a public client, from the
-    // origin of one of its redirect URIs.
+    // origin of one of its redirect URIs (docs/oidc.md, "CORS"); preflights and answers given
+    // before the client is known are decided in src/http/routes/oauth.ts.
     clientBasedCORS: (_ctx: Ctx, origin: string, client: Client & { clientAuthMethod?: string; redirectUris?: string[] }) =>
       origin !== "null" && client.clientAuthMethod === "none" && (client.redirectUris ?? []).some((uri) => URL.canParse(uri) && new URL(uri).origin === origin),
     features: features(),

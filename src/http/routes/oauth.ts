@@ -14,6 +14,7 @@ import { answerConsent, countProviderPage, describeInteraction, interactionActor
 import { errorPage, logoutForm, logoutPage, pageSecurityHeaders, scriptPageSecurityHeaders, tooManyRequestsPage } from "../../oidc/pages.ts";
 import { providerFor, ROUTES } from "../../oidc/provider.ts";
 import { foreignResource } from "../../oidc/token-request.ts";
+import { isPublicClientOrigin } from "../../oidc/clients.ts";
 import { oidcRequest, type OidcRequest } from "../../oidc/request-context.ts";
 import { jsonBody, readBody, str } from "../body.ts";
 import { DomainError, RateLimited } from "../../errors.ts";
@@ -23,7 +24,7 @@ import type { AppEnv } from "../env.ts";
 
 type C = Context<AppEnv>;
 
-/** Endpoints a public client calls from its own origin; oidc-provider answers their CORS. */
+/** Endpoints a public client calls from its own origin; they answer CORS per client (clientCors). */
 export const CLIENT_CORS_PATHS = new Set([ROUTES.token, ROUTES.revocation]);
 
 /**
@@ -87,6 +88,7 @@ type ServedContext = {
   status?: number;
   oidc?: {
     route?: string;
+    client?: unknown;
     params?: { post_logout_redirect_uri?: unknown };
     session?: { accountId?: string; state?: { secret?: string } };
     urlFor?(name: string): string;
@@ -155,15 +157,42 @@ async function serveToken(c: C): Promise<Response> {
   return handOver(c, provider, request);
 }
 
+/**
+ * The token and revocation endpoints answer CORS per client (docs/oidc.md, "CORS"): a request
+ * from a browser is readable only from the origin of one of its public client's redirect URIs.
+ * A preflight names no client (a browser sends it without the body), so it is answered only for
+ * the origin of some public client's redirect URI; oidc-provider answered every origin's. Any
+ * other OPTIONS is what an unrouted method is, as for the API (docs/security.md, "CORS").
+ */
+function clientCors(serve: (c: C) => Promise<Response>) {
+  return async (c: C): Promise<Response> => {
+    if (c.req.method !== "OPTIONS") return serve(c);
+    const origin = c.req.header("origin");
+    if (origin && c.req.header("access-control-request-method") && (await isPublicClientOrigin(c.get("deps"), origin))) return serve(c);
+    const refused = notFound(c, `no route for OPTIONS ${c.req.path}`);
+    refused.headers.append("Vary", "Origin");
+    return refused;
+  };
+}
+
 async function handOver(c: C, provider: Provider, request: Request): Promise<Response> {
   const { req, res } = nodeReqRes(c, request);
   const context: OidcRequest = { log: c.get("log"), clientAddress: c.get("clientAddress") };
   const handled = oidcRequest.run(context, () => provider.callback()(req, res));
   handled.catch((err: unknown) => c.get("log").error({ err }, "OpenID Connect provider failed"));
   const response = await toFetchResponse(res);
+  const served = context.koa as ServedContext | undefined;
   // A method or path oidc-provider has no route for (GET /oauth/token, POST /oauth/logout/success)
   // was Koa's bare text "Not Found"; it is the API's 404 like any other (docs/rest.md).
-  if (response.status === 404 && !(context.koa as ServedContext | undefined)?.oidc) return notFound(c, `no route for ${c.req.method} ${c.req.path}`);
+  if (response.status === 404 && !served?.oidc) return notFound(c, `no route for ${c.req.method} ${c.req.path}`);
+  // oidc-provider allows the request's origin until the client is known, and then keeps it only
+  // when clientBasedCORS (src/oidc/provider.ts) says it is the client's: an answer given before
+  // any client was found (no client_id, an unknown one, a malformed Authorization) carried the
+  // origin of any page that sent it, which could read it and tell which client ids exist.
+  if (CLIENT_CORS_PATHS.has(c.req.path) && c.req.method !== "OPTIONS") {
+    if (!served?.oidc?.client) response.headers.delete("access-control-allow-origin");
+    if (!response.headers.has("access-control-allow-origin")) response.headers.delete("access-control-expose-headers");
+  }
   if (!response.headers.get("content-type")?.startsWith("text/html")) return response;
   return securePage(response, context.koa as ServedContext | undefined);
 }
@@ -227,10 +256,11 @@ export function oauthRoutes() {
   // boundedPage counts GETs), a resume finished the sign-in, a logout page stored a session
   for (const path of [ROUTES.authorization, `${ROUTES.authorization}/:uid`, ROUTES.end_session, `${ROUTES.end_session}/success`]) r.get(path, refuseHead("GET"));
   for (const path of [ROUTES.authorization, ROUTES.end_session]) r.on(["GET", "POST", "OPTIONS"], path, boundedPage);
-  for (const path of [`${ROUTES.authorization}/*`, ROUTES.revocation, `${ROUTES.end_session}/*`]) {
+  for (const path of [`${ROUTES.authorization}/*`, `${ROUTES.end_session}/*`]) {
     r.on(["GET", "POST", "OPTIONS"], path, serveProtocol);
   }
-  r.on(["GET", "POST", "OPTIONS"], ROUTES.token, serveToken);
+  r.on(["GET", "POST", "OPTIONS"], ROUTES.revocation, clientCors(serveProtocol));
+  r.on(["GET", "POST", "OPTIONS"], ROUTES.token, clientCors(serveToken));
 
   // oidc-provider scopes the interaction cookie to this path; the page lives at /login.
   r.get("/oauth/interaction/:uid", (c) => c.redirect(`${publicPath(c.get("deps").keys.issuer)}/login?interaction=${encodeURIComponent(c.req.param("uid"))}`, 303));
