@@ -5,8 +5,9 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import { MAIN } from "./support/server-entry.ts";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { MAIN, migratedDataDir } from "./support/server-entry.ts";
 
 /** Every process a test started: one a failed expectation left running is stopped after it (it outlived a failing run once). */
 const started: ChildProcess[] = [];
@@ -73,5 +74,52 @@ describe("the linkgate process", () => {
     const p = start({ NODE_ENV: "production" });
     expect(await p.exited).toBe(1);
     expect(p.output()).toMatch(/LINKGATE_SECRET_KEY.*SMTP_URL.*SMS_WEBHOOK_URL/);
+  });
+});
+
+// PORT=0 without LINKGATE_ISSUER named the issuer http://localhost:0: discovery sent clients to
+// endpoints on port 0, and every token's `iss` named a place no one reaches (docs/configuration.md, PORT).
+describe.each(backends)("PORT=0 on %s", (backend) => {
+  let db: TestDatabase | undefined;
+  beforeAll(async () => {
+    if (backend === "postgres") db = await openTestDatabase("postgres");
+  });
+  afterAll(() => db?.close());
+
+  it("without LINKGATE_ISSUER, the issuer (discovery, tokens' iss) names the port the system picked", async () => {
+    const publishable = `lg_pk_${randomBytes(24).toString("base64url")}`;
+    const p = start({
+      LINKGATE_WORKER: "0",
+      LINKGATE_BOOTSTRAP_PUBLISHABLE_KEY: publishable,
+      LINKGATE_DATA_DIR: migratedDataDir("linkgate-port0-"),
+      ...(db ? { DATABASE_URL: db.url! } : {}),
+    });
+    const port = await p.port();
+    expect(port, p.output()).toBeGreaterThan(0);
+    const issuer = `http://localhost:${port}`;
+    expect(p.output()).toContain(`linkgate listening on ${issuer} `);
+
+    const discovery = await (await fetch(`http://127.0.0.1:${port}/.well-known/openid-configuration`)).json();
+    expect(discovery.issuer).toBe(issuer);
+    expect(discovery.jwks_uri).toMatch(new RegExp(`^${issuer}/`));
+    expect(discovery.token_endpoint).toMatch(new RegExp(`^${issuer}/`));
+
+    const post = (path: string, body: object) =>
+      fetch(`http://127.0.0.1:${port}${path}`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": publishable }, body: JSON.stringify(body) });
+    const started = await post("/auth/otp/start", { email: "port-zero@example.com" });
+    expect(started.status).toBe(200);
+    const { state_id } = await started.json();
+    // development without a transport logs the code
+    for (let i = 0; i < 100 && !/"code":"\d{6}"/.test(p.output()); i++) await new Promise((r) => setTimeout(r, 50));
+    const code = /"code":"(\d{6})"/.exec(p.output())?.[1];
+    expect(code, p.output()).toBeDefined();
+    const verified = await post("/auth/otp/verify", { state_id, otp: code });
+    expect(verified.status).toBe(200);
+    const { id_token, access_token } = await verified.json();
+    for (const token of [id_token, access_token]) {
+      expect(JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString()).iss).toBe(issuer);
+    }
+    p.child.kill("SIGTERM");
+    expect(await p.exited).toBe(0);
   });
 });
