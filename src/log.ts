@@ -90,12 +90,48 @@ const REDACTED_PATHS = [
   ...SECRET_HEADERS.flatMap((h) => [`headers["${h}"]`, `*.headers["${h}"]`]),
 ];
 
+/**
+ * Where a database error holds the values of the statement that failed: Postgres' `detail`
+ * ("Key (value)=(ada@example.com) already exists", "Failing row contains (…)", every column of
+ * the row, a code's hash included), in pg's and PGlite's errors and, from Prisma, under
+ * `meta.driverAdapterError.cause`; and PGlite's `params`, every value the statement was given.
+ * An unexpected database error was logged with them all (docs/security.md, "Logs").
+ */
+const VALUE_FIELDS = new Set(["detail", "params", "queryOptions"]);
+/** Postgres' messages that quote the value refused: a value of the wrong type or out of range. */
+const QUOTED_VALUES: Array<[RegExp, string]> = [
+  [/(invalid input (?:syntax|value) for (?:type|enum) [^:\n]*: )"[^\n]*?"(?=`|\n|$)/g, '$1"[redacted]"'],
+  [/(\bvalue )"[^\n]*?"( is out of range)/g, '$1"[redacted]"$2'],
+  [/(field value out of range: )"[^\n]*?"(?=`|\n|$)/g, '$1"[redacted]"'],
+  [/(time zone )"[^\n]*?"( not recognized)/g, '$1"[redacted]"$2'],
+];
+
+/** pino's serializer of `err`, then the values a database error holds taken out (VALUE_FIELDS, QUOTED_VALUES). */
+function errWithoutValues(err: unknown): unknown {
+  return withoutValues(pino.stdSerializers.err(err as Error), 0, new WeakSet());
+}
+
+function withoutValues(value: unknown, depth: number, seen: WeakSet<object>): unknown {
+  if (typeof value === "string") return QUOTED_VALUES.reduce((s, [pattern, masked]) => s.replace(pattern, masked), value);
+  if (value === null || typeof value !== "object" || value instanceof Date) return value;
+  if (ArrayBuffer.isView(value)) return `[${value.byteLength} bytes]`;
+  if (seen.has(value) || depth > 8) return "[…]";
+  seen.add(value);
+  if (Array.isArray(value)) return value.map((v) => withoutValues(v, depth + 1, seen));
+  const out: Record<string, unknown> = {};
+  // an error below the top (Prisma's meta.driverAdapterError) keeps its message, which is no own enumerable field
+  if (value instanceof Error) out.message = withoutValues(value.message, depth + 1, seen);
+  for (const [key, v] of Object.entries(value)) if (!VALUE_FIELDS.has(key)) out[key] = withoutValues(v, depth + 1, seen);
+  return out;
+}
+
 export function createLogger(level = "info", destination: DestinationStream = stdioDestination()): Logger {
   return pino(
     {
       level,
       mixin: () => requestScope.getStore() ?? {},
       redact: { paths: REDACTED_PATHS, censor: "[redacted]" },
+      serializers: { err: errWithoutValues },
     },
     destination,
   );
