@@ -109,7 +109,7 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
 
   app.use(httpMetrics());
   app.use(async (c, next) => {
-    const requestId = c.req.header("x-request-id")?.slice(0, 64) || randomUUID();
+    const requestId = callersRequestId(c.req.header("x-request-id")) ?? randomUUID();
     c.set("deps", deps);
     // the lines written while it is served carry the request's id (src/log.ts inRequest)
     c.set("log", deps.logger);
@@ -156,6 +156,18 @@ function routes(deps: Deps, migrations: string[], pagesKey: PagesKey) {
   app.on(["GET", "POST", "OPTIONS"], "/graphql", refuseHead("GET, POST, OPTIONS"));
   app.on(["GET", "POST", "OPTIONS"], "/graphql", (c) => withConnectionShare(async () => yoga.fetch(c.req.raw, { clientAddress: c.get("clientAddress") })).catch(bodyAborted(c)));
   return app;
+}
+
+/**
+ * The caller's X-Request-Id (its first 64 characters), if it is printable ASCII; else none, and
+ * the request gets a new one (docs/rest.md, "Conventions"). Node passes the bytes 0x80 to 0xFF
+ * of a header as Latin-1 characters: one such byte was echoed back in the answer's X-Request-Id
+ * and written into every log line of the request as the character it stands for, C1 controls
+ * (U+0085, a line break to some log readers; U+009B, a terminal's escape) included.
+ */
+function callersRequestId(given: string | undefined): string | undefined {
+  const id = given?.slice(0, 64).trim();
+  return id && /^[\x20-\x7e]+$/.test(id) ? id : undefined;
 }
 
 /**

@@ -5,7 +5,8 @@
 // response says `X-Content-Type-Options: nosniff`, which the same middleware sets.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../src/log.ts";
-import { startHarness, type Harness } from "./support/app.ts";
+import { onSocket, startHarness, type Harness, type Socket } from "./support/app.ts";
+import { converse, lastAnswer } from "./support/raw-http.ts";
 import { harnessOnSocket } from "./support/socket.ts";
 import { backends } from "./support/db.ts";
 
@@ -81,5 +82,53 @@ describe.each(backends)("log lines of a request on %s", (backend) => {
     expect(mine.every((l) => l.requestId === requestId)).toBe(true);
     // once a line: not written twice into one by two loggers
     for (const line of raw.filter((l) => l.includes(requestId!))) expect(line.split('"requestId"')).toHaveLength(2);
+  });
+});
+
+// Node hands a header's bytes 0x80 to 0xFF to the app as Latin-1 characters. A caller's
+// X-Request-Id with one was echoed back byte for byte, and written into every log line of its
+// request, C1 controls included (U+0085 breaks a line for some log readers, U+009B starts a
+// terminal's escape sequence). Such an id is replaced by a new one (docs/rest.md, "Conventions").
+describe.each(backends)("a caller's X-Request-Id that is not printable ASCII, on %s", (backend) => {
+  const raw: string[] = [];
+  let h: Harness;
+  let socket: Socket;
+  beforeAll(async () => {
+    h = await startHarness(backend, { logger: createLogger("info", { write: (line: string) => void raw.push(line) }) });
+    socket = await onSocket(h);
+  });
+  afterAll(async () => {
+    await socket?.close();
+    await h?.close();
+  });
+
+  /** The answer's X-Request-Id (as its bytes, read as Latin-1) and the log lines of the request. */
+  async function send(id: string): Promise<{ answered: string; written: string; lines: Array<Record<string, unknown>> }> {
+    const head = `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Request-Id: ${id}\r\nConnection: close\r\n\r\n`;
+    const before = raw.length;
+    const answer = lastAnswer(await converse(socket.port, (s) => s.write(Buffer.from(head, "latin1"))));
+    expect(answer.status).toBe(200);
+    const written = raw.slice(before);
+    return { answered: answer.headers["x-request-id"]!, written: written.join(""), lines: written.map((l) => JSON.parse(l)) };
+  }
+
+  it.each([
+    ["a Latin-1 letter (0xE9)", "caf\u00e9-1"],
+    ["NEL (0x85), a line break to some log readers", "a\u0085{\"level\":60,\"msg\":\"forged\"}"],
+    ["CSI (0x9B), a terminal's escape", "b\u009b31m"],
+    ["a tab", "c\td"],
+  ])("%s: a new id is answered and logged, not the caller's bytes", async (_name, id) => {
+    const { answered, written, lines } = await send(id);
+    expect(answered).toMatch(UUID);
+    expect(lines).toContainEqual(expect.objectContaining({ msg: "request", path: "/healthz", requestId: answered }));
+    expect(written).not.toMatch(/[\u0080-\u00ff]/);
+    expect(written).not.toContain("forged");
+  });
+
+  it("printable ASCII, quotes and backslashes included, is kept, answered as sent and logged as one value", async () => {
+    const id = `req "1" \\ {x}`;
+    const { answered, lines } = await send(id);
+    expect(answered).toBe(id);
+    expect(lines).toContainEqual(expect.objectContaining({ msg: "request", requestId: id }));
   });
 });
