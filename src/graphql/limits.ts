@@ -64,38 +64,9 @@ const introspectionDepth: Plugin = {
  */
 export const MAX_SCHEMA_INTROSPECTIONS = 1;
 
-/**
- * The response names under which an operation asks for `__schema`: it exists only on the query
- * root, so only the root's selections are walked, through its inline fragments and spreads (each
- * fragment once: a name collected twice is one).
- */
-function schemaIntrospections(document: DocumentNode): number {
-  const fragments = new Map(document.definitions.filter((d) => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d]));
-  let most = 0;
-  for (const op of document.definitions) {
-    if (op.kind !== Kind.OPERATION_DEFINITION) continue;
-    const names = new Set<string>();
-    const seen = new Set<string>();
-    const walk = (set: SelectionSetNode | undefined): void => {
-      for (const sel of set?.selections ?? []) {
-        if (sel.kind === Kind.FIELD) {
-          if (sel.name.value === "__schema") names.add(sel.alias?.value ?? sel.name.value);
-        } else if (sel.kind === Kind.INLINE_FRAGMENT) walk(sel.selectionSet);
-        else if (!seen.has(sel.name.value)) {
-          seen.add(sel.name.value);
-          walk(fragments.get(sel.name.value)?.selectionSet);
-        }
-      }
-    };
-    walk(op.selectionSet);
-    most = Math.max(most, names.size);
-  }
-  return most;
-}
-
 const schemaIntrospectionLimit: Plugin = {
   onValidate({ params }) {
-    const found = schemaIntrospections(params.documentAST);
+    const found = fieldsOf(params.documentAST).introspections;
     if (found > MAX_SCHEMA_INTROSPECTIONS) tooComplex(new GraphQLError(`Introspection limit of ${MAX_SCHEMA_INTROSPECTIONS} __schema exceeded, found ${found}.`));
   },
 };
@@ -113,19 +84,28 @@ export const MAX_SAME_PLACE = 30;
 /** Fields walked, fragment spreads expanded, before a document counts as too complex: spreads of spreads multiply. */
 const MAX_FIELDS_WALKED = 10_000;
 
+type FieldWalk = { most: number; name: string; walkedOut: boolean; introspections: number };
+
 /**
- * The most fields at one place of the answer (a response path: the response names from the
- * root, through fragments), in any operation or fragment of the document (validation compares
- * within each), and the field there; or a reason when the walk went past MAX_FIELDS_WALKED.
- * Stops as soon as either limit is crossed.
+ * One walk of a document's fields, fragments spread, for the limits on them:
+ * - the most fields at one place of the answer (a response path: the response names from the
+ *   root, through fragments), in any operation or fragment of the document (validation compares
+ *   within each), and the field there; or `walkedOut` when the walk went past MAX_FIELDS_WALKED.
+ *   Stops as soon as either limit is crossed.
+ * - the most response names under which an operation asks for `__schema`: it exists only on
+ *   the query root, so only the fields at an operation's root count, its inline fragments and
+ *   spreads included (a name collected twice is one).
  */
-function samePlaceFields(document: DocumentNode): { most: number; name: string; walkedOut: boolean } {
+function walkFields(document: DocumentNode): FieldWalk {
   const fragments = new Map(document.definitions.filter((d) => d.kind === Kind.FRAGMENT_DEFINITION).map((d) => [d.name.value, d]));
   // a place is its parent's number and its response name
   const places = new Map<string, number>();
   const counts: number[] = [];
   let walked = 0;
-  const found = { most: 0, name: "", walkedOut: false };
+  const found: FieldWalk = { most: 0, name: "", walkedOut: false, introspections: 0 };
+  // the root place of the operation walked and its `__schema` names (none for a fragment)
+  let root = -1;
+  let schemaNames: Set<string> | undefined;
   const over = () => found.most > MAX_SAME_PLACE || found.walkedOut;
   const walk = (set: SelectionSetNode, parent: number, spreading: Set<string>): void => {
     for (const sel of set.selections) {
@@ -133,6 +113,7 @@ function samePlaceFields(document: DocumentNode): { most: number; name: string; 
       if (sel.kind === Kind.FIELD) {
         if (++walked > MAX_FIELDS_WALKED) found.walkedOut = true;
         const name = sel.alias?.value ?? sel.name.value;
+        if (parent === root && sel.name.value === "__schema") schemaNames?.add(name);
         const key = `${parent}:${name}`;
         let place = places.get(key);
         if (place === undefined) places.set(key, (place = counts.push(0) - 1));
@@ -151,15 +132,27 @@ function samePlaceFields(document: DocumentNode): { most: number; name: string; 
   };
   for (const definition of document.definitions) {
     if (definition.kind !== Kind.OPERATION_DEFINITION && definition.kind !== Kind.FRAGMENT_DEFINITION) continue;
-    walk(definition.selectionSet, counts.push(0) - 1, new Set(definition.kind === Kind.FRAGMENT_DEFINITION ? [definition.name.value] : []));
+    root = counts.push(0) - 1;
+    schemaNames = definition.kind === Kind.OPERATION_DEFINITION ? new Set() : undefined;
+    walk(definition.selectionSet, root, new Set(definition.kind === Kind.FRAGMENT_DEFINITION ? [definition.name.value] : []));
+    found.introspections = Math.max(found.introspections, schemaNames?.size ?? 0);
     if (over()) break;
   }
   return found;
 }
 
+/** Each document's walk, done once for the limits that read it (samePlaceLimit, then schemaIntrospectionLimit). */
+const walks = new WeakMap<DocumentNode, FieldWalk>();
+
+function fieldsOf(document: DocumentNode): FieldWalk {
+  let found = walks.get(document);
+  if (!found) walks.set(document, (found = walkFields(document)));
+  return found;
+}
+
 const samePlaceLimit: Plugin = {
   onValidate({ params }) {
-    const { most, name, walkedOut } = samePlaceFields(params.documentAST);
+    const { most, name, walkedOut } = fieldsOf(params.documentAST);
     if (walkedOut) tooComplex(new GraphQLError(`Field limit of ${MAX_FIELDS_WALKED} exceeded, fragments expanded.`));
     if (most > MAX_SAME_PLACE) tooComplex(new GraphQLError(`Limit of ${MAX_SAME_PLACE} fields at one place of the answer exceeded, found ${most} of "${name}".`));
   },
