@@ -2,7 +2,8 @@
 // limits"). An event's deliveries (one per webhook, up to 20) were priced as one row, so
 // `event { deliveries { webhook { deliveries(first: 100) { … } } } }` fetched a page of every
 // webhook of the project for the price of one: two such aliases held every database connection
-// for 8 s, and other projects' requests got 503.
+// for 8 s, and other projects' requests got 503. A viewer's authorizedApps (up to 100) and a
+// looked-up account's sessions and passkeys (up to 50 each) were one row each too.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listSizes } from "../src/graphql/limits.ts";
 import { backends } from "./support/db.ts";
@@ -48,6 +49,40 @@ describe.each(backends)("the price of unpaged lists on %s", (backend) => {
     const ran = await h.gql(ONE_WEBHOOKS_PAGE, { id: "evt_anything", hook: "wh_anything" });
     expect(ran.status).toBe(200);
     expect(ran.body).toEqual({ data: { event: null } });
+  });
+
+  const aliases = (n: number, field: string) => `{ ${Array.from({ length: n }, (_, i) => `a${i}: ${field}`).join(" ")} }`;
+  const refusedForCost = (res: { status: number; body: any }) => {
+    expect(res.status).toBe(400);
+    expect(res.body.data).toBeUndefined();
+    expect(res.body.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/Cost limit/), extensions: expect.objectContaining({ code: "QUERY_TOO_COMPLEX" }) })]);
+  };
+
+  it("prices a viewer's authorizedApps at the 100 it lists, everything selected of each app multiplied by that", async () => {
+    // priced as one row, each alias cost 8 and 30 of them read up to 3,000 apps; now each costs 602
+    const apps = `viewer { authorizedApps { clientId name scopes allowedAt } }`;
+    refusedForCost(await h.gql(aliases(9, apps)));
+    const { token } = await h.signIn({ email: "apps@example.com" });
+    const eight = await h.gql(aliases(8, apps), {}, { "x-api-key": h.publishableKey, authorization: `Bearer ${token}` });
+    expect(eight.status).toBe(200);
+    expect(eight.body).toEqual({ data: Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`a${i}`, { authorizedApps: [] }])) });
+  });
+
+  it("prices a looked-up account's sessions and passkeys at the 50 each lists", async () => {
+    // priced as one row each, a lookup's sessions cost 15 and its passkeys 14; now 456 and 406
+    const lookup = (list: string) => `lookupAccount(accountId: "acc_nobody") { ... on AccountLookup { account { ${list} } } }`;
+    const sessions = lookup(`sessions { id createdAt authTime lastUsedAt expiresAt clientAddress userAgent }`);
+    const passkeys = lookup(`passkeys { id name createdAt lastUsedAt deviceType backedUp }`);
+    refusedForCost(await h.gql(aliases(11, sessions)));
+    refusedForCost(await h.gql(aliases(13, passkeys)));
+    for (const [n, field] of [
+      [10, sessions],
+      [12, passkeys],
+    ] as const) {
+      const ran = await h.gql(aliases(n, field));
+      expect(ran.status).toBe(200);
+      expect(ran.body).toEqual({ data: Object.fromEntries(Array.from({ length: n }, (_, i) => [`a${i}`, { account: null }])) });
+    }
   });
 
   it("follows LINKGATE_WEBHOOKS_PER_PROJECT up to 20, so a raised cap leaves the dashboard's user lookup under the budget", () => {

@@ -206,7 +206,6 @@ export type EventDelivery = {
   status: DeliveryStatus;
   attempts: number;
   lastStatus: number | null;
-  createdAt: string;
   webhook: { id: string; url: string };
 };
 
@@ -224,8 +223,8 @@ export type Account = {
   mergedAt: string | null;
   identifiers: Identifier[];
   mergePartner: { id: string; name: string | null; mergeRole: MergeRole | null; identifiers: Identifier[] } | null;
-  passkeys: { id: string; name: string; createdAt: string; lastUsedAt: string | null; deviceType: string; backedUp: boolean }[];
-  sessions: { id: string; createdAt: string; authTime: string; lastUsedAt: string | null; expiresAt: string; clientAddress: string | null; userAgent: string | null }[];
+  passkeys: { id: string; name: string; createdAt: string; lastUsedAt: string | null; deviceType: string }[];
+  sessions: { id: string; createdAt: string; lastUsedAt: string | null; clientAddress: string | null; userAgent: string | null }[];
   recentEvents: AccountEvent[];
 };
 

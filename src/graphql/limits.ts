@@ -29,6 +29,8 @@ import { GraphQLError, getNamedType, isInterfaceType, isObjectType, Kind, Lexer,
 import { createGraphQLError, type Plugin } from "graphql-yoga";
 import { DEFAULT_WEBHOOKS_PER_PROJECT, type Config } from "../config.ts";
 import { CHART_RANGES } from "../delivery/charts.ts";
+import { AUTHORIZED_APPS_LISTED } from "../oidc/consents.ts";
+import { PASSKEYS_LISTED, SESSIONS_LISTED } from "../support/users.ts";
 import { MAX_PAGE } from "./pages.ts";
 
 export const QUERY_TOO_COMPLEX = "QUERY_TOO_COMPLEX";
@@ -277,6 +279,13 @@ export function listSizes(config: Pick<Config, "webhooksPerProject">): ListSizes
     // 10 aliases of their points (cost 2,200) answered 5,600 (docs/graphql.md, "Operation limits").
     "Query.deliveryChart": { rows: CHART_POINTS },
     "Webhook.deliveryChart": { rows: CHART_POINTS },
+    // Lists read whole, up to a bound of their resolvers': priced as one row, 30 aliases of
+    // `viewer { authorizedApps { clientId name scopes allowedAt } }` (cost 240) could answer
+    // 3,000 apps, and a looked-up account's sessions and passkeys were one row each for up to 50
+    // (docs/graphql.md, "Operation limits").
+    "Account.authorizedApps": { rows: AUTHORIZED_APPS_LISTED },
+    "SupportAccount.sessions": { rows: SESSIONS_LISTED },
+    "SupportAccount.passkeys": { rows: PASSKEYS_LISTED },
   };
 }
 

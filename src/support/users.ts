@@ -41,6 +41,13 @@ async function accountWithId(db: DbLike, projectId: string, id: string): Promise
 
 export const MAX_RECENT_EVENTS = 50;
 export const DEFAULT_RECENT_EVENTS = 20;
+/** The most live sessions the support view lists of an account, newest first. */
+export const SESSIONS_LISTED = 50;
+/**
+ * The most passkeys the support view lists of an account, oldest first: an account registers at
+ * most 20 (src/auth/passkeys.ts PASSKEYS_PER_ACCOUNT), but can hold more from before that cap.
+ */
+export const PASSKEYS_LISTED = 50;
 
 /**
  * The ids of the account's `first` most recent events, newest first: those about it (its user

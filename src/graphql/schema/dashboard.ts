@@ -1,7 +1,7 @@
 // The dashboard: what an event sent, delivery charts, and the users view
 // for support staff. Everything here needs the project's secret key.
 import { liveSessionWhere } from "../../auth/sessions.ts";
-import { DEFAULT_RECENT_EVENTS, endAccountSessions, findAccountId, MAX_RECENT_EVENTS, recentEventIds } from "../../support/users.ts";
+import { DEFAULT_RECENT_EVENTS, endAccountSessions, findAccountId, MAX_RECENT_EVENTS, PASSKEYS_LISTED, recentEventIds, SESSIONS_LISTED } from "../../support/users.ts";
 import { CHART_RANGES, deliveryChart, type ChartCounts, type ChartPoint, type ChartRange, type DeliveryChart } from "../../delivery/charts.ts";
 import * as E from "../../errors.ts";
 import { unmergeForUser } from "../../linking/support.ts";
@@ -172,12 +172,12 @@ const SupportAccount = builder.prismaObject("Account", {
     }),
     passkeys: t.relation("passkeys", {
       description: "Its own passkeys, oldest first (a merged secondary's sign into its primary but are listed on the secondary).",
-      query: { orderBy: [{ createdAt: "asc" }, { id: "asc" }], take: 50 },
+      query: { orderBy: [{ createdAt: "asc" }, { id: "asc" }], take: PASSKEYS_LISTED },
     }),
     sessions: t.relation("sessions", {
       type: SupportSession,
-      description: "Its live sessions (neither ended nor expired), newest first, at most 50.",
-      query: () => ({ where: liveSessionWhere(), orderBy: [{ createdAt: "desc" }, { id: "desc" }], take: 50 }),
+      description: `Its live sessions (neither ended nor expired), newest first, at most ${SESSIONS_LISTED}.`,
+      query: () => ({ where: liveSessionWhere(), orderBy: [{ createdAt: "desc" }, { id: "desc" }], take: SESSIONS_LISTED }),
     }),
     recentEvents: t.prismaField({
       type: [Event],
