@@ -353,6 +353,19 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
   });
 
   const gql = (query: string, variables?: Record<string, unknown>) => h.gql(query, variables);
+  /** `query`'s answer (sent with the secret key) and how many statements it ran. */
+  async function withStatements<T>(query: string): Promise<{ data: T; ran: number }> {
+    const start = statements();
+    const res = await app.fetch(
+      new Request("http://linkgate.test/graphql", {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-api-key": h.apiKey },
+        body: JSON.stringify({ query }),
+      }),
+    );
+    const { data } = (await res.json()) as { data: T };
+    return { data, ran: statements() - start };
+  }
 
   it("pages through webhooks: 20 by default, oldest first, then after the cursor", async () => {
     const page = `query($after: String) { webhooks(after: $after) { pageInfo { hasNextPage endCursor } edges { node { description } } } }`;
@@ -445,17 +458,9 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
   it("reads the stats of a whole page of webhooks in as many statements as one webhook's", async () => {
     const withStats = (first: number) => `{ webhooks(first: ${first}) { edges { node { id stats { succeeded successRate lastSuccessAt } } } } }`;
     const count = async (first: number) => {
-      const start = statements();
-      const res = await app.fetch(
-        new Request("http://linkgate.test/graphql", {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-api-key": h.apiKey },
-          body: JSON.stringify({ query: withStats(first) }),
-        }),
-      );
-      const body = (await res.json()) as { data: { webhooks: { edges: unknown[] } } };
-      expect(body.data.webhooks.edges).toHaveLength(first);
-      return statements() - start;
+      const { data, ran } = await withStatements<{ webhooks: { edges: unknown[] } }>(withStats(first));
+      expect(data.webhooks.edges).toHaveLength(first);
+      return ran;
     };
     await count(1); // warm: per-process caches (keys) are not what is measured
     const one = await count(1);
@@ -471,17 +476,10 @@ describe.each(backends)("bounded lists and inputs on %s", (backend) => {
       expect(sent.body.data.sendTestWebhook.__typename).toBe("SendTestWebhookPayload");
     }
     const count = async (first: number) => {
-      const start = statements();
-      const res = await app.fetch(
-        new Request("http://linkgate.test/graphql", {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-api-key": h.apiKey },
-          body: JSON.stringify({ query: `{ webhook(id: "${webhookId}") { deliveries(first: ${first}) { edges { node { id attemptCount } } } } }` }),
-        }),
-      );
-      const body = (await res.json()) as { data: { webhook: { deliveries: { edges: { node: { attemptCount: number } }[] } } } };
-      expect(body.data.webhook.deliveries.edges.map((e) => e.node.attemptCount)).toEqual(Array(first).fill(0));
-      return statements() - start;
+      const query = `{ webhook(id: "${webhookId}") { deliveries(first: ${first}) { edges { node { id attemptCount } } } } }`;
+      const { data, ran } = await withStatements<{ webhook: { deliveries: { edges: { node: { attemptCount: number } }[] } } }>(query);
+      expect(data.webhook.deliveries.edges.map((e) => e.node.attemptCount)).toEqual(Array(first).fill(0));
+      return ran;
     };
     await count(1); // warm: per-process caches (keys) are not what is measured
     expect(await count(5)).toBe(await count(1));

@@ -16,7 +16,8 @@ onPostgres("the project's lock for counting what it holds", () => {
   const h = harnessFor("postgres");
   const observer = lockHolder(h);
 
-  it("lets a new user of the project sign in while a webhook or provider is being added", async () => {
+  /** An add in progress: the project's lock taken in a transaction that waits for `release`. */
+  async function addInProgress(): Promise<{ release: () => Promise<void> }> {
     let release!: () => void;
     let locked!: () => void;
     const isLocked = new Promise<void>((r) => (locked = r));
@@ -29,30 +30,27 @@ onPostgres("the project's lock for counting what it holds", () => {
       { timeout: 60_000 },
     );
     await isLocked;
+    return {
+      release: () => {
+        release();
+        return adding;
+      },
+    };
+  }
+
+  it("lets a new user of the project sign in while a webhook or provider is being added", async () => {
+    const adding = await addInProgress();
     const signIn = h.signIn({ email: "new.while.adding@example.com" });
     const first = await Promise.race([signIn.then(() => "signed in"), waitingForLock(observer).then(() => "waited for the add")]);
-    release();
-    await adding;
+    await adding.release();
     await signIn;
     expect(first).toBe("signed in");
   });
 
   it("still makes a second add wait for the first", async () => {
-    let release!: () => void;
-    let locked!: () => void;
-    const isLocked = new Promise<void>((r) => (locked = r));
-    const first = h.db.prisma.$transaction(
-      async (tx) => {
-        await lockProject(tx, h.projectId);
-        locked();
-        await new Promise<void>((r) => (release = r));
-      },
-      { timeout: 60_000 },
-    );
-    await isLocked;
+    const first = await addInProgress();
     const second = h.db.prisma.$transaction((tx) => lockProject(tx, h.projectId), { timeout: 60_000 });
     await waitingForLock(observer);
-    release();
-    await Promise.all([first, second]);
+    await Promise.all([first.release(), second]);
   });
 });
