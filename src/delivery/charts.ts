@@ -8,6 +8,7 @@
 // Both readers take the caller as an actor: only the project's secret key reads them (the
 // dashboard's, docs/webhooks.md), and its project is in every WHERE clause.
 import type { Database } from "../db/client.ts";
+import { Prisma } from "../generated/prisma/client.ts";
 import { requireSecretKey, type KeyActor } from "../deps.ts";
 import { PENDING_COUNTED_UP_TO } from "./pending.ts";
 import { applyStaged, chartStatement, type ChartRow } from "./sql.ts";
@@ -117,7 +118,8 @@ export type WebhookStats = {
  * /metrics does): one request reads at most that many index entries per webhook of its page.
  * The newest success is the latest of dashboard.webhook_last_success (kept as the workers'
  * numbers are applied: a delivery created days ago, replayed, can succeed after every newer
- * one), the hours' and the newest delivery's, which cover what succeeded before that table.
+ * one), the hours' and, among the webhook's latest LEGACY_SUCCESS_LOOKBACK deliveries, the newest
+ * success, which cover what succeeded before that table.
  * Ids of other projects than the actor's, or of no webhook, get empty stats.
  */
 export const PENDING_COUNT_LIMIT = PENDING_COUNTED_UP_TO;
@@ -127,7 +129,24 @@ export async function webhooksStats(db: DbLike, actor: KeyActor, webhookIds: rea
   const ids = [...new Set(webhookIds)];
   if (ids.length === 0) return new Map();
   await catchUp(db);
-  const rows = await db.prisma.$queryRaw<StatsRow[]>`
+  const rows = await db.prisma.$queryRaw<StatsRow[]>(webhooksStatsStatement(projectId, ids));
+  const found = new Map(rows.map((r) => [r.id, statsOf(r)]));
+  return new Map(ids.map((id) => [id, found.get(id) ?? statsOf(NONE)]));
+}
+
+/**
+ * How many of a webhook's newest deliveries the stats look through for a success that
+ * dashboard.webhook_last_success does not hold: one recorded before that table existed
+ * (migration 20261130200000_webhook_last_success), or by a worker of the build before it. Every
+ * success recorded since is in that table. Unbounded, the look went through every delivery of
+ * a webhook that never succeeded (a dead endpoint's whole log, 30 days of its events), for each
+ * webhook of each page of the list, where docs/graphql.md promises a read of a 24-hour window.
+ */
+export const LEGACY_SUCCESS_LOOKBACK = 1_000;
+
+/** webhooksStats' statement: one row per webhook of `ids` in `projectId` (exported for the read-bound test). */
+export function webhooksStatsStatement(projectId: string, ids: string[]): Prisma.Sql {
+  return Prisma.sql`
     WITH bounds AS (
       SELECT now() - interval '24 hours' AS since, date_trunc('hour', now() - interval '24 hours') + interval '1 hour' AS whole
     ), hooks AS (
@@ -154,13 +173,14 @@ export async function webhooksStats(db: DbLike, actor: KeyActor, webhookIds: rea
       ) l
     ) p
     LEFT JOIN LATERAL (
-      SELECT completed_at FROM deliveries d
-      WHERE d.webhook_id = h.id AND d.status = 'succeeded'
-      ORDER BY d.created_at DESC LIMIT 1
+      SELECT max(l.completed_at) FILTER (WHERE l.status = 'succeeded') AS completed_at
+      FROM (
+        SELECT d.status, d.completed_at FROM deliveries d
+        WHERE d.webhook_id = h.id
+        ORDER BY d.created_at DESC LIMIT ${LEGACY_SUCCESS_LOOKBACK}
+      ) l
     ) newest ON true
     LEFT JOIN dashboard.webhook_last_success ls ON ls.webhook_id = h.id`;
-  const found = new Map(rows.map((r) => [r.id, statsOf(r)]));
-  return new Map(ids.map((id) => [id, found.get(id) ?? statsOf(NONE)]));
 }
 
 type StatsRow = { id: string; succeeded: number; failed: number; gone: number; pending: number; last_ok: Date | null };
