@@ -19,6 +19,7 @@ describe.each(backends)("a webhook's stats, on %s", (backend) => {
   const projectId = newId("prj");
   const dead = newId("wh");
   const recovered = newId("wh");
+  const healthy = newId("wh");
 
   /** `n` deliveries of `webhookId`, days old (outside the stats' 24 hours), the newest `succeeded` ones last. */
   async function seed(webhookId: string, n: number, succeeded: number) {
@@ -37,7 +38,7 @@ describe.each(backends)("a webhook's stats, on %s", (backend) => {
   beforeAll(async () => {
     db = await openTestDatabase(backend);
     await db.prisma.project.create({ data: { id: projectId, name: "stats" } });
-    for (const id of [dead, recovered]) {
+    for (const id of [dead, recovered, healthy]) {
       await db.prisma.$executeRaw`
         INSERT INTO webhooks (id, project_id, url, secret_sealed, enabled) VALUES (${id}, ${projectId}, 'https://example.com/hook', 'sealed', false)`;
     }
@@ -45,6 +46,7 @@ describe.each(backends)("a webhook's stats, on %s", (backend) => {
     // before dashboard.webhook_last_success kept successes (no row there)
     await seed(dead, FAILED, 0);
     await seed(recovered, 10, 1);
+    await seed(healthy, 2 * LEGACY_SUCCESS_LOOKBACK, LEGACY_SUCCESS_LOOKBACK);
     await db.prisma.$executeRaw`ANALYZE deliveries`;
   });
   afterAll(async () => {
@@ -64,5 +66,14 @@ describe.each(backends)("a webhook's stats, on %s", (backend) => {
     const rows = await db.prisma.$queryRaw<{ id: string; last_ok: Date | null }[]>(webhooksStatsStatement(projectId, [recovered]));
     const newest = await db.prisma.delivery.findFirstOrThrow({ where: { webhookId: recovered, status: "succeeded" } });
     expect(rows[0].last_ok?.getTime()).toBe(newest.completedAt!.getTime());
+  });
+
+  it("reads a webhook that succeeds only as far as its latest success", async () => {
+    const { result, reads } = await withTableReads(db, "deliveries", (tx) =>
+      tx.$queryRaw<{ id: string; last_ok: Date | null }[]>(webhooksStatsStatement(projectId, [healthy])),
+    );
+    const newest = await db.prisma.delivery.findFirstOrThrow({ where: { webhookId: healthy }, orderBy: { createdAt: "desc" } });
+    expect(result).toEqual([expect.objectContaining({ id: healthy, last_ok: newest.completedAt })]);
+    expect(reads.rows_read).toBeLessThanOrEqual(10);
   });
 });

@@ -173,12 +173,14 @@ export function webhooksStatsStatement(projectId: string, ids: string[]): Prisma
       ) l
     ) p
     LEFT JOIN LATERAL (
-      SELECT max(l.completed_at) FILTER (WHERE l.status = 'succeeded') AS completed_at
-      FROM (
-        SELECT d.status, d.completed_at FROM deliveries d
+      -- newest first, so a webhook that succeeds is answered at its latest success, a few rows in
+      SELECT l.completed_at FROM (
+        SELECT d.status, d.completed_at, d.created_at FROM deliveries d
         WHERE d.webhook_id = h.id
         ORDER BY d.created_at DESC LIMIT ${LEGACY_SUCCESS_LOOKBACK}
       ) l
+      WHERE l.status = 'succeeded'
+      ORDER BY l.created_at DESC LIMIT 1
     ) newest ON true
     LEFT JOIN dashboard.webhook_last_success ls ON ls.webhook_id = h.id`;
 }
