@@ -5,6 +5,7 @@
 // nothing: the app's own page still exchanges the code and refreshes, with openid-client.
 import * as client from "openid-client";
 import { describe, expect, it } from "vitest";
+import { isPublicClientOrigin } from "../src/oidc/clients.ts";
 import { backends } from "./support/db.ts";
 import type { Harness } from "./support/app.ts";
 import { Agent, authorizationUrl, authorize, oidcHarness, ORIGIN, registerClient, type RegisteredClient } from "./support/oidc.ts";
@@ -149,5 +150,21 @@ describe.each(backends)("CORS at the token and revocation endpoints on %s", (bac
       expect(bare.status).toBe(404);
       expect(await bare.json()).toEqual({ error: "NotFound", message: `no route for OPTIONS ${path}` });
     }
+  });
+
+  it("a flood of preflights from many origins reads the clients once, and a client added through this gateway counts at once", async () => {
+    // the real database, through a client that counts the statements it is asked for
+    const known = `https://known-${Date.now()}.example`;
+    await registerClient(h, { type: "PUBLIC", redirectUris: [`${known}/callback`] });
+    let reads = 0;
+    const prisma = new Proxy(h.db.prisma, {
+      get: (target, prop, receiver) => (prop === "$queryRaw" ? (...args: unknown[]) => (reads++, (target.$queryRaw as (...a: unknown[]) => unknown)(...args)) : Reflect.get(target, prop, receiver)),
+    });
+    const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => isPublicClientOrigin({ prisma }, i === 0 ? known : `https://flood-${i}.example`)));
+    expect(answers.filter(Boolean)).toHaveLength(1);
+    expect(reads).toBe(1);
+    const added = `https://added-${Date.now()}.example`;
+    await registerClient(h, { type: "PUBLIC", redirectUris: [`${added}/callback`] });
+    expect(await preflight(h, TOKEN, added).then((r) => r.status)).toBe(204);
   });
 });

@@ -159,6 +159,7 @@ export async function createClient(deps: Deps, actor: Actor, input: ClientInput)
       firstParty,
     },
   });
+  forgetClientOrigins(deps);
   return { client, clientSecret };
 }
 
@@ -175,7 +176,7 @@ export async function updateClient(deps: Deps, actor: Actor, id: string, input: 
   if (input.type != null) throw new InvalidRequest("a client's type cannot change; create another client");
   const name = input.name != null ? checkName(input.name) : undefined;
   const redirectUris = input.redirectUris != null ? checkRedirectUris(input.redirectUris) : undefined;
-  return transaction(deps.prisma, async (tx) => {
+  const updated = await transaction(deps.prisma, async (tx) => {
     // locked, so that two updates (one making it first-party, one adding an app's scheme) cannot
     // each pass the first-party rule on the row the other is changing
     const row = await lockedClient(tx, actor, id);
@@ -190,11 +191,13 @@ export async function updateClient(deps: Deps, actor: Actor, id: string, input: 
     if (row.first_party && !firstParty) await endGrants(tx, { clientId: row.client_id, unconsented: true });
     return tx.oAuthClient.update({ where: { id }, data: { ...(name ? { name } : {}), ...(redirectUris ? { redirectUris } : {}), firstParty } });
   });
+  forgetClientOrigins(deps);
+  return updated;
 }
 
 /** Deleting a client ends what it was given: its codes, tokens, remembered consents and sessions. */
 export async function deleteClient(deps: Deps, actor: Actor, id: string): Promise<{ id: string }> {
-  return transaction(deps.prisma, async (tx) => {
+  const deleted = await transaction(deps.prisma, async (tx) => {
     // Locked as it is read: read without the lock, a client another request deleted meanwhile
     // was found, then had no row left for Prisma's delete, which throws; the second of two
     // deletions answered a fault instead of NotFound.
@@ -204,6 +207,8 @@ export async function deleteClient(deps: Deps, actor: Actor, id: string): Promis
     await endGrants(tx, { clientId: client.client_id });
     return { id };
   });
+  forgetClientOrigins(deps);
+  return deleted;
 }
 
 /** A new secret for a confidential client; the old one stops working at once. */
@@ -233,26 +238,48 @@ export function findByClientId(deps: Deps, clientId: string): Promise<OAuthClien
 }
 
 /**
+ * How long a gateway answers CORS preflights from the public clients' origins it last read. A
+ * preflight needs no credential, so reading the clients for each one let anyone make the
+ * database read every public client's redirect URIs as often as they liked; read at most this
+ * often, a flood of preflights costs a Set lookup each. A client added, changed or deleted
+ * through this gateway is seen at once; through another, within this time (docs/oidc.md, "CORS").
+ */
+export const CLIENT_ORIGINS_TTL_MS = 60_000;
+
+type ClientOrigins = { readAt: number; origins: Promise<Set<string>> };
+const clientOrigins = new WeakMap<object, ClientOrigins>();
+
+/** The web origins of every public client's redirect URIs, as browsers send them (URL.origin: lower case, no default port, Unicode hosts in punycode). */
+async function readPublicClientOrigins(deps: Pick<Deps, "prisma">): Promise<Set<string>> {
+  const rows = await deps.prisma.$queryRaw<{ uri: string }[]>`
+    SELECT DISTINCT u AS uri FROM oauth_clients c, unnest(c.redirect_uris) AS u WHERE c.type = 'public'`;
+  const origins = new Set<string>();
+  for (const { uri } of rows) {
+    const origin = URL.canParse(uri) ? new URL(uri).origin : "null";
+    if (origin !== "null") origins.add(origin);
+  }
+  return origins;
+}
+
+/** Drops this gateway's copy of the public clients' origins after a client changed. */
+function forgetClientOrigins(deps: Pick<Deps, "prisma">): void {
+  clientOrigins.delete(deps.prisma);
+}
+
+/**
  * Whether `origin` is the web origin of a redirect URI of some public client, of any project. A
  * CORS preflight to the token or revocation endpoint names no client (a browser sends no body
  * with it), so it is answered for these origins only; the request that follows is answered by
- * its own client's origins (docs/oidc.md, "CORS"). Origins are compared as browsers send them
- * (lower case, no default port); a URI the pattern misses only goes without preflights.
+ * its own client's origins (docs/oidc.md, "CORS").
  */
 export async function isPublicClientOrigin(deps: Pick<Deps, "prisma">, origin: string): Promise<boolean> {
-  let url: URL;
-  try {
-    url = new URL(origin);
-  } catch {
-    return false;
+  if (!URL.canParse(origin) || new URL(origin).origin !== origin || !/^https?:/.test(origin)) return false;
+  let known = clientOrigins.get(deps.prisma);
+  if (!known || Date.now() - known.readAt > CLIENT_ORIGINS_TTL_MS) {
+    known = { readAt: Date.now(), origins: readPublicClientOrigins(deps) };
+    clientOrigins.set(deps.prisma, known);
+    // a failed read is not kept: the next preflight reads again
+    known.origins.catch(() => forgetClientOrigins(deps));
   }
-  if (url.origin !== origin || (url.protocol !== "https:" && url.protocol !== "http:")) return false;
-  // a redirect URI may spell the default port out (https://app.example:443/callback)
-  const forms = url.port ? [origin] : [origin, `${origin}:${url.protocol === "https:" ? 443 : 80}`];
-  const [row] = await deps.prisma.$queryRaw<{ found: boolean }[]>`
-    SELECT EXISTS (
-      SELECT 1 FROM oauth_clients c, unnest(c.redirect_uris) AS u
-       WHERE c.type = 'public' AND lower(substring(u FROM '^[A-Za-z]+://[^/?#]*')) = ANY (${forms}::text[])
-    ) AS found`;
-  return row?.found === true;
+  return (await known.origins).has(origin);
 }
