@@ -4,8 +4,11 @@
 // and identifier checks its foreign key to the project, and a lock that conflicts with that check
 // made every sign-in of the project wait for a webhook's or a provider's add to commit.
 import { describe, expect, it } from "vitest";
+import { createProvider } from "../src/auth/external/providers.ts";
 import { lockProject } from "../src/db/locks.ts";
-import { serverUrl } from "./support/db.ts";
+import { Unauthenticated } from "../src/errors.ts";
+import { createWebhook } from "../src/webhooks/service.ts";
+import { backends, serverUrl } from "./support/db.ts";
 import { harnessFor } from "./support/hooks.ts";
 import { lockHolder, waitingForLock } from "./support/locks.ts";
 
@@ -52,5 +55,17 @@ onPostgres("the project's lock for counting what it holds", () => {
     const second = h.db.prisma.$transaction((tx) => lockProject(tx, h.projectId), { timeout: 60_000 });
     await waitingForLock(observer);
     await Promise.all([first.release(), second]);
+  });
+});
+
+describe.each(backends)("an add to a project deleted after its key was checked, on %s", (backend) => {
+  const h = harnessFor(backend);
+  it("is Unauthenticated, as the key now is, not a fault of the foreign key", async () => {
+    const actor = { projectId: h.projectId, keyKind: "secret", clientAddress: "127.0.0.1", apiKeyId: "key_checked_before" } as const;
+    await h.db.prisma.project.delete({ where: { id: h.projectId } });
+    await expect(createWebhook(h.app.deps, actor, { url: "http://127.0.0.1:9/hook", events: ["user.created"] })).rejects.toBeInstanceOf(Unauthenticated);
+    await expect(createProvider(h.app.deps, actor, { preset: "oidc", slug: "gone", issuer: "http://127.0.0.1:9/realm", clientId: "c" })).rejects.toBeInstanceOf(Unauthenticated);
+    expect(await h.db.prisma.webhook.count()).toBe(0);
+    expect(await h.db.prisma.identityProvider.count()).toBe(0);
   });
 });

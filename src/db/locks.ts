@@ -35,10 +35,12 @@ export async function lockAccountAndPartner(tx: Tx, projectId: string, id: strin
  * service.ts; identity providers) is counted and added under it, so two adds at once cannot both
  * take the last place. NO KEY UPDATE, not UPDATE: every new account, identifier and key checks its
  * foreign key to the project with a key-share lock, which FOR UPDATE conflicts with, so each
- * sign-in of a new user waited for a webhook's add to commit.
+ * sign-in of a new user waited for a webhook's add to commit. False when the project is gone (deleted
+ * after the caller's key was checked): the caller answers Unauthenticated, as its key would be now.
  */
-export async function lockProject(tx: Tx, projectId: string): Promise<void> {
-  await tx.$queryRaw`SELECT 1 FROM projects WHERE id = ${projectId} FOR NO KEY UPDATE`;
+export async function lockProject(tx: Tx, projectId: string): Promise<boolean> {
+  const found = await tx.$queryRaw<unknown[]>`SELECT 1 FROM projects WHERE id = ${projectId} FOR NO KEY UPDATE`;
+  return found.length > 0;
 }
 
 /** The first-run turn's advisory lock ("lgfr"). */

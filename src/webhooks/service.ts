@@ -6,7 +6,7 @@ import { seal } from "../crypto.ts";
 import { lockProject } from "../db/locks.ts";
 import { DecideAgain, retryingConflicts, transaction } from "../db/transaction.ts";
 import { enqueue } from "./outbox.ts";
-import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, RateLimited, WebhookNotFound } from "../errors.ts";
+import { InvalidEventType, InvalidRequest, InvalidWebhookUrl, RateLimited, Unauthenticated, WebhookNotFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { consumePerProject, type Limit } from "../rate-limit.ts";
 import { canonicalEventType, type EventType } from "./event-types.ts";
@@ -76,7 +76,7 @@ export async function createWebhook(deps: Deps, actor: KeyActor, input: WebhookI
   const events = parseEvents(input.events);
   const secret = generateWebhookSecret();
   const webhook = await transaction(deps.prisma, async (tx) => {
-    await lockProject(tx, projectId);
+    if (!(await lockProject(tx, projectId))) throw new Unauthenticated();
     const most = deps.config.webhooksPerProject;
     if ((await tx.webhook.count({ where: { projectId } })) >= most) {
       throw new InvalidRequest(`a project holds at most ${most} webhooks; delete one first`);

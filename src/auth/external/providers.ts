@@ -3,7 +3,7 @@
 // another project's provider is simply not found (the project is in every `where`).
 import type { Actor, Deps } from "../../deps.ts";
 import { seal, unseal } from "../../crypto.ts";
-import { InvalidRequest, ProviderNotFound } from "../../errors.ts";
+import { InvalidRequest, ProviderNotFound, Unauthenticated } from "../../errors.ts";
 import type { IdentityProvider } from "../../generated/prisma/client.ts";
 import { newId } from "../../ids.ts";
 import type { Tx } from "../../db/client.ts";
@@ -185,7 +185,7 @@ export async function createProvider(deps: Deps, actor: Actor, input: ProviderIn
   const clientSecret = sealSecret(deps, input.clientSecret);
   const row = await uniqueSlug(() =>
     transaction(deps.prisma, async (tx) => {
-      await lockProject(tx, actor.projectId);
+      if (!(await lockProject(tx, actor.projectId))) throw new Unauthenticated();
       const most = deps.config.identityProvidersPerProject;
       if ((await tx.identityProvider.count({ where: { projectId: actor.projectId } })) >= most) {
         throw new InvalidRequest(`a project holds at most ${most} identity providers; delete one first`);
