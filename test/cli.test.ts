@@ -7,12 +7,13 @@
 // process with the same environment: each start of the CLI as a process cost 1 to 3 s of CPU
 // here (PGlite's and Prisma's WebAssembly compiled again), and this file took 83 s of the suite
 // with every command a process.
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keyPrefix } from "../src/auth/projects.ts";
@@ -20,6 +21,7 @@ import { sha256Hex } from "../src/crypto.ts";
 import { openDatabase, type Database } from "../src/db/client.ts";
 import { adminQuery, backends, serverUrl, TEST_CONNECT_TIMEOUT_MS, withDatabase, type Backend } from "./support/db.ts";
 import { runCliHere } from "./support/command.ts";
+import { runCli } from "../src/cli/program.ts";
 import { bulkEnqueue, newMasterKey, seedWebhook } from "./support/receiver.ts";
 
 const BIN = fileURLToPath(new URL("../bin/linkgate.mjs", import.meta.url));
@@ -47,6 +49,17 @@ const json = (r: Run) => {
   expect(r.stderr.split("\n").filter((l) => l.startsWith("error"))).toEqual([]);
   return JSON.parse(r.stdout);
 };
+
+/** The CLI as a process whose reader of stdout has gone (`linkgate keys list | head -0`): every write to it fails. */
+function runWithStdoutClosed(env: NodeJS.ProcessEnv, args: string[]): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout.destroy();
+    let stderr = "";
+    child.stderr.on("data", (c) => (stderr += c));
+    child.on("close", (code) => resolve({ code, stderr }));
+  });
+}
 
 /** A usage or run failure: exactly one line, on stderr, nothing on stdout. */
 function expectOneLineError(r: Run, code: number, pattern: RegExp) {
@@ -250,6 +263,25 @@ describe.each(backends)("linkgate CLI on %s", (backend) => {
         expect(out).not.toContain(sha256Hex(k.key));
       }
     }
+  });
+
+  it("a key that cannot be printed (stdout gone, disk full) is said on one line with its id to revoke, exit 1", async () => {
+    const broken = new Writable({ write: (_chunk, _enc, cb) => cb(Object.assign(new Error("write EPIPE"), { code: "EPIPE" })) });
+    let stderr = "";
+    const stderrStream = new Writable({ write: (chunk, _enc, cb) => ((stderr += chunk), cb()) });
+    const code = await runCli(["keys", "create", "--project", betaId, "--kind", "secret", "--json"], { env: t.env, stdout: broken, stderr: stderrStream });
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/^error: could not write the output: write EPIPE: key (key_\S+) was created and never shown; revoke it \(`linkgate keys revoke key_\S+`\)[^\n]*\n$/);
+    const lost = /key (key_\S+) was created/.exec(stderr)![1];
+    const keys = json(await cli("keys", "list", "--project", betaId, "--json"));
+    expect(keys.find((k: { id: string }) => k.id === lost)).toMatchObject({ kind: "secret", revokedAt: null });
+    expect((await cli("keys", "revoke", lost)).code).toBe(0);
+  });
+
+  it("a list whose reader has gone ends with one line on stderr and exit 1, not a stack trace", async () => {
+    const r = await runWithStdoutClosed(t.env, ["keys", "list"]);
+    expect(r.stderr).toMatch(/^error: could not write the output: [^\n]+\n$/);
+    expect(r.code).toBe(1);
   });
 
   it("webhooks list, and deliveries replay with progress, resets exactly the failed deliveries since TIME", async () => {

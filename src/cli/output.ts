@@ -19,9 +19,29 @@ export function table<T>(columns: Column<T>[], rows: T[]): string {
   return t.toString();
 }
 
-/** Prints `data` as JSON with `--json`, else the table (or text) that `human` renders. */
-export function emit(io: Io, json: boolean, data: unknown, human: () => string): void {
-  io.stdout.write(json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`);
+/** stdout could not take a command's output: a closed pipe (`| head`), a full disk. */
+export class OutputFailure extends Error {}
+
+/**
+ * Prints `data` as JSON with `--json`, else the table (or text) that `human` renders, and waits
+ * until stdout has taken it. A stdout that cannot (a reader that went away, a full disk) ended
+ * the process with a stack trace (docs/cli.md: every error is one line on stderr), and a key
+ * created just before was lost without a word: the command now fails with OutputFailure.
+ */
+export function emit(io: Io, json: boolean, data: unknown, human: () => string): Promise<void> {
+  const text = json ? `${JSON.stringify(data, null, 2)}\n` : `${human()}\n`;
+  return new Promise((resolve, reject) =>
+    io.stdout.write(text, (err) => (err ? reject(new OutputFailure(`could not write the output: ${err.message}`)) : resolve())),
+  );
+}
+
+/** The output of a command that made a key, which exists from now on: a failure to print it says which key to revoke. */
+export async function unprinted(printing: Promise<void>, say: (why: string) => string): Promise<void> {
+  try {
+    await printing;
+  } catch (err) {
+    throw err instanceof OutputFailure ? new OutputFailure(say(err.message)) : err;
+  }
 }
 
 export function note(io: Io, text: string): void {

@@ -11,7 +11,7 @@ import { registerKeys } from "./commands/keys.ts";
 import { registerProjects } from "./commands/projects.ts";
 import { registerWebhooks } from "./commands/webhooks.ts";
 import { CliFailure } from "./database.ts";
-import type { Io } from "./output.ts";
+import { OutputFailure, type Io } from "./output.ts";
 
 export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
@@ -48,6 +48,9 @@ function refuseRepeatedOptions(action: Command, args: string[]): void {
 
 /** Runs one command line (without `node` and the script) and returns the exit code. */
 export async function runCli(args: string[], io: Io): Promise<number> {
+  // A write that fails says so to its callback (emit); its 'error' event, unheard, would end the
+  // process with a stack trace, the key a command just created unprinted (docs/cli.md).
+  for (const stream of [io.stdout, io.stderr]) stream.on("error", () => {});
   try {
     await buildProgram(io)
       .hook("preAction", (_, action) => refuseRepeatedOptions(action, args))
@@ -64,7 +67,7 @@ export async function runCli(args: string[], io: Io): Promise<number> {
 }
 
 function describe(err: unknown): string {
-  if (err instanceof CliFailure || err instanceof DomainError || err instanceof ConfigError) return oneLine(err.message);
+  if (err instanceof CliFailure || err instanceof OutputFailure || err instanceof DomainError || err instanceof ConfigError) return oneLine(err.message);
   const code = (err as { code?: unknown }).code;
   // Prisma: a table of this version is missing (migrations not applied, or a foreign database).
   if (code === "P2021") return "the database has no linkgate tables: run `linkgate db migrate` first";

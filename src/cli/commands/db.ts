@@ -17,6 +17,6 @@ export function registerDb(program: Command, io: Io): void {
       } finally {
         await database.close();
       }
-      emit(io, !!opts.json, { applied }, () => describeApplied(applied));
+      await emit(io, !!opts.json, { applied }, () => describeApplied(applied));
     });
 }

@@ -33,7 +33,7 @@ export function registerDeliveries(program: Command, io: Io): void {
           bar?.stop();
         }
       });
-      emit(io, !!opts.json, result, () =>
+      await emit(io, !!opts.json, result, () =>
         result.replayed
           ? `replayed ${result.replayed} failed deliveries of ${result.webhookId} since ${result.since.toISOString()}; a running worker sends them now`
           : `no failed deliveries of ${result.webhookId} since ${result.since.toISOString()}`,

@@ -4,7 +4,7 @@ import type { Db } from "../../db/client.ts";
 import type { KeyKind } from "../../deps.ts";
 import { idOf } from "../args.ts";
 import { CliFailure, withDatabase } from "../database.ts";
-import { emit, note, table, when, type Io } from "../output.ts";
+import { emit, note, table, unprinted, when, type Io } from "../output.ts";
 
 // Never the hash: select exactly what may be shown.
 const shown = { id: true, projectId: true, kind: true, prefix: true, createdAt: true, revokedAt: true } as const;
@@ -22,16 +22,19 @@ export function registerKeys(program: Command, io: Io): void {
     .action(async (opts: { project: string; kind: KeyKind; json?: boolean }) => {
       const created = await withDatabase(io.env, (db) => createApiKey(db.prisma, opts.project, opts.kind));
       const data = { id: created.apiKeyId, projectId: created.projectId, kind: created.kind, key: created.apiKey };
-      emit(io, !!opts.json, data, () =>
-        table(
-          [
-            { head: "ID", value: () => data.id },
-            { head: "PROJECT", value: () => data.projectId },
-            { head: "KIND", value: () => data.kind },
-            { head: "KEY", value: () => data.key },
-          ],
-          [data],
+      await unprinted(
+        emit(io, !!opts.json, data, () =>
+          table(
+            [
+              { head: "ID", value: () => data.id },
+              { head: "PROJECT", value: () => data.projectId },
+              { head: "KIND", value: () => data.kind },
+              { head: "KEY", value: () => data.key },
+            ],
+            [data],
+          ),
         ),
+        (why) => `${why}: key ${data.id} was created and never shown; revoke it (\`linkgate keys revoke ${data.id}\`) and create another`,
       );
       note(io, "Store this key now: only its hash is kept, and it is never shown again.");
     });
@@ -45,7 +48,7 @@ export function registerKeys(program: Command, io: Io): void {
       const rows: KeyRow[] = await withDatabase(io.env, async (db) =>
         (await db.prisma.apiKey.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] })).map(recognisable),
       );
-      emit(io, !!opts.json, rows, () =>
+      await emit(io, !!opts.json, rows, () =>
         table<KeyRow>(
           [
             { head: "ID", value: (k) => k.id },
@@ -67,7 +70,7 @@ export function registerKeys(program: Command, io: Io): void {
     .option("--json", "print JSON")
     .action(async (id: string, opts: { json?: boolean }) => {
       const row = await withDatabase(io.env, (db) => revoke(db.prisma, id));
-      emit(io, !!opts.json, row, () => `revoked ${row.id} (${row.kind} key ${row.prefix}… of ${row.projectId})`);
+      await emit(io, !!opts.json, row, () => `revoked ${row.id} (${row.kind} key ${row.prefix}… of ${row.projectId})`);
     });
 }
 

@@ -3,7 +3,7 @@ import { createProject } from "../../auth/projects.ts";
 import type { Db } from "../../db/client.ts";
 import { parseProjectName } from "../args.ts";
 import { withDatabase } from "../database.ts";
-import { emit, note, table, when, type Io } from "../output.ts";
+import { emit, note, table, unprinted, when, type Io } from "../output.ts";
 
 type ProjectRow = { id: string; name: string; createdAt: Date; secretKeys: number; publishableKeys: number; webhooks: number };
 
@@ -22,17 +22,22 @@ export function registerProjects(program: Command, io: Io): void {
         { id: created.publishableKeyId, kind: "publishable", key: created.publishableKey },
       ];
       const { id, name: projectName, createdAt } = created.project;
-      emit(io, !!opts.json, { project: { id, name: projectName, createdAt }, keys }, () =>
-        table(
-          [
-            { head: "PROJECT", value: () => id },
-            { head: "NAME", value: () => projectName },
-            { head: "KIND", value: (k) => k.kind },
-            { head: "KEY ID", value: (k) => k.id },
-            { head: "KEY", value: (k) => k.key },
-          ],
-          keys,
+      await unprinted(
+        emit(io, !!opts.json, { project: { id, name: projectName, createdAt }, keys }, () =>
+          table(
+            [
+              { head: "PROJECT", value: () => id },
+              { head: "NAME", value: () => projectName },
+              { head: "KIND", value: (k) => k.kind },
+              { head: "KEY ID", value: (k) => k.id },
+              { head: "KEY", value: (k) => k.key },
+            ],
+            keys,
+          ),
         ),
+        (why) =>
+          `${why}: project ${id} was created, and its keys ${keys.map((k) => k.id).join(" and ")} never shown; ` +
+          `revoke them (\`linkgate keys revoke <id>\`) and make new ones (\`linkgate keys create --project ${id} --kind secret\`, then publishable)`,
       );
       note(io, "Store these keys now: only their hashes are kept, and they are never shown again.");
     });
@@ -43,7 +48,7 @@ export function registerProjects(program: Command, io: Io): void {
     .option("--json", "print JSON")
     .action(async (opts: { json?: boolean }) => {
       const rows = await withDatabase(io.env, (db) => listProjects(db.prisma));
-      emit(io, !!opts.json, rows, () =>
+      await emit(io, !!opts.json, rows, () =>
         table<ProjectRow>(
           [
             { head: "ID", value: (p) => p.id },

@@ -24,7 +24,7 @@ export function registerWebhooks(program: Command, io: Io): void {
           (w) => ({ ...w, url: maskedUrl(w.url) }),
         ),
       );
-      emit(io, !!opts.json, rows, () =>
+      await emit(io, !!opts.json, rows, () =>
         table<WebhookRow>(
           [
             { head: "ID", value: (w) => w.id },
