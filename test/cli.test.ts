@@ -284,6 +284,13 @@ describe.each(backends)("linkgate CLI on %s", (backend) => {
     expect(r.code).toBe(1);
   });
 
+  it("keys list and webhooks list --project of no project: no such project, exit 1; of a project without any: an empty list", async () => {
+    for (const what of ["keys", "webhooks"]) {
+      expectOneLineError(await cli(what, "list", "--project", "prj_AAAAAAAAAAAAAAAAAAAAAA"), 1, /^error: no such project\n$/);
+    }
+    expect(json(await cli("webhooks", "list", "--project", betaId, "--json"))).toEqual([]);
+  });
+
   it("webhooks list, and deliveries replay with progress, resets exactly the failed deliveries since TIME", async () => {
     // Straight into the database (no command runs meanwhile): what the API and the worker would
     // have left behind. 2,500 failed deliveries make three batches of 1,000 (on PGlite, each on

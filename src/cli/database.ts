@@ -56,3 +56,13 @@ export async function withDatabase<T>(env: NodeJS.ProcessEnv, fn: (db: Database)
     await db.close();
   }
 }
+
+/**
+ * A list filtered by `--project` that came back empty: an id with a typo listed nothing, which
+ * read as a project without keys or webhooks. No such project fails the command (docs/cli.md,
+ * exit codes); asked only of an empty list.
+ */
+export async function assertProjectListed<T>(db: Database, projectId: string | undefined, rows: T[]): Promise<T[]> {
+  if (projectId && rows.length === 0 && !(await db.prisma.project.count({ where: { id: projectId } }))) throw new CliFailure("no such project");
+  return rows;
+}

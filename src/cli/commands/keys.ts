@@ -3,7 +3,7 @@ import { createApiKey, keyPrefix, revokeApiKey } from "../../auth/projects.ts";
 import type { Db } from "../../db/client.ts";
 import type { KeyKind } from "../../deps.ts";
 import { idOf } from "../args.ts";
-import { CliFailure, withDatabase } from "../database.ts";
+import { assertProjectListed, CliFailure, withDatabase } from "../database.ts";
 import { emit, note, table, unprinted, when, type Io } from "../output.ts";
 
 // Never the hash: select exactly what may be shown.
@@ -46,7 +46,11 @@ export function registerKeys(program: Command, io: Io): void {
     .option("--json", "print JSON")
     .action(async (opts: { project?: string; json?: boolean }) => {
       const rows: KeyRow[] = await withDatabase(io.env, async (db) =>
-        (await db.prisma.apiKey.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] })).map(recognisable),
+        assertProjectListed(
+          db,
+          opts.project,
+          (await db.prisma.apiKey.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] })).map(recognisable),
+        ),
       );
       await emit(io, !!opts.json, rows, () =>
         table<KeyRow>(

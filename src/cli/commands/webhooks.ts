@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { idOf } from "../args.ts";
-import { withDatabase } from "../database.ts";
+import { assertProjectListed, withDatabase } from "../database.ts";
 import { emit, maskedUrl, table, when, type Io } from "../output.ts";
 
 // Never the sealed secrets.
@@ -19,9 +19,13 @@ export function registerWebhooks(program: Command, io: Io): void {
     .option("--json", "print JSON")
     .action(async (opts: { project?: string; json?: boolean }) => {
       const rows: WebhookRow[] = await withDatabase(io.env, async (db) =>
-        (await db.prisma.webhook.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] })).map(
-          // a receiver's token in the query string is a credential like the secret (maskedUrl)
-          (w) => ({ ...w, url: maskedUrl(w.url) }),
+        assertProjectListed(
+          db,
+          opts.project,
+          (await db.prisma.webhook.findMany({ where: opts.project ? { projectId: opts.project } : {}, select: shown, orderBy: [{ createdAt: "asc" }, { id: "asc" }] })).map(
+            // a receiver's token in the query string is a credential like the secret (maskedUrl)
+            (w) => ({ ...w, url: maskedUrl(w.url) }),
+          ),
         ),
       );
       await emit(io, !!opts.json, rows, () =>
