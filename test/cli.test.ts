@@ -350,4 +350,17 @@ describe.each(backends)("linkgate CLI on %s", (backend) => {
       { state: "succeeded 6 false true", n: 10 },
     ]);
   });
+
+  it("a replay of a disabled webhook says its deliveries wait until it is enabled, not that a worker sends them now", async () => {
+    const paused = await inspect(t, async (db) => {
+      const hook = await seedWebhook(db, newMasterKey(), { url: "https://paused.example/hooks", projectId: betaId });
+      await bulkEnqueue(db, betaId, 3);
+      await db.prisma.$executeRaw`UPDATE deliveries SET status = 'failed', attempts = 6, completed_at = now(), last_status = 500 WHERE webhook_id = ${hook.webhookId}`;
+      await db.prisma.webhook.update({ where: { id: hook.webhookId }, data: { enabled: false } });
+      return hook.webhookId;
+    });
+    const r = await cli("deliveries", "replay", "--webhook", paused, "--since", "1h");
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^replayed 3 failed deliveries of ${paused} since \\S+; the webhook is disabled: they are sent once it is enabled \\(updateWebhook with enabled: true\\)\n$`));
+  });
 });

@@ -3,7 +3,9 @@ import { SingleBar, Presets } from "cli-progress";
 import { idOf, parsePositiveInt, parseSince } from "../args.ts";
 import { withDatabase } from "../database.ts";
 import { countReplayable, findReplayTarget, replayInBatches } from "../../delivery/redelivery.ts";
-import { emit, type Io } from "../output.ts";
+import { emit, note, type Io } from "../output.ts";
+
+const WHEN_ENABLED = "they are sent once it is enabled (updateWebhook with enabled: true)";
 
 type ReplayOptions = { webhook: string; since: Date; batchSize: number; progress?: boolean; json?: boolean };
 
@@ -19,6 +21,7 @@ export function registerDeliveries(program: Command, io: Io): void {
     .option("--progress", "show the progress bar even when stderr is not a terminal")
     .option("--json", "print JSON")
     .action(async (opts: ReplayOptions) => {
+      let paused = false;
       const result = await withDatabase(io.env, async (db) => {
         const target = await findReplayTarget(db, opts.webhook, opts.since);
         const total = await countReplayable(db, target);
@@ -28,16 +31,21 @@ export function registerDeliveries(program: Command, io: Io): void {
             batchSize: opts.batchSize,
             onProgress: bar ? (n) => advance(bar, n) : undefined,
           });
+          // A disabled webhook's deliveries stay pending until it is enabled (docs/cli.md): "a
+          // running worker sends them now" sent an operator to look for deliveries that never went out.
+          paused = replayed > 0 && !(await db.prisma.webhook.findUnique({ where: { id: target.webhookId }, select: { enabled: true } }))?.enabled;
           return { webhookId: target.webhookId, projectId: target.projectId, since: target.since, replayed };
         } finally {
           bar?.stop();
         }
       });
+      const sending = paused ? `the webhook is disabled: ${WHEN_ENABLED}` : "a running worker sends them now";
       await emit(io, !!opts.json, result, () =>
         result.replayed
-          ? `replayed ${result.replayed} failed deliveries of ${result.webhookId} since ${result.since.toISOString()}; a running worker sends them now`
+          ? `replayed ${result.replayed} failed deliveries of ${result.webhookId} since ${result.since.toISOString()}; ${sending}`
           : `no failed deliveries of ${result.webhookId} since ${result.since.toISOString()}`,
       );
+      if (paused && opts.json) note(io, `The webhook ${result.webhookId} is disabled: ${WHEN_ENABLED}.`);
     });
 }
 
