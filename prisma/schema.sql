@@ -1174,7 +1174,7 @@ BEGIN
   WITH ev AS (
     INSERT INTO outbox_events (id, project_id, event_type, body, test, created_at)
     SELECT *, clock_timestamp() AT TIME ZONE 'UTC' FROM unnest(p_ids, p_projects, p_types, p_bodies, p_tests)
-    RETURNING id, project_id, event_type
+    RETURNING id, project_id, event_type, created_at
   ), target AS (
     SELECT * FROM unnest(p_ids, p_only_webhooks) AS t(event_id, only_webhook)
   ), hooks AS (
@@ -1188,10 +1188,10 @@ BEGIN
     WHERE w.project_id = ANY (p_projects) AND w.enabled AND w.events && p_types
     FOR KEY SHARE
   ), dl AS (
-    INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
+    INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type, created_at)
     SELECT 'dlv_' || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
              || right(replace(gen_random_uuid()::text, '-', ''), 20),
-           ev.id, w.id, w.project_id, ev.event_type
+           ev.id, w.id, w.project_id, ev.event_type, ev.created_at
     FROM ev JOIN target t ON t.event_id = ev.id
     JOIN hooks w ON w.project_id = ev.project_id AND ev.event_type = ANY (w.events)
     WHERE t.only_webhook IS NULL OR w.id = t.only_webhook

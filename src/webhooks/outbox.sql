@@ -26,6 +26,13 @@
 -- the other's event (a lower seq, visible once it commits), which that reader never saw
 -- (docs/webhooks.md, "Pulling events").
 --
+-- A delivery's created_at is its event's, the same timestamp(3) value, not the column's default
+-- (its transaction's start, now()): a replay resets the failed deliveries "whose event happened
+-- at or after since" (docs/webhooks.md, "Redelivery and replay") by the deliveries' created_at
+-- (their webhook's index of them). Stamped with the transaction's start, a delivery looked older
+-- than its event whenever the change had begun a millisecond or more before it wrote the event,
+-- and a replay since that event's own createdAt (what the API shows) skipped it.
+--
 -- A delivery's id starts with the time it was made, like the events' and the attempts' ids
 -- (src/ids.ts newOrderedId): `dlv_`, the milliseconds since the epoch in 12 hex digits, then the
 -- last 20 hex digits of a version-4 UUID (78 random bits). New rows land at the right-hand end of
@@ -40,7 +47,7 @@ BEGIN
   WITH ev AS (
     INSERT INTO outbox_events (id, project_id, event_type, body, test, created_at)
     SELECT *, clock_timestamp() AT TIME ZONE 'UTC' FROM unnest(p_ids, p_projects, p_types, p_bodies, p_tests)
-    RETURNING id, project_id, event_type
+    RETURNING id, project_id, event_type, created_at
   ), target AS (
     SELECT * FROM unnest(p_ids, p_only_webhooks) AS t(event_id, only_webhook)
   ), hooks AS (
@@ -54,10 +61,10 @@ BEGIN
     WHERE w.project_id = ANY (p_projects) AND w.enabled AND w.events && p_types
     FOR KEY SHARE
   ), dl AS (
-    INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type)
+    INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type, created_at)
     SELECT 'dlv_' || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0')
              || right(replace(gen_random_uuid()::text, '-', ''), 20),
-           ev.id, w.id, w.project_id, ev.event_type
+           ev.id, w.id, w.project_id, ev.event_type, ev.created_at
     FROM ev JOIN target t ON t.event_id = ev.id
     JOIN hooks w ON w.project_id = ev.project_id AND ev.event_type = ANY (w.events)
     WHERE t.only_webhook IS NULL OR w.id = t.only_webhook

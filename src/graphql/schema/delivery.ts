@@ -86,7 +86,7 @@ const Delivery = builder.prismaObject("Delivery", {
       nullable: true,
       description: "Why its last attempt did not succeed, or why it was failed (its webhook was disabled); null before any attempt and after a success.",
     }),
-    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was created: when its event committed." }),
+    createdAt: t.expose("createdAt", { type: "DateTime", description: "When it was created: its event's createdAt, when the event was written (replays compare it with `since`)." }),
     completedAt: t.expose("completedAt", {
       type: "DateTime",
       nullable: true,

@@ -1,0 +1,10 @@
+-- No table changes. This migration ships a change to a repeatable file: outbox_enqueue
+-- (src/webhooks/outbox.sql) gives each delivery its event's created_at (the time the event was
+-- written) instead of the column's default, the start of the transaction that wrote it. A replay
+-- of failed deliveries since a time compares the deliveries' created_at, and one since an event's
+-- own createdAt skipped that event whenever its transaction had begun a millisecond or more
+-- before it wrote the event. Deliveries written before this migration keep the time they have,
+-- at most the length of their transaction earlier than their event's. A process of the previous
+-- build restarting during the upgrade finds a migration it does not know and leaves the
+-- repeatable files alone (docs/operations.md, "Expand, then contract"), and its own replays
+-- read the same column as before.
