@@ -16,6 +16,8 @@ export function DeliveryLog(props: {
   eventTypes: string[];
   deliveries: Delivery[];
   hasNextPage: boolean;
+  /** set when the filters looked through the webhook's newest deliveries only: how many */
+  lookback: number | null;
   filter: DeliveryFilter;
   onFilter: (f: DeliveryFilter) => void;
   onMore: () => void;
@@ -117,6 +119,11 @@ export function DeliveryLog(props: {
             <DeliveryItem key={d.id} delivery={d} highlight={d.eventId === props.highlightEventId} onChanged={props.onChanged} />
           ))}
         </ul>
+      )}
+      {props.lookback !== null && !searching && (
+        <p class="muted" data-lookback>
+          Filters look through the newest {props.lookback.toLocaleString("en")} deliveries only; search by event id for an older one.
+        </p>
       )}
       {props.hasNextPage && (
         <button type="button" class="more" onClick={props.onMore}>

@@ -19,7 +19,7 @@ import { Confirm, FieldError, SecretBox, StateBadge, fmtRate, fmtTime, message, 
 
 const PAGE = 20;
 type Mode = "view" | "edit" | "confirm-delete" | "confirm-rotate";
-type Loaded = Webhook & { deliveries: Delivery[]; hasNextPage: boolean; search: Search | null };
+type Loaded = Webhook & { deliveries: Delivery[]; hasNextPage: boolean; lookback: number | null; search: Search | null };
 
 export function WebhookDetail(props: {
   id: string;
@@ -56,7 +56,7 @@ export function WebhookDetail(props: {
       setLoadError(null);
       if (!loaded) return setData(null);
       props.onLoaded(loaded.webhook);
-      setData({ ...loaded.webhook, deliveries: loaded.deliveries, hasNextPage: loaded.hasNextPage, search: loaded.search });
+      setData({ ...loaded.webhook, deliveries: loaded.deliveries, hasNextPage: loaded.hasNextPage, lookback: loaded.lookback, search: loaded.search });
     } catch (err) {
       if (n === seq.current) setLoadError(message(err));
     }
@@ -257,6 +257,7 @@ export function WebhookDetail(props: {
         eventTypes={props.eventTypes}
         deliveries={w.deliveries}
         hasNextPage={w.hasNextPage}
+        lookback={w.lookback}
         search={w.search}
         filter={filter}
         onFilter={(f) => {

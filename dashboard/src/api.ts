@@ -154,14 +154,15 @@ async function findEventDelivery(id: string, eventId: string) {
   const d = await gql<{ webhook: Webhook | null; event: { id: string; deliveries: Delivery[] } | null }>(OPERATIONS.FindEvent, { webhookId: id, eventId });
   if (!d.webhook) return null;
   const deliveries = d.event?.deliveries ?? [];
-  return { webhook: d.webhook, deliveries, hasNextPage: false, search: { eventId, eventExists: !!d.event } };
+  return { webhook: d.webhook, deliveries, hasNextPage: false, lookback: null, search: { eventId, eventExists: !!d.event } };
 }
 
 /** A webhook with its first `want` deliveries (newest first), or null when it does not exist. */
 export async function loadWebhook(id: string, want: number, filter: DeliveryFilter) {
   if (filter.eventId) return findEventDelivery(id, filter.eventId);
   const vars = { id, status: filter.status || null, eventType: filter.eventType || null };
-  type Hook = Webhook & { deliveries: Page<Delivery> };
+  // lookback: set when the filters looked through the webhook's newest deliveries only (docs/graphql.md)
+  type Hook = Webhook & { deliveries: Page<Delivery> & { lookback: number | null } };
   let hook: Hook | null = null;
   const { items, hasNextPage } = await collect<Delivery>(
     want,
@@ -178,8 +179,8 @@ export async function loadWebhook(id: string, want: number, filter: DeliveryFilt
   if (!hook) return null;
   // No totalCount: counting a busy webhook's whole log on every 2-second poll costs more than the
   // page itself; the charts give the volume.
-  const { deliveries: _page, ...webhook } = hook as Hook;
-  return { webhook: webhook as Webhook, deliveries: items, hasNextPage, search: null };
+  const { deliveries: page, ...webhook } = hook as Hook;
+  return { webhook: webhook as Webhook, deliveries: items, hasNextPage, lookback: page.lookback, search: null };
 }
 
 // ---- charts -------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ export const OPERATIONS = {
     webhook(id: $id) {
       ${WEBHOOK}
       deliveries(first: ${DELIVERY_PAGE}, status: $status, eventType: $eventType) {
+        lookback
         pageInfo { hasNextPage endCursor }
         edges { node { ${DELIVERY} } }
       }

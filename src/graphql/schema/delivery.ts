@@ -170,9 +170,56 @@ function eventTypeFilter(eventType: string | null | undefined) {
   return { eventType: canonical };
 }
 
-/** The where of a webhook's deliveries: its own, in its project, matching the filters given. */
-function deliveriesWhere(webhook: { id: string; projectId: string }, args: { status?: typeof DeliveryStatus.$inferType | null; eventType?: string | null }) {
-  return { webhookId: webhook.id, projectId: webhook.projectId, ...(args.status ? { status: args.status } : {}), ...eventTypeFilter(args.eventType) };
+type DeliveryFilters = { status?: typeof DeliveryStatus.$inferType | null; eventType?: string | null };
+
+/**
+ * How many of a webhook's newest deliveries a page filtered by event type, or by status
+ * succeeded or gone, looks through (docs/graphql.md, "Operation limits"). No index serves those
+ * filters (one on the deliveries would cost every delivery the worker records), so an unbounded
+ * page read the webhook's whole log when few or none matched: 4,000 rows for an empty
+ * `first: 1` page of a webhook with 4,000 deliveries, priced as one row, for every webhook, as
+ * often as a secret key asked. A page with no filter, or filtered by status pending or failed
+ * alone (each has an index of its own), reads no more than it shows and looks through the whole log.
+ */
+export const FILTER_LOOKBACK = 1_000;
+
+/** Whether the filters look through the webhook's newest FILTER_LOOKBACK deliveries only. */
+function lookedBack(args: DeliveryFilters): boolean {
+  return args.eventType != null || args.status === "succeeded" || args.status === "gone";
+}
+
+/**
+ * The newest of a webhook's deliveries older than its newest FILTER_LOOKBACK (its order: newest
+ * first, ties by id), read at most once per request and webhook; null when it has no more than
+ * that. The statement reads FILTER_LOOKBACK + 1 rows of the (webhook_id, created_at) index.
+ */
+const lookbackEnds = new WeakMap<GraphQLContext, Map<string, Promise<{ createdAt: Date; id: string } | null>>>();
+
+function lookbackEnd(ctx: GraphQLContext, webhook: { id: string; projectId: string }) {
+  let ends = lookbackEnds.get(ctx);
+  if (!ends) lookbackEnds.set(ctx, (ends = new Map()));
+  let end = ends.get(webhook.id);
+  if (!end) {
+    end = ctx.deps.prisma.delivery.findFirst({
+      where: { webhookId: webhook.id, projectId: webhook.projectId },
+      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+      skip: FILTER_LOOKBACK,
+      select: { createdAt: true, id: true },
+    });
+    ends.set(webhook.id, end);
+  }
+  return end;
+}
+
+/**
+ * The where of a webhook's deliveries: its own, in its project, matching the filters given;
+ * for filters with no index of their own, among its newest FILTER_LOOKBACK deliveries.
+ */
+async function deliveriesWhere(ctx: GraphQLContext, webhook: { id: string; projectId: string }, args: DeliveryFilters) {
+  const where = { webhookId: webhook.id, projectId: webhook.projectId, ...(args.status ? { status: args.status } : {}), ...eventTypeFilter(args.eventType) };
+  const end = lookedBack(args) ? await lookbackEnd(ctx, webhook) : null;
+  if (!end) return where;
+  return { ...where, OR: [{ createdAt: { gt: end.createdAt } }, { createdAt: end.createdAt, id: { gt: end.id } }] };
 }
 
 builder.prismaObjectFields(Webhook, (t) => ({
@@ -183,7 +230,7 @@ builder.prismaObjectFields(Webhook, (t) => ({
     {
       type: Delivery,
       cursor: "id",
-      description: `Its deliveries, newest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}).`,
+      description: `Its deliveries, newest first; \`first\` is at most ${MAX_PAGE} (default ${DEFAULT_PAGE}). Filtered by event type, or by status succeeded or gone, among its newest ${FILTER_LOOKBACK.toLocaleString("en")} deliveries only (see lookback).`,
       defaultSize: DEFAULT_PAGE,
       maxSize: boundedPage,
       args: {
@@ -193,11 +240,11 @@ builder.prismaObjectFields(Webhook, (t) => ({
         }),
       },
       resolve: async (query, webhook, args, ctx) => {
-        const where = deliveriesWhere(webhook, args);
+        const where = await deliveriesWhere(ctx, webhook, args);
         if (!(await cursorHeld(query, (id) => ctx.deps.prisma.delivery.count({ where: { ...where, id } })))) return [];
         return ctx.deps.prisma.delivery.findMany({ ...query, where, orderBy: [{ createdAt: "desc" }, { id: "desc" }] });
       },
-      totalCount: (webhook, args, ctx) => ctx.deps.prisma.delivery.count({ where: deliveriesWhere(webhook, args) }),
+      totalCount: async (webhook, args, ctx) => ctx.deps.prisma.delivery.count({ where: await deliveriesWhere(ctx, webhook, args) }),
     },
     {
       ...pageOf("a webhook's deliveries", "A delivery")[0],
@@ -208,6 +255,14 @@ builder.prismaObjectFields(Webhook, (t) => ({
           description: `How many deliveries match the filters, across all pages. Counting reads them all, so each totalCount costs ${AGGREGATE_COST} of an operation's cost budget, whatever the page size.`,
           extensions: { pothosPrismaTotalCount: true },
           resolve: (connection) => (connection as typeof connection & { totalCount: () => Promise<number> }).totalCount(),
+        }),
+        lookback: c.int({
+          nullable: true,
+          description: `When the filters looked through only the webhook's newest deliveries: how many (${FILTER_LOOKBACK.toLocaleString("en")}); its older deliveries are in no page and no totalCount of these filters. Null when the pages cover its whole log: no filter, status pending or failed alone, or a webhook with no more than ${FILTER_LOOKBACK.toLocaleString("en")} deliveries.`,
+          resolve: async (connection, _, ctx) => {
+            const { parent, args } = connection as typeof connection & { parent: { id: string; projectId: string }; args: DeliveryFilters };
+            return lookedBack(args) && (await lookbackEnd(ctx, parent)) ? FILTER_LOOKBACK : null;
+          },
         }),
       }),
     },
