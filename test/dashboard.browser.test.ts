@@ -11,6 +11,7 @@ import { Hono } from "hono";
 import type { Browser, Page, Request as PwRequest } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startWorker, type DeliveryWorker } from "../src/delivery/worker.ts";
+import { FILTER_LOOKBACK } from "../src/graphql/schema/delivery.ts";
 import { dashboardRoutes } from "../src/http/routes/dashboard.ts";
 import { verifyWebhook } from "../src/webhooks/receiver.ts";
 import { startHarness, type Harness } from "./support/app.ts";
@@ -783,6 +784,34 @@ describe.skipIf(chromiumMissing)(`dashboard in Chromium${chromiumMissing ? ` (sk
     await item.getByRole("button", { name: "Delete provider" }).click();
     await page.getByText("No sign-in providers yet.").waitFor();
     expect(await h.db.prisma.identityProvider.count({ where: { projectId: h.projectId } })).toBe(0);
+    await page.getByRole("link", { name: "Webhooks", exact: true }).click();
+  });
+
+  it("says when the log's filters looked through the webhook's newest deliveries only", async () => {
+    const r = await h.gql(`mutation($input: WebhookInput!) { createWebhook(input: $input) { ... on CreateWebhookPayload { webhook { id } } } }`, {
+      input: { url: `${receiver.url}?busy`, events: ["user.created"], description: "busy log" },
+    });
+    const id: string = r.body.data.createWebhook.webhook.id;
+    // a dead endpoint's log, a day old: more failed deliveries than the filters look through
+    const n = FILTER_LOOKBACK + 1;
+    await h.db.prisma.$executeRaw`
+      INSERT INTO outbox_events (id, project_id, event_type, body, created_at)
+      SELECT 'evt_busy' || k, ${h.projectId}, 'user.created', '{}', now() - interval '1 day' + k * interval '1 second' FROM generate_series(1, ${n}::int) k`;
+    await h.db.prisma.$executeRaw`
+      INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type, status, attempts, created_at, completed_at)
+      SELECT 'dlv_busy' || k, 'evt_busy' || k, ${id}, ${h.projectId}, 'user.created', 'failed', 6,
+             now() - interval '1 day' + k * interval '1 second', now() - interval '1 day' + k * interval '1 second'
+      FROM generate_series(1, ${n}::int) k`;
+    await page.evaluate((hook) => (location.hash = `#/webhooks/${hook}`), id);
+    await page.locator("li.delivery").first().waitFor();
+    expect(await page.locator("[data-lookback]").count()).toBe(0);
+    await page.getByLabel("Show status").selectOption("succeeded");
+    await page.getByText("No deliveries match these filters.").waitFor();
+    expect(await page.locator("[data-lookback]").textContent()).toContain(`newest ${FILTER_LOOKBACK.toLocaleString("en")} deliveries only`);
+    await page.getByLabel("Show status").selectOption("failed");
+    await page.locator("li.delivery").first().waitFor();
+    await page.waitForFunction(() => !document.querySelector("[data-lookback]"));
+    await page.getByLabel("Show status").selectOption("");
     await page.getByRole("link", { name: "Webhooks", exact: true }).click();
   });
 
