@@ -13,6 +13,7 @@ import { newId } from "../src/ids.ts";
 import { enqueue } from "../src/webhooks/outbox.ts";
 import { keyActor } from "./support/actors.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { storedWebhook } from "./support/stored-log.ts";
 
 describe.each(backends)("replaying since an event's time, on %s", (backend) => {
   let db: TestDatabase;
@@ -24,9 +25,7 @@ describe.each(backends)("replaying since an event's time, on %s", (backend) => {
     db = await openTestDatabase(backend);
     await db.prisma.project.create({ data: { id: projectId, name: "replay since" } });
     owner = await keyActor(db, projectId);
-    await db.prisma.$executeRaw`
-      INSERT INTO webhooks (id, project_id, url, secret_sealed, enabled, events)
-      VALUES (${webhookId}, ${projectId}, 'https://example.com/hook', 'sealed', true, ARRAY['user.created'])`;
+    await storedWebhook(db, projectId, webhookId, { enabled: true, events: ["user.created"] });
   });
   afterAll(async () => {
     await db?.close();

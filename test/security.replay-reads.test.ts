@@ -10,6 +10,7 @@ import { countReplayable, replayFailed } from "../src/delivery/redelivery.ts";
 import { newId } from "../src/ids.ts";
 import { keyActor } from "./support/actors.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { storedWebhook } from "./support/stored-log.ts";
 import { withTableReads } from "./support/table-reads.ts";
 
 const DELIVERED = 3_000;
@@ -26,8 +27,7 @@ describe.each(backends)("replaying a webhook's failed deliveries, on %s", (backe
     db = await openTestDatabase(backend);
     await db.prisma.project.create({ data: { id: projectId, name: "replays" } });
     owner = await keyActor(db, projectId);
-    await db.prisma.$executeRaw`
-      INSERT INTO webhooks (id, project_id, url, secret_sealed, enabled) VALUES (${webhookId}, ${projectId}, 'https://example.com/hook', 'sealed', false)`;
+    await storedWebhook(db, projectId, webhookId);
     // A day of a busy webhook's log: thousands delivered, a few failed, all since the replay's time.
     await db.prisma.$executeRaw`
       INSERT INTO outbox_events (id, project_id, event_type, body, created_at)

@@ -15,6 +15,7 @@ import { FILTER_LOOKBACK } from "../src/graphql/schema/delivery.ts";
 import { newId } from "../src/ids.ts";
 import { keyActor } from "./support/actors.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { storedEvents, storedWebhook } from "./support/stored-log.ts";
 import { withTableReads } from "./support/table-reads.ts";
 
 const LOGGED = 4 * FILTER_LOOKBACK;
@@ -45,10 +46,7 @@ describe.each(backends)("a filtered page of a webhook's deliveries, on %s", (bac
     const nums = Object.keys(odd).map(Number);
     const statuses = nums.map((k) => odd[k].status);
     const types = nums.map((k) => odd[k].type);
-    await db.prisma.$executeRaw`
-      INSERT INTO outbox_events (id, project_id, event_type, body, created_at)
-      SELECT ${webhookId} || '_e' || k, ${projectId}, 'user.updated', '{}', now() - interval '3 days' + k * interval '1 second'
-      FROM generate_series(1, ${n}::int) k`;
+    await storedEvents(db, projectId, webhookId, n);
     await db.prisma.$executeRaw`
       INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type, status, attempts, created_at, completed_at)
       SELECT ${webhookId} || '_d' || lpad(k::text, 6, '0'), ${webhookId} || '_e' || k, ${webhookId}, ${projectId},
@@ -64,8 +62,7 @@ describe.each(backends)("a filtered page of a webhook's deliveries, on %s", (bac
     await db.prisma.project.create({ data: { id: projectId, name: "delivery filters" } });
     owner = await keyActor(db, projectId);
     for (const id of [dead, small]) {
-      await db.prisma.$executeRaw`
-        INSERT INTO webhooks (id, project_id, url, secret_sealed, enabled) VALUES (${id}, ${projectId}, 'https://example.com/hook', 'sealed', false)`;
+      await storedWebhook(db, projectId, id);
     }
     // A dead endpoint's log: every delivery failed, but for a success, a 410 and a user.created
     // among its oldest (outside the lookback), and a success just inside it.

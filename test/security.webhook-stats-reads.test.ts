@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LEGACY_SUCCESS_LOOKBACK, webhooksStatsStatement } from "../src/delivery/charts.ts";
 import { newId } from "../src/ids.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
+import { storedEvents, storedWebhook } from "./support/stored-log.ts";
 import { withTableReads } from "./support/table-reads.ts";
 
 const FAILED = 4 * LEGACY_SUCCESS_LOOKBACK;
@@ -23,10 +24,7 @@ describe.each(backends)("a webhook's stats, on %s", (backend) => {
 
   /** `n` deliveries of `webhookId`, days old (outside the stats' 24 hours), the newest `succeeded` ones last. */
   async function seed(webhookId: string, n: number, succeeded: number) {
-    await db.prisma.$executeRaw`
-      INSERT INTO outbox_events (id, project_id, event_type, body, created_at)
-      SELECT ${webhookId} || '_e' || k, ${projectId}, 'user.updated', '{}', now() - interval '3 days' + k * interval '1 second'
-      FROM generate_series(1, ${n}::int) k`;
+    await storedEvents(db, projectId, webhookId, n);
     await db.prisma.$executeRaw`
       INSERT INTO deliveries (id, event_id, webhook_id, project_id, event_type, status, attempts, created_at, completed_at)
       SELECT ${webhookId} || '_d' || k, ${webhookId} || '_e' || k, ${webhookId}, ${projectId}, 'user.updated',
@@ -39,8 +37,7 @@ describe.each(backends)("a webhook's stats, on %s", (backend) => {
     db = await openTestDatabase(backend);
     await db.prisma.project.create({ data: { id: projectId, name: "stats" } });
     for (const id of [dead, recovered, healthy]) {
-      await db.prisma.$executeRaw`
-        INSERT INTO webhooks (id, project_id, url, secret_sealed, enabled) VALUES (${id}, ${projectId}, 'https://example.com/hook', 'sealed', false)`;
+      await storedWebhook(db, projectId, id);
     }
     // every delivery of the dead endpoint failed; the other one's latest succeeded, recorded
     // before dashboard.webhook_last_success kept successes (no row there)
