@@ -11,9 +11,8 @@ import type { KeyActor } from "../src/deps.ts";
 import { countReplayable, replayFailed } from "../src/delivery/redelivery.ts";
 import { newId } from "../src/ids.ts";
 import { enqueue } from "../src/webhooks/outbox.ts";
-import { keyActor } from "./support/actors.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
-import { storedWebhook } from "./support/stored-log.ts";
+import { storedProject, storedWebhook } from "./support/stored-log.ts";
 
 describe.each(backends)("replaying since an event's time, on %s", (backend) => {
   let db: TestDatabase;
@@ -23,8 +22,7 @@ describe.each(backends)("replaying since an event's time, on %s", (backend) => {
 
   beforeAll(async () => {
     db = await openTestDatabase(backend);
-    await db.prisma.project.create({ data: { id: projectId, name: "replay since" } });
-    owner = await keyActor(db, projectId);
+    owner = await storedProject(db, projectId, "replay since");
     await storedWebhook(db, projectId, webhookId, { enabled: true, events: ["user.created"] });
   });
   afterAll(async () => {

@@ -8,9 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { KeyActor } from "../src/deps.ts";
 import { countReplayable, replayFailed } from "../src/delivery/redelivery.ts";
 import { newId } from "../src/ids.ts";
-import { keyActor } from "./support/actors.ts";
 import { backends, openTestDatabase, type TestDatabase } from "./support/db.ts";
-import { storedWebhook } from "./support/stored-log.ts";
+import { storedProject, storedWebhook } from "./support/stored-log.ts";
 import { withTableReads } from "./support/table-reads.ts";
 
 const DELIVERED = 3_000;
@@ -25,8 +24,7 @@ describe.each(backends)("replaying a webhook's failed deliveries, on %s", (backe
 
   beforeAll(async () => {
     db = await openTestDatabase(backend);
-    await db.prisma.project.create({ data: { id: projectId, name: "replays" } });
-    owner = await keyActor(db, projectId);
+    owner = await storedProject(db, projectId, "replays");
     await storedWebhook(db, projectId, webhookId);
     // A day of a busy webhook's log: thousands delivered, a few failed, all since the replay's time.
     await db.prisma.$executeRaw`

@@ -66,13 +66,6 @@ const introspectionDepth: Plugin = {
  */
 export const MAX_SCHEMA_INTROSPECTIONS = 1;
 
-const schemaIntrospectionLimit: Plugin = {
-  onValidate({ params }) {
-    const found = fieldsOf(params.documentAST).introspections;
-    if (found > MAX_SCHEMA_INTROSPECTIONS) tooComplex(new GraphQLError(`Introspection limit of ${MAX_SCHEMA_INTROSPECTIONS} __schema exceeded, found ${found}.`));
-  },
-};
-
 /**
  * How many fields may stand at one place of the answer: the same field selected again there,
  * directly, in inline fragments or through fragment spreads, with those of a field selected
@@ -143,20 +136,13 @@ function walkFields(document: DocumentNode): FieldWalk {
   return found;
 }
 
-/** Each document's walk, done once for the limits that read it (samePlaceLimit, then schemaIntrospectionLimit). */
-const walks = new WeakMap<DocumentNode, FieldWalk>();
-
-function fieldsOf(document: DocumentNode): FieldWalk {
-  let found = walks.get(document);
-  if (!found) walks.set(document, (found = walkFields(document)));
-  return found;
-}
-
-const samePlaceLimit: Plugin = {
+/** The limits on a document's fields, from one walk of them, before graphql-js' rules run. */
+const fieldLimits: Plugin = {
   onValidate({ params }) {
-    const { most, name, walkedOut } = fieldsOf(params.documentAST);
+    const { most, name, walkedOut, introspections } = walkFields(params.documentAST);
     if (walkedOut) tooComplex(new GraphQLError(`Field limit of ${MAX_FIELDS_WALKED} exceeded, fragments expanded.`));
     if (most > MAX_SAME_PLACE) tooComplex(new GraphQLError(`Limit of ${MAX_SAME_PLACE} fields at one place of the answer exceeded, found ${most} of "${name}".`));
+    if (introspections > MAX_SCHEMA_INTROSPECTIONS) tooComplex(new GraphQLError(`Introspection limit of ${MAX_SCHEMA_INTROSPECTIONS} __schema exceeded, found ${introspections}.`));
   },
 };
 
@@ -435,9 +421,8 @@ export function limitPlugins(limits: Config["graphqlLimits"], lists: ListSizes):
     // nothing to resolve, but a document of thousands is work to validate and answer
     maxAliasesPlugin({ n: limits.maxAliases, allowList: [], ...refuse }),
     maxDirectivesPlugin({ n: limits.maxDirectives, ...refuse }),
-    samePlaceLimit,
+    fieldLimits,
     costPlugin(limits.maxCost, lists),
-    schemaIntrospectionLimit,
     introspectionDepth,
     // Suggestions ("Did you mean …?") would spell out the schema where introspection is off.
     blockFieldSuggestionsPlugin(),

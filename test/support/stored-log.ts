@@ -1,7 +1,15 @@
 // A project's webhooks and their events written straight into the database, for the tests that
 // count what a statement reads from a log of thousands (a log that long is too slow to make
 // through the worker).
+import type { KeyActor } from "../../src/deps.ts";
+import { keyActor } from "./actors.ts";
 import type { TestDatabase } from "./db.ts";
+
+/** A project, and the actor of a secret key of its own. */
+export async function storedProject(db: TestDatabase, projectId: string, name: string): Promise<KeyActor> {
+  await db.prisma.project.create({ data: { id: projectId, name } });
+  return keyActor(db, projectId);
+}
 
 /** A webhook of the project, as the service stores one (its sealed secret is never opened here). */
 export async function storedWebhook(db: TestDatabase, projectId: string, webhookId: string, opts: { enabled?: boolean; events?: string[] } = {}): Promise<void> {
